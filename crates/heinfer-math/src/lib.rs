@@ -1,0 +1,21 @@
+//! # heinfer-math — the arithmetic layer of heinfer
+//!
+//! Lowest layer of the engine (see `ARCHITECTURE.md`): modular arithmetic over word-size
+//! primes, deterministic NTT-friendly prime generation, the negacyclic NTT over
+//! `Z_q[X]/(X^N+1)`, Galois automorphisms in evaluation form, vectorized element-wise kernels,
+//! residue-number-system (RNS) basis conversion, and OS-seeded samplers.
+//!
+//! Nothing here knows about CKKS; `heinfer-ckks` builds the scheme on top.
+
+pub mod automorphism;
+pub mod error;
+pub mod modulus;
+pub mod ntt;
+pub mod primes;
+pub mod rns;
+pub mod sampler;
+pub mod vecops;
+
+pub use error::{MathError, Result};
+pub use modulus::Modulus;
+pub use ntt::NttPlan;

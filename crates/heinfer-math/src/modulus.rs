@@ -1,0 +1,143 @@
+//! Scalar arithmetic modulo a word-size prime `q < 2^61`.
+//!
+//! Products use a 128-bit Barrett reduction; multiplication by a constant known in advance uses
+//! Shoup's trick: with `w' = ⌊w·2^64/q⌋`, `x·w mod q = x·w − ⌊x·w'/2^64⌋·q` (− q once more if
+//! needed), which costs two multiplications and no division.
+
+/// A prime modulus with its precomputed reduction constants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Modulus {
+    /// The modulus `q`.
+    pub q: u64,
+    /// `⌊2^128 / q⌋` split as (high, low) 64-bit words, for Barrett reduction of 128-bit values.
+    barrett_hi: u64,
+    barrett_lo: u64,
+}
+
+impl Modulus {
+    /// Builds the reduction constants of `q` (`2 ≤ q < 2^62`).
+    pub fn new(q: u64) -> Self {
+        assert!((2..(1u64 << 62)).contains(&q), "modulus out of range: {q}");
+        // ⌊(2^128 − 1) / q⌋ equals ⌊2^128 / q⌋ because q is not a power of two when prime (q = 2 aside).
+        let r = u128::MAX / q as u128;
+        Self { q, barrett_hi: (r >> 64) as u64, barrett_lo: r as u64 }
+    }
+
+    /// `x mod q` for a 128-bit `x` (Barrett with `r = ⌊2^128/q⌋`; the quotient estimate is
+    /// off by at most 2, corrected by subtraction).
+    #[inline(always)]
+    pub fn reduce_u128(&self, x: u128) -> u64 {
+        const M: u128 = u64::MAX as u128;
+        let (x_hi, x_lo) = ((x >> 64) as u64, x as u64);
+        let t = (x_lo as u128 * self.barrett_lo as u128) >> 64;
+        let a = x_lo as u128 * self.barrett_hi as u128;
+        let b = x_hi as u128 * self.barrett_lo as u128;
+        let carry = ((a & M) + (b & M) + t) >> 64;
+        let quot = (x_hi as u128 * self.barrett_hi as u128) + (a >> 64) + (b >> 64) + carry;
+        let mut r = x.wrapping_sub(quot.wrapping_mul(self.q as u128)) as u64;
+        while r >= self.q {
+            r -= self.q;
+        }
+        r
+    }
+
+    /// `x mod q` for any 64-bit `x`.
+    #[inline(always)]
+    pub fn reduce(&self, x: u64) -> u64 {
+        if x < self.q { x } else { x % self.q }
+    }
+
+    /// `x mod q` for a signed `x`.
+    #[inline(always)]
+    pub fn reduce_i64(&self, x: i64) -> u64 {
+        let r = x.rem_euclid(self.q as i64);
+        r as u64
+    }
+
+    /// `x mod q` for a signed 128-bit `x`.
+    #[inline(always)]
+    pub fn reduce_i128(&self, x: i128) -> u64 {
+        x.rem_euclid(self.q as i128) as u64
+    }
+
+    /// `(a + b) mod q` for `a, b < q`.
+    #[inline(always)]
+    pub fn add(&self, a: u64, b: u64) -> u64 {
+        let s = a + b;
+        if s >= self.q { s - self.q } else { s }
+    }
+
+    /// `(a − b) mod q` for `a, b < q`.
+    #[inline(always)]
+    pub fn sub(&self, a: u64, b: u64) -> u64 {
+        if a >= b { a - b } else { a + self.q - b }
+    }
+
+    /// `−a mod q` for `a < q`.
+    #[inline(always)]
+    pub fn neg(&self, a: u64) -> u64 {
+        if a == 0 { 0 } else { self.q - a }
+    }
+
+    /// `a·b mod q`.
+    #[inline(always)]
+    pub fn mul(&self, a: u64, b: u64) -> u64 {
+        self.reduce_u128(a as u128 * b as u128)
+    }
+
+    /// Shoup companion `⌊w·2^64/q⌋` of a constant `w < q`.
+    #[inline(always)]
+    pub fn shoup(&self, w: u64) -> u64 {
+        (((w as u128) << 64) / self.q as u128) as u64
+    }
+
+    /// `x·w mod q` with the Shoup companion `w_shoup` of `w` (`x` any 64-bit value).
+    #[inline(always)]
+    pub fn mul_shoup(&self, x: u64, w: u64, w_shoup: u64) -> u64 {
+        let hi = ((x as u128 * w_shoup as u128) >> 64) as u64;
+        let r = x.wrapping_mul(w).wrapping_sub(hi.wrapping_mul(self.q));
+        if r >= self.q { r - self.q } else { r }
+    }
+
+    /// `a^e mod q`.
+    pub fn pow(&self, mut a: u64, mut e: u64) -> u64 {
+        let mut r = 1 % self.q;
+        a %= self.q;
+        while e > 0 {
+            if e & 1 == 1 {
+                r = self.mul(r, a);
+            }
+            a = self.mul(a, a);
+            e >>= 1;
+        }
+        r
+    }
+
+    /// `a^{-1} mod q` for prime `q` and `a ≢ 0` (Fermat).
+    pub fn inv(&self, a: u64) -> u64 {
+        self.pow(a, self.q - 2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn barrett_matches_u128_rem(q in 2u64..(1u64 << 61), a in any::<u128>()) {
+            let m = Modulus::new(q | 1);
+            prop_assert_eq!(m.reduce_u128(a), (a % (q | 1) as u128) as u64);
+        }
+
+        #[test]
+        fn shoup_matches_mul(q in 3u64..(1u64 << 61), x in any::<u64>(), w in any::<u64>()) {
+            let q = q | 1;
+            let m = Modulus::new(q);
+            let w = w % q;
+            let x = x % q;
+            prop_assert_eq!(m.mul_shoup(x, w, m.shoup(w)), ((x as u128 * w as u128) % q as u128) as u64);
+        }
+    }
+}

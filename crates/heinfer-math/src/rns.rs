@@ -1,0 +1,126 @@
+//! Residue-number-system basis conversion ("fast base conversion", Bajard et al.; HPS 2019).
+//!
+//! For `x` given by its residues `x_i` modulo the primes of `Q = Π q_i`, the approximate
+//! conversion to another basis `{p_j}` is
+//!
+//! ```text
+//!   Conv_{Q→P}(x)_j = Σ_i [x_i · (Q/q_i)^{-1}]_{q_i} · (Q/q_i) mod p_j  =  x + u·Q  (mod p_j),
+//! ```
+//!
+//! with a small integer `0 ≤ u < |Q|` (number of primes). Key switching tolerates the `u·Q`
+//! term: in ModUp it is multiplied by a key whose gadget vanishes mod `Q`, in ModDown it adds
+//! at most `|P|` to the rounding error.
+
+use crate::modulus::Modulus;
+use crate::vecops;
+
+/// Precomputed constants to convert residues from one basis to another.
+#[derive(Debug, Clone)]
+pub struct BasisConverter {
+    from: Vec<Modulus>,
+    to: Vec<Modulus>,
+    /// `[(Q/q_i)^{-1}]_{q_i}` and its Shoup companion.
+    qhat_inv: Vec<(u64, u64)>,
+    /// `[Q/q_i]_{p_j}` and its Shoup companion, indexed `[j][i]`.
+    qhat_mod_p: Vec<Vec<(u64, u64)>>,
+}
+
+impl BasisConverter {
+    /// Constants for converting from basis `from` to basis `to` (disjoint sets of primes).
+    pub fn new(from: &[Modulus], to: &[Modulus]) -> Self {
+        let qhat_inv = from
+            .iter()
+            .enumerate()
+            .map(|(i, mi)| {
+                let mut prod = 1u64;
+                for (k, mk) in from.iter().enumerate() {
+                    if k != i {
+                        prod = mi.mul(prod, mk.q % mi.q);
+                    }
+                }
+                let inv = mi.inv(prod);
+                (inv, mi.shoup(inv))
+            })
+            .collect();
+        let qhat_mod_p = to
+            .iter()
+            .map(|pj| {
+                (0..from.len())
+                    .map(|i| {
+                        let mut prod = 1u64;
+                        for (k, mk) in from.iter().enumerate() {
+                            if k != i {
+                                prod = pj.mul(prod, mk.q % pj.q);
+                            }
+                        }
+                        (prod, pj.shoup(prod))
+                    })
+                    .collect()
+            })
+            .collect();
+        Self { from: from.to_vec(), to: to.to_vec(), qhat_inv, qhat_mod_p }
+    }
+
+    /// Source basis.
+    pub fn from(&self) -> &[Modulus] {
+        &self.from
+    }
+
+    /// Target basis.
+    pub fn to(&self) -> &[Modulus] {
+        &self.to
+    }
+
+    /// Converts `input` (`from.len()` limbs of `n` coefficients, concatenated, coefficient
+    /// form) into `output` (`to.len()` limbs of `n`). `scratch` must hold `from.len()·n` words.
+    pub fn convert(&self, input: &[u64], output: &mut [u64], scratch: &mut [u64], n: usize) {
+        let k = self.from.len();
+        assert!(input.len() >= k * n && output.len() >= self.to.len() * n && scratch.len() >= k * n);
+        for i in 0..k {
+            let t = &mut scratch[i * n..(i + 1) * n];
+            t.copy_from_slice(&input[i * n..(i + 1) * n]);
+            let (w, ws) = self.qhat_inv[i];
+            vecops::mul_scalar_assign(t, w, ws, &self.from[i]);
+        }
+        for (j, pj) in self.to.iter().enumerate() {
+            let out = &mut output[j * n..(j + 1) * n];
+            out.fill(0);
+            for i in 0..k {
+                let (w, ws) = self.qhat_mod_p[j][i];
+                // Shoup's product is exact for any 64-bit multiplicand, so t_i ≥ p_j is fine.
+                vecops::mul_scalar_add_assign(out, &scratch[i * n..(i + 1) * n], w, ws, pj);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::primes::generate_primes;
+
+    #[test]
+    fn conversion_is_exact_up_to_multiples_of_q() {
+        let n = 32;
+        let ps = generate_primes(&[50, 51, 52, 49, 48], 64, &[]).unwrap();
+        let from: Vec<Modulus> = ps[..2].iter().map(|&q| Modulus::new(q)).collect();
+        let to: Vec<Modulus> = ps[2..].iter().map(|&q| Modulus::new(q)).collect();
+        let big_q = from[0].q as u128 * from[1].q as u128;
+        let xs: Vec<u128> = (0..n as u128).map(|i| (i * 0x1234_5678_9abc_def1_2345 + 77) % big_q).collect();
+        let mut input = vec![0u64; 2 * n];
+        for (c, &x) in xs.iter().enumerate() {
+            input[c] = (x % from[0].q as u128) as u64;
+            input[n + c] = (x % from[1].q as u128) as u64;
+        }
+        let conv = BasisConverter::new(&from, &to);
+        let mut out = vec![0u64; 3 * n];
+        let mut scratch = vec![0u64; 2 * n];
+        conv.convert(&input, &mut out, &mut scratch, n);
+        for (j, pj) in to.iter().enumerate() {
+            for c in 0..n {
+                let ok = (0..2u128).any(|u| ((xs[c] + u * big_q) % pj.q as u128) as u64 == out[j * n + c]);
+                assert!(ok, "coefficient {c} limb {j}");
+            }
+        }
+    }
+}

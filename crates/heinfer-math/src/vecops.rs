@@ -1,0 +1,345 @@
+//! Element-wise modular kernels over slices of residues (`[0, q)` in, `[0, q)` out).
+//!
+//! These are the inner loops of every homomorphic operation. Each kernel has a portable body
+//! and, on x86-64 with AVX-512F/DQ (detected at run time), an explicitly vectorized body:
+//! 64×64→128-bit products are built from four 32-bit multiplies (`vpmuludq`), since this
+//! machine class has no IFMA.
+//!
+//! * `x·w mod q` for a constant `w` uses Shoup's companion `w' = ⌊w·2^64/q⌋`.
+//! * `a·b mod q` for two vectors uses Barrett reduction with `r = ⌊2^{k+63}/q⌋`, `k = ⌈log2 q⌉`,
+//!   exact for `q < 2^62` after one conditional subtraction.
+
+use crate::modulus::Modulus;
+
+/// Barrett constants for the element-wise product kernel.
+#[derive(Debug, Clone, Copy)]
+pub struct BarrettConst {
+    q: u64,
+    k: u32,
+    r: u64,
+}
+
+impl BarrettConst {
+    /// Constants for modulus `q < 2^62`.
+    pub fn new(q: u64) -> Self {
+        let k = 64 - q.leading_zeros();
+        let r = ((1u128 << (k + 63)) / q as u128) as u64;
+        Self { q, k, r }
+    }
+
+    #[inline(always)]
+    fn mul(&self, a: u64, b: u64) -> u64 {
+        let p = a as u128 * b as u128;
+        let c1 = (p >> (self.k - 1)) as u64;
+        let c3 = ((c1 as u128 * self.r as u128) >> 64) as u64;
+        let r = (p as u64).wrapping_sub(c3.wrapping_mul(self.q));
+        small_mod(r, self.q)
+    }
+}
+
+#[inline(always)]
+fn small_mod(x: u64, q: u64) -> u64 {
+    x.min(x.wrapping_sub(q))
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::BarrettConst;
+    use std::arch::x86_64::*;
+
+    #[inline(always)]
+    pub unsafe fn mul_wide(x: __m512i, y: __m512i) -> (__m512i, __m512i) {
+        let lo_mask = _mm512_set1_epi64(0xFFFF_FFFF);
+        let x_hi = _mm512_shuffle_epi32::<0b1011_0001>(x);
+        let y_hi = _mm512_shuffle_epi32::<0b1011_0001>(y);
+        let ll = _mm512_mul_epu32(x, y);
+        let lh = _mm512_mul_epu32(x, y_hi);
+        let hl = _mm512_mul_epu32(x_hi, y);
+        let hh = _mm512_mul_epu32(x_hi, y_hi);
+        let t = _mm512_add_epi64(lh, _mm512_srli_epi64::<32>(ll));
+        let t_lo = _mm512_and_si512(t, lo_mask);
+        let t_hi = _mm512_srli_epi64::<32>(t);
+        let u = _mm512_add_epi64(hl, t_lo);
+        let hi = _mm512_add_epi64(_mm512_add_epi64(hh, t_hi), _mm512_srli_epi64::<32>(u));
+        let lo = _mm512_add_epi64(_mm512_slli_epi64::<32>(u), _mm512_and_si512(ll, lo_mask));
+        (lo, hi)
+    }
+
+    #[inline(always)]
+    pub unsafe fn mulhi(x: __m512i, y: __m512i) -> __m512i {
+        mul_wide(x, y).1
+    }
+
+    #[inline(always)]
+    pub unsafe fn small_mod(x: __m512i, q: __m512i) -> __m512i {
+        _mm512_min_epu64(x, _mm512_sub_epi64(x, q))
+    }
+
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub unsafe fn mul_shoup_assign(a: &mut [u64], w: u64, ws: u64, q: u64) {
+        let (vw, vws, vq) = (_mm512_set1_epi64(w as i64), _mm512_set1_epi64(ws as i64), _mm512_set1_epi64(q as i64));
+        let chunks = a.len() / 8;
+        let p = a.as_mut_ptr();
+        for c in 0..chunks {
+            let ptr = p.add(8 * c) as *mut __m512i;
+            let x = _mm512_loadu_si512(ptr as *const _);
+            let hi = mulhi(x, vws);
+            let r = _mm512_sub_epi64(_mm512_mullo_epi64(x, vw), _mm512_mullo_epi64(hi, vq));
+            _mm512_storeu_si512(ptr as *mut _, small_mod(r, vq));
+        }
+        super::mul_shoup_assign_scalar(&mut a[8 * chunks..], w, ws, q);
+    }
+
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub unsafe fn mul_shoup_add_assign(acc: &mut [u64], a: &[u64], w: u64, ws: u64, q: u64) {
+        let (vw, vws, vq) = (_mm512_set1_epi64(w as i64), _mm512_set1_epi64(ws as i64), _mm512_set1_epi64(q as i64));
+        let chunks = a.len() / 8;
+        for c in 0..chunks {
+            let pa = acc.as_mut_ptr().add(8 * c) as *mut __m512i;
+            let x = _mm512_loadu_si512(a.as_ptr().add(8 * c) as *const _);
+            let hi = mulhi(x, vws);
+            let r = small_mod(_mm512_sub_epi64(_mm512_mullo_epi64(x, vw), _mm512_mullo_epi64(hi, vq)), vq);
+            let s = _mm512_add_epi64(_mm512_loadu_si512(pa as *const _), r);
+            _mm512_storeu_si512(pa as *mut _, small_mod(s, vq));
+        }
+        super::mul_shoup_add_assign_scalar(&mut acc[8 * chunks..], &a[8 * chunks..], w, ws, q);
+    }
+
+    #[inline(always)]
+    unsafe fn barrett(x: __m512i, y: __m512i, b: &BarrettConst, vq: __m512i, vr: __m512i) -> __m512i {
+        let (lo, hi) = mul_wide(x, y);
+        let sh = _mm512_set1_epi64((b.k - 1) as i64);
+        let shc = _mm512_set1_epi64((65 - b.k) as i64);
+        let c1 = _mm512_or_si512(_mm512_srlv_epi64(lo, sh), _mm512_sllv_epi64(hi, shc));
+        let c3 = mulhi(c1, vr);
+        small_mod(_mm512_sub_epi64(lo, _mm512_mullo_epi64(c3, vq)), vq)
+    }
+
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub unsafe fn mul_into(out: &mut [u64], a: &[u64], bv: &[u64], b: &BarrettConst) {
+        let (vq, vr) = (_mm512_set1_epi64(b.q as i64), _mm512_set1_epi64(b.r as i64));
+        let chunks = a.len() / 8;
+        for c in 0..chunks {
+            let x = _mm512_loadu_si512(a.as_ptr().add(8 * c) as *const _);
+            let y = _mm512_loadu_si512(bv.as_ptr().add(8 * c) as *const _);
+            _mm512_storeu_si512(out.as_mut_ptr().add(8 * c) as *mut _, barrett(x, y, b, vq, vr));
+        }
+        for i in 8 * chunks..a.len() {
+            out[i] = b.mul(a[i], bv[i]);
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub unsafe fn mul_assign(a: &mut [u64], bv: &[u64], b: &BarrettConst) {
+        let (vq, vr) = (_mm512_set1_epi64(b.q as i64), _mm512_set1_epi64(b.r as i64));
+        let chunks = a.len() / 8;
+        for c in 0..chunks {
+            let pa = a.as_mut_ptr().add(8 * c) as *mut __m512i;
+            let x = _mm512_loadu_si512(pa as *const _);
+            let y = _mm512_loadu_si512(bv.as_ptr().add(8 * c) as *const _);
+            _mm512_storeu_si512(pa as *mut _, barrett(x, y, b, vq, vr));
+        }
+        for i in 8 * chunks..a.len() {
+            a[i] = b.mul(a[i], bv[i]);
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub unsafe fn mul_add_assign(acc: &mut [u64], a: &[u64], bv: &[u64], b: &BarrettConst) {
+        let (vq, vr) = (_mm512_set1_epi64(b.q as i64), _mm512_set1_epi64(b.r as i64));
+        let chunks = a.len() / 8;
+        for c in 0..chunks {
+            let pa = acc.as_mut_ptr().add(8 * c) as *mut __m512i;
+            let x = _mm512_loadu_si512(a.as_ptr().add(8 * c) as *const _);
+            let y = _mm512_loadu_si512(bv.as_ptr().add(8 * c) as *const _);
+            let s = _mm512_add_epi64(_mm512_loadu_si512(pa as *const _), barrett(x, y, b, vq, vr));
+            _mm512_storeu_si512(pa as *mut _, small_mod(s, vq));
+        }
+        for i in 8 * chunks..a.len() {
+            acc[i] = small_mod_s(acc[i] + b.mul(a[i], bv[i]), b.q);
+        }
+    }
+
+    #[inline(always)]
+    fn small_mod_s(x: u64, q: u64) -> u64 {
+        x.min(x.wrapping_sub(q))
+    }
+
+    /// Instantiates a portable element-wise body with AVX-512 enabled, so LLVM vectorizes it.
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub unsafe fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
+        f()
+    }
+}
+
+#[inline(always)]
+fn has_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512dq")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+fn mul_shoup_assign_scalar(a: &mut [u64], w: u64, ws: u64, q: u64) {
+    for x in a {
+        let hi = ((*x as u128 * ws as u128) >> 64) as u64;
+        *x = small_mod(x.wrapping_mul(w).wrapping_sub(hi.wrapping_mul(q)), q);
+    }
+}
+
+fn mul_shoup_add_assign_scalar(acc: &mut [u64], a: &[u64], w: u64, ws: u64, q: u64) {
+    for (y, &x) in acc.iter_mut().zip(a) {
+        let hi = ((x as u128 * ws as u128) >> 64) as u64;
+        let r = small_mod(x.wrapping_mul(w).wrapping_sub(hi.wrapping_mul(q)), q);
+        *y = small_mod(*y + r, q);
+    }
+}
+
+/// `a[i] ← a[i]·w mod q` for a constant `w < q` with Shoup companion `ws` (`a[i]` any u64).
+pub fn mul_scalar_assign(a: &mut [u64], w: u64, ws: u64, m: &Modulus) {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        return unsafe { avx512::mul_shoup_assign(a, w, ws, m.q) };
+    }
+    mul_shoup_assign_scalar(a, w, ws, m.q)
+}
+
+/// `acc[i] ← acc[i] + a[i]·w mod q` for a constant `w < q` with Shoup companion `ws`.
+pub fn mul_scalar_add_assign(acc: &mut [u64], a: &[u64], w: u64, ws: u64, m: &Modulus) {
+    debug_assert_eq!(acc.len(), a.len());
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        return unsafe { avx512::mul_shoup_add_assign(acc, a, w, ws, m.q) };
+    }
+    mul_shoup_add_assign_scalar(acc, a, w, ws, m.q)
+}
+
+/// `a[i] ← a[i]·b[i] mod q`.
+pub fn mul_assign(a: &mut [u64], b: &[u64], bc: &BarrettConst) {
+    debug_assert_eq!(a.len(), b.len());
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        return unsafe { avx512::mul_assign(a, b, bc) };
+    }
+    for (x, &y) in a.iter_mut().zip(b) {
+        *x = bc.mul(*x, y);
+    }
+}
+
+/// `out[i] ← a[i]·b[i] mod q`.
+pub fn mul_into(out: &mut [u64], a: &[u64], b: &[u64], bc: &BarrettConst) {
+    debug_assert!(a.len() == b.len() && a.len() == out.len());
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        return unsafe { avx512::mul_into(out, a, b, bc) };
+    }
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        *o = bc.mul(x, y);
+    }
+}
+
+/// `acc[i] ← acc[i] + a[i]·b[i] mod q`.
+pub fn mul_add_assign(acc: &mut [u64], a: &[u64], b: &[u64], bc: &BarrettConst) {
+    debug_assert!(a.len() == b.len() && a.len() == acc.len());
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        return unsafe { avx512::mul_add_assign(acc, a, b, bc) };
+    }
+    for ((o, &x), &y) in acc.iter_mut().zip(a).zip(b) {
+        *o = small_mod(*o + bc.mul(x, y), bc.q);
+    }
+}
+
+macro_rules! elementwise {
+    ($(#[$doc:meta])* $name:ident ($($arg:ident : $ty:ty),*) $body:block) => {
+        $(#[$doc])*
+        #[inline]
+        pub fn $name($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            if has_avx512() {
+                return unsafe { avx512::with_avx512(|| $body) };
+            }
+            $body
+        }
+    };
+}
+
+elementwise!(
+    /// `a[i] ← a[i] + b[i] mod q`.
+    add_assign(a: &mut [u64], b: &[u64], q: u64) {
+        for (x, &y) in a.iter_mut().zip(b) { *x = small_mod(*x + y, q); }
+    }
+);
+elementwise!(
+    /// `out[i] ← a[i] + b[i] mod q`.
+    add_into(out: &mut [u64], a: &[u64], b: &[u64], q: u64) {
+        for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) { *o = small_mod(x + y, q); }
+    }
+);
+elementwise!(
+    /// `a[i] ← a[i] − b[i] mod q`.
+    sub_assign(a: &mut [u64], b: &[u64], q: u64) {
+        for (x, &y) in a.iter_mut().zip(b) { *x = small_mod(*x + q - y, q); }
+    }
+);
+elementwise!(
+    /// `out[i] ← a[i] − b[i] mod q`.
+    sub_into(out: &mut [u64], a: &[u64], b: &[u64], q: u64) {
+        for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) { *o = small_mod(x + q - y, q); }
+    }
+);
+elementwise!(
+    /// `a[i] ← −a[i] mod q`.
+    neg_assign(a: &mut [u64], q: u64) {
+        for x in a.iter_mut() { *x = small_mod(q - *x, q); }
+    }
+);
+elementwise!(
+    /// `a[i] ← a[i] + c mod q` for a constant `c < q`.
+    add_scalar_assign(a: &mut [u64], c: u64, q: u64) {
+        for x in a.iter_mut() { *x = small_mod(*x + c, q); }
+    }
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn kernels_match_scalar(q in (1u64 << 20)..(1u64 << 61), seed in any::<u64>(), len in 0usize..40) {
+            let q = q | 1;
+            let m = Modulus::new(q);
+            let bc = BarrettConst::new(q);
+            let mut s = seed;
+            let mut next = || { s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407); s % q };
+            let a: Vec<u64> = (0..len).map(|_| next()).collect();
+            let b: Vec<u64> = (0..len).map(|_| next()).collect();
+            let w = next();
+            let expect_mul: Vec<u64> = a.iter().zip(&b).map(|(&x, &y)| m.mul(x, y)).collect();
+            let mut t = a.clone(); mul_assign(&mut t, &b, &bc); prop_assert_eq!(&t, &expect_mul);
+            let mut o = vec![0; len]; mul_into(&mut o, &a, &b, &bc); prop_assert_eq!(&o, &expect_mul);
+            let mut acc = b.clone(); mul_add_assign(&mut acc, &a, &b, &bc);
+            let e: Vec<u64> = b.iter().zip(&expect_mul).map(|(&x, &y)| m.add(x, y)).collect();
+            prop_assert_eq!(&acc, &e);
+            let mut t = a.clone(); mul_scalar_assign(&mut t, w, m.shoup(w), &m);
+            let e: Vec<u64> = a.iter().map(|&x| m.mul(x, w)).collect();
+            prop_assert_eq!(&t, &e);
+            let mut acc = b.clone(); mul_scalar_add_assign(&mut acc, &a, w, m.shoup(w), &m);
+            let e2: Vec<u64> = b.iter().zip(&e).map(|(&x, &y)| m.add(x, y)).collect();
+            prop_assert_eq!(&acc, &e2);
+            let mut t = a.clone(); add_assign(&mut t, &b, q);
+            prop_assert_eq!(&t, &a.iter().zip(&b).map(|(&x, &y)| m.add(x, y)).collect::<Vec<_>>());
+            let mut t = a.clone(); sub_assign(&mut t, &b, q);
+            prop_assert_eq!(&t, &a.iter().zip(&b).map(|(&x, &y)| m.sub(x, y)).collect::<Vec<_>>());
+            let mut t = a.clone(); neg_assign(&mut t, q);
+            prop_assert_eq!(&t, &a.iter().map(|&x| m.neg(x)).collect::<Vec<_>>());
+        }
+    }
+}
