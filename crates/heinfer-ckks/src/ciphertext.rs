@@ -1,0 +1,95 @@
+//! Ciphertexts and plaintexts.
+
+use crate::error::{CkksError, Result};
+use crate::params::CkksParams;
+use crate::poly::RnsPoly;
+use heinfer_math::sampler::Seed;
+
+/// An encoded message: one polynomial in NTT form at a level, with its scale.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plaintext {
+    pub(crate) params_id: u64,
+    pub(crate) poly: RnsPoly,
+    pub(crate) level: usize,
+    pub(crate) scale: f64,
+}
+
+impl Plaintext {
+    /// Level `ℓ` (the polynomial has `ℓ+1` limbs).
+    pub fn level(&self) -> usize {
+        self.level
+    }
+    /// Scale `Δ` of the encoding.
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+    /// Id of the parameter set.
+    pub fn params_id(&self) -> u64 {
+        self.params_id
+    }
+    /// The polynomial (NTT form).
+    pub fn poly(&self) -> &RnsPoly {
+        &self.poly
+    }
+}
+
+/// A CKKS ciphertext `(c_0, c_1[, c_2])` in NTT form: decrypts to `Σ c_i s^i ≈ Δ·m`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ciphertext {
+    pub(crate) params_id: u64,
+    pub(crate) parts: Vec<RnsPoly>,
+    pub(crate) level: usize,
+    pub(crate) scale: f64,
+    /// For a fresh secret-key encryption, the seed that expands to `c_1` (halves the bytes).
+    pub(crate) seed: Option<Seed>,
+}
+
+impl Ciphertext {
+    /// Level `ℓ` (each part has `ℓ+1` limbs): the number of rescales still possible.
+    pub fn level(&self) -> usize {
+        self.level
+    }
+    /// Scale `Δ` of the encrypted message.
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+    /// Overrides the scale (the caller asserts the message is now `Σ c_i s^i / scale`).
+    pub fn set_scale(&mut self, scale: f64) -> Result<()> {
+        check_scale(scale)?;
+        self.scale = scale;
+        Ok(())
+    }
+    /// Number of polynomials (2 for a linear ciphertext, 3 after a multiplication).
+    pub fn size(&self) -> usize {
+        self.parts.len()
+    }
+    /// Id of the parameter set.
+    pub fn params_id(&self) -> u64 {
+        self.params_id
+    }
+    /// Part `i`.
+    pub fn part(&self, i: usize) -> &RnsPoly {
+        &self.parts[i]
+    }
+    /// Whether this ciphertext can be serialized in seed-compressed form.
+    pub fn is_seed_compressed(&self) -> bool {
+        self.seed.is_some()
+    }
+
+    pub(crate) fn parts_mut(&mut self) -> &mut [RnsPoly] {
+        self.seed = None;
+        &mut self.parts
+    }
+
+    pub(crate) fn check(&self, params: &CkksParams) -> Result<()> {
+        params.check_id(self.params_id)
+    }
+}
+
+/// A scale must be finite, ≥ 1 and below 2^1000.
+pub(crate) fn check_scale(scale: f64) -> Result<()> {
+    if !(scale.is_finite() && scale >= 1.0 && scale < 2f64.powi(1000)) {
+        return Err(CkksError::InvalidScale(format!("{scale} is not a finite value in [1, 2^1000)")));
+    }
+    Ok(())
+}

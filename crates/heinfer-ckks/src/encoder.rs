@@ -1,0 +1,230 @@
+//! The CKKS encoder: complex vectors ↔ polynomials through the canonical embedding.
+//!
+//! Slot `j` holds the evaluation of the message polynomial at `ζ^{5^j mod 2N}`,
+//! `ζ = e^{iπ/N}`; the conjugate slots are implied, so the polynomial is real. Encoding computes
+//! `m = ⌊Δ·σ^{-1}(z)⌉` with the O(N log N) "special FFT" of Cheon et al. (HEAAN) in f64, reduces
+//! it modulo each prime and applies the NTT. Decoding inverts the NTT, reconstructs the
+//! centered integer coefficients from the first two limbs (CRT over `q_0·q_1`, exact while
+//! `|coefficients| < q_0·q_1/2`; `q_0` alone at level 0), divides by `Δ` and applies the forward
+//! special FFT.
+//!
+//! Real vectors fill the real parts; complex packing (nGraph-HE2 §3.1.2) puts a second real
+//! vector in the imaginary parts.
+
+use crate::ciphertext::{check_scale, Plaintext};
+use crate::error::{CkksError, Result};
+use crate::params::CkksParams;
+use crate::keygen::basis_indices;
+use crate::poly::RnsPoly;
+use rayon::prelude::*;
+use num_complex::Complex64;
+use std::f64::consts::PI;
+
+/// Encodes and decodes vectors of up to `N/2` complex values.
+pub struct Encoder {
+    params: CkksParams,
+    rot_group: Vec<usize>,
+    roots: Vec<Complex64>,
+}
+
+impl Encoder {
+    /// An encoder for `params`.
+    pub fn new(params: &CkksParams) -> Self {
+        let n = params.n();
+        let m = 2 * n;
+        let slots = n / 2;
+        let mut rot_group = Vec::with_capacity(slots);
+        let mut g = 1usize;
+        for _ in 0..slots {
+            rot_group.push(g);
+            g = g * 5 % m;
+        }
+        let roots = (0..=m).map(|k| Complex64::from_polar(1.0, 2.0 * PI * k as f64 / m as f64)).collect();
+        Self { params: params.clone(), rot_group, roots }
+    }
+
+    /// Number of slots `N/2`.
+    pub fn slots(&self) -> usize {
+        self.params.slots()
+    }
+
+    /// Encodes real values (zero-padded to `N/2` slots) at `scale` and `level`.
+    pub fn encode_real(&self, values: &[f64], scale: f64, level: usize) -> Result<Plaintext> {
+        let z: Vec<Complex64> = values.iter().map(|&x| Complex64::new(x, 0.0)).collect();
+        self.encode(&z, scale, level)
+    }
+
+    /// Encodes complex values (zero-padded to `N/2` slots) at `scale` and `level`.
+    ///
+    /// Fails if there are more than `N/2` values, a value is not finite, or a scaled
+    /// coefficient does not fit below `Q_ℓ/2` (no silent wrap-around).
+    pub fn encode(&self, values: &[Complex64], scale: f64, level: usize) -> Result<Plaintext> {
+        self.encode_in_basis(values, scale, level, false)
+    }
+
+    /// Encodes with the special primes `P` as extra limbs, for multiplying extended
+    /// ciphertexts ([`crate::ExtendedCiphertext`]) in baby-step giant-step sums.
+    pub fn encode_extended(&self, values: &[Complex64], scale: f64, level: usize) -> Result<Plaintext> {
+        self.encode_in_basis(values, scale, level, true)
+    }
+
+    fn encode_in_basis(&self, values: &[Complex64], scale: f64, level: usize, extended: bool) -> Result<Plaintext> {
+        let coeffs = self.embed_inverse(values, scale, level)?;
+        let n = self.params.n();
+        let inner = self.params.inner();
+        let idx = basis_indices(&self.params, level, extended);
+        let mut poly = RnsPoly::zero(n, idx.len());
+        let big = coeffs.iter().any(|c| c.abs() >= 9.2e18);
+        poly.data.par_chunks_mut(n).zip(idx.par_iter()).for_each(|(limb, &mi)| {
+            let m = &inner.moduli[mi];
+            if big {
+                for (x, &c) in limb.iter_mut().zip(&coeffs) {
+                    *x = m.reduce_i128(c as i128);
+                }
+            } else {
+                for (x, &c) in limb.iter_mut().zip(&coeffs) {
+                    *x = m.reduce_i64(c as i64);
+                }
+            }
+            inner.ntt[mi].forward(limb);
+        });
+        Ok(Plaintext { params_id: self.params.id(), poly, level, scale })
+    }
+
+    /// `⌊Δ·σ^{-1}(z)⌉` as f64 integers, checked against `Q_ℓ/2`.
+    fn embed_inverse(&self, values: &[Complex64], scale: f64, level: usize) -> Result<Vec<f64>> {
+        let n = self.params.n();
+        let slots = n / 2;
+        check_scale(scale)?;
+        if level > self.params.max_level() {
+            return Err(CkksError::Encoding(format!("level {level} exceeds the top level {}", self.params.max_level())));
+        }
+        if values.len() > slots {
+            return Err(CkksError::Encoding(format!("{} values do not fit in {slots} slots", values.len())));
+        }
+        if values.iter().any(|v| !v.re.is_finite() || !v.im.is_finite()) {
+            return Err(CkksError::Encoding("a value is NaN or infinite".into()));
+        }
+        let mut z = vec![Complex64::new(0.0, 0.0); slots];
+        z[..values.len()].copy_from_slice(values);
+        self.fft_special_inv(&mut z);
+        let mut coeffs = vec![0.0f64; n];
+        for (i, v) in z.iter().enumerate() {
+            coeffs[i] = (v.re * scale).round();
+            coeffs[i + slots] = (v.im * scale).round();
+        }
+        let max = coeffs.iter().fold(0.0f64, |a, &c| a.max(c.abs()));
+        let log_q: f64 = self.params.q()[..=level].iter().map(|&q| (q as f64).log2()).sum();
+        if max > 0.0 && (max.log2() + 1.0 >= log_q || max >= 1.6e38) {
+            return Err(CkksError::Encoding(format!(
+                "scaled coefficients reach 2^{:.1}, beyond Q_{level}/2 = 2^{:.1}: lower the scale or the values",
+                max.log2(),
+                log_q - 1.0
+            )));
+        }
+        Ok(coeffs)
+    }
+
+    /// Decodes a plaintext to `N/2` complex values.
+    pub fn decode(&self, pt: &Plaintext) -> Result<Vec<Complex64>> {
+        self.params.check_id(pt.params_id)?;
+        let n = self.params.n();
+        let slots = n / 2;
+        let inner = self.params.inner();
+        let limbs = if pt.level >= 1 { 2 } else { 1 };
+        let mut coef: Vec<Vec<u64>> = (0..limbs).map(|i| pt.poly.limb(i).to_vec()).collect();
+        for (i, c) in coef.iter_mut().enumerate() {
+            inner.ntt[i].inverse(c);
+        }
+        let q0 = inner.q[0];
+        let values: Vec<f64> = if limbs == 1 {
+            coef[0].iter().map(|&x| if x > q0 / 2 { -((q0 - x) as f64) } else { x as f64 }).collect()
+        } else {
+            // CRT over q0·q1: x = x0 + q0·[(x1 − x0)·q0^{-1} mod q1], centered.
+            let q1 = inner.q[1];
+            let m1 = &inner.moduli[1];
+            let q0_inv = m1.inv(q0 % q1);
+            let big = q0 as u128 * q1 as u128;
+            coef[0]
+                .iter()
+                .zip(&coef[1])
+                .map(|(&x0, &x1)| {
+                    let t = m1.mul(m1.sub(x1, x0 % q1), q0_inv);
+                    let x = x0 as u128 + q0 as u128 * t as u128;
+                    if x > big / 2 { -((big - x) as f64) } else { x as f64 }
+                })
+                .collect()
+        };
+        let inv_scale = 1.0 / pt.scale;
+        let mut z: Vec<Complex64> =
+            (0..slots).map(|i| Complex64::new(values[i] * inv_scale, values[i + slots] * inv_scale)).collect();
+        self.fft_special(&mut z);
+        Ok(z)
+    }
+
+    /// Decodes the real parts.
+    pub fn decode_real(&self, pt: &Plaintext) -> Result<Vec<f64>> {
+        Ok(self.decode(pt)?.into_iter().map(|z| z.re).collect())
+    }
+
+    /// `z ↦ σ(z)`: evaluations at `ζ^{5^j}` of the polynomial whose packed coefficients are `z`.
+    fn fft_special(&self, vals: &mut [Complex64]) {
+        let size = vals.len();
+        let m = 2 * self.params.n();
+        bit_reverse_permute(vals);
+        let mut len = 2;
+        while len <= size {
+            let lenh = len >> 1;
+            let lenq = len << 2;
+            let gap = m / lenq;
+            for i in (0..size).step_by(len) {
+                for j in 0..lenh {
+                    let idx = (self.rot_group[j] % lenq) * gap;
+                    let u = vals[i + j];
+                    let v = vals[i + j + lenh] * self.roots[idx];
+                    vals[i + j] = u + v;
+                    vals[i + j + lenh] = u - v;
+                }
+            }
+            len <<= 1;
+        }
+    }
+
+    /// Inverse of [`Self::fft_special`].
+    fn fft_special_inv(&self, vals: &mut [Complex64]) {
+        let size = vals.len();
+        let m = 2 * self.params.n();
+        let mut len = size;
+        while len >= 2 {
+            let lenh = len >> 1;
+            let lenq = len << 2;
+            let gap = m / lenq;
+            for i in (0..size).step_by(len) {
+                for j in 0..lenh {
+                    let idx = (lenq - (self.rot_group[j] % lenq)) * gap;
+                    let u = vals[i + j] + vals[i + j + lenh];
+                    let v = (vals[i + j] - vals[i + j + lenh]) * self.roots[idx];
+                    vals[i + j] = u;
+                    vals[i + j + lenh] = v;
+                }
+            }
+            len >>= 1;
+        }
+        bit_reverse_permute(vals);
+        let inv = 1.0 / size as f64;
+        for v in vals.iter_mut() {
+            *v *= inv;
+        }
+    }
+}
+
+fn bit_reverse_permute<T>(v: &mut [T]) {
+    let n = v.len();
+    let bits = n.trailing_zeros();
+    for i in 0..n {
+        let j = heinfer_math::automorphism::bit_reverse(i, bits);
+        if i < j {
+            v.swap(i, j);
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! Public-key encryption and secret-key decryption.
+//!
+//! `Enc_pk(m) = (b·u + e_0 + m, a·u + e_1)` with `u` ternary and `e_0, e_1` Gaussian, at the
+//! plaintext's level (the public key restricted to `Q_ℓ`). `Dec_s(c) = Σ_i c_i·s^i`.
+
+use crate::ciphertext::{Ciphertext, Plaintext};
+use crate::error::{CkksError, Result};
+use crate::keygen::{basis_indices, small_to_ntt};
+use crate::keys::{PublicKey, SecretKey};
+use crate::params::CkksParams;
+use crate::poly::RnsPoly;
+use heinfer_math::sampler::Sampler;
+use heinfer_math::vecops;
+use rayon::prelude::*;
+
+/// Encrypts plaintexts under a public key.
+pub struct Encryptor {
+    params: CkksParams,
+    pk: PublicKey,
+}
+
+impl Encryptor {
+    /// An encryptor for `pk` (which must belong to `params`).
+    pub fn new(params: &CkksParams, pk: &PublicKey) -> Result<Self> {
+        params.check_id(pk.params_id)?;
+        Ok(Self { params: params.clone(), pk: pk.clone() })
+    }
+
+    /// Encrypts `pt` at its level and scale.
+    pub fn encrypt(&self, pt: &Plaintext) -> Result<Ciphertext> {
+        let params = &self.params;
+        params.check_id(pt.params_id)?;
+        let inner = params.inner();
+        let n = params.n();
+        let level = pt.level;
+        let idx = basis_indices(params, level, false);
+        let mut os = Sampler::from_os()?;
+        let u: Vec<i64> = os.ternary(n).into_iter().map(|x| x as i64).collect();
+        let u = small_to_ntt(params, &u, &idx);
+        let mut c0 = small_to_ntt(params, &os.gaussian(n), &idx);
+        let mut c1 = small_to_ntt(params, &os.gaussian(n), &idx);
+        let work = |(i, (l0, l1)): (usize, (&mut [u64], &mut [u64]))| {
+            let b = &inner.barrett[i];
+            vecops::mul_add_assign(l0, self.pk.b.limb(i), u.limb(i), b);
+            vecops::add_assign(l0, pt.poly.limb(i), inner.moduli[i].q);
+            vecops::mul_add_assign(l1, self.pk.a.limb(i), u.limb(i), b);
+        };
+        c0.data.par_chunks_mut(n).zip(c1.data.par_chunks_mut(n)).enumerate().for_each(work);
+        Ok(Ciphertext { params_id: params.id(), parts: vec![c0, c1], level, scale: pt.scale, seed: None })
+    }
+}
+
+/// Decrypts ciphertexts with the secret key (client side).
+pub struct Decryptor {
+    params: CkksParams,
+    sk: SecretKey,
+}
+
+impl Decryptor {
+    /// A decryptor for `sk` (which must belong to `params`).
+    pub fn new(params: &CkksParams, sk: &SecretKey) -> Result<Self> {
+        params.check_id(sk.params_id)?;
+        Ok(Self { params: params.clone(), sk: sk.clone() })
+    }
+
+    /// `Σ_i c_i·s^i` at the ciphertext's level and scale (degree 1 or 2).
+    pub fn decrypt(&self, ct: &Ciphertext) -> Result<Plaintext> {
+        let params = &self.params;
+        params.check_id(ct.params_id)?;
+        if ct.parts.len() < 2 || ct.parts.len() > 3 {
+            return Err(CkksError::InvalidOperand { op: "decrypt", reason: format!("ciphertext has {} parts", ct.parts.len()) });
+        }
+        let inner = params.inner();
+        let n = params.n();
+        let mut m = RnsPoly::from_data(ct.parts[0].data.clone(), n);
+        m.data.par_chunks_mut(n).enumerate().for_each(|(i, limb)| {
+            let b = &inner.barrett[i];
+            let s = self.sk.ntt.limb(i);
+            if ct.parts.len() == 3 {
+                // c0 + s·(c1 + s·c2)
+                let mut t = ct.parts[1].limb(i).to_vec();
+                vecops::mul_add_assign(&mut t, ct.parts[2].limb(i), s, b);
+                vecops::mul_add_assign(limb, &t, s, b);
+            } else {
+                vecops::mul_add_assign(limb, ct.parts[1].limb(i), s, b);
+            }
+        });
+        Ok(Plaintext { params_id: params.id(), poly: m, level: ct.level, scale: ct.scale })
+    }
+}

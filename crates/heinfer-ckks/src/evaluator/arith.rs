@@ -1,0 +1,220 @@
+//! Addition, subtraction, negation and multiplication by plaintexts and constants.
+//!
+//! Constants use the scalar fast path (nGraph-HE2 §3.1.1): a real constant `c` at scale `s` is
+//! the one integer `⌊c·s⌉`; multiplying by it multiplies limb `i` by `⌊c·s⌉ mod q_i`, `O(ℓN)`
+//! with no polynomial and no NTT. A complex constant `u + iv` multiplies by
+//! `u + v·X^{N/2}`, since `X^{N/2}` evaluates to `±i` at every slot's root (CKKS.md).
+
+use super::{same_level, same_scale, scaled_constant, Evaluator};
+use crate::ciphertext::{check_scale, Ciphertext, Plaintext};
+use crate::error::{CkksError, Result};
+use heinfer_math::vecops;
+use rayon::prelude::*;
+
+impl Evaluator {
+    /// `a + b`.
+    pub fn add(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        let mut r = a.clone();
+        self.add_assign(&mut r, b)?;
+        Ok(r)
+    }
+
+    /// `a ← a + b` (same level, same scale; sizes may differ).
+    pub fn add_assign(&self, a: &mut Ciphertext, b: &Ciphertext) -> Result<()> {
+        self.binary_assign("add", a, b, false)
+    }
+
+    /// `a − b`.
+    pub fn sub(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        let mut r = a.clone();
+        self.sub_assign(&mut r, b)?;
+        Ok(r)
+    }
+
+    /// `a ← a − b`.
+    pub fn sub_assign(&self, a: &mut Ciphertext, b: &Ciphertext) -> Result<()> {
+        self.binary_assign("sub", a, b, true)
+    }
+
+    fn binary_assign(&self, op: &'static str, a: &mut Ciphertext, b: &Ciphertext, sub: bool) -> Result<()> {
+        self.check_ct(a)?;
+        self.check_ct(b)?;
+        same_level(op, a.level, b.level)?;
+        same_scale(op, a.scale, b.scale)?;
+        let n = self.params.n();
+        let level = a.level;
+        while a.parts.len() < b.parts.len() {
+            a.parts.push(crate::poly::RnsPoly::zero(n, level + 1));
+        }
+        let inner = self.params.inner();
+        for (pa, pb) in a.parts_mut().iter_mut().zip(&b.parts) {
+            pa.data.par_chunks_mut(n).zip(pb.data.par_chunks(n)).enumerate().for_each(|(i, (x, y))| {
+                if sub {
+                    vecops::sub_assign(x, y, inner.moduli[i].q)
+                } else {
+                    vecops::add_assign(x, y, inner.moduli[i].q)
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// `−a`.
+    pub fn neg(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        let mut r = a.clone();
+        self.neg_assign(&mut r)?;
+        Ok(r)
+    }
+
+    /// `a ← −a`.
+    pub fn neg_assign(&self, a: &mut Ciphertext) -> Result<()> {
+        self.check_ct(a)?;
+        let n = self.params.n();
+        let inner = self.params.inner();
+        for p in a.parts_mut() {
+            p.data.par_chunks_mut(n).enumerate().for_each(|(i, x)| vecops::neg_assign(x, inner.moduli[i].q));
+        }
+        Ok(())
+    }
+
+    /// `ct + pt` (plaintext at the ciphertext's level or above, same scale).
+    pub fn add_plain(&self, ct: &Ciphertext, pt: &Plaintext) -> Result<Ciphertext> {
+        let mut r = ct.clone();
+        self.add_plain_assign(&mut r, pt)?;
+        Ok(r)
+    }
+
+    /// `ct ← ct + pt`.
+    pub fn add_plain_assign(&self, ct: &mut Ciphertext, pt: &Plaintext) -> Result<()> {
+        self.plain_prologue("add_plain", ct, pt)?;
+        same_scale("add_plain", ct.scale, pt.scale)?;
+        let n = self.params.n();
+        let inner = self.params.inner();
+        ct.parts_mut()[0].data.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
+            vecops::add_assign(x, pt.poly.limb(i), inner.moduli[i].q);
+        });
+        Ok(())
+    }
+
+    /// `ct − pt`.
+    pub fn sub_plain(&self, ct: &Ciphertext, pt: &Plaintext) -> Result<Ciphertext> {
+        self.plain_prologue("sub_plain", ct, pt)?;
+        same_scale("sub_plain", ct.scale, pt.scale)?;
+        let mut r = ct.clone();
+        let n = self.params.n();
+        let inner = self.params.inner();
+        r.parts_mut()[0].data.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
+            vecops::sub_assign(x, pt.poly.limb(i), inner.moduli[i].q);
+        });
+        Ok(r)
+    }
+
+    fn plain_prologue(&self, op: &'static str, ct: &Ciphertext, pt: &Plaintext) -> Result<()> {
+        self.check_ct(ct)?;
+        self.check_pt(pt)?;
+        if pt.level < ct.level {
+            return Err(CkksError::LevelTooLow { op, level: pt.level, needed: ct.level });
+        }
+        Ok(())
+    }
+
+    /// `ct · pt` (no rescale); the result's scale is the product of the scales.
+    pub fn mul_plain(&self, ct: &Ciphertext, pt: &Plaintext) -> Result<Ciphertext> {
+        let mut r = ct.clone();
+        self.mul_plain_assign(&mut r, pt)?;
+        Ok(r)
+    }
+
+    /// `ct ← ct · pt`.
+    pub fn mul_plain_assign(&self, ct: &mut Ciphertext, pt: &Plaintext) -> Result<()> {
+        self.plain_prologue("mul_plain", ct, pt)?;
+        let scale = ct.scale * pt.scale;
+        check_scale(scale)?;
+        let n = self.params.n();
+        let inner = self.params.inner();
+        for p in ct.parts_mut() {
+            p.data.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
+                vecops::mul_assign(x, pt.poly.limb(i), &inner.barrett[i]);
+            });
+        }
+        ct.scale = scale;
+        Ok(())
+    }
+
+    /// `ct · c` for a real constant `c` encoded at `const_scale` (scalar fast path). The result's
+    /// scale is `ct.scale · const_scale`; `const_scale = q_ℓ` makes the next rescale restore
+    /// `ct.scale` exactly.
+    pub fn mul_const(&self, ct: &Ciphertext, c: f64, const_scale: f64) -> Result<Ciphertext> {
+        let mut r = ct.clone();
+        self.mul_const_assign(&mut r, c, const_scale)?;
+        Ok(r)
+    }
+
+    /// `ct ← ct · c` (see [`Self::mul_const`]).
+    pub fn mul_const_assign(&self, ct: &mut Ciphertext, c: f64, const_scale: f64) -> Result<()> {
+        self.check_ct(ct)?;
+        check_scale(const_scale)?;
+        let v = scaled_constant(c, const_scale)?;
+        let scale = ct.scale * const_scale;
+        check_scale(scale)?;
+        let n = self.params.n();
+        let inner = self.params.inner();
+        for p in ct.parts_mut() {
+            p.data.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
+                let m = &inner.moduli[i];
+                let w = m.reduce_i128(v);
+                vecops::mul_scalar_assign(x, w, m.shoup(w), m);
+            });
+        }
+        ct.scale = scale;
+        Ok(())
+    }
+
+    /// `ct · (re + i·im)` for a complex constant at `const_scale`: `u·ct + v·X^{N/2}·ct`.
+    pub fn mul_const_complex(&self, ct: &Ciphertext, re: f64, im: f64, const_scale: f64) -> Result<Ciphertext> {
+        self.check_ct(ct)?;
+        check_scale(const_scale)?;
+        let (u, v) = (scaled_constant(re, const_scale)?, scaled_constant(im, const_scale)?);
+        let scale = ct.scale * const_scale;
+        check_scale(scale)?;
+        let n = self.params.n();
+        let inner = self.params.inner();
+        let mut r = ct.clone();
+        for p in r.parts_mut() {
+            p.data.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
+                let m = &inner.moduli[i];
+                let (uq, vq) = (m.reduce_i128(u), m.reduce_i128(v));
+                // w_j = u + v·(X^{N/2})_j, then x ← x ⊙ w
+                let mut w = inner.x_half_ntt[i].clone();
+                vecops::mul_scalar_assign(&mut w, vq, m.shoup(vq), m);
+                vecops::add_scalar_assign(&mut w, uq, m.q);
+                vecops::mul_assign(x, &w, &inner.barrett[i]);
+            });
+        }
+        r.scale = scale;
+        Ok(r)
+    }
+
+    /// `ct + c` for a real constant (added to every slot at the ciphertext's scale).
+    pub fn add_const(&self, ct: &Ciphertext, c: f64) -> Result<Ciphertext> {
+        self.add_const_complex(ct, c, 0.0)
+    }
+
+    /// `ct + (re + i·im)` in every slot.
+    pub fn add_const_complex(&self, ct: &Ciphertext, re: f64, im: f64) -> Result<Ciphertext> {
+        self.check_ct(ct)?;
+        let (u, v) = (scaled_constant(re, ct.scale)?, scaled_constant(im, ct.scale)?);
+        let n = self.params.n();
+        let inner = self.params.inner();
+        let mut r = ct.clone();
+        r.parts_mut()[0].data.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
+            let m = &inner.moduli[i];
+            let (uq, vq) = (m.reduce_i128(u), m.reduce_i128(v));
+            if vq != 0 {
+                vecops::mul_scalar_add_assign(x, &inner.x_half_ntt[i], vq, m.shoup(vq), m);
+            }
+            vecops::add_scalar_assign(x, uq, m.q);
+        });
+        Ok(r)
+    }
+}

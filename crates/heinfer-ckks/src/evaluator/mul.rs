@@ -1,0 +1,115 @@
+//! Ciphertext–ciphertext multiplication, squaring and relinearization.
+//!
+//! `(a_0, a_1)·(b_0, b_1) = (a_0 b_0, a_0 b_1 + a_1 b_0, a_1 b_1)` decrypts under `(1, s, s²)`;
+//! relinearization key-switches the `s²` part back to `s`.
+
+use super::{same_level, Evaluator};
+use crate::ciphertext::{check_scale, Ciphertext};
+use crate::error::Result;
+use crate::keys::RelinKey;
+use crate::poly::RnsPoly;
+use heinfer_math::vecops;
+use rayon::prelude::*;
+
+impl Evaluator {
+    /// `a · b` without relinearization (size-3 result, scale `a.scale·b.scale`).
+    pub fn mul(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        self.check_ct(a)?;
+        self.check_ct(b)?;
+        self.check_linear("mul", a)?;
+        self.check_linear("mul", b)?;
+        same_level("mul", a.level, b.level)?;
+        let scale = a.scale * b.scale;
+        check_scale(scale)?;
+        let n = self.params.n();
+        let inner = self.params.inner();
+        let limbs = a.level + 1;
+        let mut d0 = RnsPoly::zero(n, limbs);
+        let mut d1 = RnsPoly::zero(n, limbs);
+        let mut d2 = RnsPoly::zero(n, limbs);
+        d0.data
+            .par_chunks_mut(n)
+            .zip(d1.data.par_chunks_mut(n))
+            .zip(d2.data.par_chunks_mut(n))
+            .enumerate()
+            .for_each(|(i, ((x0, x1), x2))| {
+                let bc = &inner.barrett[i];
+                let (a0, a1, b0, b1) = (a.parts[0].limb(i), a.parts[1].limb(i), b.parts[0].limb(i), b.parts[1].limb(i));
+                vecops::mul_into(x0, a0, b0, bc);
+                vecops::mul_into(x1, a0, b1, bc);
+                vecops::mul_add_assign(x1, a1, b0, bc);
+                vecops::mul_into(x2, a1, b1, bc);
+            });
+        Ok(Ciphertext { params_id: a.params_id, parts: vec![d0, d1, d2], level: a.level, scale, seed: None })
+    }
+
+    /// `a²` without relinearization.
+    pub fn square(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        self.check_ct(a)?;
+        self.check_linear("square", a)?;
+        let scale = a.scale * a.scale;
+        check_scale(scale)?;
+        let n = self.params.n();
+        let inner = self.params.inner();
+        let limbs = a.level + 1;
+        let mut d0 = RnsPoly::zero(n, limbs);
+        let mut d1 = RnsPoly::zero(n, limbs);
+        let mut d2 = RnsPoly::zero(n, limbs);
+        d0.data
+            .par_chunks_mut(n)
+            .zip(d1.data.par_chunks_mut(n))
+            .zip(d2.data.par_chunks_mut(n))
+            .enumerate()
+            .for_each(|(i, ((x0, x1), x2))| {
+                let bc = &inner.barrett[i];
+                let q = inner.moduli[i].q;
+                let (a0, a1) = (a.parts[0].limb(i), a.parts[1].limb(i));
+                vecops::mul_into(x0, a0, a0, bc);
+                vecops::mul_into(x1, a0, a1, bc);
+                let t = x1.to_vec();
+                vecops::add_assign(x1, &t, q);
+                vecops::mul_into(x2, a1, a1, bc);
+            });
+        Ok(Ciphertext { params_id: a.params_id, parts: vec![d0, d1, d2], level: a.level, scale, seed: None })
+    }
+
+    /// Relinearizes a size-3 ciphertext to size 2 (size 2 is returned unchanged).
+    pub fn relinearize(&self, ct: &Ciphertext, rlk: &RelinKey) -> Result<Ciphertext> {
+        let mut r = ct.clone();
+        self.relinearize_assign(&mut r, rlk)?;
+        Ok(r)
+    }
+
+    /// In-place [`Self::relinearize`].
+    pub fn relinearize_assign(&self, ct: &mut Ciphertext, rlk: &RelinKey) -> Result<()> {
+        self.check_ct(ct)?;
+        self.params.check_id(rlk.params_id())?;
+        if ct.parts.len() == 2 {
+            return Ok(());
+        }
+        if ct.parts.len() != 3 {
+            return Err(crate::error::CkksError::InvalidOperand {
+                op: "relinearize",
+                reason: format!("ciphertext has {} parts", ct.parts.len()),
+            });
+        }
+        let level = ct.level;
+        ct.seed = None;
+        let c2 = ct.parts.pop().expect("size 3");
+        let (k0, k1) = self.key_switch(&c2, level, &rlk.0);
+        let n = self.params.n();
+        let inner = self.params.inner();
+        let parts = ct.parts_mut();
+        for (p, k) in parts.iter_mut().zip([&k0, &k1]) {
+            p.data.par_chunks_mut(n).enumerate().for_each(|(i, x)| vecops::add_assign(x, k.limb(i), inner.moduli[i].q));
+        }
+        Ok(())
+    }
+
+    /// `relinearize(a · b)`.
+    pub fn mul_relin(&self, a: &Ciphertext, b: &Ciphertext, rlk: &RelinKey) -> Result<Ciphertext> {
+        let mut r = self.mul(a, b)?;
+        self.relinearize_assign(&mut r, rlk)?;
+        Ok(r)
+    }
+}

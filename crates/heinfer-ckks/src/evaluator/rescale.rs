@@ -1,0 +1,78 @@
+//! Rescaling and level dropping.
+//!
+//! `Rescale(c) = ⌊c / q_ℓ⌉ mod Q_{ℓ−1}` computed limb-wise: with `r` the residue modulo `q_ℓ`
+//! centered to `(−q_ℓ/2, q_ℓ/2]`, `c_i ← (c_i − r)·q_ℓ^{-1} mod q_i`. The scale becomes
+//! `scale / q_ℓ` (tracked exactly in f64).
+
+use super::Evaluator;
+use crate::ciphertext::{check_scale, Ciphertext};
+use crate::error::{CkksError, Result};
+use heinfer_math::vecops;
+use rayon::prelude::*;
+
+impl Evaluator {
+    /// Divides by the last prime `q_ℓ` with rounding and drops it.
+    pub fn rescale(&self, ct: &Ciphertext) -> Result<Ciphertext> {
+        let mut r = ct.clone();
+        self.rescale_assign(&mut r)?;
+        Ok(r)
+    }
+
+    /// In-place [`Self::rescale`].
+    pub fn rescale_assign(&self, ct: &mut Ciphertext) -> Result<()> {
+        self.check_ct(ct)?;
+        let level = ct.level;
+        if level == 0 {
+            return Err(CkksError::LevelTooLow { op: "rescale", level, needed: 1 });
+        }
+        let inner = self.params.inner();
+        let n = self.params.n();
+        let ql = inner.q[level];
+        let scale = ct.scale / ql as f64;
+        check_scale(scale)?;
+        let half = ql / 2;
+        for p in ct.parts_mut() {
+            let mut last = p.limb(level).to_vec();
+            inner.ntt[level].inverse(&mut last);
+            // shift by ⌊q_ℓ/2⌋ so that subtracting it afterwards centers the residue
+            vecops::add_scalar_assign(&mut last, half, ql);
+            p.truncate(level);
+            p.data.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
+                let m = &inner.moduli[i];
+                let mut r: Vec<u64> = last.iter().map(|&v| if v >= m.q { v % m.q } else { v }).collect();
+                let h = inner.rescale_half[level][i];
+                vecops::add_scalar_assign(&mut r, m.q - h, m.q);
+                inner.ntt[i].forward(&mut r);
+                vecops::sub_assign(x, &r, m.q);
+                let (w, ws) = inner.rescale_inv[level][i];
+                vecops::mul_scalar_assign(x, w, ws, m);
+            });
+        }
+        ct.level = level - 1;
+        ct.scale = scale;
+        Ok(())
+    }
+
+    /// Drops the last `levels` primes without scaling (the message and scale are unchanged).
+    pub fn drop_level(&self, ct: &Ciphertext, levels: usize) -> Result<Ciphertext> {
+        self.check_ct(ct)?;
+        if levels > ct.level {
+            return Err(CkksError::LevelTooLow { op: "drop_level", level: ct.level, needed: levels });
+        }
+        let mut r = ct.clone();
+        let new_level = ct.level - levels;
+        for p in r.parts_mut() {
+            p.truncate(new_level + 1);
+        }
+        r.level = new_level;
+        Ok(r)
+    }
+
+    /// Drops levels until `ct` is at `level`.
+    pub fn drop_to_level(&self, ct: &Ciphertext, level: usize) -> Result<Ciphertext> {
+        if level > ct.level {
+            return Err(CkksError::LevelTooLow { op: "drop_to_level", level: ct.level, needed: level });
+        }
+        self.drop_level(ct, ct.level - level)
+    }
+}

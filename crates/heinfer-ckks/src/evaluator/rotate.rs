@@ -1,0 +1,145 @@
+//! Slot rotations, conjugation and hoisted rotations.
+//!
+//! A rotation by `k` applies `σ_g`, `g = 5^k mod 2N`, and key-switches `σ_g(c_1)` from
+//! `s(X^g)` back to `s`. Galois keys are stored pre-permuted by `σ_g^{-1}`, so with the ModUp
+//! digits `D_j` of the *unrotated* `c_1`:
+//!
+//! ```text
+//!   rot_g(c) = σ_g( c_0 + ModDown(Σ_j D_j·K′_{j,0}),  ModDown(Σ_j D_j·K′_{j,1}) ),
+//! ```
+//!
+//! which needs one permutation of two polynomials per rotation. **Hoisting** (GAZELLE Appendix A:
+//! one `PermDecomp`, many `PermAuto`) computes the `D_j` once for all rotations of the same
+//! ciphertext. The *extended* variant also skips ModDown and returns `P·rot_g(c)` over
+//! `Q_ℓ ∪ P`, so a sum of rotated products pays a single ModDown (double hoisting, for
+//! baby-step giant-step linear transforms).
+
+use super::{ExtendedCiphertext, Evaluator};
+use crate::ciphertext::Ciphertext;
+use crate::error::{CkksError, Result};
+use crate::keygen::permute_poly;
+use crate::keys::{GaloisKey, GaloisKeys};
+use crate::poly::RnsPoly;
+use heinfer_math::automorphism::{conjugation_galois_element, rotation_galois_element};
+use heinfer_math::vecops;
+use rayon::prelude::*;
+
+impl Evaluator {
+    /// Rotates the slots left by `k` (right for negative `k`).
+    pub fn rotate(&self, ct: &Ciphertext, k: i64, keys: &GaloisKeys) -> Result<Ciphertext> {
+        let g = rotation_galois_element(k, self.params.n());
+        if g == 1 {
+            self.check_ct(ct)?;
+            return Ok(ct.clone());
+        }
+        self.apply_galois(ct, g, keys)
+    }
+
+    /// Complex conjugation of every slot.
+    pub fn conjugate(&self, ct: &Ciphertext, keys: &GaloisKeys) -> Result<Ciphertext> {
+        self.apply_galois(ct, conjugation_galois_element(self.params.n()), keys)
+    }
+
+    /// Applies `σ_g` and switches back to the secret key.
+    pub fn apply_galois(&self, ct: &Ciphertext, g: u64, keys: &GaloisKeys) -> Result<Ciphertext> {
+        self.check_ct(ct)?;
+        self.check_linear("rotate", ct)?;
+        let key = self.galois_key(keys, g)?;
+        let dec = self.decompose(&ct.parts[1], ct.level);
+        self.rotate_decomposed(ct, &dec, key)
+    }
+
+    /// Rotations of one ciphertext by each of `steps`, sharing one decomposition.
+    pub fn rotate_hoisted(&self, ct: &Ciphertext, steps: &[i64], keys: &GaloisKeys) -> Result<Vec<Ciphertext>> {
+        self.check_ct(ct)?;
+        self.check_linear("rotate_hoisted", ct)?;
+        let n = self.params.n();
+        let gs: Vec<u64> = steps.iter().map(|&k| rotation_galois_element(k, n)).collect();
+        let ks: Vec<Option<&GaloisKey>> =
+            gs.iter().map(|&g| if g == 1 { Ok(None) } else { self.galois_key(keys, g).map(Some) }).collect::<Result<_>>()?;
+        let dec = self.decompose(&ct.parts[1], ct.level);
+        ks.iter().map(|k| match k {
+            None => Ok(ct.clone()),
+            Some(key) => self.rotate_decomposed(ct, &dec, key),
+        }).collect()
+    }
+
+    /// Like [`Self::rotate_hoisted`] but returns `P·rot_k(ct)` over `Q_ℓ ∪ P` without ModDown.
+    pub fn rotate_hoisted_extended(
+        &self,
+        ct: &Ciphertext,
+        steps: &[i64],
+        keys: &GaloisKeys,
+    ) -> Result<Vec<ExtendedCiphertext>> {
+        self.check_ct(ct)?;
+        self.check_linear("rotate_hoisted_extended", ct)?;
+        let n = self.params.n();
+        let level = ct.level;
+        let gs: Vec<u64> = steps.iter().map(|&k| rotation_galois_element(k, n)).collect();
+        let ks: Vec<Option<&GaloisKey>> =
+            gs.iter().map(|&g| if g == 1 { Ok(None) } else { self.galois_key(keys, g).map(Some) }).collect::<Result<_>>()?;
+        let dec = self.decompose(&ct.parts[1], level);
+        let p_c0 = self.times_p_extended(&ct.parts[0], level);
+        ks.iter()
+            .zip(&gs)
+            .map(|(k, &g)| {
+                let (mut e0, mut e1) = match k {
+                    None => (p_c0.clone(), self.times_p_extended(&ct.parts[1], level)),
+                    Some(key) => {
+                        let (mut a0, a1) = self.inner_product(&dec, &key.key);
+                        self.add_limbs(&mut a0, &p_c0, level);
+                        (a0, a1)
+                    }
+                };
+                if g != 1 {
+                    let table = self.params.galois_table(g)?;
+                    permute_poly(&mut e0, &table);
+                    permute_poly(&mut e1, &table);
+                }
+                Ok(ExtendedCiphertext::new(ct.params_id, vec![e0, e1], level, ct.scale))
+            })
+            .collect()
+    }
+
+    fn galois_key<'a>(&self, keys: &'a GaloisKeys, g: u64) -> Result<&'a GaloisKey> {
+        let key = keys.get(g).ok_or(CkksError::MissingGaloisKey(g))?;
+        self.params.check_id(key.params_id())?;
+        Ok(key)
+    }
+
+    fn rotate_decomposed(&self, ct: &Ciphertext, dec: &super::keyswitch::Decomposed, key: &GaloisKey) -> Result<Ciphertext> {
+        let level = ct.level;
+        let n = self.params.n();
+        let inner = self.params.inner();
+        let (a0, a1) = self.inner_product(dec, &key.key);
+        let (mut m0, mut m1) = rayon::join(|| self.mod_down(&a0, level), || self.mod_down(&a1, level));
+        m0.data.par_chunks_mut(n).enumerate().for_each(|(i, x)| vecops::add_assign(x, ct.parts[0].limb(i), inner.moduli[i].q));
+        let table = self.params.galois_table(key.galois_element)?;
+        permute_poly(&mut m0, &table);
+        permute_poly(&mut m1, &table);
+        Ok(Ciphertext { params_id: ct.params_id, parts: vec![m0, m1], level, scale: ct.scale, seed: None })
+    }
+
+    /// `P·c` over `Q_ℓ ∪ P` (zero on the P limbs).
+    pub(crate) fn times_p_extended(&self, c: &RnsPoly, level: usize) -> RnsPoly {
+        let n = self.params.n();
+        let inner = self.params.inner();
+        let mut out = RnsPoly::zero(n, level + 1 + self.params.p().len());
+        out.data[..(level + 1) * n].copy_from_slice(&c.data[..(level + 1) * n]);
+        out.data[..(level + 1) * n].par_chunks_mut(n).enumerate().for_each(|(i, x)| {
+            let m = &inner.moduli[i];
+            let w = inner.p_mod_q[i];
+            vecops::mul_scalar_assign(x, w, m.shoup(w), m);
+        });
+        out
+    }
+
+    fn add_limbs(&self, acc: &mut RnsPoly, other: &RnsPoly, level: usize) {
+        let n = self.params.n();
+        let inner = self.params.inner();
+        acc.data.par_chunks_mut(n).zip(other.data.par_chunks(n)).enumerate().for_each(|(i, (x, y))| {
+            let mi = crate::poly::modulus_index(&self.params, level, i);
+            vecops::add_assign(x, y, inner.moduli[mi].q);
+        });
+    }
+}

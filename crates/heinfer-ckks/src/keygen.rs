@@ -1,0 +1,233 @@
+//! Key generation: secret, public, relinearization and Galois keys.
+//!
+//! Every key's uniform half is expanded from a fresh OS-seeded 32-byte seed (ChaCha20), so a
+//! key travels as `(b, seed)`: half the bytes.
+
+use crate::ciphertext::Ciphertext;
+use crate::error::Result;
+use crate::keys::{GaloisKey, GaloisKeys, PublicKey, RelinKey, SecretKey, SwitchingKey};
+use crate::params::CkksParams;
+use crate::poly::RnsPoly;
+use heinfer_math::automorphism::{conjugation_galois_element, rotation_galois_element};
+use heinfer_math::sampler::{Sampler, Seed};
+use heinfer_math::vecops;
+use rayon::prelude::*;
+
+/// Generates keys for one parameter set. Holds the secret key: a client-side object.
+pub struct KeyGenerator {
+    params: CkksParams,
+    sk: SecretKey,
+}
+
+/// Expands a uniform polynomial over the moduli of table indices `moduli` from `seed`.
+pub(crate) fn expand_uniform(params: &CkksParams, seed: Seed, moduli: &[usize]) -> RnsPoly {
+    let inner = params.inner();
+    let n = params.n();
+    let mut s = Sampler::from_seed(seed);
+    let mut p = RnsPoly::zero(n, moduli.len());
+    for (i, &mi) in moduli.iter().enumerate() {
+        s.uniform_into(p.limb_mut(i), &inner.moduli[mi]);
+    }
+    p
+}
+
+/// Table indices of `Q_ℓ` (and of `P` when `extended`).
+pub(crate) fn basis_indices(params: &CkksParams, level: usize, extended: bool) -> Vec<usize> {
+    let lq = params.q().len();
+    let mut v: Vec<usize> = (0..=level).collect();
+    if extended {
+        v.extend(lq..lq + params.p().len());
+    }
+    v
+}
+
+/// A small signed polynomial (error or ternary) in NTT form over the given moduli.
+pub(crate) fn small_to_ntt(params: &CkksParams, coeffs: &[i64], moduli: &[usize]) -> RnsPoly {
+    let inner = params.inner();
+    let n = params.n();
+    let mut p = RnsPoly::zero(n, moduli.len());
+    p.data.par_chunks_mut(n).zip(moduli.par_iter()).for_each(|(limb, &mi)| {
+        let m = &inner.moduli[mi];
+        for (x, &c) in limb.iter_mut().zip(coeffs) {
+            *x = m.reduce_i64(c);
+        }
+        inner.ntt[mi].forward(limb);
+    });
+    p
+}
+
+impl KeyGenerator {
+    /// A key generator with a fresh secret key drawn from the OS random source.
+    pub fn new(params: &CkksParams) -> Result<Self> {
+        let mut s = Sampler::from_os()?;
+        let coeffs = s.ternary(params.n());
+        Ok(Self::from_ternary(params, coeffs))
+    }
+
+    fn from_ternary(params: &CkksParams, coeffs: Vec<i8>) -> Self {
+        let all = basis_indices(params, params.max_level(), true);
+        let wide: Vec<i64> = coeffs.iter().map(|&c| c as i64).collect();
+        let ntt = small_to_ntt(params, &wide, &all);
+        Self { params: params.clone(), sk: SecretKey { params_id: params.id(), coeffs, ntt } }
+    }
+
+    /// Rebuilds a key generator around an existing secret key (e.g. one loaded from bytes).
+    pub fn from_secret_key(params: &CkksParams, sk: &SecretKey) -> Result<Self> {
+        params.check_id(sk.params_id)?;
+        Ok(Self::from_ternary(params, sk.coeffs.clone()))
+    }
+
+    /// The secret key.
+    pub fn secret_key(&self) -> &SecretKey {
+        &self.sk
+    }
+
+    /// A public key `(−a·s + e, a)` over `Q_L`.
+    pub fn public_key(&self) -> Result<PublicKey> {
+        let params = &self.params;
+        let idx = basis_indices(params, params.max_level(), false);
+        let mut os = Sampler::from_os()?;
+        let seed = os.seed();
+        let a = expand_uniform(params, seed, &idx);
+        let e = small_to_ntt(params, &os.gaussian(params.n()), &idx);
+        let b = self.minus_as_plus(&a, e, &idx);
+        Ok(PublicKey { params_id: params.id(), b, a, seed })
+    }
+
+    /// `e − a·s` over the moduli `idx` (`s` restricted to them).
+    fn minus_as_plus(&self, a: &RnsPoly, mut e: RnsPoly, idx: &[usize]) -> RnsPoly {
+        let inner = self.params.inner();
+        let n = self.params.n();
+        e.data.par_chunks_mut(n).enumerate().for_each(|(i, limb)| {
+            let mi = idx[i];
+            let mut t = vec![0u64; n];
+            vecops::mul_into(&mut t, a.limb(i), self.sk.ntt.limb(mi), &inner.barrett[mi]);
+            vecops::sub_assign(limb, &t, inner.moduli[mi].q);
+        });
+        e
+    }
+
+    /// A key-switching key from `s′` (NTT form over all of `Q ∪ P`) to `s`.
+    fn switching_key(&self, s_prime: &RnsPoly) -> Result<SwitchingKey> {
+        let params = &self.params;
+        let inner = params.inner();
+        let n = params.n();
+        let lq = params.q().len();
+        let idx = basis_indices(params, params.max_level(), true);
+        let alpha = params.alpha();
+        let mut os = Sampler::from_os()?;
+        let (mut bs, mut as_, mut seeds) = (Vec::new(), Vec::new(), Vec::new());
+        for j in 0..params.beta() {
+            let seed = os.seed();
+            let a = expand_uniform(params, seed, &idx);
+            let e = small_to_ntt(params, &os.gaussian(n), &idx);
+            let mut b = self.minus_as_plus(&a, e, &idx);
+            for i in j * alpha..((j + 1) * alpha).min(lq) {
+                let m = &inner.moduli[i];
+                let pm = inner.p_mod_q[i];
+                vecops::mul_scalar_add_assign(b.limb_mut(i), s_prime.limb(i), pm, m.shoup(pm), m);
+            }
+            bs.push(b);
+            as_.push(a);
+            seeds.push(seed);
+        }
+        Ok(SwitchingKey { params_id: params.id(), b: bs, a: as_, seeds })
+    }
+
+    /// The relinearization key (`s² → s`).
+    pub fn relin_key(&self) -> Result<RelinKey> {
+        let inner = self.params.inner();
+        let mut s2 = self.sk.ntt.clone();
+        for i in 0..s2.limbs() {
+            let t = self.sk.ntt.limb(i).to_vec();
+            vecops::mul_assign(s2.limb_mut(i), &t, &inner.barrett[i]);
+        }
+        Ok(RelinKey(self.switching_key(&s2)?))
+    }
+
+    /// The Galois key of element `g` (`s(X^g) → s`), stored pre-permuted (see [`GaloisKey`]).
+    pub fn galois_key(&self, g: u64) -> Result<GaloisKey> {
+        let params = &self.params;
+        let table = params.galois_table(g)?;
+        let mut sg = self.sk.ntt.clone();
+        for i in 0..sg.limbs() {
+            heinfer_math::automorphism::permute_into(self.sk.ntt.limb(i), &table, sg.limb_mut(i));
+        }
+        let mut key = self.switching_key(&sg)?;
+        let inv = params.galois_table(inverse_galois_element(g, params.n()))?;
+        for poly in key.b.iter_mut().chain(key.a.iter_mut()) {
+            permute_poly(poly, &inv);
+        }
+        Ok(GaloisKey { galois_element: g, key })
+    }
+
+    /// Galois keys for left rotations by each of `steps` (negative: right), plus complex
+    /// conjugation when `conjugate` is set.
+    pub fn galois_keys(&self, steps: &[i64], conjugate: bool) -> Result<GaloisKeys> {
+        let n = self.params.n();
+        let mut elems: Vec<u64> = steps.iter().map(|&k| rotation_galois_element(k, n)).collect();
+        if conjugate {
+            elems.push(conjugation_galois_element(n));
+        }
+        elems.sort_unstable();
+        elems.dedup();
+        let mut keys = GaloisKeys::new();
+        for g in elems.into_iter().filter(|&g| g != 1) {
+            keys.insert(self.galois_key(g)?);
+        }
+        Ok(keys)
+    }
+
+    /// Encrypts with the secret key: `(−a·s + e + m, a)`, `a` expanded from a fresh seed, so the
+    /// ciphertext serializes in seed-compressed form.
+    pub fn encrypt_symmetric(&self, pt: &crate::ciphertext::Plaintext) -> Result<Ciphertext> {
+        let params = &self.params;
+        params.check_id(pt.params_id)?;
+        let idx = basis_indices(params, pt.level, false);
+        let mut os = Sampler::from_os()?;
+        let seed = os.seed();
+        let a = expand_uniform(params, seed, &idx);
+        let e = small_to_ntt(params, &os.gaussian(params.n()), &idx);
+        let mut b = self.minus_as_plus(&a, e, &idx);
+        let inner = params.inner();
+        for i in 0..=pt.level {
+            vecops::add_assign(b.limb_mut(i), pt.poly.limb(i), inner.moduli[i].q);
+        }
+        Ok(Ciphertext { params_id: params.id(), parts: vec![b, a], level: pt.level, scale: pt.scale, seed: Some(seed) })
+    }
+}
+
+/// `g^{-1} mod 2N`.
+pub(crate) fn inverse_galois_element(g: u64, n: usize) -> u64 {
+    let two_n = 2 * n as u64;
+    // the group (Z/2NZ)^* has exponent ≤ N/2, so g^{N/2 − 1} = g^{-1}
+    let mut r = 1u64;
+    let mut b = g % two_n;
+    let mut e = (n / 2 - 1) as u64;
+    while e > 0 {
+        if e & 1 == 1 {
+            r = r * b % two_n;
+        }
+        b = b * b % two_n;
+        e >>= 1;
+    }
+    debug_assert_eq!(r * g % two_n, 1);
+    r
+}
+
+/// Applies an evaluation-form permutation to every limb of `poly`.
+pub(crate) fn permute_poly(poly: &mut RnsPoly, table: &[u32]) {
+    let n = poly.n;
+    poly.data.par_chunks_mut(n).for_each(|limb| {
+        let src = limb.to_vec();
+        heinfer_math::automorphism::permute_into(&src, table, limb);
+    });
+}
+
+// The expansion of the secret key from its ternary coefficients must be reproducible for
+// serialization; keep `from_ternary` crate-visible.
+impl KeyGenerator {
+    pub(crate) fn from_ternary_coeffs(params: &CkksParams, coeffs: Vec<i8>) -> Self {
+        Self::from_ternary(params, coeffs)
+    }
+}

@@ -1,0 +1,153 @@
+//! Keys: the secret key (client only), the public key, and key-switching keys
+//! (relinearization and Galois keys), with seed compression of their uniform halves.
+
+use crate::params::CkksParams;
+use crate::poly::RnsPoly;
+use heinfer_math::sampler::Seed;
+use std::collections::BTreeMap;
+
+/// The secret key `s`: a uniform ternary polynomial. Lives only on the client; it is never
+/// printed (`Debug` shows nothing of it) and no server-side type holds it.
+#[derive(Clone)]
+pub struct SecretKey {
+    pub(crate) params_id: u64,
+    /// Ternary coefficients in `{−1, 0, 1}`.
+    pub(crate) coeffs: Vec<i8>,
+    /// `s` in NTT form over every prime of `Q ∪ P`.
+    pub(crate) ntt: RnsPoly,
+}
+
+impl std::fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SecretKey {{ params_id: {:#018x}, .. }}", self.params_id)
+    }
+}
+
+impl Drop for SecretKey {
+    fn drop(&mut self) {
+        // Best-effort wipe of secret material.
+        for c in self.coeffs.iter_mut() {
+            unsafe { std::ptr::write_volatile(c, 0) };
+        }
+        for x in self.ntt.data.iter_mut() {
+            unsafe { std::ptr::write_volatile(x, 0) };
+        }
+    }
+}
+
+impl SecretKey {
+    /// Id of the parameter set.
+    pub fn params_id(&self) -> u64 {
+        self.params_id
+    }
+}
+
+/// The public key `(b, a) = (−a·s + e, a)` over `Q_L`; `a` is expanded from `seed`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PublicKey {
+    pub(crate) params_id: u64,
+    pub(crate) b: RnsPoly,
+    pub(crate) a: RnsPoly,
+    pub(crate) seed: Seed,
+}
+
+impl PublicKey {
+    /// Id of the parameter set.
+    pub fn params_id(&self) -> u64 {
+        self.params_id
+    }
+}
+
+/// A hybrid key-switching key from `s′` to `s`: one pair per digit `j` over `Q_L ∪ P`,
+/// `swk_j = (−a_j·s + e_j + P·[Q̂_j·Q̂_j^{-1}]·s′, a_j)`; each `a_j` is expanded from a seed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SwitchingKey {
+    pub(crate) params_id: u64,
+    pub(crate) b: Vec<RnsPoly>,
+    pub(crate) a: Vec<RnsPoly>,
+    pub(crate) seeds: Vec<Seed>,
+}
+
+impl SwitchingKey {
+    /// Number of digits `β`.
+    pub fn digits(&self) -> usize {
+        self.b.len()
+    }
+    /// Id of the parameter set.
+    pub fn params_id(&self) -> u64 {
+        self.params_id
+    }
+}
+
+/// The relinearization key: switches `s²` to `s`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelinKey(pub(crate) SwitchingKey);
+
+impl RelinKey {
+    /// Id of the parameter set.
+    pub fn params_id(&self) -> u64 {
+        self.0.params_id
+    }
+}
+
+/// The Galois key of one element `g`: switches `s(X^g)` to `s`.
+///
+/// Stored *pre-permuted* by `σ_g^{-1}` (both halves; `a` is `σ_g^{-1}` of the seed's
+/// expansion), so a rotation multiplies the un-permuted decomposition by the key and permutes
+/// only the two output polynomials: `Σ_j σ(D_j)·K_j = σ(Σ_j D_j·σ^{-1}(K_j))`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GaloisKey {
+    pub(crate) galois_element: u64,
+    pub(crate) key: SwitchingKey,
+}
+
+impl GaloisKey {
+    /// The Galois element `g`.
+    pub fn galois_element(&self) -> u64 {
+        self.galois_element
+    }
+    /// Id of the parameter set.
+    pub fn params_id(&self) -> u64 {
+        self.key.params_id
+    }
+}
+
+/// A set of Galois keys, by Galois element.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GaloisKeys {
+    pub(crate) keys: BTreeMap<u64, GaloisKey>,
+}
+
+impl GaloisKeys {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Adds (or replaces) a key.
+    pub fn insert(&mut self, key: GaloisKey) {
+        self.keys.insert(key.galois_element, key);
+    }
+    /// The key of element `g`, if present.
+    pub fn get(&self, g: u64) -> Option<&GaloisKey> {
+        self.keys.get(&g)
+    }
+    /// The Galois elements present, ascending.
+    pub fn elements(&self) -> Vec<u64> {
+        self.keys.keys().copied().collect()
+    }
+    /// Number of keys.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+    /// Checks that every key belongs to `params`.
+    pub fn check(&self, params: &CkksParams) -> crate::Result<()> {
+        for k in self.keys.values() {
+            params.check_id(k.params_id())?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,368 @@
+//! CKKS parameters: an unchecked literal, turned by one constructor into checked, immutable
+//! parameters with every precomputed table the engine needs.
+//!
+//! * Ring `R = Z[X]/(X^N+1)`, `N = 2^logN`, `n = N/2` complex slots.
+//! * Ciphertext modulus `Q_L = q_0·q_1·…·q_L`: `q_0` is the base prime (bounds the final
+//!   precision), `q_1..q_L` are the scale primes (each ≈ Δ, one consumed per rescale).
+//! * Special primes `P = p_0·…·p_{k−1}`, used only inside hybrid key switching.
+//! * Key switching splits the primes of `Q` into `β` digits of `α` consecutive primes
+//!   (GHS / Han–Ki hybrid key switching); noise grows with `Q_j/P`, so `P` must be about as large
+//!   as the largest digit.
+//! * `log2(Q_L·P)` is checked against the HomomorphicEncryption.org table ([`crate::security`]).
+
+use crate::error::{CkksError, Result};
+use crate::security::{max_log_qp, SecurityLevel};
+use heinfer_math::automorphism::ntt_permutation;
+use heinfer_math::primes::generate_primes;
+use heinfer_math::rns::BasisConverter;
+use heinfer_math::vecops::BarrettConst;
+use heinfer_math::{Modulus, NttPlan};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+/// Largest supported `logN`.
+pub const MAX_LOG_N: u32 = 16;
+/// Smallest `logN` for secure parameters (10 is allowed only for insecure test presets).
+pub const MIN_LOG_N: u32 = 11;
+/// Largest digit/special-modulus gap tolerated: `log2(P) ≥ max_j log2(Q_j) − MAX_DIGIT_EXCESS_BITS`.
+/// Each bit of excess adds a bit of key-switching noise.
+pub const MAX_DIGIT_EXCESS_BITS: f64 = 8.0;
+
+/// Unchecked parameters: plain data, as a user writes them. Turn them into [`CkksParams`]
+/// with [`CkksParams::new`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CkksParamsLiteral {
+    /// `log2` of the ring degree `N` (11..=16).
+    pub log_n: u32,
+    /// Bit sizes of `q_0, q_1, …, q_L` (base prime first, then one scale prime per level).
+    pub log_q: Vec<u32>,
+    /// Bit sizes of the special primes `p_0..p_{k−1}` (at least one).
+    pub log_p: Vec<u32>,
+    /// Default scale `Δ = 2^log_scale` used by encoders and evaluators unless told otherwise.
+    pub log_scale: u32,
+    /// Number of key-switching digits `β`; `None` picks the fewest digits whose size stays
+    /// within `P` (larger `α`, fewer NTTs).
+    pub digits: Option<usize>,
+    /// Security level enforced at construction.
+    pub security: SecurityLevel,
+}
+
+/// Checked, immutable CKKS parameters with their precomputations. Cheap to clone (`Arc`).
+#[derive(Clone)]
+pub struct CkksParams {
+    inner: Arc<ParamsInner>,
+}
+
+impl std::fmt::Debug for CkksParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "CkksParams(logN={}, L={}, logQP={:.1}, alpha={}, beta={}, id={:#018x})",
+            self.log_n(),
+            self.max_level(),
+            self.log_qp(),
+            self.alpha(),
+            self.beta(),
+            self.id()
+        )
+    }
+}
+
+pub(crate) struct ParamsInner {
+    pub lit: CkksParamsLiteral,
+    pub n: usize,
+    pub q: Vec<u64>,
+    pub p: Vec<u64>,
+    pub alpha: usize,
+    pub id: u64,
+    pub log_qp: f64,
+    /// NTT plans, Q primes then P primes.
+    pub ntt: Vec<NttPlan>,
+    /// Moduli, Q primes then P primes.
+    pub moduli: Vec<Modulus>,
+    pub barrett: Vec<BarrettConst>,
+    /// `[ℓ][i]` = `q_ℓ^{-1} mod q_i` (Shoup pair), `i < ℓ`.
+    pub rescale_inv: Vec<Vec<(u64, u64)>>,
+    /// `[ℓ][i]` = `⌊q_ℓ/2⌋ mod q_i`, for rounding in rescale.
+    pub rescale_half: Vec<Vec<u64>>,
+    /// `[ℓ][j]`: digit `j` of `Q_ℓ` → (`Q_ℓ` minus the digit) ∪ `P`.
+    pub modup: Vec<Vec<BasisConverter>>,
+    /// `[ℓ]`: `P → Q_ℓ`.
+    pub moddown: Vec<BasisConverter>,
+    /// `P^{-1} mod q_i` (Shoup pair).
+    pub p_inv_mod_q: Vec<(u64, u64)>,
+    /// `P mod q_i`.
+    pub p_mod_q: Vec<u64>,
+    /// NTT of `X^{N/2}` modulo each Q prime (complex-constant multiplication).
+    pub x_half_ntt: Vec<Vec<u64>>,
+    pub galois_tables: RwLock<HashMap<u64, Arc<Vec<u32>>>>,
+}
+
+impl CkksParams {
+    /// Checks a literal and builds the parameters: generates the primes, enforces the
+    /// security table, and precomputes NTT plans and key-switching tables.
+    ///
+    /// Fails with [`CkksError::InsecureParameters`] above the security bound and with
+    /// [`CkksError::InvalidParameters`] for malformed literals.
+    pub fn new(lit: CkksParamsLiteral) -> Result<Self> {
+        if lit.security == SecurityLevel::InsecureTestOnly {
+            return Err(CkksError::InvalidParameters(
+                "the insecure test level is only available through CkksParams::new_insecure_for_tests".into(),
+            ));
+        }
+        Self::build(lit)
+    }
+
+    /// Builds parameters **without any security guarantee**, for `INSECURE_*` test presets only.
+    pub fn new_insecure_for_tests(mut lit: CkksParamsLiteral) -> Result<Self> {
+        lit.security = SecurityLevel::InsecureTestOnly;
+        Self::build(lit)
+    }
+
+    fn build(lit: CkksParamsLiteral) -> Result<Self> {
+        let insecure = lit.security == SecurityLevel::InsecureTestOnly;
+        let min_log_n = if insecure { 10 } else { MIN_LOG_N };
+        if lit.log_n < min_log_n || lit.log_n > MAX_LOG_N {
+            return Err(CkksError::InvalidParameters(format!(
+                "logN = {} is outside {}..={}",
+                lit.log_n, min_log_n, MAX_LOG_N
+            )));
+        }
+        if lit.log_q.is_empty() || lit.log_p.is_empty() {
+            return Err(CkksError::InvalidParameters("need at least one Q prime and one P prime".into()));
+        }
+        if lit.log_q.len() + lit.log_p.len() > 64 {
+            return Err(CkksError::InvalidParameters("at most 64 primes in Q and P together".into()));
+        }
+        if lit.log_scale < 10 || lit.log_scale > 60 {
+            return Err(CkksError::InvalidParameters(format!("log_scale = {} is outside 10..=60", lit.log_scale)));
+        }
+        if lit.log_q[0] <= lit.log_scale {
+            return Err(CkksError::InvalidParameters(format!(
+                "the base prime ({} bits) must be larger than the scale (2^{}) to hold a message",
+                lit.log_q[0], lit.log_scale
+            )));
+        }
+        let n = 1usize << lit.log_n;
+        let bits: Vec<u32> = lit.log_q.iter().chain(&lit.log_p).copied().collect();
+        let primes = generate_primes(&bits, 2 * n as u64, &[])?;
+        let log_qp: f64 = primes.iter().map(|&q| (q as f64).log2()).sum();
+        let max = max_log_qp(lit.log_n, lit.security).ok_or_else(|| {
+            CkksError::InvalidParameters(format!(
+                "the security standard gives no bound for logN = {} at {} bits",
+                lit.log_n,
+                lit.security.bits()
+            ))
+        })?;
+        let bit_sum: u32 = bits.iter().sum();
+        if bit_sum > max {
+            return Err(CkksError::InsecureParameters {
+                log_qp,
+                max,
+                log_n: lit.log_n,
+                security: lit.security.bits(),
+            });
+        }
+        let (q, p) = primes.split_at(lit.log_q.len());
+        let log_p: f64 = p.iter().map(|&x| (x as f64).log2()).sum();
+        let lq = q.len();
+        let alpha = match lit.digits {
+            Some(beta) => {
+                if beta == 0 || beta > lq {
+                    return Err(CkksError::InvalidParameters(format!(
+                        "digits = {beta} must be in 1..={lq} (the number of Q primes)"
+                    )));
+                }
+                lq.div_ceil(beta)
+            }
+            None => (1..=lq)
+                .rev()
+                .find(|&a| max_digit_bits(q, a) <= log_p)
+                .unwrap_or(1),
+        };
+        let worst = max_digit_bits(q, alpha);
+        if worst > log_p + MAX_DIGIT_EXCESS_BITS {
+            return Err(CkksError::InvalidParameters(format!(
+                "key-switching digits of {alpha} primes ({worst:.0} bits) are too large for P ({log_p:.0} bits): \
+                 use more digits or more special primes"
+            )));
+        }
+        let inner = precompute(lit, n, q.to_vec(), p.to_vec(), alpha, log_qp)?;
+        Ok(Self { inner: Arc::new(inner) })
+    }
+
+    pub(crate) fn inner(&self) -> &ParamsInner {
+        &self.inner
+    }
+
+    /// The literal these parameters were built from.
+    pub fn literal(&self) -> &CkksParamsLiteral {
+        &self.inner.lit
+    }
+    /// `log2 N`.
+    pub fn log_n(&self) -> u32 {
+        self.inner.lit.log_n
+    }
+    /// Ring degree `N`.
+    pub fn n(&self) -> usize {
+        self.inner.n
+    }
+    /// Number of complex slots `N/2`.
+    pub fn slots(&self) -> usize {
+        self.inner.n / 2
+    }
+    /// Top level `L` (number of Q primes − 1).
+    pub fn max_level(&self) -> usize {
+        self.inner.q.len() - 1
+    }
+    /// The Q primes `q_0..q_L`.
+    pub fn q(&self) -> &[u64] {
+        &self.inner.q
+    }
+    /// The special primes.
+    pub fn p(&self) -> &[u64] {
+        &self.inner.p
+    }
+    /// Primes per key-switching digit `α`.
+    pub fn alpha(&self) -> usize {
+        self.inner.alpha
+    }
+    /// Number of key-switching digits at the top level `β = ⌈(L+1)/α⌉`.
+    pub fn beta(&self) -> usize {
+        self.inner.q.len().div_ceil(self.inner.alpha)
+    }
+    /// Digits at level `ℓ`: `⌈(ℓ+1)/α⌉`.
+    pub fn beta_at(&self, level: usize) -> usize {
+        (level + 1).div_ceil(self.inner.alpha)
+    }
+    /// Exact `log2(Q_L·P)`.
+    pub fn log_qp(&self) -> f64 {
+        self.inner.log_qp
+    }
+    /// Default scale `2^log_scale`.
+    pub fn default_scale(&self) -> f64 {
+        (self.inner.lit.log_scale as f64).exp2()
+    }
+    /// Security level.
+    pub fn security(&self) -> SecurityLevel {
+        self.inner.lit.security
+    }
+    /// Identifier of this parameter set: the first 8 bytes of a SHA-256 over logN, the
+    /// primes, α and the security level. Every object carries it.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// Evaluation-form permutation of `σ_g`, computed once per `g` and cached.
+    pub(crate) fn galois_table(&self, g: u64) -> Result<Arc<Vec<u32>>> {
+        if let Some(t) = self.inner.galois_tables.read().expect("galois cache poisoned").get(&g) {
+            return Ok(t.clone());
+        }
+        let t = Arc::new(ntt_permutation(self.inner.n, g)?);
+        self.inner.galois_tables.write().expect("galois cache poisoned").insert(g, t.clone());
+        Ok(t)
+    }
+
+    /// Checks that an object with parameter id `found` belongs to these parameters.
+    pub fn check_id(&self, found: u64) -> Result<()> {
+        if found != self.id() {
+            return Err(CkksError::ParamsMismatch { expected: self.id(), found });
+        }
+        Ok(())
+    }
+}
+
+fn max_digit_bits(q: &[u64], alpha: usize) -> f64 {
+    q.chunks(alpha)
+        .map(|c| c.iter().map(|&x| (x as f64).log2()).sum::<f64>())
+        .fold(0.0, f64::max)
+}
+
+fn params_id(log_n: u32, q: &[u64], p: &[u64], alpha: usize, security: SecurityLevel) -> u64 {
+    let mut h = Sha256::new();
+    h.update(b"heinfer-ckks-params-v1");
+    h.update(log_n.to_le_bytes());
+    h.update((q.len() as u32).to_le_bytes());
+    for x in q {
+        h.update(x.to_le_bytes());
+    }
+    h.update((p.len() as u32).to_le_bytes());
+    for x in p {
+        h.update(x.to_le_bytes());
+    }
+    h.update((alpha as u32).to_le_bytes());
+    h.update(security.bits().to_le_bytes());
+    let d = h.finalize();
+    u64::from_le_bytes(d[..8].try_into().expect("8 bytes"))
+}
+
+fn precompute(lit: CkksParamsLiteral, n: usize, q: Vec<u64>, p: Vec<u64>, alpha: usize, log_qp: f64) -> Result<ParamsInner> {
+    let all: Vec<u64> = q.iter().chain(&p).copied().collect();
+    let ntt = all.iter().map(|&x| NttPlan::new(n, x)).collect::<heinfer_math::Result<Vec<_>>>()?;
+    let moduli: Vec<Modulus> = all.iter().map(|&x| Modulus::new(x)).collect();
+    let barrett = all.iter().map(|&x| BarrettConst::new(x)).collect();
+    let lq = q.len();
+    let qm = &moduli[..lq];
+    let pm = &moduli[lq..];
+    let rescale_inv = (0..lq)
+        .map(|l| {
+            (0..l)
+                .map(|i| {
+                    let inv = qm[i].inv(q[l] % q[i]);
+                    (inv, qm[i].shoup(inv))
+                })
+                .collect()
+        })
+        .collect();
+    let rescale_half = (0..lq).map(|l| (0..l).map(|i| (q[l] / 2) % q[i]).collect()).collect();
+    let modup = (0..lq)
+        .map(|l| {
+            (0..(l + 1).div_ceil(alpha))
+                .map(|j| {
+                    let lo = j * alpha;
+                    let hi = ((j + 1) * alpha).min(l + 1);
+                    let to: Vec<Modulus> =
+                        qm[..=l].iter().enumerate().filter(|(i, _)| *i < lo || *i >= hi).map(|(_, m)| *m).chain(pm.iter().copied()).collect();
+                    BasisConverter::new(&qm[lo..hi], &to)
+                })
+                .collect()
+        })
+        .collect();
+    let moddown = (0..lq).map(|l| BasisConverter::new(pm, &qm[..=l])).collect();
+    let p_mod_q: Vec<u64> = qm.iter().map(|m| p.iter().fold(1u64, |acc, &x| m.mul(acc, x % m.q))).collect();
+    let p_inv_mod_q = qm.iter().zip(&p_mod_q).map(|(m, &pm)| {
+        let inv = m.inv(pm);
+        (inv, m.shoup(inv))
+    }).collect();
+    let x_half_ntt = ntt[..lq]
+        .iter()
+        .map(|plan| {
+            let mut v = vec![0u64; n];
+            v[n / 2] = 1;
+            plan.forward(&mut v);
+            v
+        })
+        .collect();
+    let id = params_id(lit.log_n, &q, &p, alpha, lit.security);
+    Ok(ParamsInner {
+        lit,
+        n,
+        q,
+        p,
+        alpha,
+        id,
+        log_qp,
+        ntt,
+        moduli,
+        barrett,
+        rescale_inv,
+        rescale_half,
+        modup,
+        moddown,
+        p_inv_mod_q,
+        p_mod_q,
+        x_half_ntt,
+        galois_tables: RwLock::new(HashMap::new()),
+    })
+}

@@ -1,0 +1,521 @@
+//! Versioned, validated binary serialization of every engine object.
+//!
+//! Layout (little-endian): a 16-byte header — magic `b"HEIN"`, format version (u16), object
+//! kind (u8), flags (u8), parameter-set id (u64) — then the payload. Residues are bit-packed at
+//! the width of their prime (a 40-bit limb takes 40 bits per coefficient, not 64). A fresh
+//! secret-key ciphertext and every key store their uniform half as a 32-byte seed.
+//!
+//! Decoding never trusts its input: it checks the size limit, header, version, kind,
+//! parameter id, every count against the parameters, that every residue is below its
+//! modulus, and that no bytes are left over. Any failure is [`CkksError::Deserialize`].
+
+use crate::ciphertext::{check_scale, Ciphertext, Plaintext};
+use crate::error::{CkksError, Result};
+use crate::keygen::{basis_indices, expand_uniform, inverse_galois_element, permute_poly, KeyGenerator};
+use crate::keys::{GaloisKey, GaloisKeys, PublicKey, RelinKey, SecretKey, SwitchingKey};
+use crate::params::{CkksParams, CkksParamsLiteral};
+use crate::poly::RnsPoly;
+use crate::security::SecurityLevel;
+use heinfer_math::automorphism::check_galois_element;
+use heinfer_math::sampler::Seed;
+
+/// Format magic.
+pub const MAGIC: &[u8; 4] = b"HEIN";
+/// Current format version.
+pub const FORMAT_VERSION: u16 = 1;
+/// Default decoding size limit (1 GiB).
+pub const DEFAULT_MAX_BYTES: usize = 1 << 30;
+
+/// Kinds of serialized objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// [`CkksParamsLiteral`] (header id = the id the literal builds to).
+    Params = 1,
+    /// [`Plaintext`].
+    Plaintext = 2,
+    /// [`Ciphertext`].
+    Ciphertext = 3,
+    /// [`SecretKey`].
+    SecretKey = 4,
+    /// [`PublicKey`].
+    PublicKey = 5,
+    /// [`RelinKey`].
+    RelinKey = 6,
+    /// [`GaloisKey`].
+    GaloisKey = 7,
+    /// [`GaloisKeys`].
+    GaloisKeys = 8,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Params => "parameters",
+            Kind::Plaintext => "plaintext",
+            Kind::Ciphertext => "ciphertext",
+            Kind::SecretKey => "secret key",
+            Kind::PublicKey => "public key",
+            Kind::RelinKey => "relinearization key",
+            Kind::GaloisKey => "Galois key",
+            Kind::GaloisKeys => "Galois keys",
+        }
+    }
+}
+
+struct Writer {
+    buf: Vec<u8>,
+}
+
+impl Writer {
+    fn new(kind: Kind, params_id: u64) -> Self {
+        let mut buf = Vec::with_capacity(64);
+        buf.extend_from_slice(MAGIC);
+        buf.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        buf.push(kind as u8);
+        buf.push(0);
+        buf.extend_from_slice(&params_id.to_le_bytes());
+        Self { buf }
+    }
+    fn u8(&mut self, v: u8) {
+        self.buf.push(v);
+    }
+    fn u32(&mut self, v: u32) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    fn f64(&mut self, v: f64) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    fn bytes(&mut self, v: &[u8]) {
+        self.buf.extend_from_slice(v);
+    }
+    /// Bit-packs every limb at the width of its modulus.
+    fn poly(&mut self, params: &CkksParams, p: &RnsPoly, moduli: &[usize]) {
+        let inner = params.inner();
+        for (i, &mi) in moduli.iter().enumerate() {
+            let bits = 64 - inner.moduli[mi].q.leading_zeros();
+            let mut acc: u128 = 0;
+            let mut nacc = 0u32;
+            for &x in p.limb(i) {
+                acc |= (x as u128) << nacc;
+                nacc += bits;
+                while nacc >= 8 {
+                    self.buf.push(acc as u8);
+                    acc >>= 8;
+                    nacc -= 8;
+                }
+            }
+            if nacc > 0 {
+                self.buf.push(acc as u8);
+            }
+        }
+    }
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    what: &'static str,
+}
+
+impl<'a> Reader<'a> {
+    fn err(&self, reason: impl Into<String>) -> CkksError {
+        CkksError::Deserialize { what: self.what, reason: reason.into() }
+    }
+    fn take(&mut self, k: usize) -> Result<&'a [u8]> {
+        if self.buf.len() - self.pos < k {
+            return Err(self.err(format!("truncated: needed {k} more bytes at offset {}", self.pos)));
+        }
+        let s = &self.buf[self.pos..self.pos + k];
+        self.pos += k;
+        Ok(s)
+    }
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4")))
+    }
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8")))
+    }
+    fn f64(&mut self) -> Result<f64> {
+        Ok(f64::from_le_bytes(self.take(8)?.try_into().expect("8")))
+    }
+    fn seed(&mut self) -> Result<Seed> {
+        Ok(self.take(32)?.try_into().expect("32"))
+    }
+    fn poly(&mut self, params: &CkksParams, moduli: &[usize]) -> Result<RnsPoly> {
+        let inner = params.inner();
+        let n = params.n();
+        let mut p = RnsPoly::zero(n, moduli.len());
+        for (i, &mi) in moduli.iter().enumerate() {
+            let q = inner.moduli[mi].q;
+            let bits = 64 - q.leading_zeros();
+            let bytes = (n * bits as usize).div_ceil(8);
+            let src = self.take(bytes)?;
+            let mask = (1u128 << bits) - 1;
+            let mut acc: u128 = 0;
+            let mut nacc = 0u32;
+            let mut it = src.iter();
+            for x in p.limb_mut(i).iter_mut() {
+                while nacc < bits {
+                    acc |= (*it.next().expect("length checked") as u128) << nacc;
+                    nacc += 8;
+                }
+                let v = (acc & mask) as u64;
+                acc >>= bits;
+                nacc -= bits;
+                if v >= q {
+                    return Err(self.err(format!("residue {v} in limb {i} is not below its modulus {q}")));
+                }
+                *x = v;
+            }
+            if acc != 0 {
+                return Err(self.err("non-zero padding bits"));
+            }
+        }
+        Ok(p)
+    }
+    fn finish(&self) -> Result<()> {
+        if self.pos != self.buf.len() {
+            return Err(self.err(format!("{} trailing bytes", self.buf.len() - self.pos)));
+        }
+        Ok(())
+    }
+}
+
+/// Opens `bytes` as an object of `kind`: checks the size limit and the header.
+/// Returns the reader positioned after the header and the parameter id found.
+fn open(bytes: &[u8], kind: Kind, max_bytes: usize) -> Result<(Reader<'_>, u64)> {
+    let mut r = Reader { buf: bytes, pos: 0, what: kind.name() };
+    if bytes.len() > max_bytes {
+        return Err(r.err(format!("{} bytes exceed the limit of {max_bytes}", bytes.len())));
+    }
+    if r.take(4)? != MAGIC {
+        return Err(r.err("bad magic (not a heinfer object)"));
+    }
+    let version = u16::from_le_bytes(r.take(2)?.try_into().expect("2"));
+    if version != FORMAT_VERSION {
+        return Err(r.err(format!("unsupported format version {version} (this build reads {FORMAT_VERSION})")));
+    }
+    let k = r.u8()?;
+    if k != kind as u8 {
+        return Err(r.err(format!("object kind {k} is not {} ({})", kind as u8, kind.name())));
+    }
+    let flags = r.u8()?;
+    if flags != 0 {
+        return Err(r.err(format!("unknown flags {flags:#x}")));
+    }
+    let id = r.u64()?;
+    Ok((r, id))
+}
+
+fn open_for<'a>(params: &CkksParams, bytes: &'a [u8], kind: Kind, max_bytes: usize) -> Result<Reader<'a>> {
+    let (r, id) = open(bytes, kind, max_bytes)?;
+    if id != params.id() {
+        return Err(r.err(format!("parameter id {id:#018x} does not match these parameters ({:#018x})", params.id())));
+    }
+    Ok(r)
+}
+
+/// Serializes a parameter literal (its header carries the id it builds to).
+pub fn params_to_bytes(params: &CkksParams) -> Vec<u8> {
+    let lit = params.literal();
+    let mut w = Writer::new(Kind::Params, params.id());
+    w.u32(lit.log_n);
+    w.u32(lit.log_q.len() as u32);
+    lit.log_q.iter().for_each(|&b| w.u8(b as u8));
+    w.u32(lit.log_p.len() as u32);
+    lit.log_p.iter().for_each(|&b| w.u8(b as u8));
+    w.u32(lit.log_scale);
+    w.u32(lit.digits.unwrap_or(0) as u32);
+    w.u32(lit.security.bits());
+    w.buf
+}
+
+/// Decodes and *checks* parameters (the security table applies; the insecure test level is
+/// accepted only when `allow_insecure`).
+pub fn params_from_bytes(bytes: &[u8], allow_insecure: bool) -> Result<CkksParams> {
+    let (mut r, id) = open(bytes, Kind::Params, 1 << 16)?;
+    let log_n = r.u32()?;
+    let nq = r.u32()? as usize;
+    if nq == 0 || nq > 64 {
+        return Err(r.err(format!("{nq} Q primes")));
+    }
+    let log_q = (0..nq).map(|_| r.u8().map(u32::from)).collect::<Result<Vec<_>>>()?;
+    let np = r.u32()? as usize;
+    if np == 0 || np > 64 {
+        return Err(r.err(format!("{np} P primes")));
+    }
+    let log_p = (0..np).map(|_| r.u8().map(u32::from)).collect::<Result<Vec<_>>>()?;
+    let log_scale = r.u32()?;
+    let digits = r.u32()? as usize;
+    let sec = r.u32()?;
+    r.finish()?;
+    let security = SecurityLevel::from_bits(sec).ok_or_else(|| r.err(format!("unknown security level {sec}")))?;
+    let lit = CkksParamsLiteral { log_n, log_q, log_p, log_scale, digits: (digits > 0).then_some(digits), security };
+    let params = if security == SecurityLevel::InsecureTestOnly {
+        if !allow_insecure {
+            return Err(r.err("these parameters are insecure test parameters"));
+        }
+        CkksParams::new_insecure_for_tests(lit)?
+    } else {
+        CkksParams::new(lit)?
+    };
+    if params.id() != id {
+        return Err(r.err(format!("header id {id:#018x} does not match the parameters it describes ({:#018x})", params.id())));
+    }
+    Ok(params)
+}
+
+/// Serializes a plaintext.
+pub fn plaintext_to_bytes(params: &CkksParams, pt: &Plaintext) -> Vec<u8> {
+    let mut w = Writer::new(Kind::Plaintext, pt.params_id);
+    let extended = pt.poly.limbs() > pt.level + 1;
+    w.u32(pt.level as u32);
+    w.u8(extended as u8);
+    w.f64(pt.scale);
+    w.poly(params, &pt.poly, &basis_indices(params, pt.level, extended));
+    w.buf
+}
+
+/// Decodes a plaintext for `params`.
+pub fn plaintext_from_bytes(params: &CkksParams, bytes: &[u8], max_bytes: usize) -> Result<Plaintext> {
+    let mut r = open_for(params, bytes, Kind::Plaintext, max_bytes)?;
+    let level = read_level(&mut r, params)?;
+    let extended = match r.u8()? {
+        0 => false,
+        1 => true,
+        v => return Err(r.err(format!("bad extended flag {v}"))),
+    };
+    let scale = read_scale(&mut r)?;
+    let poly = r.poly(params, &basis_indices(params, level, extended))?;
+    r.finish()?;
+    Ok(Plaintext { params_id: params.id(), poly, level, scale })
+}
+
+fn read_level(r: &mut Reader<'_>, params: &CkksParams) -> Result<usize> {
+    let level = r.u32()? as usize;
+    if level > params.max_level() {
+        return Err(r.err(format!("level {level} exceeds the top level {}", params.max_level())));
+    }
+    Ok(level)
+}
+
+fn read_scale(r: &mut Reader<'_>) -> Result<f64> {
+    let scale = r.f64()?;
+    check_scale(scale).map_err(|e| r.err(e.to_string()))?;
+    Ok(scale)
+}
+
+/// Serializes a ciphertext (seed-compressed when it is a fresh secret-key encryption).
+pub fn ciphertext_to_bytes(params: &CkksParams, ct: &Ciphertext) -> Vec<u8> {
+    let mut w = Writer::new(Kind::Ciphertext, ct.params_id);
+    let idx = basis_indices(params, ct.level, false);
+    w.u32(ct.level as u32);
+    w.f64(ct.scale);
+    w.u8(ct.parts.len() as u8);
+    match (&ct.seed, ct.parts.len()) {
+        (Some(seed), 2) => {
+            w.u8(1);
+            w.poly(params, &ct.parts[0], &idx);
+            w.bytes(seed);
+        }
+        _ => {
+            w.u8(0);
+            for p in &ct.parts {
+                w.poly(params, p, &idx);
+            }
+        }
+    }
+    w.buf
+}
+
+/// Decodes a ciphertext for `params`.
+pub fn ciphertext_from_bytes(params: &CkksParams, bytes: &[u8], max_bytes: usize) -> Result<Ciphertext> {
+    let mut r = open_for(params, bytes, Kind::Ciphertext, max_bytes)?;
+    let level = read_level(&mut r, params)?;
+    let scale = read_scale(&mut r)?;
+    let size = r.u8()? as usize;
+    if !(2..=3).contains(&size) {
+        return Err(r.err(format!("ciphertext size {size} (expected 2 or 3)")));
+    }
+    let idx = basis_indices(params, level, false);
+    let seeded = r.u8()?;
+    let (parts, seed) = match seeded {
+        1 if size == 2 => {
+            let c0 = r.poly(params, &idx)?;
+            let seed = r.seed()?;
+            (vec![c0, expand_uniform(params, seed, &idx)], Some(seed))
+        }
+        0 => ((0..size).map(|_| r.poly(params, &idx)).collect::<Result<Vec<_>>>()?, None),
+        v => return Err(r.err(format!("bad seed flag {v}"))),
+    };
+    r.finish()?;
+    Ok(Ciphertext { params_id: params.id(), parts, level, scale, seed })
+}
+
+/// Serializes the secret key (2 bits per ternary coefficient). Client-side only.
+pub fn secret_key_to_bytes(sk: &SecretKey) -> Vec<u8> {
+    let mut w = Writer::new(Kind::SecretKey, sk.params_id);
+    for chunk in sk.coeffs.chunks(4) {
+        let mut b = 0u8;
+        for (k, &c) in chunk.iter().enumerate() {
+            let code = match c {
+                0 => 0u8,
+                1 => 1,
+                _ => 2,
+            };
+            b |= code << (2 * k);
+        }
+        w.u8(b);
+    }
+    w.buf
+}
+
+/// Decodes a secret key for `params`.
+pub fn secret_key_from_bytes(params: &CkksParams, bytes: &[u8]) -> Result<SecretKey> {
+    let mut r = open_for(params, bytes, Kind::SecretKey, 1 << 20)?;
+    let n = params.n();
+    let src = r.take(n / 4)?;
+    let mut coeffs = Vec::with_capacity(n);
+    for &b in src {
+        for k in 0..4 {
+            coeffs.push(match (b >> (2 * k)) & 3 {
+                0 => 0i8,
+                1 => 1,
+                2 => -1,
+                _ => return Err(r.err("invalid ternary code 3")),
+            });
+        }
+    }
+    r.finish()?;
+    Ok(KeyGenerator::from_ternary_coeffs(params, coeffs).secret_key().clone())
+}
+
+/// Serializes a public key as `(b, seed)`.
+pub fn public_key_to_bytes(params: &CkksParams, pk: &PublicKey) -> Vec<u8> {
+    let mut w = Writer::new(Kind::PublicKey, pk.params_id);
+    w.poly(params, &pk.b, &basis_indices(params, params.max_level(), false));
+    w.bytes(&pk.seed);
+    w.buf
+}
+
+/// Decodes a public key for `params`.
+pub fn public_key_from_bytes(params: &CkksParams, bytes: &[u8], max_bytes: usize) -> Result<PublicKey> {
+    let mut r = open_for(params, bytes, Kind::PublicKey, max_bytes)?;
+    let idx = basis_indices(params, params.max_level(), false);
+    let b = r.poly(params, &idx)?;
+    let seed = r.seed()?;
+    r.finish()?;
+    Ok(PublicKey { params_id: params.id(), b, a: expand_uniform(params, seed, &idx), seed })
+}
+
+fn write_switching_key(w: &mut Writer, params: &CkksParams, k: &SwitchingKey) {
+    let idx = basis_indices(params, params.max_level(), true);
+    w.u32(k.b.len() as u32);
+    for (b, seed) in k.b.iter().zip(&k.seeds) {
+        w.poly(params, b, &idx);
+        w.bytes(seed);
+    }
+}
+
+/// Reads a switching key; `permute` is the table applied to each expanded `a` (Galois keys).
+fn read_switching_key(r: &mut Reader<'_>, params: &CkksParams, permute: Option<&[u32]>) -> Result<SwitchingKey> {
+    let idx = basis_indices(params, params.max_level(), true);
+    let digits = r.u32()? as usize;
+    if digits != params.beta() {
+        return Err(r.err(format!("{digits} key-switching digits, these parameters use {}", params.beta())));
+    }
+    let (mut bs, mut as_, mut seeds) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..digits {
+        bs.push(r.poly(params, &idx)?);
+        let seed = r.seed()?;
+        let mut a = expand_uniform(params, seed, &idx);
+        if let Some(t) = permute {
+            permute_poly(&mut a, t);
+        }
+        as_.push(a);
+        seeds.push(seed);
+    }
+    Ok(SwitchingKey { params_id: params.id(), b: bs, a: as_, seeds })
+}
+
+/// Serializes a relinearization key.
+pub fn relin_key_to_bytes(params: &CkksParams, k: &RelinKey) -> Vec<u8> {
+    let mut w = Writer::new(Kind::RelinKey, k.0.params_id);
+    write_switching_key(&mut w, params, &k.0);
+    w.buf
+}
+
+/// Decodes a relinearization key.
+pub fn relin_key_from_bytes(params: &CkksParams, bytes: &[u8], max_bytes: usize) -> Result<RelinKey> {
+    let mut r = open_for(params, bytes, Kind::RelinKey, max_bytes)?;
+    let k = read_switching_key(&mut r, params, None)?;
+    r.finish()?;
+    Ok(RelinKey(k))
+}
+
+fn write_galois_key(w: &mut Writer, params: &CkksParams, k: &GaloisKey) {
+    w.u64(k.galois_element);
+    write_switching_key(w, params, &k.key);
+}
+
+fn read_galois_key(r: &mut Reader<'_>, params: &CkksParams) -> Result<GaloisKey> {
+    let g = r.u64()?;
+    check_galois_element(g, params.n()).map_err(|e| r.err(e.to_string()))?;
+    if g == 1 {
+        return Err(r.err("Galois element 1 is the identity"));
+    }
+    let inv = params.galois_table(inverse_galois_element(g, params.n()))?;
+    let key = read_switching_key(r, params, Some(&inv))?;
+    Ok(GaloisKey { galois_element: g, key })
+}
+
+/// Serializes one Galois key (`b` is stored pre-permuted, as held in memory).
+pub fn galois_key_to_bytes(params: &CkksParams, k: &GaloisKey) -> Vec<u8> {
+    let mut w = Writer::new(Kind::GaloisKey, k.key.params_id);
+    write_galois_key(&mut w, params, k);
+    w.buf
+}
+
+/// Decodes one Galois key.
+pub fn galois_key_from_bytes(params: &CkksParams, bytes: &[u8], max_bytes: usize) -> Result<GaloisKey> {
+    let mut r = open_for(params, bytes, Kind::GaloisKey, max_bytes)?;
+    let k = read_galois_key(&mut r, params)?;
+    r.finish()?;
+    Ok(k)
+}
+
+/// Serializes a set of Galois keys.
+pub fn galois_keys_to_bytes(params: &CkksParams, keys: &GaloisKeys) -> Vec<u8> {
+    let mut w = Writer::new(Kind::GaloisKeys, params.id());
+    w.u32(keys.len() as u32);
+    for k in keys.keys.values() {
+        write_galois_key(&mut w, params, k);
+    }
+    w.buf
+}
+
+/// Decodes a set of Galois keys (duplicates are refused).
+pub fn galois_keys_from_bytes(params: &CkksParams, bytes: &[u8], max_bytes: usize) -> Result<GaloisKeys> {
+    let mut r = open_for(params, bytes, Kind::GaloisKeys, max_bytes)?;
+    let count = r.u32()? as usize;
+    if count > params.n() {
+        return Err(r.err(format!("{count} keys is more than there are Galois elements")));
+    }
+    let mut keys = GaloisKeys::new();
+    for _ in 0..count {
+        let k = read_galois_key(&mut r, params)?;
+        if keys.get(k.galois_element).is_some() {
+            return Err(r.err(format!("duplicate key for Galois element {}", k.galois_element)));
+        }
+        keys.insert(k);
+    }
+    r.finish()?;
+    Ok(keys)
+}
