@@ -65,8 +65,11 @@ def q_primes(o, cc):
 
 
 def num_special_primes(q, dnum):
-    """OpenFHE's HYBRID rule: digits of ceil(|Q|/dnum) consecutive primes;
-    #P = ceil(bits(largest digit product) / AUX_BITS). None if dnum is invalid."""
+    """Model of OpenFHE's HYBRID rule: digits of ceil(|Q|/dnum) consecutive
+    primes; P (primes just below 2^60) must exceed the largest digit product
+    times sqrt(dnum*|Q|): #P = floor((bits + log2(sqrt(dnum*|Q|))) / 60) + 1.
+    Fitted to the keys openfhe 1.6.1 produces (the older ceil(bits/60) is often
+    one short). None if dnum is invalid. Always checked against a real key."""
     a = math.ceil(len(q) / dnum)
     if len(q) - a * (dnum - 1) <= 0:
         return None
@@ -76,40 +79,50 @@ def num_special_primes(q, dnum):
         for v in q[j * a:(j + 1) * a]:
             prod *= v
         max_bits = max(max_bits, prod.bit_length())
-    return math.ceil(max_bits / AUX_BITS)
+    return int((max_bits + 0.5 * math.log2(dnum * len(q))) // AUX_BITS) + 1
 
 
-def est_log_qp(q, dnum):
-    k = num_special_primes(q, dnum)
-    if k is None:
-        return None
-    return common.log2_prod(q) + k * AUX_BITS  # special primes are just below 2^60
+def key_tower_count(o, cc, n, n_q, dnum):
+    """#special primes actually used, from the size of one serialized key:
+    dnum digits x 2 polynomials x (|Q| + |P|) towers x N words."""
+    kp = cc.KeyGen()
+    blob = o.Serialize(cc.EvalAutomorphismKeyGen(kp.secretKey, [cc.FindAutomorphismIndex(1)]),
+                       o.BINARY)
+    return round(len(blob) / (dnum * 2 * n * 8)) - n_q, blob
+
+
+SURROGATE_LOGN = 11  # #P does not depend on N (checked for 2^11 and 2^14)
 
 
 def choose_params(o, args):
     """Smallest dnum whose log2(QP) fits the budget, with firstModSize as large
-    as fits (<= 60, and > scale_bits + 1 so the last level still holds a
-    scale-2^S value). If nothing fits, the least-overshooting setting is used
-    and flagged."""
+    as fits (<= 60, and >= scale_bits + 2 so the last level still holds a
+    scale-2^S value). #P is confirmed with a real key on a small surrogate ring
+    (cheap). If nothing fits, the least-overshooting setting is used and flagged."""
     L, S, budget = args.levels, args.scale_bits, args.max_logqp
     min_first = min(60, S + 2)
-    ref = q_primes(o, make_context(o, args, 60, L + 1))  # scaling primes
+    ref = q_primes(o, make_context(o, args, 60, L + 1))  # scaling primes at this N
     scaling = ref[1:]
+    sur = argparse_like(args, SURROGATE_LOGN)
     best_over = None
     for dnum in range(1, L + 2):
         for first in range(60, min_first - 1, -1):
             q_est = [(1 << first) - 1] + scaling
-            est = est_log_qp(q_est, dnum)
-            if est is None:
+            k = num_special_primes(q_est, dnum)
+            if k is None:
                 break
+            est = common.log2_prod(q_est) + k * AUX_BITS  # special primes just below 2^60
             if best_over is None or est < best_over[0]:
                 best_over = (est, dnum, first)
             if est > budget:
                 continue
-            cc = make_context(o, args, first, dnum)   # verify with the real primes
+            cc_s = make_context(o, sur, first, dnum)
+            k_s, _ = key_tower_count(o, cc_s, 1 << SURROGATE_LOGN, L + 1, dnum)
+            if k_s != k:
+                common.log(f"openfhe: note: dnum={dnum} first={first}: model #P={k}, key #P={k_s}")
+            cc = make_context(o, args, first, dnum)
             q = q_primes(o, cc)
-            real = est_log_qp(q, dnum)
-            if real is not None and real <= budget:
+            if common.log2_prod(q) + k_s * AUX_BITS <= budget:
                 return cc, q, dnum, first, False
     _, dnum, first = best_over
     common.log(f"openfhe: no (dnum, firstModSize >= {min_first}) fits log2(QP) <= {budget} "
@@ -117,6 +130,12 @@ def choose_params(o, args):
                "(budget exceeded, see params.log_qp)")
     cc = make_context(o, args, first, dnum)
     return cc, q_primes(o, cc), dnum, first, True
+
+
+def argparse_like(args, logn):
+    sur = type(args)(**vars(args))
+    sur.logn = logn
+    return sur
 
 
 def _is_prime(n: int) -> bool:
@@ -162,10 +181,11 @@ def special_primes_from_key(blob: bytes, q, n: int, expected: int):
             counts[v] = counts.get(v, 0) + c
     found = sorted((v for v, c in counts.items() if c >= 2 and v not in qset and _is_prime(v)),
                    reverse=True)
-    if len(found) != expected:
-        common.log(f"openfhe: warning: found {len(found)} special primes in the key, "
-                   f"expected {expected} from OpenFHE's HYBRID rule")
-    return found
+    # OpenFHE draws P downwards from 2^AUX_BITS: the `expected` largest ones.
+    if len(found) < expected:
+        common.log(f"openfhe: warning: found only {len(found)} special primes in the key, "
+                   f"expected {expected}")
+    return found[:expected]
 
 
 # ---------------------------------------------------------------- benchmark
@@ -203,7 +223,10 @@ def main(argv=None):
     rot1 = cc.FindAutomorphismIndex(1)
     key_blob = o.Serialize(cc.EvalAutomorphismKeyGen(sk, [rot1]), o.BINARY)
     sizes["galois_key_bytes"] = len(key_blob)
-    p_primes = special_primes_from_key(key_blob, q, n, n_special)
+    k_real = round(len(key_blob) / (dnum * 2 * n * 8)) - len(q)
+    if k_real != n_special:
+        common.log(f"openfhe: note: key has {k_real} special primes, model said {n_special}")
+    p_primes = special_primes_from_key(key_blob, q, n, k_real)
     del key_blob
 
     cc.EvalRotateKeyGen(sk, list(range(1, args.hoist + 1)))

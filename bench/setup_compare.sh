@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Installs the comparison libraries for bench/compare/ (idempotent).
+#
+#   bash bench/setup_compare.sh [MAIN_VENV]      # MAIN_VENV defaults to .venv
+#
+# - SEAL:    `tenseal` (bundles SEAL 4.x as tenseal.sealapi) + `zstandard` (to
+#            report uncompressed SEAL serialization sizes) into MAIN_VENV
+#            (Python 3.11; created with `python3 -m venv` if missing).
+# - OpenFHE: `.venv-openfhe`, a Python 3.10 venv (the `openfhe` wheel does not
+#            import under 3.11), with `openfhe` + `numpy`.
+# A failed install prints a note and the script still exits 0: the benchmark
+# then skips that library.
+#
+# Versions verified on this machine (Debian, x86-64, 2 cores):
+TENSEAL_VERSION=0.3.18          # SEAL 4.x inside (the runner reports the exact one)
+ZSTANDARD_VERSION=0.25.0
+OPENFHE_VERSION=1.6.1.0.22.4    # openfhe-python 1.6.1.0, manylinux wheel for cp310
+OPENFHE_NUMPY_VERSION=2.2.6
+set -u
+
+cd "$(dirname "$0")/.." || exit 0
+MAIN_VENV="${1:-.venv}"
+OFHE_VENV=".venv-openfhe"
+PIP_FLAGS=(--quiet --disable-pip-version-check)
+status=()
+
+note() { echo "setup_compare: $*" >&2; }
+
+# ---------------------------------------------------------------- SEAL
+seal_ok() {
+  "$MAIN_VENV/bin/python" - <<EOF 2>/dev/null
+import importlib.metadata as m, sys
+import tenseal.sealapi, zstandard, numpy
+sys.exit(0 if m.version("tenseal") == "$TENSEAL_VERSION" else 1)
+EOF
+}
+
+if [ ! -x "$MAIN_VENV/bin/python" ]; then
+  note "creating $MAIN_VENV with $(command -v python3)"
+  python3 -m venv "$MAIN_VENV" || note "could not create $MAIN_VENV"
+fi
+if [ -x "$MAIN_VENV/bin/python" ]; then
+  if seal_ok; then
+    status+=("seal: already installed (tenseal $TENSEAL_VERSION)")
+  else
+    # numpy left unpinned here: the main venv belongs to the project.
+    if "$MAIN_VENV/bin/python" -m pip install "${PIP_FLAGS[@]}" \
+         "tenseal==$TENSEAL_VERSION" "zstandard==$ZSTANDARD_VERSION" numpy && seal_ok; then
+      status+=("seal: installed tenseal $TENSEAL_VERSION into $MAIN_VENV")
+    else
+      status+=("seal: NOT available (tenseal install/import failed) - the benchmark skips SEAL")
+    fi
+  fi
+else
+  status+=("seal: NOT available (no venv at $MAIN_VENV) - the benchmark skips SEAL")
+fi
+
+# ---------------------------------------------------------------- OpenFHE
+is_py310() { "$1" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 10) else 1)' >/dev/null 2>&1; }
+
+find_py310() {
+  # Real interpreters first: a pyenv shim for python3.10 exists even when the
+  # active pyenv version is not 3.10 (and then it fails to run).
+  local c v
+  for c in $(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.10.*/bin/python3.10 2>/dev/null | sort -V -r) \
+           /usr/bin/python3.10 /usr/local/bin/python3.10 "$(command -v python3.10 2>/dev/null)"; do
+    [ -n "$c" ] && [ -x "$c" ] && is_py310 "$c" && { echo "$c"; return 0; }
+  done
+  if command -v pyenv >/dev/null 2>&1; then
+    for v in $(pyenv versions --bare 2>/dev/null | grep '^3\.10\.' | sort -V -r); do
+      c="$(pyenv root)/versions/$v/bin/python3.10"
+      [ -x "$c" ] && is_py310 "$c" && { echo "$c"; return 0; }
+    done
+  fi
+  return 1
+}
+
+ofhe_ok() {
+  OMP_NUM_THREADS=1 "$OFHE_VENV/bin/python" - <<EOF 2>/dev/null
+import importlib.metadata as m, sys
+import openfhe, numpy
+sys.exit(0 if m.version("openfhe") == "$OPENFHE_VERSION" else 1)
+EOF
+}
+
+if [ -x "$OFHE_VENV/bin/python" ] && ofhe_ok; then
+  status+=("openfhe: already installed (openfhe $OPENFHE_VERSION in $OFHE_VENV)")
+else
+  PY310="$(find_py310)"
+  if [ -z "$PY310" ]; then
+    status+=("openfhe: NOT available (no Python 3.10 found: install it, e.g. via pyenv) - the benchmark skips OpenFHE")
+  else
+    if [ ! -x "$OFHE_VENV/bin/python" ]; then
+      note "creating $OFHE_VENV with $PY310"
+      "$PY310" -m venv "$OFHE_VENV" || note "could not create $OFHE_VENV"
+    fi
+    if [ -x "$OFHE_VENV/bin/python" ] && \
+       "$OFHE_VENV/bin/python" -m pip install "${PIP_FLAGS[@]}" \
+         "openfhe==$OPENFHE_VERSION" "numpy==$OPENFHE_NUMPY_VERSION" && ofhe_ok; then
+      status+=("openfhe: installed openfhe $OPENFHE_VERSION into $OFHE_VENV ($PY310)")
+    else
+      status+=("openfhe: NOT available (openfhe install/import failed) - the benchmark skips OpenFHE")
+    fi
+  fi
+fi
+
+for s in "${status[@]}"; do echo "setup_compare: $s"; done
+exit 0
