@@ -47,9 +47,10 @@ pub(crate) fn small_to_ntt(params: &CkksParams, coeffs: &[i64], moduli: &[usize]
     let n = params.n();
     let mut p = RnsPoly::zero(n, moduli.len());
     p.data.par_chunks_mut(n).zip(moduli.par_iter()).for_each(|(limb, &mi)| {
-        let m = &inner.moduli[mi];
+        let q = inner.moduli[mi].q;
+        // |c| < q: a negative value maps to q + c without a division
         for (x, &c) in limb.iter_mut().zip(coeffs) {
-            *x = m.reduce_i64(c);
+            *x = if c < 0 { q.wrapping_add(c as u64) } else { c as u64 };
         }
         inner.ntt[mi].forward(limb);
     });

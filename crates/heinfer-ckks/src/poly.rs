@@ -6,10 +6,6 @@
 //! extension and decoding.
 
 use crate::params::CkksParams;
-use rayon::prelude::*;
-
-/// Below this many words of work, limb loops stay on one thread.
-pub(crate) const PAR_THRESHOLD: usize = 1 << 15;
 
 /// A polynomial in RNS form.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,23 +62,4 @@ impl RnsPoly {
 #[inline]
 pub(crate) fn modulus_index(params: &CkksParams, level: usize, i: usize) -> usize {
     if i <= level { i } else { params.q().len() + (i - level - 1) }
-}
-
-/// Runs `f(limb_index, limb)` over every limb, in parallel when the work is large.
-pub(crate) fn for_each_limb<F>(poly: &mut RnsPoly, f: F)
-where
-    F: Fn(usize, &mut [u64]) + Sync + Send,
-{
-    let n = poly.n;
-    if poly.data.len() >= PAR_THRESHOLD && rayon::current_num_threads() > 1 {
-        poly.data.par_chunks_mut(n).enumerate().for_each(|(i, l)| f(i, l));
-    } else {
-        poly.data.chunks_mut(n).enumerate().for_each(|(i, l)| f(i, l));
-    }
-}
-
-/// Inverse NTT of every limb.
-pub(crate) fn ntt_inverse(params: &CkksParams, poly: &mut RnsPoly, level: usize) {
-    let inner = params.inner();
-    for_each_limb(poly, |i, l| inner.ntt[modulus_index(params, level, i)].inverse(l));
 }

@@ -11,6 +11,7 @@ pub mod automorphism;
 pub mod error;
 pub mod modulus;
 pub mod ntt;
+mod ntt_fma;
 pub mod primes;
 pub mod rns;
 pub mod sampler;

@@ -16,6 +16,8 @@ use crate::primes::is_prime;
 /// A negacyclic NTT plan for one prime `q ≡ 1 (mod 2N)`.
 pub struct NttPlan {
     plan: tfhe_ntt::prime64::Plan,
+    #[cfg(target_arch = "x86_64")]
+    fma: Option<crate::ntt_fma::FmaNtt>,
     modulus: Modulus,
     n: usize,
 }
@@ -37,7 +39,44 @@ impl NttPlan {
         }
         let plan = tfhe_ntt::prime64::Plan::try_new(n, q)
             .ok_or_else(|| MathError::NttPlan(format!("no 2N-th root of unity mod {q}")))?;
-        Ok(Self { plan, modulus: Modulus::new(q), n })
+        #[cfg(target_arch = "x86_64")]
+        let fma = (q < (1u64 << 50) && crate::ntt_fma::available()).then(|| {
+            // the same ψ as tfhe-ntt: the evaluation of X at output index 0
+            let mut x = vec![0u64; n];
+            x[1] = 1;
+            plan.fwd(&mut x);
+            crate::ntt_fma::FmaNtt::new(n, q, x[0])
+        });
+        Ok(Self {
+            plan,
+            #[cfg(target_arch = "x86_64")]
+            fma,
+            modulus: Modulus::new(q),
+            n,
+        })
+    }
+
+    /// Whether this plan runs the double-precision FMA kernels (see [`crate::ntt_fma`]).
+    pub fn uses_fma(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.fma.is_some()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
+    /// Forward transform through `tfhe-ntt` only (for tests and benchmarks).
+    pub fn forward_reference(&self, a: &mut [u64]) {
+        self.plan.fwd(a);
+    }
+
+    /// Inverse transform through `tfhe-ntt` only (for tests and benchmarks).
+    pub fn inverse_reference(&self, a: &mut [u64]) {
+        self.plan.inv(a);
+        self.plan.normalize(a);
     }
 
     /// Ring degree `N`.
@@ -53,20 +92,22 @@ impl NttPlan {
     /// Forward transform in place: coefficients in `[0, q)` → evaluations (bit-reversed order).
     #[inline]
     pub fn forward(&self, a: &mut [u64]) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(f) = &self.fma {
+            return f.forward(a);
+        }
         self.plan.fwd(a);
     }
 
     /// Inverse transform in place, normalized by `N^{-1}`: evaluations → coefficients in `[0, q)`.
     #[inline]
     pub fn inverse(&self, a: &mut [u64]) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(f) = &self.fma {
+            return f.inverse(a);
+        }
         self.plan.inv(a);
         self.plan.normalize(a);
-    }
-
-    /// Inverse transform without the `N^{-1}` factor (callers fold it into a later constant).
-    #[inline]
-    pub fn inverse_unnormalized(&self, a: &mut [u64]) {
-        self.plan.inv(a);
     }
 
     /// `acc[i] ← acc[i] + a[i]·b[i] mod q` (vectorized; inputs in `[0, q)`).
@@ -140,6 +181,24 @@ mod tests {
                 let e = 2 * bit_reverse(j, logn) as u64 + 1;
                 assert_eq!(x[j], m.pow(psi, e), "logN={logn} j={j}");
             }
+        }
+    }
+
+    #[test]
+    fn fma_and_reference_transforms_agree_bit_for_bit() {
+        for (logn, bits) in [(4u32, 30u32), (5, 40), (10, 45), (13, 49), (14, 40)] {
+            let n = 1usize << logn;
+            let q = generate_primes(&[bits], 2 * n as u64, &[]).unwrap()[0];
+            let plan = NttPlan::new(n, q).unwrap();
+            let a: Vec<u64> = (0..n as u64).map(|i| (i.wrapping_mul(0x9E3779B97F4A7C15) >> 7) % q).collect();
+            let (mut x, mut y) = (a.clone(), a.clone());
+            plan.forward(&mut x);
+            plan.forward_reference(&mut y);
+            assert_eq!(x, y, "forward logN={logn} q={q} (fma: {})", plan.uses_fma());
+            plan.inverse(&mut x);
+            plan.inverse_reference(&mut y);
+            assert_eq!(x, a);
+            assert_eq!(y, a);
         }
     }
 

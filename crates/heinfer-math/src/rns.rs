@@ -84,10 +84,12 @@ impl BasisConverter {
         }
         for (j, pj) in self.to.iter().enumerate() {
             let out = &mut output[j * n..(j + 1) * n];
-            out.fill(0);
-            for i in 0..k {
+            // Shoup's product is exact for any 64-bit multiplicand, so t_i ≥ p_j is fine.
+            let (w, ws) = self.qhat_mod_p[j][0];
+            out.copy_from_slice(&scratch[..n]);
+            vecops::mul_scalar_assign(out, w, ws, pj);
+            for i in 1..k {
                 let (w, ws) = self.qhat_mod_p[j][i];
-                // Shoup's product is exact for any 64-bit multiplicand, so t_i ≥ p_j is fine.
                 vecops::mul_scalar_add_assign(out, &scratch[i * n..(i + 1) * n], w, ws, pj);
             }
         }

@@ -8,8 +8,9 @@
 //! * Uniform mod `q`: rejection sampling on the top bits of 64-bit words (no modulo bias).
 //! * Ternary secret: uniform in `{−1, 0, 1}`, one byte of the stream per coefficient,
 //!   rejection on values ≥ 255.
-//! * Error: rounded Gaussian of standard deviation σ = 3.19 (`ERROR_STDDEV`), rejected beyond
-//!   6σ (SEAL's "clipped normal"), from a Box–Muller transform of two 53-bit uniforms.
+//! * Error: discrete Gaussian of parameter σ = 3.19 (`ERROR_STDDEV`), tail-cut at 6σ, sampled
+//!   by inversion of a 64-bit cumulative distribution table (CDT) of
+//!   `P(|e| = k) ∝ exp(−k²/2σ²)`, `k ≤ 19`, plus a random sign (0 counted once).
 
 use crate::error::{MathError, Result};
 use crate::modulus::Modulus;
@@ -84,23 +85,44 @@ impl Sampler {
         out
     }
 
-    /// `n` rounded-Gaussian error values (σ = 3.19, |e| ≤ 6σ).
+    /// `n` discrete-Gaussian error values (σ = 3.19, |e| ≤ 6σ).
     pub fn gaussian(&mut self, n: usize) -> Vec<i64> {
+        let table = cdt();
         let mut out = Vec::with_capacity(n);
-        let bound = ERROR_STDDEV * ERROR_TAIL_CUT;
-        while out.len() < n {
-            let u1 = ((self.rng.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
-            let u2 = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-            let r = (-2.0 * u1.ln()).sqrt() * ERROR_STDDEV;
-            let (s, c) = (2.0 * std::f64::consts::PI * u2).sin_cos();
-            for v in [r * c, r * s] {
-                if v.abs() <= bound && out.len() < n {
-                    out.push(v.round() as i64);
-                }
-            }
+        for _ in 0..n {
+            let r = self.rng.next_u64();
+            // the top bit is the sign, the other 63 bits index the CDT of |e|
+            let u = r & (u64::MAX >> 1);
+            let mag = table.partition_point(|&c| c <= u) as i64;
+            out.push(if r >> 63 == 1 { -mag } else { mag });
         }
         out
     }
+}
+
+/// Cumulative table of `|e|` for the discrete Gaussian, scaled to 2^63: entry `k` is
+/// `2^63·P(|e| ≤ k)`, where `P(|e| = 0) = ρ(0)/Z`, `P(|e| = k) = 2ρ(k)/Z` and the sign is drawn
+/// separately (so a sampled 0 with either sign is still 0).
+fn cdt() -> &'static [u64] {
+    static TABLE: std::sync::OnceLock<Vec<u64>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let bound = (ERROR_STDDEV * ERROR_TAIL_CUT).floor() as i64;
+        let rho = |k: i64| (-((k * k) as f64) / (2.0 * ERROR_STDDEV * ERROR_STDDEV)).exp();
+        let weights: Vec<f64> = (0..=bound).map(|k| if k == 0 { rho(0) } else { 2.0 * rho(k) }).collect();
+        let z: f64 = weights.iter().sum();
+        let mut acc = 0.0;
+        let scale = (1u64 << 63) as f64;
+        let mut t: Vec<u64> = weights
+            .iter()
+            .map(|w| {
+                acc += w / z;
+                (acc * scale).min(scale - 1.0) as u64
+            })
+            .collect();
+        // the last entry covers everything: no sample beyond the tail cut
+        *t.last_mut().expect("non-empty") = u64::MAX >> 1;
+        t
+    })
 }
 
 #[cfg(test)]
@@ -115,6 +137,7 @@ mod tests {
         let var = e.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / e.len() as f64;
         assert!(mean.abs() < 0.05, "mean {mean}");
         assert!((var.sqrt() - ERROR_STDDEV).abs() < 0.05, "stddev {}", var.sqrt());
+        assert!(e.iter().any(|&x| x < -8) && e.iter().any(|&x| x > 8), "both tails are sampled");
         assert!(e.iter().all(|&x| (x as f64).abs() <= ERROR_STDDEV * ERROR_TAIL_CUT + 0.5));
         let t = s.ternary(30_000);
         for v in [-1i8, 0, 1] {

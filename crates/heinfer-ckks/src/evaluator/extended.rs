@@ -107,7 +107,7 @@ impl Evaluator {
     /// Divides by `P` and returns to `Q_ℓ`: one ModDown per part.
     pub fn mod_down_extended(&self, e: &ExtendedCiphertext) -> Result<Ciphertext> {
         self.check_ext(e)?;
-        let parts = e.parts.iter().map(|p| self.mod_down(p, e.level)).collect();
+        let parts = e.parts.iter().map(|p| self.mod_down(p.data.clone(), e.level)).collect();
         Ok(Ciphertext { params_id: e.params_id, parts, level: e.level, scale: e.scale, seed: None })
     }
 }

@@ -14,13 +14,23 @@
 use super::Evaluator;
 use crate::keys::SwitchingKey;
 use crate::poly::{modulus_index, RnsPoly};
+use crate::scratch;
 use heinfer_math::vecops;
 use rayon::prelude::*;
 
-/// The ModUp decomposition of one polynomial: `β` digits over `Q_ℓ ∪ P`, NTT form.
+/// The ModUp decomposition of one polynomial: `β` digits over `Q_ℓ ∪ P`, NTT form
+/// (pooled buffers, returned on drop).
 pub(crate) struct Decomposed {
     pub level: usize,
-    pub digits: Vec<RnsPoly>,
+    pub digits: Vec<Vec<u64>>,
+}
+
+impl Drop for Decomposed {
+    fn drop(&mut self) {
+        for d in self.digits.drain(..) {
+            scratch::give(d);
+        }
+    }
 }
 
 impl Evaluator {
@@ -31,85 +41,93 @@ impl Evaluator {
         let n = params.n();
         let alpha = params.alpha();
         let k = params.p().len();
-        let mut coeff = RnsPoly::from_data(c.data[..(level + 1) * n].to_vec(), n);
-        crate::poly::ntt_inverse(params, &mut coeff, level);
+        let mut coeff = scratch::take((level + 1) * n);
+        coeff.copy_from_slice(&c.data[..(level + 1) * n]);
+        coeff.par_chunks_mut(n).enumerate().for_each(|(i, l)| inner.ntt[i].inverse(l));
         let beta = params.beta_at(level);
+        let limbs = level + 1 + k;
         let digits = (0..beta)
             .into_par_iter()
             .map(|j| {
                 let lo = j * alpha;
                 let hi = ((j + 1) * alpha).min(level + 1);
-                let conv = &inner.modup[level][j];
-                let others = level + 1 - (hi - lo) + k;
-                let mut ext = vec![0u64; others * n];
-                let mut scratch = vec![0u64; (hi - lo) * n];
-                conv.convert(&coeff.data[lo * n..hi * n], &mut ext, &mut scratch, n);
-                let mut d = RnsPoly::zero(n, level + 1 + k);
-                // limb order of `ext`: Q_ℓ without the digit, then P
-                let targets: Vec<usize> = (0..level + 1 + k).filter(|i| *i < lo || *i >= hi).collect();
-                let src = &ext;
-                d.data.par_chunks_mut(n).enumerate().for_each(|(i, limb)| {
-                    if i >= lo && i < hi {
-                        limb.copy_from_slice(c.limb(i));
-                    } else {
-                        let t = targets.iter().position(|&x| x == i).expect("target limb");
-                        limb.copy_from_slice(&src[t * n..(t + 1) * n]);
+                let mut d = scratch::take(limbs * n);
+                let mut conv_scratch = scratch::take((hi - lo) * n);
+                // converted limbs arrive as (Q_ℓ without the digit) ‖ P; shift the part after
+                // the digit up to make room for the digit's own limbs
+                let others = limbs - (hi - lo);
+                inner.modup[level][j].convert(&coeff[lo * n..hi * n], &mut d[..others * n], &mut conv_scratch, n);
+                d.copy_within(lo * n..others * n, hi * n);
+                d[lo * n..hi * n].copy_from_slice(&c.data[lo * n..hi * n]);
+                scratch::give(conv_scratch);
+                d.par_chunks_mut(n).enumerate().for_each(|(i, limb)| {
+                    if i < lo || i >= hi {
                         inner.ntt[modulus_index(params, level, i)].forward(limb);
                     }
                 });
                 d
             })
             .collect();
+        scratch::give(coeff);
         Decomposed { level, digits }
     }
 
     /// `(Σ_j D_j·b_j, Σ_j D_j·a_j)` over `Q_ℓ ∪ P` (NTT form).
-    pub(crate) fn inner_product(&self, dec: &Decomposed, key: &SwitchingKey) -> (RnsPoly, RnsPoly) {
+    pub(crate) fn inner_product(&self, dec: &Decomposed, key: &SwitchingKey) -> (Vec<u64>, Vec<u64>) {
         let params = &self.params;
         let inner = params.inner();
         let n = params.n();
         let level = dec.level;
         let limbs = level + 1 + params.p().len();
-        let mut acc0 = RnsPoly::zero(n, limbs);
-        let mut acc1 = RnsPoly::zero(n, limbs);
-        acc0.data.par_chunks_mut(n).zip(acc1.data.par_chunks_mut(n)).enumerate().for_each(|(i, (l0, l1))| {
+        let mut acc0 = scratch::take(limbs * n);
+        let mut acc1 = scratch::take(limbs * n);
+        acc0.par_chunks_mut(n).zip(acc1.par_chunks_mut(n)).enumerate().for_each(|(i, (l0, l1))| {
             let mi = modulus_index(params, level, i);
             let b = &inner.barrett[mi];
             for (j, d) in dec.digits.iter().enumerate() {
-                vecops::mul_add_assign(l0, d.limb(i), key.b[j].limb(mi), b);
-                vecops::mul_add_assign(l1, d.limb(i), key.a[j].limb(mi), b);
+                let dl = &d[i * n..(i + 1) * n];
+                if j == 0 {
+                    vecops::mul_into(l0, dl, key.b[j].limb(mi), b);
+                    vecops::mul_into(l1, dl, key.a[j].limb(mi), b);
+                } else {
+                    vecops::mul_add_assign(l0, dl, key.b[j].limb(mi), b);
+                    vecops::mul_add_assign(l1, dl, key.a[j].limb(mi), b);
+                }
             }
         });
         (acc0, acc1)
     }
 
-    /// ModDown: `x ∈ R_{Q_ℓ P}` (NTT) ↦ `⌊x/P⌉ ∈ R_{Q_ℓ}` (NTT), up to `±|P|`.
-    pub(crate) fn mod_down(&self, x: &RnsPoly, level: usize) -> RnsPoly {
+    /// ModDown: `x ∈ R_{Q_ℓ P}` (NTT, consumed) ↦ `⌊x/P⌉ ∈ R_{Q_ℓ}` (NTT), up to `±|P|`.
+    pub(crate) fn mod_down(&self, mut x: Vec<u64>, level: usize) -> RnsPoly {
         let params = &self.params;
         let inner = params.inner();
         let n = params.n();
         let k = params.p().len();
-        let mut xp = RnsPoly::from_data(x.data[(level + 1) * n..(level + 1 + k) * n].to_vec(), n);
         let lq = params.q().len();
-        xp.data.par_chunks_mut(n).enumerate().for_each(|(t, limb)| inner.ntt[lq + t].inverse(limb));
-        let mut conv = vec![0u64; (level + 1) * n];
-        let mut scratch = vec![0u64; k * n];
-        inner.moddown[level].convert(&xp.data, &mut conv, &mut scratch, n);
-        let mut out = RnsPoly::from_data(x.data[..(level + 1) * n].to_vec(), n);
-        out.data.par_chunks_mut(n).zip(conv.par_chunks_mut(n)).enumerate().for_each(|(i, (o, c))| {
+        let qn = (level + 1) * n;
+        x[qn..qn + k * n].par_chunks_mut(n).enumerate().for_each(|(t, limb)| inner.ntt[lq + t].inverse(limb));
+        let mut conv = scratch::take(qn);
+        let mut conv_scratch = scratch::take(k * n);
+        inner.moddown[level].convert(&x[qn..qn + k * n], &mut conv, &mut conv_scratch, n);
+        scratch::give(conv_scratch);
+        x.truncate(qn);
+        x.par_chunks_mut(n).zip(conv.par_chunks_mut(n)).enumerate().for_each(|(i, (o, c))| {
             inner.ntt[i].forward(c);
             let m = &inner.moduli[i];
             vecops::sub_assign(o, c, m.q);
             let (w, ws) = inner.p_inv_mod_q[i];
             vecops::mul_scalar_assign(o, w, ws, m);
         });
-        out
+        scratch::give(conv);
+        RnsPoly::from_data(x, n)
     }
 
     /// Full key switch of `c` (NTT, level `ℓ`): returns `(k_0, k_1)` with `k_0 + k_1·s ≈ c·s′`.
     pub(crate) fn key_switch(&self, c: &RnsPoly, level: usize, key: &SwitchingKey) -> (RnsPoly, RnsPoly) {
         let dec = self.decompose(c, level);
         let (a0, a1) = self.inner_product(&dec, key);
-        rayon::join(|| self.mod_down(&a0, level), || self.mod_down(&a1, level))
+        drop(dec);
+        rayon::join(|| self.mod_down(a0, level), || self.mod_down(a1, level))
     }
 }

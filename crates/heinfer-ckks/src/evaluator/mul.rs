@@ -24,9 +24,9 @@ impl Evaluator {
         let n = self.params.n();
         let inner = self.params.inner();
         let limbs = a.level + 1;
-        let mut d0 = RnsPoly::zero(n, limbs);
-        let mut d1 = RnsPoly::zero(n, limbs);
-        let mut d2 = RnsPoly::zero(n, limbs);
+        let mut d0 = RnsPoly::from_data(crate::scratch::take(limbs * n), n);
+        let mut d1 = RnsPoly::from_data(crate::scratch::take(limbs * n), n);
+        let mut d2 = RnsPoly::from_data(crate::scratch::take(limbs * n), n);
         d0.data
             .par_chunks_mut(n)
             .zip(d1.data.par_chunks_mut(n))
@@ -52,9 +52,9 @@ impl Evaluator {
         let n = self.params.n();
         let inner = self.params.inner();
         let limbs = a.level + 1;
-        let mut d0 = RnsPoly::zero(n, limbs);
-        let mut d1 = RnsPoly::zero(n, limbs);
-        let mut d2 = RnsPoly::zero(n, limbs);
+        let mut d0 = RnsPoly::from_data(crate::scratch::take(limbs * n), n);
+        let mut d1 = RnsPoly::from_data(crate::scratch::take(limbs * n), n);
+        let mut d2 = RnsPoly::from_data(crate::scratch::take(limbs * n), n);
         d0.data
             .par_chunks_mut(n)
             .zip(d1.data.par_chunks_mut(n))
@@ -97,12 +97,15 @@ impl Evaluator {
         ct.seed = None;
         let c2 = ct.parts.pop().expect("size 3");
         let (k0, k1) = self.key_switch(&c2, level, &rlk.0);
+        crate::scratch::give(c2.data);
         let n = self.params.n();
         let inner = self.params.inner();
         let parts = ct.parts_mut();
         for (p, k) in parts.iter_mut().zip([&k0, &k1]) {
             p.data.par_chunks_mut(n).enumerate().for_each(|(i, x)| vecops::add_assign(x, k.limb(i), inner.moduli[i].q));
         }
+        crate::scratch::give(k0.data);
+        crate::scratch::give(k1.data);
         Ok(())
     }
 

@@ -39,13 +39,17 @@ impl Evaluator {
             p.truncate(level);
             p.data.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
                 let m = &inner.moduli[i];
-                let mut r: Vec<u64> = last.iter().map(|&v| if v >= m.q { v % m.q } else { v }).collect();
+                let mut r = crate::scratch::take(n);
+                r.copy_from_slice(&last);
+                // Shoup multiplication by 1 reduces any 64-bit word modulo q_i
+                vecops::mul_scalar_assign(&mut r, 1, m.shoup(1), m);
                 let h = inner.rescale_half[level][i];
                 vecops::add_scalar_assign(&mut r, m.q - h, m.q);
                 inner.ntt[i].forward(&mut r);
                 vecops::sub_assign(x, &r, m.q);
                 let (w, ws) = inner.rescale_inv[level][i];
                 vecops::mul_scalar_assign(x, w, ws, m);
+                crate::scratch::give(r);
             });
         }
         ct.level = level - 1;

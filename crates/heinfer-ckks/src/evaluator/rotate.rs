@@ -86,9 +86,10 @@ impl Evaluator {
                 let (mut e0, mut e1) = match k {
                     None => (p_c0.clone(), self.times_p_extended(&ct.parts[1], level)),
                     Some(key) => {
-                        let (mut a0, a1) = self.inner_product(&dec, &key.key);
+                        let (a0, a1) = self.inner_product(&dec, &key.key);
+                        let mut a0 = RnsPoly::from_data(a0, n);
                         self.add_limbs(&mut a0, &p_c0, level);
-                        (a0, a1)
+                        (a0, RnsPoly::from_data(a1, n))
                     }
                 };
                 if g != 1 {
@@ -112,12 +113,13 @@ impl Evaluator {
         let n = self.params.n();
         let inner = self.params.inner();
         let (a0, a1) = self.inner_product(dec, &key.key);
-        let (mut m0, mut m1) = rayon::join(|| self.mod_down(&a0, level), || self.mod_down(&a1, level));
+        let (mut m0, m1) = rayon::join(|| self.mod_down(a0, level), || self.mod_down(a1, level));
         m0.data.par_chunks_mut(n).enumerate().for_each(|(i, x)| vecops::add_assign(x, ct.parts[0].limb(i), inner.moduli[i].q));
         let table = self.params.galois_table(key.galois_element)?;
-        permute_poly(&mut m0, &table);
-        permute_poly(&mut m1, &table);
-        Ok(Ciphertext { params_id: ct.params_id, parts: vec![m0, m1], level, scale: ct.scale, seed: None })
+        let (r0, r1) = (permuted(&m0, &table), permuted(&m1, &table));
+        crate::scratch::give(m0.data);
+        crate::scratch::give(m1.data);
+        Ok(Ciphertext { params_id: ct.params_id, parts: vec![r0, r1], level, scale: ct.scale, seed: None })
     }
 
     /// `P·c` over `Q_ℓ ∪ P` (zero on the P limbs).
@@ -142,4 +144,14 @@ impl Evaluator {
             vecops::add_assign(x, y, inner.moduli[mi].q);
         });
     }
+}
+
+/// `σ(poly)` into a fresh buffer, given the evaluation-form permutation table.
+fn permuted(poly: &RnsPoly, table: &[u32]) -> RnsPoly {
+    let n = poly.n;
+    let mut out = crate::scratch::take(poly.data.len());
+    out.par_chunks_mut(n).zip(poly.data.par_chunks(n)).for_each(|(o, src)| {
+        heinfer_math::automorphism::permute_into(src, table, o);
+    });
+    RnsPoly::from_data(out, n)
 }

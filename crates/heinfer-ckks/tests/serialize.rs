@@ -1,0 +1,153 @@
+//! Serialization: round trips of every object, refusals of bad bytes, and the pin test.
+mod common;
+use common::*;
+use heinfer_ckks::serialize::*;
+use heinfer_ckks::*;
+use sha2::{Digest, Sha256};
+use std::sync::OnceLock;
+
+fn fx() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| Fixture::new(presets::insecure_logn10().unwrap(), &[1, 5]))
+}
+
+const MAX: usize = DEFAULT_MAX_BYTES;
+
+#[test]
+fn every_object_round_trips_and_still_works() {
+    let f = fx();
+    let p = &f.params;
+    let back = params_from_bytes(&params_to_bytes(p), true).unwrap();
+    assert_eq!(back.id(), p.id());
+    assert!(params_from_bytes(&params_to_bytes(p), false).is_err(), "insecure params need opt-in");
+
+    let x = vector(p.slots(), 1);
+    let pt = f.enc.encode_real(&x, p.default_scale(), 2).unwrap();
+    assert_eq!(plaintext_from_bytes(p, &plaintext_to_bytes(p, &pt), MAX).unwrap(), pt);
+    let ct = f.encryptor.encrypt(&pt).unwrap();
+    assert_eq!(ciphertext_from_bytes(p, &ciphertext_to_bytes(p, &ct), MAX).unwrap(), ct);
+    let sym = f.kg.encrypt_symmetric(&pt).unwrap();
+    let sym_bytes = ciphertext_to_bytes(p, &sym);
+    assert!(sym_bytes.len() < ciphertext_to_bytes(p, &ct).len() * 6 / 10, "seed compression halves the bytes");
+    assert_eq!(ciphertext_from_bytes(p, &sym_bytes, MAX).unwrap(), sym);
+    let prod = f.ev.mul(&ct, &ct).unwrap();
+    assert_eq!(ciphertext_from_bytes(p, &ciphertext_to_bytes(p, &prod), MAX).unwrap(), prod);
+
+    let sk = secret_key_from_bytes(p, &secret_key_to_bytes(f.kg.secret_key())).unwrap();
+    let dec = Decryptor::new(p, &sk).unwrap();
+    assert_precision("decrypt with reloaded sk", &f.enc.decode_real(&dec.decrypt(&ct).unwrap()).unwrap(), &x, 20.0);
+
+    let pk = public_key_from_bytes(p, &public_key_to_bytes(p, &f.pk), MAX).unwrap();
+    assert_eq!(pk, f.pk);
+    let rlk = relin_key_from_bytes(p, &relin_key_to_bytes(p, &f.rlk), MAX).unwrap();
+    assert_eq!(rlk, f.rlk);
+    let gks = galois_keys_from_bytes(p, &galois_keys_to_bytes(p, &f.gks), MAX).unwrap();
+    assert_eq!(gks, f.gks);
+    let g = f.gks.elements()[0];
+    let one = galois_key_from_bytes(p, &galois_key_to_bytes(p, f.gks.get(g).unwrap()), MAX).unwrap();
+    assert_eq!(&one, f.gks.get(g).unwrap());
+    // reloaded keys still compute correctly
+    let r = f.ev.rotate(&ct, 1, &gks).unwrap();
+    let want: Vec<f64> = (0..x.len()).map(|i| x[(i + 1) % x.len()]).collect();
+    assert_precision("rotate with reloaded keys", &f.decrypt(&r), &want, 18.0);
+}
+
+fn expect_deserialize_error<T: std::fmt::Debug>(r: Result<T>, label: &str) {
+    match r {
+        Err(CkksError::Deserialize { .. }) => {}
+        other => panic!("{label}: expected a Deserialize error, got {other:?}"),
+    }
+}
+
+#[test]
+fn bad_bytes_are_refused() {
+    let f = fx();
+    let p = &f.params;
+    let ct = f.encrypt(&vector(16, 2));
+    let good = ciphertext_to_bytes(p, &ct);
+    for cut in [0, 3, 15, 16, 30, good.len() / 2, good.len() - 1] {
+        expect_deserialize_error(ciphertext_from_bytes(p, &good[..cut], MAX), &format!("truncated at {cut}"));
+    }
+    let mut long = good.clone();
+    long.push(0);
+    expect_deserialize_error(ciphertext_from_bytes(p, &long, MAX), "trailing byte");
+    expect_deserialize_error(ciphertext_from_bytes(p, &good, good.len() - 1), "over the size limit");
+    let mut bad_magic = good.clone();
+    bad_magic[0] ^= 1;
+    expect_deserialize_error(ciphertext_from_bytes(p, &bad_magic, MAX), "magic");
+    let mut bad_version = good.clone();
+    bad_version[4] = 99;
+    expect_deserialize_error(ciphertext_from_bytes(p, &bad_version, MAX), "version");
+    expect_deserialize_error(plaintext_from_bytes(p, &good, MAX), "wrong kind");
+    let other = presets::insecure_logn12().unwrap();
+    expect_deserialize_error(ciphertext_from_bytes(&other, &good, MAX), "wrong parameters");
+    let mut bad_level = good.clone();
+    bad_level[16] = 77;
+    expect_deserialize_error(ciphertext_from_bytes(p, &bad_level, MAX), "level");
+    let mut bad_scale = good.clone();
+    bad_scale[20..28].copy_from_slice(&f64::NAN.to_le_bytes());
+    expect_deserialize_error(ciphertext_from_bytes(p, &bad_scale, MAX), "scale");
+    // a residue at or above its modulus: set the first packed residue to all ones
+    let mut big = good.clone();
+    for b in &mut big[30..37] {
+        *b = 0xff;
+    }
+    expect_deserialize_error(ciphertext_from_bytes(p, &big, MAX), "residue above modulus");
+}
+
+#[test]
+fn random_corruption_never_panics() {
+    let f = fx();
+    let p = &f.params;
+    let good = ciphertext_to_bytes(p, &f.encrypt(&vector(16, 3)));
+    let keys = galois_keys_to_bytes(p, &f.gks);
+    let mut s = 0x1234_5678_9abc_def0u64;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    for _ in 0..300 {
+        for src in [&good, &keys] {
+            let mut b = src.clone();
+            for _ in 0..(1 + next() % 4) {
+                let i = (next() as usize) % b.len();
+                b[i] ^= 1 << (next() % 8);
+            }
+            if next() % 3 == 0 {
+                b.truncate((next() as usize) % b.len());
+            }
+            // either a clean error or a valid object; never a panic
+            let _ = ciphertext_from_bytes(p, &b, MAX);
+            let _ = galois_keys_from_bytes(p, &b, MAX);
+            let _ = public_key_from_bytes(p, &b, MAX);
+            let _ = secret_key_from_bytes(p, &b);
+            let _ = params_from_bytes(&b, true);
+        }
+    }
+}
+
+/// The wire format is frozen: these hashes change only with a deliberate format change
+/// (bump `FORMAT_VERSION` and update them).
+#[test]
+fn pin_the_encoding_of_fixed_objects() {
+    let p = CkksParams::new(presets::pn13_qp218()).unwrap();
+    let params_hash = hex(&Sha256::digest(params_to_bytes(&p)));
+    let enc = Encoder::new(&p);
+    let x: Vec<f64> = (0..64).map(|i| i as f64 / 64.0 - 0.5).collect();
+    let pt = enc.encode_real(&x, 2f64.powi(40), 2).unwrap();
+    let pt_hash = hex(&Sha256::digest(plaintext_to_bytes(&p, &pt)));
+    eprintln!("params {params_hash}\nplaintext {pt_hash}\nid {:#018x}", p.id());
+    assert_eq!(format!("{:#018x}", p.id()), PINNED_ID);
+    assert_eq!(params_hash, PINNED_PARAMS);
+    assert_eq!(pt_hash, PINNED_PLAINTEXT);
+}
+
+const PINNED_ID: &str = "0x5a68a281fc731235";
+const PINNED_PARAMS: &str = "2647965774b18773eeb77dff45544b59aa0290112d0f62d98e3fbb196c47d300";
+const PINNED_PLAINTEXT: &str = "9b77f602c3f5b4efb35cf8626b8da799f036341b7f26c4b6ec3065ebd5a13273";
+
+fn hex(d: &[u8]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
