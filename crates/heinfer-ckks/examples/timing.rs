@@ -47,6 +47,10 @@ fn main() {
         let pt = enc.encode_real(&x, s, l).unwrap();
         let ct = encryptor.encrypt(&pt).unwrap();
         let prod = ev.mul_relin(&ct, &ct, &rlk).unwrap();
+        if only.as_deref() == Some("rotate") {
+            for _ in 0..600 { ev.rotate(&ct, 1, &gks).unwrap(); }
+            return;
+        }
         if only.as_deref() == Some("mul_relin") {
             for _ in 0..600 { ev.mul_relin(&ct, &ct, &rlk).unwrap(); }
             return;

@@ -75,6 +75,8 @@ impl Encoder {
         let idx = basis_indices(&self.params, level, extended);
         let mut poly = RnsPoly::zero(n, idx.len());
         let big = coeffs.iter().any(|c| c.abs() >= 9.2e18);
+        // magnitudes as words and signs, reduced per limb with a vectorized Shoup product by 1
+        let mags: Vec<u64> = if big { Vec::new() } else { coeffs.iter().map(|c| c.abs() as u64).collect() };
         poly.data.par_chunks_mut(n).zip(idx.par_iter()).for_each(|(limb, &mi)| {
             let m = &inner.moduli[mi];
             if big {
@@ -82,8 +84,12 @@ impl Encoder {
                     *x = m.reduce_i128(c as i128);
                 }
             } else {
+                limb.copy_from_slice(&mags);
+                heinfer_math::vecops::mul_scalar_assign(limb, 1, m.shoup(1), m);
                 for (x, &c) in limb.iter_mut().zip(&coeffs) {
-                    *x = m.reduce_i64(c as i64);
+                    if c < 0.0 && *x != 0 {
+                        *x = m.q - *x;
+                    }
                 }
             }
             inner.ntt[mi].forward(limb);

@@ -1,5 +1,8 @@
 //! Parameter presets. Secure presets are named after their ring degree and `log2(QP)` budget;
 //! the `INSECURE_*` ones exist for fast tests only and offer **no security**.
+//!
+//! Every prime of the secure presets is below 2^50, so every limb runs the double-precision
+//! FMA NTT ([`heinfer_math::ntt`]) on AVX-512 machines.
 
 use crate::error::Result;
 use crate::params::{CkksParams, CkksParamsLiteral};
@@ -18,12 +21,12 @@ pub fn pn13_qp218() -> CkksParamsLiteral {
     }
 }
 
-/// logN = 14, `log2(QP) ≤ 438`: `q_0` 58 bits, seven 40-bit scale primes (7 levels at Δ = 2^40),
-/// two 50-bit special primes (α = 2, β = 4 digits).
+/// logN = 14, `log2(QP) ≤ 438` (430 used): `q_0` 50 bits, seven 40-bit scale primes (7 levels at
+/// Δ = 2^40), two 50-bit special primes (α = 2, β = 4 digits).
 pub fn pn14_qp438() -> CkksParamsLiteral {
     CkksParamsLiteral {
         log_n: 14,
-        log_q: [58].into_iter().chain(std::iter::repeat_n(40, 7)).collect(),
+        log_q: [50].into_iter().chain(std::iter::repeat_n(40, 7)).collect(),
         log_p: vec![50, 50],
         log_scale: 40,
         digits: None,
@@ -31,13 +34,13 @@ pub fn pn14_qp438() -> CkksParamsLiteral {
     }
 }
 
-/// logN = 15, `log2(QP) ≤ 881`: `q_0` 60 bits, sixteen 40-bit scale primes (16 levels at
-/// Δ = 2^40), three 60-bit special primes (α = 4, β = 5 digits).
+/// logN = 15, `log2(QP) ≤ 881` (878 used): `q_0` 50 bits, sixteen 40-bit scale primes (16 levels
+/// at Δ = 2^40), four 47-bit special primes (α = 4, β = 5 digits).
 pub fn pn15_qp881() -> CkksParamsLiteral {
     CkksParamsLiteral {
         log_n: 15,
-        log_q: [60].into_iter().chain(std::iter::repeat_n(40, 16)).collect(),
-        log_p: vec![60, 60, 60],
+        log_q: [50].into_iter().chain(std::iter::repeat_n(40, 16)).collect(),
+        log_p: vec![47, 47, 47, 47],
         log_scale: 40,
         digits: None,
         security: SecurityLevel::Bits128,

@@ -8,6 +8,7 @@
 //! Nothing here knows about CKKS; `heinfer-ckks` builds the scheme on top.
 
 pub mod automorphism;
+pub mod dot;
 pub mod error;
 pub mod modulus;
 pub mod ntt;

@@ -27,6 +27,11 @@ impl BarrettConst {
         Self { q, k, r }
     }
 
+    /// The modulus.
+    pub fn modulus(&self) -> u64 {
+        self.q
+    }
+
     #[inline(always)]
     fn mul(&self, a: u64, b: u64) -> u64 {
         let p = a as u128 * b as u128;

@@ -83,17 +83,10 @@ impl Evaluator {
         let mut acc1 = scratch::take(limbs * n);
         acc0.par_chunks_mut(n).zip(acc1.par_chunks_mut(n)).enumerate().for_each(|(i, (l0, l1))| {
             let mi = modulus_index(params, level, i);
-            let b = &inner.barrett[mi];
-            for (j, d) in dec.digits.iter().enumerate() {
-                let dl = &d[i * n..(i + 1) * n];
-                if j == 0 {
-                    vecops::mul_into(l0, dl, key.b[j].limb(mi), b);
-                    vecops::mul_into(l1, dl, key.a[j].limb(mi), b);
-                } else {
-                    vecops::mul_add_assign(l0, dl, key.b[j].limb(mi), b);
-                    vecops::mul_add_assign(l1, dl, key.a[j].limb(mi), b);
-                }
-            }
+            let d: Vec<&[u64]> = dec.digits.iter().map(|d| &d[i * n..(i + 1) * n]).collect();
+            let b: Vec<&[u64]> = key.b[..d.len()].iter().map(|k| k.limb(mi)).collect();
+            let a: Vec<&[u64]> = key.a[..d.len()].iter().map(|k| k.limb(mi)).collect();
+            heinfer_math::dot::dot2(l0, l1, &d, &b, &a, &inner.barrett[mi]);
         });
         (acc0, acc1)
     }

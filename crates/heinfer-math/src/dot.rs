@@ -1,0 +1,118 @@
+//! The key-switching inner product: `acc_0 = Σ_j d_j·b_j`, `acc_1 = Σ_j d_j·a_j (mod q)` over the
+//! digits `j`, for one RNS limb.
+//!
+//! For `q < 2^50` on AVX-512 the products run in double precision (see [`crate::ntt`] for the
+//! exact FMA product): each product lands in `(−q, q)` un-reduced, up to eight of them are summed
+//! in registers (`|Σ| < 8q ≤ 2^53`, still exact), and one reduction per coefficient finishes.
+//! Each digit's limb is loaded once for both key halves. Otherwise, Barrett products.
+
+use crate::vecops::{self, BarrettConst};
+
+/// Largest number of products accumulated before a reduction on the FMA path.
+const LAZY_TERMS: usize = 8;
+
+/// Writes `acc0 = Σ_j d[j]·b[j]` and `acc1 = Σ_j d[j]·a[j]` modulo `q` (all inputs in `[0, q)`).
+pub fn dot2(acc0: &mut [u64], acc1: &mut [u64], d: &[&[u64]], b: &[&[u64]], a: &[&[u64]], bc: &BarrettConst) {
+    assert!(!d.is_empty() && d.len() == b.len() && d.len() == a.len());
+    #[cfg(target_arch = "x86_64")]
+    if bc.modulus() < (1u64 << 50) && crate::ntt_fma::available() && acc0.len() % 8 == 0 {
+        for start in (0..d.len()).step_by(LAZY_TERMS) {
+            let end = (start + LAZY_TERMS).min(d.len());
+            unsafe { fma::dot2(acc0, acc1, &d[start..end], &b[start..end], &a[start..end], bc.modulus(), start > 0) };
+        }
+        return;
+    }
+    vecops::mul_into(acc0, d[0], b[0], bc);
+    vecops::mul_into(acc1, d[0], a[0], bc);
+    for j in 1..d.len() {
+        vecops::mul_add_assign(acc0, d[j], b[j], bc);
+        vecops::mul_add_assign(acc1, d[j], a[j], bc);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod fma {
+    use std::arch::x86_64::*;
+
+    /// `a·b − k·q` with `k = round(a·b/q)`: exact, in `[−q, q]` for `a, b < q < 2^50`.
+    #[inline(always)]
+    unsafe fn mul_lazy(a: __m512d, b: __m512d, q: __m512d, qinv: __m512d) -> __m512d {
+        let h = _mm512_mul_pd(a, b);
+        let l = _mm512_fmsub_pd(a, b, h);
+        let k = _mm512_roundscale_pd::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_pd(h, qinv));
+        _mm512_add_pd(_mm512_fnmadd_pd(k, q, h), l)
+    }
+
+    /// Reduces an exact integer `|x| < 2^53` to `[0, q)`.
+    #[inline(always)]
+    unsafe fn reduce(x: __m512d, q: __m512d, qinv: __m512d) -> __m512d {
+        let k = _mm512_roundscale_pd::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(_mm512_mul_pd(x, qinv));
+        let r = _mm512_fnmadd_pd(k, q, x);
+        let neg = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(r, _mm512_setzero_pd());
+        let r = _mm512_mask_add_pd(r, neg, r, q);
+        let ge = _mm512_cmp_pd_mask::<_CMP_GE_OQ>(r, q);
+        _mm512_mask_sub_pd(r, ge, r, q)
+    }
+
+    #[inline(always)]
+    unsafe fn load(p: &[u64], i: usize) -> __m512d {
+        _mm512_cvtepu64_pd(_mm512_loadu_si512(p.as_ptr().add(i) as *const _))
+    }
+
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub(super) unsafe fn dot2(acc0: &mut [u64], acc1: &mut [u64], d: &[&[u64]], b: &[&[u64]], a: &[&[u64]], q: u64, accumulate: bool) {
+        let qv = _mm512_set1_pd(q as f64);
+        let qinv = _mm512_set1_pd(1.0 / q as f64);
+        let n = acc0.len();
+        let mut i = 0;
+        while i < n {
+            let (mut s0, mut s1) = if accumulate { (load(acc0, i), load(acc1, i)) } else { (_mm512_setzero_pd(), _mm512_setzero_pd()) };
+            for j in 0..d.len() {
+                let dv = load(d[j], i);
+                s0 = _mm512_add_pd(s0, mul_lazy(dv, load(b[j], i), qv, qinv));
+                s1 = _mm512_add_pd(s1, mul_lazy(dv, load(a[j], i), qv, qinv));
+            }
+            let r0 = reduce(s0, qv, qinv);
+            let r1 = reduce(s1, qv, qinv);
+            _mm512_storeu_si512(acc0.as_mut_ptr().add(i) as *mut _, _mm512_cvtpd_epu64(r0));
+            _mm512_storeu_si512(acc1.as_mut_ptr().add(i) as *mut _, _mm512_cvtpd_epu64(r1));
+            i += 8;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::modulus::Modulus;
+    use crate::primes::generate_primes;
+
+    #[test]
+    fn dot2_matches_scalar_for_many_digit_counts() {
+        for bits in [30u32, 40, 49, 55] {
+            let q = generate_primes(&[bits], 64, &[]).unwrap()[0];
+            let m = Modulus::new(q);
+            let bc = BarrettConst::new(q);
+            let n = 64;
+            for digits in [1usize, 2, 7, 8, 9, 17] {
+                let mut s = (bits as u64) * 1000 + digits as u64;
+                let mut next = || {
+                    s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    (s >> 7) % q
+                };
+                let mk = |next: &mut dyn FnMut() -> u64| (0..digits).map(|_| (0..n).map(|_| next()).collect::<Vec<u64>>()).collect::<Vec<_>>();
+                let (dv, bv, av) = (mk(&mut next), mk(&mut next), mk(&mut next));
+                let dr: Vec<&[u64]> = dv.iter().map(|v| v.as_slice()).collect();
+                let br: Vec<&[u64]> = bv.iter().map(|v| v.as_slice()).collect();
+                let ar: Vec<&[u64]> = av.iter().map(|v| v.as_slice()).collect();
+                let (mut x0, mut x1) = (vec![0u64; n], vec![0u64; n]);
+                dot2(&mut x0, &mut x1, &dr, &br, &ar, &bc);
+                for c in 0..n {
+                    let e0 = (0..digits).fold(0, |acc, j| m.add(acc, m.mul(dv[j][c], bv[j][c])));
+                    let e1 = (0..digits).fold(0, |acc, j| m.add(acc, m.mul(dv[j][c], av[j][c])));
+                    assert_eq!((x0[c], x1[c]), (e0, e1), "bits {bits} digits {digits} coefficient {c}");
+                }
+            }
+        }
+    }
+}
