@@ -1,13 +1,17 @@
 //! Public-key encryption and secret-key decryption.
 //!
-//! `Enc_pk(m) = (b·u + e_0 + m, a·u + e_1)` with `u` ternary and `e_0, e_1` Gaussian, at the
-//! plaintext's level (the public key restricted to `Q_ℓ`). `Dec_s(c) = Σ_i c_i·s^i`.
+//! Public-key encryption works in the extended basis `Q_ℓ ∪ P` and divides by `P` (as SEAL does):
+//! `Enc_pk(m) = (⌊(b·u + e_0)/P⌉ + m, ⌊(a·u + e_1)/P⌉)` with `u` ternary and `e_0, e_1`
+//! Gaussian. The division shrinks the encryption noise `e·u + e_0 + e_1·s` to the rounding
+//! term `r_0 + r_1·s` — about 3 bits more precision than encrypting over `Q_ℓ` directly, for
+//! `k` extra limbs and two ModDowns. `Dec_s(c) = Σ_i c_i·s^i`.
 
 use crate::ciphertext::{Ciphertext, Plaintext};
 use crate::error::{CkksError, Result};
 use crate::keygen::{basis_indices, small_to_ntt};
 use crate::keys::{PublicKey, SecretKey};
 use crate::params::CkksParams;
+use crate::evaluator::keyswitch::mod_down;
 use crate::poly::RnsPoly;
 use heinfer_math::sampler::Sampler;
 use heinfer_math::vecops;
@@ -33,19 +37,24 @@ impl Encryptor {
         let inner = params.inner();
         let n = params.n();
         let level = pt.level;
-        let idx = basis_indices(params, level, false);
+        let idx = basis_indices(params, level, true);
         let mut os = Sampler::from_os()?;
         let u: Vec<i64> = os.ternary(n).into_iter().map(|x| x as i64).collect();
         let u = small_to_ntt(params, &u, &idx);
         let mut c0 = small_to_ntt(params, &os.gaussian(n), &idx);
         let mut c1 = small_to_ntt(params, &os.gaussian(n), &idx);
+        let lq = params.q().len();
         let work = |(i, (l0, l1)): (usize, (&mut [u64], &mut [u64]))| {
-            let b = &inner.barrett[i];
-            vecops::mul_add_assign(l0, self.pk.b.limb(i), u.limb(i), b);
-            vecops::add_assign(l0, pt.poly.limb(i), inner.moduli[i].q);
-            vecops::mul_add_assign(l1, self.pk.a.limb(i), u.limb(i), b);
+            let mi = idx[i];
+            // the public key holds all of Q then P: limb of Q_ℓ ∪ P index i ↦ key limb
+            let ki = if mi < lq { mi } else { params.max_level() + 1 + (mi - lq) };
+            let b = &inner.barrett[mi];
+            vecops::mul_add_assign(l0, self.pk.b.limb(ki), u.limb(i), b);
+            vecops::mul_add_assign(l1, self.pk.a.limb(ki), u.limb(i), b);
         };
         c0.data.par_chunks_mut(n).zip(c1.data.par_chunks_mut(n)).enumerate().for_each(work);
+        let (mut c0, c1) = rayon::join(|| mod_down(params, c0.data, level), || mod_down(params, c1.data, level));
+        c0.data.par_chunks_mut(n).enumerate().for_each(|(i, l0)| vecops::add_assign(l0, pt.poly.limb(i), inner.moduli[i].q));
         Ok(Ciphertext { params_id: params.id(), parts: vec![c0, c1], level, scale: pt.scale, seed: None })
     }
 }

@@ -83,10 +83,11 @@ impl KeyGenerator {
         &self.sk
     }
 
-    /// A public key `(−a·s + e, a)` over `Q_L`.
+    /// A public key `(−a·s + e, a)` over `Q_L ∪ P` (encryption happens in the extended basis and
+    /// divides by `P`, see [`crate::Encryptor`]).
     pub fn public_key(&self) -> Result<PublicKey> {
         let params = &self.params;
-        let idx = basis_indices(params, params.max_level(), false);
+        let idx = basis_indices(params, params.max_level(), true);
         let mut os = Sampler::from_os()?;
         let seed = os.seed();
         let a = expand_uniform(params, seed, &idx);

@@ -42,7 +42,7 @@ impl SecretKey {
     }
 }
 
-/// The public key `(b, a) = (−a·s + e, a)` over `Q_L`; `a` is expanded from `seed`.
+/// The public key `(b, a) = (−a·s + e, a)` over `Q_L ∪ P`; `a` is expanded from `seed`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PublicKey {
     pub(crate) params_id: u64,

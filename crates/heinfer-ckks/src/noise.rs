@@ -6,11 +6,14 @@
 //! `σ² = 3.19²`, a ternary `s` or `u` (each coefficient non-zero with probability 2/3), and
 //! `h = 2N/3` the expected number of non-zero products per coefficient:
 //!
-//! * fresh public-key encryption: `e_0 + e·u + e_1·s`: `v = σ²(1 + 2h)`;
+//! * fresh public-key encryption, done over `Q·P` and divided by `P` (SEAL's method): only the
+//!   ModDown error `r_0 + r_1·s` remains, `r` = rounding plus the fast-conversion excess
+//!   `u ∈ [0, k)` for `k` special primes: `v = (1 + h)·(1 + (k² − 1))/12`;
 //! * rescale rounding `r_0 + r_1·s`, `r` uniform in `[−½, ½]`: `v = (1 + h)/12`;
 //! * encoding rounding: `v = 1/12`;
-//! * hybrid key switching at level `ℓ`: `Σ_j D_j·e_j / P` with `D_j` uniform mod `Q_j`:
-//!   `v = Σ_j N·σ²·Q_j²/(12·P²)`, plus the ModDown rounding `(1 + h)/12`.
+//! * hybrid key switching at level `ℓ`: `Σ_j D_j·e_j / P` with `D_j` uniform in `[0, Q_j)`
+//!   (`E[D²] = Q_j²/3`, its mean included: that part is fixed per key, so single runs scatter
+//!   below the expectation): `v = Σ_j N·σ²·Q_j²/(3·P²)`, plus the ModDown error.
 //!
 //! These are the formulas the compiler budgets with; tests compare them with measurements.
 
@@ -37,8 +40,13 @@ impl NoiseModel {
 
     /// Fresh public-key encryption.
     pub fn fresh(&self, scale: f64) -> f64 {
-        let s2 = ERROR_STDDEV * ERROR_STDDEV;
-        self.slot_std(s2 * (1.0 + 2.0 * self.h) + 1.0 / 12.0, scale)
+        let k = self.params.p().len() as f64;
+        self.slot_std((1.0 + self.h) * (1.0 + (k * k - 1.0)) / 12.0 + 1.0 / 12.0, scale)
+    }
+
+    /// Fresh secret-key encryption (`e` Gaussian, no division by `P`).
+    pub fn fresh_symmetric(&self, scale: f64) -> f64 {
+        self.slot_std(ERROR_STDDEV * ERROR_STDDEV + 1.0 / 12.0, scale)
     }
 
     /// Rounding error added by one rescale, at the scale after the rescale.
@@ -55,9 +63,10 @@ impl NoiseModel {
             .chunks(self.params.alpha())
             .map(|c| {
                 let log_qj: f64 = c.iter().map(|&x| (x as f64).log2()).sum();
-                self.n * s2 * (2f64).powf(2.0 * (log_qj - log_p)) / 12.0
+                self.n * s2 * (2f64).powf(2.0 * (log_qj - log_p)) / 3.0
             })
             .sum();
-        self.slot_std(var + (1.0 + self.h) / 12.0, scale)
+        let k = self.params.p().len() as f64;
+        self.slot_std(var + (1.0 + self.h) * (1.0 + (k * k - 1.0)) / 12.0, scale)
     }
 }

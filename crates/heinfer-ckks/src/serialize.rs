@@ -400,7 +400,7 @@ pub fn secret_key_from_bytes(params: &CkksParams, bytes: &[u8]) -> Result<Secret
 /// Serializes a public key as `(b, seed)`.
 pub fn public_key_to_bytes(params: &CkksParams, pk: &PublicKey) -> Vec<u8> {
     let mut w = Writer::new(Kind::PublicKey, pk.params_id);
-    w.poly(params, &pk.b, &basis_indices(params, params.max_level(), false));
+    w.poly(params, &pk.b, &basis_indices(params, params.max_level(), true));
     w.bytes(&pk.seed);
     w.buf
 }
@@ -408,7 +408,7 @@ pub fn public_key_to_bytes(params: &CkksParams, pk: &PublicKey) -> Vec<u8> {
 /// Decodes a public key for `params`.
 pub fn public_key_from_bytes(params: &CkksParams, bytes: &[u8], max_bytes: usize) -> Result<PublicKey> {
     let mut r = open_for(params, bytes, Kind::PublicKey, max_bytes)?;
-    let idx = basis_indices(params, params.max_level(), false);
+    let idx = basis_indices(params, params.max_level(), true);
     let b = r.poly(params, &idx)?;
     let seed = r.seed()?;
     r.finish()?;

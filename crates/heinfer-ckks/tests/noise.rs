@@ -13,7 +13,7 @@ fn std_err(got: &[f64], want: &[f64]) -> f64 {
 fn fresh_rescale_and_key_switch_noise_match_the_model() {
     // a small scale makes the noise dominate the encoding error
     let mut lit = presets::insecure_logn12_literal();
-    lit.log_scale = 25;
+    lit.log_scale = 12;
     lit.log_q = vec![45, 40, 40];
     let params = CkksParams::new_insecure_for_tests(lit).unwrap();
     let f = Fixture::new(params, &[1]);
@@ -25,6 +25,12 @@ fn fresh_rescale_and_key_switch_noise_match_the_model() {
     let predicted = model.fresh(scale);
     eprintln!("fresh: measured {fresh:e}, model {predicted:e}");
     assert!(fresh > predicted / 2.0 && fresh < predicted * 2.0);
+
+    let pt = f.enc.encode_real(&x, scale, f.params.max_level()).unwrap();
+    let sym = std_err(&f.decrypt(&f.kg.encrypt_symmetric(&pt).unwrap()), &x);
+    let predicted = model.fresh_symmetric(scale);
+    eprintln!("fresh symmetric: measured {sym:e}, model {predicted:e}");
+    assert!(sym > predicted / 2.0 && sym < predicted * 2.0);
 
     let rot = f.ev.rotate(&ct, 1, &f.gks).unwrap();
     let want: Vec<f64> = (0..x.len()).map(|i| x[(i + 1) % x.len()]).collect();
@@ -66,5 +72,6 @@ fn key_switch_noise_dominates_with_a_small_p_and_matches_the_model() {
     assert!(ks > 10.0 * model.fresh(scale));
     let predicted = (model.fresh(scale).powi(2) + ks.powi(2)).sqrt();
     eprintln!("small-P rotate: measured {measured:e}, model {predicted:e}");
-    assert!(measured > predicted / 2.0 && measured < predicted * 2.0);
+    // the mean of the digits times the key's error is fixed per key: runs scatter by key
+    assert!(measured > predicted / 3.0 && measured < predicted * 3.0);
 }

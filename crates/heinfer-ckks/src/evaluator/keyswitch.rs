@@ -92,28 +92,8 @@ impl Evaluator {
     }
 
     /// ModDown: `x ∈ R_{Q_ℓ P}` (NTT, consumed) ↦ `⌊x/P⌉ ∈ R_{Q_ℓ}` (NTT), up to `±|P|`.
-    pub(crate) fn mod_down(&self, mut x: Vec<u64>, level: usize) -> RnsPoly {
-        let params = &self.params;
-        let inner = params.inner();
-        let n = params.n();
-        let k = params.p().len();
-        let lq = params.q().len();
-        let qn = (level + 1) * n;
-        x[qn..qn + k * n].par_chunks_mut(n).enumerate().for_each(|(t, limb)| inner.ntt[lq + t].inverse(limb));
-        let mut conv = scratch::take(qn);
-        let mut conv_scratch = scratch::take(k * n);
-        inner.moddown[level].convert(&x[qn..qn + k * n], &mut conv, &mut conv_scratch, n);
-        scratch::give(conv_scratch);
-        x.truncate(qn);
-        x.par_chunks_mut(n).zip(conv.par_chunks_mut(n)).enumerate().for_each(|(i, (o, c))| {
-            inner.ntt[i].forward(c);
-            let m = &inner.moduli[i];
-            vecops::sub_assign(o, c, m.q);
-            let (w, ws) = inner.p_inv_mod_q[i];
-            vecops::mul_scalar_assign(o, w, ws, m);
-        });
-        scratch::give(conv);
-        RnsPoly::from_data(x, n)
+    pub(crate) fn mod_down(&self, x: Vec<u64>, level: usize) -> RnsPoly {
+        mod_down(&self.params, x, level)
     }
 
     /// Full key switch of `c` (NTT, level `ℓ`): returns `(k_0, k_1)` with `k_0 + k_1·s ≈ c·s′`.
@@ -123,4 +103,34 @@ impl Evaluator {
         drop(dec);
         rayon::join(|| self.mod_down(a0, level), || self.mod_down(a1, level))
     }
+}
+
+/// ModDown: `x ∈ R_{Q_ℓ P}` (NTT, consumed) ↦ `⌊x/P⌉ ∈ R_{Q_ℓ}` (NTT), up to `±|P|`.
+pub(crate) fn mod_down(params: &crate::params::CkksParams, mut x: Vec<u64>, level: usize) -> RnsPoly {
+    let inner = params.inner();
+    let n = params.n();
+    let k = params.p().len();
+    let lq = params.q().len();
+    let qn = (level + 1) * n;
+    // ⌊x/P⌉ = ⌊(x + ⌊P/2⌋)/P⌋: shift the P residues by ⌊P/2⌋ and subtract it again on Q
+    x[qn..qn + k * n].par_chunks_mut(n).enumerate().for_each(|(t, limb)| {
+        inner.ntt[lq + t].inverse(limb);
+        vecops::add_scalar_assign(limb, inner.p_half_mod_p[t], inner.moduli[lq + t].q);
+    });
+    let mut conv = scratch::take(qn);
+    let mut conv_scratch = scratch::take(k * n);
+    inner.moddown[level].convert(&x[qn..qn + k * n], &mut conv, &mut conv_scratch, n);
+    scratch::give(conv_scratch);
+    x.truncate(qn);
+    x.par_chunks_mut(n).zip(conv.par_chunks_mut(n)).enumerate().for_each(|(i, (o, c))| {
+        let m = &inner.moduli[i];
+        // conv − ⌊P/2⌋, then NTT
+        vecops::add_scalar_assign(c, m.q - inner.p_half_mod_q[i], m.q);
+        inner.ntt[i].forward(c);
+        vecops::sub_assign(o, c, m.q);
+        let (w, ws) = inner.p_inv_mod_q[i];
+        vecops::mul_scalar_assign(o, w, ws, m);
+    });
+    scratch::give(conv);
+    RnsPoly::from_data(x, n)
 }

@@ -6,7 +6,7 @@
 
 mod arith;
 mod extended;
-mod keyswitch;
+pub(crate) mod keyswitch;
 mod mul;
 mod rescale;
 mod rotate;

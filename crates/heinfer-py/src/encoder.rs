@@ -1,0 +1,85 @@
+//! The encoder: numpy vectors ↔ plaintexts.
+
+use crate::objects::Plaintext;
+use crate::params::Params;
+use crate::pool::run;
+use heinfer_ckks as ckks;
+use heinfer_ckks::CkksParams;
+use num_complex::Complex64;
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::prelude::*;
+
+/// Copies a 1-D numpy array (the copy is taken with the GIL held, so no Python thread can
+/// write to the array while the engine reads it).
+fn to_vec<T: numpy::Element + Copy>(a: &PyReadonlyArray1<'_, T>) -> Vec<T> {
+    match a.as_slice() {
+        Ok(s) => s.to_vec(),
+        Err(_) => a.as_array().iter().copied().collect(),
+    }
+}
+
+/// Encodes and decodes vectors of up to `N/2` values.
+#[pyclass(module = "heinfer._native", name = "Encoder", frozen)]
+pub struct Encoder {
+    inner: ckks::Encoder,
+    params: CkksParams,
+}
+
+#[pymethods]
+impl Encoder {
+    #[new]
+    fn new(py: Python<'_>, params: &Params) -> PyResult<Self> {
+        let p = params.inner.clone();
+        let inner = run(py, || Ok(ckks::Encoder::new(&p)))?;
+        Ok(Self { inner, params: p })
+    }
+    /// Real values in the real parts of the slots; `extended` adds the special primes.
+    fn encode_real(
+        &self,
+        py: Python<'_>,
+        values: PyReadonlyArray1<'_, f64>,
+        scale: f64,
+        level: usize,
+        extended: bool,
+    ) -> PyResult<Plaintext> {
+        let v = to_vec(&values);
+        let inner = run(py, || {
+            if extended {
+                let z: Vec<Complex64> = v.iter().map(|&x| Complex64::new(x, 0.0)).collect();
+                self.inner.encode_extended(&z, scale, level)
+            } else {
+                self.inner.encode_real(&v, scale, level)
+            }
+        })?;
+        Ok(Plaintext { inner, params: self.params.clone() })
+    }
+    /// Complex values, one per slot; `extended` adds the special primes.
+    fn encode_complex(
+        &self,
+        py: Python<'_>,
+        values: PyReadonlyArray1<'_, Complex64>,
+        scale: f64,
+        level: usize,
+        extended: bool,
+    ) -> PyResult<Plaintext> {
+        let v = to_vec(&values);
+        let inner = run(py, || {
+            if extended {
+                self.inner.encode_extended(&v, scale, level)
+            } else {
+                self.inner.encode(&v, scale, level)
+            }
+        })?;
+        Ok(Plaintext { inner, params: self.params.clone() })
+    }
+    /// All `N/2` slots as complex values.
+    fn decode<'py>(&self, py: Python<'py>, pt: &Plaintext) -> PyResult<Bound<'py, PyArray1<Complex64>>> {
+        let v = run(py, || self.inner.decode(&pt.inner))?;
+        Ok(PyArray1::from_vec(py, v))
+    }
+    /// The real parts of all `N/2` slots.
+    fn decode_real<'py>(&self, py: Python<'py>, pt: &Plaintext) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let v = run(py, || self.inner.decode_real(&pt.inner))?;
+        Ok(PyArray1::from_vec(py, v))
+    }
+}

@@ -1,0 +1,162 @@
+//! The evaluator: every homomorphic operation of the engine, allocating (`op`) and in place
+//! (`op_assign`) where the engine has both. All run on the pool with the GIL released.
+
+use crate::objects::{Ciphertext, ExtendedCiphertext, GaloisKeys, Plaintext, RelinKey};
+use crate::params::Params;
+use crate::pool::run;
+use heinfer_ckks as ckks;
+use heinfer_ckks::CkksParams;
+use pyo3::prelude::*;
+
+/// Homomorphic operations for one parameter set; holds no key.
+#[pyclass(module = "heinfer._native", name = "Evaluator", frozen)]
+pub struct Evaluator {
+    inner: ckks::Evaluator,
+    params: CkksParams,
+}
+
+impl Evaluator {
+    fn ct(&self, py: Python<'_>, f: impl FnOnce(&ckks::Evaluator) -> ckks::Result<ckks::Ciphertext> + Send) -> PyResult<Ciphertext> {
+        let inner = run(py, || f(&self.inner))?;
+        Ok(Ciphertext::wrap(inner, &self.params))
+    }
+    fn ext(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&ckks::Evaluator) -> ckks::Result<ckks::ExtendedCiphertext> + Send,
+    ) -> PyResult<ExtendedCiphertext> {
+        let inner = run(py, || f(&self.inner))?;
+        Ok(ExtendedCiphertext { inner, params: self.params.clone() })
+    }
+    fn assign(&self, py: Python<'_>, f: impl FnOnce(&ckks::Evaluator) -> ckks::Result<()> + Send) -> PyResult<()> {
+        run(py, || f(&self.inner))
+    }
+}
+
+#[pymethods]
+impl Evaluator {
+    #[new]
+    fn new(params: &Params) -> Self {
+        Self { inner: ckks::Evaluator::new(&params.inner), params: params.inner.clone() }
+    }
+
+    fn add(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.add(&a.inner, &b.inner))
+    }
+    fn add_assign(&self, py: Python<'_>, mut a: PyRefMut<'_, Ciphertext>, b: &Ciphertext) -> PyResult<()> {
+        let a = &mut a.inner;
+        self.assign(py, |e| e.add_assign(a, &b.inner))
+    }
+    fn sub(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.sub(&a.inner, &b.inner))
+    }
+    fn sub_assign(&self, py: Python<'_>, mut a: PyRefMut<'_, Ciphertext>, b: &Ciphertext) -> PyResult<()> {
+        let a = &mut a.inner;
+        self.assign(py, |e| e.sub_assign(a, &b.inner))
+    }
+    fn neg(&self, py: Python<'_>, a: &Ciphertext) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.neg(&a.inner))
+    }
+    fn neg_assign(&self, py: Python<'_>, mut a: PyRefMut<'_, Ciphertext>) -> PyResult<()> {
+        let a = &mut a.inner;
+        self.assign(py, |e| e.neg_assign(a))
+    }
+    fn add_plain(&self, py: Python<'_>, ct: &Ciphertext, pt: &Plaintext) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.add_plain(&ct.inner, &pt.inner))
+    }
+    fn add_plain_assign(&self, py: Python<'_>, mut ct: PyRefMut<'_, Ciphertext>, pt: &Plaintext) -> PyResult<()> {
+        let ct = &mut ct.inner;
+        self.assign(py, |e| e.add_plain_assign(ct, &pt.inner))
+    }
+    fn sub_plain(&self, py: Python<'_>, ct: &Ciphertext, pt: &Plaintext) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.sub_plain(&ct.inner, &pt.inner))
+    }
+    fn mul_plain(&self, py: Python<'_>, ct: &Ciphertext, pt: &Plaintext) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.mul_plain(&ct.inner, &pt.inner))
+    }
+    fn mul_plain_assign(&self, py: Python<'_>, mut ct: PyRefMut<'_, Ciphertext>, pt: &Plaintext) -> PyResult<()> {
+        let ct = &mut ct.inner;
+        self.assign(py, |e| e.mul_plain_assign(ct, &pt.inner))
+    }
+    fn mul_const(&self, py: Python<'_>, ct: &Ciphertext, c: f64, scale: f64) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.mul_const(&ct.inner, c, scale))
+    }
+    fn mul_const_assign(&self, py: Python<'_>, mut ct: PyRefMut<'_, Ciphertext>, c: f64, scale: f64) -> PyResult<()> {
+        let ct = &mut ct.inner;
+        self.assign(py, |e| e.mul_const_assign(ct, c, scale))
+    }
+    fn mul_const_complex(&self, py: Python<'_>, ct: &Ciphertext, re: f64, im: f64, scale: f64) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.mul_const_complex(&ct.inner, re, im, scale))
+    }
+    fn add_const(&self, py: Python<'_>, ct: &Ciphertext, c: f64) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.add_const(&ct.inner, c))
+    }
+    fn add_const_complex(&self, py: Python<'_>, ct: &Ciphertext, re: f64, im: f64) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.add_const_complex(&ct.inner, re, im))
+    }
+    fn mul(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.mul(&a.inner, &b.inner))
+    }
+    fn square(&self, py: Python<'_>, a: &Ciphertext) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.square(&a.inner))
+    }
+    fn relinearize(&self, py: Python<'_>, ct: &Ciphertext, rlk: &RelinKey) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.relinearize(&ct.inner, &rlk.inner))
+    }
+    fn relinearize_assign(&self, py: Python<'_>, mut ct: PyRefMut<'_, Ciphertext>, rlk: &RelinKey) -> PyResult<()> {
+        let ct = &mut ct.inner;
+        self.assign(py, |e| e.relinearize_assign(ct, &rlk.inner))
+    }
+    fn mul_relin(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext, rlk: &RelinKey) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.mul_relin(&a.inner, &b.inner, &rlk.inner))
+    }
+    fn rescale(&self, py: Python<'_>, ct: &Ciphertext) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.rescale(&ct.inner))
+    }
+    fn rescale_assign(&self, py: Python<'_>, mut ct: PyRefMut<'_, Ciphertext>) -> PyResult<()> {
+        let ct = &mut ct.inner;
+        self.assign(py, |e| e.rescale_assign(ct))
+    }
+    fn drop_level(&self, py: Python<'_>, ct: &Ciphertext, levels: usize) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.drop_level(&ct.inner, levels))
+    }
+    fn drop_to_level(&self, py: Python<'_>, ct: &Ciphertext, level: usize) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.drop_to_level(&ct.inner, level))
+    }
+    fn rotate(&self, py: Python<'_>, ct: &Ciphertext, k: i64, keys: &GaloisKeys) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.rotate(&ct.inner, k, &keys.inner))
+    }
+    fn conjugate(&self, py: Python<'_>, ct: &Ciphertext, keys: &GaloisKeys) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.conjugate(&ct.inner, &keys.inner))
+    }
+    fn apply_galois(&self, py: Python<'_>, ct: &Ciphertext, g: u64, keys: &GaloisKeys) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.apply_galois(&ct.inner, g, &keys.inner))
+    }
+    fn rotate_hoisted(&self, py: Python<'_>, ct: &Ciphertext, steps: Vec<i64>, keys: &GaloisKeys) -> PyResult<Vec<Ciphertext>> {
+        let v = run(py, || self.inner.rotate_hoisted(&ct.inner, &steps, &keys.inner))?;
+        Ok(v.into_iter().map(|c| Ciphertext::wrap(c, &self.params)).collect())
+    }
+    fn rotate_hoisted_extended(
+        &self,
+        py: Python<'_>,
+        ct: &Ciphertext,
+        steps: Vec<i64>,
+        keys: &GaloisKeys,
+    ) -> PyResult<Vec<ExtendedCiphertext>> {
+        let v = run(py, || self.inner.rotate_hoisted_extended(&ct.inner, &steps, &keys.inner))?;
+        Ok(v.into_iter().map(|inner| ExtendedCiphertext { inner, params: self.params.clone() }).collect())
+    }
+    fn add_extended_assign(&self, py: Python<'_>, mut a: PyRefMut<'_, ExtendedCiphertext>, b: &ExtendedCiphertext) -> PyResult<()> {
+        let a = &mut a.inner;
+        self.assign(py, |e| e.add_extended_assign(a, &b.inner))
+    }
+    fn mul_const_extended(&self, py: Python<'_>, x: &ExtendedCiphertext, c: f64, scale: f64) -> PyResult<ExtendedCiphertext> {
+        self.ext(py, |e| e.mul_const_extended(&x.inner, c, scale))
+    }
+    fn mul_plain_extended(&self, py: Python<'_>, x: &ExtendedCiphertext, pt: &Plaintext) -> PyResult<ExtendedCiphertext> {
+        self.ext(py, |e| e.mul_plain_extended(&x.inner, &pt.inner))
+    }
+    fn mod_down_extended(&self, py: Python<'_>, x: &ExtendedCiphertext) -> PyResult<Ciphertext> {
+        self.ct(py, |e| e.mod_down_extended(&x.inner))
+    }
+}

@@ -1,0 +1,44 @@
+//! # heinfer-py — the private native module `heinfer._native`
+//!
+//! Binding layer of heinfer (see `ARCHITECTURE.md`): thin PyO3 wrappers around the types of
+//! `heinfer-ckks`, nothing else. The public, typed, documented Python API is the pure-Python
+//! package `heinfer` (`python/heinfer/ckks.py`), which wraps these classes.
+//!
+//! * Every operation that costs more than a few microseconds runs with the GIL released, on
+//!   the module's rayon pool ([`pool::run`]): other Python threads keep running meanwhile.
+//! * Every [`heinfer_ckks::CkksError`] becomes an instance of one of the exception classes
+//!   defined in `heinfer/errors.py` ([`errors::to_py`]); caller input never panics.
+//! * Every wrapped object keeps the parameters it belongs to, so it can serialize itself.
+
+mod encoder;
+mod errors;
+mod evaluator;
+mod keygen;
+mod objects;
+mod params;
+mod pool;
+
+use pyo3::prelude::*;
+
+/// The native module: classes are registered under their Python names.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("DEFAULT_MAX_BYTES", heinfer_ckks::serialize::DEFAULT_MAX_BYTES)?;
+    m.add_function(wrap_pyfunction!(pool::set_num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(pool::get_num_threads, m)?)?;
+    m.add_class::<params::Params>()?;
+    m.add_class::<objects::Plaintext>()?;
+    m.add_class::<objects::Ciphertext>()?;
+    m.add_class::<objects::ExtendedCiphertext>()?;
+    m.add_class::<objects::SecretKey>()?;
+    m.add_class::<objects::PublicKey>()?;
+    m.add_class::<objects::RelinKey>()?;
+    m.add_class::<objects::GaloisKeys>()?;
+    m.add_class::<keygen::KeyGenerator>()?;
+    m.add_class::<keygen::Encryptor>()?;
+    m.add_class::<keygen::Decryptor>()?;
+    m.add_class::<encoder::Encoder>()?;
+    m.add_class::<evaluator::Evaluator>()?;
+    Ok(())
+}

@@ -1,0 +1,242 @@
+//! Data objects: plaintexts, ciphertexts and keys, each with the parameters it belongs to
+//! and its validated binary form (`to_bytes` / `from_bytes`).
+
+use crate::errors::check_max_bytes;
+use crate::params::Params;
+use crate::pool::run;
+use heinfer_ckks as ckks;
+use heinfer_ckks::{serialize, CkksParams};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+/// Serializes on the pool (bit packing of large keys takes a while) and returns `bytes`.
+fn bytes_of<'py, F>(py: Python<'py>, f: F) -> PyResult<Bound<'py, PyBytes>>
+where
+    F: FnOnce() -> Vec<u8> + Send,
+{
+    let v = run(py, || Ok(f()))?;
+    Ok(PyBytes::new(py, &v))
+}
+
+/// An encoded message (NTT form) at a level and scale.
+#[pyclass(module = "heinfer._native", name = "Plaintext", frozen)]
+pub struct Plaintext {
+    pub inner: ckks::Plaintext,
+    pub params: CkksParams,
+}
+
+#[pymethods]
+impl Plaintext {
+    #[getter]
+    fn level(&self) -> usize {
+        self.inner.level()
+    }
+    #[getter]
+    fn scale(&self) -> f64 {
+        self.inner.scale()
+    }
+    #[getter]
+    fn params_id(&self) -> u64 {
+        self.inner.params_id()
+    }
+    /// Whether the plaintext carries the special primes `P` (from `encode_extended`).
+    #[getter]
+    fn is_extended(&self) -> bool {
+        self.inner.poly().limbs() > self.inner.level() + 1
+    }
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        bytes_of(py, || serialize::plaintext_to_bytes(&self.params, &self.inner))
+    }
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, params: &Params, data: &[u8], max_bytes: usize) -> PyResult<Self> {
+        let p = params.inner.clone();
+        let inner = run(py, || serialize::plaintext_from_bytes(&p, data, check_max_bytes(max_bytes)?))?;
+        Ok(Self { inner, params: p })
+    }
+}
+
+/// A ciphertext (size 2, or 3 before relinearization), NTT form.
+#[pyclass(module = "heinfer._native", name = "Ciphertext")]
+pub struct Ciphertext {
+    pub inner: ckks::Ciphertext,
+    pub params: CkksParams,
+}
+
+impl Ciphertext {
+    pub fn wrap(inner: ckks::Ciphertext, params: &CkksParams) -> Self {
+        Self { inner, params: params.clone() }
+    }
+}
+
+#[pymethods]
+impl Ciphertext {
+    #[getter]
+    fn level(&self) -> usize {
+        self.inner.level()
+    }
+    #[getter]
+    fn scale(&self) -> f64 {
+        self.inner.scale()
+    }
+    #[getter]
+    fn size(&self) -> usize {
+        self.inner.size()
+    }
+    #[getter]
+    fn params_id(&self) -> u64 {
+        self.inner.params_id()
+    }
+    #[getter]
+    fn is_seed_compressed(&self) -> bool {
+        self.inner.is_seed_compressed()
+    }
+    /// Overrides the scale (the caller asserts what the message now is).
+    fn set_scale(&mut self, scale: f64) -> PyResult<()> {
+        self.inner.set_scale(scale).map_err(crate::errors::to_py)
+    }
+    fn clone(&self, py: Python<'_>) -> PyResult<Self> {
+        let inner = run(py, || Ok(self.inner.clone()))?;
+        Ok(Self::wrap(inner, &self.params))
+    }
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        bytes_of(py, || serialize::ciphertext_to_bytes(&self.params, &self.inner))
+    }
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, params: &Params, data: &[u8], max_bytes: usize) -> PyResult<Self> {
+        let p = params.inner.clone();
+        let inner = run(py, || serialize::ciphertext_from_bytes(&p, data, check_max_bytes(max_bytes)?))?;
+        Ok(Self { inner, params: p })
+    }
+}
+
+/// A ciphertext over `Q_ℓ ∪ P` encrypting `P·Δ·m` (output of hoisted extended rotations).
+#[pyclass(module = "heinfer._native", name = "ExtendedCiphertext")]
+pub struct ExtendedCiphertext {
+    pub inner: ckks::ExtendedCiphertext,
+    pub params: CkksParams,
+}
+
+#[pymethods]
+impl ExtendedCiphertext {
+    #[getter]
+    fn level(&self) -> usize {
+        self.inner.level()
+    }
+    #[getter]
+    fn scale(&self) -> f64 {
+        self.inner.scale()
+    }
+    fn clone(&self, py: Python<'_>) -> PyResult<Self> {
+        let inner = run(py, || Ok(self.inner.clone()))?;
+        Ok(Self { inner, params: self.params.clone() })
+    }
+}
+
+/// The secret key. Never printed; client side only.
+#[pyclass(module = "heinfer._native", name = "SecretKey", frozen)]
+pub struct SecretKey {
+    pub inner: ckks::SecretKey,
+    pub params: CkksParams,
+}
+
+#[pymethods]
+impl SecretKey {
+    #[getter]
+    fn params_id(&self) -> u64 {
+        self.inner.params_id()
+    }
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        bytes_of(py, || serialize::secret_key_to_bytes(&self.inner))
+    }
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, params: &Params, data: &[u8]) -> PyResult<Self> {
+        let p = params.inner.clone();
+        let inner = run(py, || serialize::secret_key_from_bytes(&p, data))?;
+        Ok(Self { inner, params: p })
+    }
+    fn __repr__(&self) -> String {
+        format!("SecretKey(params_id={:#018x}, <secret>)", self.inner.params_id())
+    }
+}
+
+/// The public key.
+#[pyclass(module = "heinfer._native", name = "PublicKey", frozen)]
+pub struct PublicKey {
+    pub inner: ckks::PublicKey,
+    pub params: CkksParams,
+}
+
+#[pymethods]
+impl PublicKey {
+    #[getter]
+    fn params_id(&self) -> u64 {
+        self.inner.params_id()
+    }
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        bytes_of(py, || serialize::public_key_to_bytes(&self.params, &self.inner))
+    }
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, params: &Params, data: &[u8], max_bytes: usize) -> PyResult<Self> {
+        let p = params.inner.clone();
+        let inner = run(py, || serialize::public_key_from_bytes(&p, data, check_max_bytes(max_bytes)?))?;
+        Ok(Self { inner, params: p })
+    }
+}
+
+/// The relinearization key.
+#[pyclass(module = "heinfer._native", name = "RelinKey", frozen)]
+pub struct RelinKey {
+    pub inner: ckks::RelinKey,
+    pub params: CkksParams,
+}
+
+#[pymethods]
+impl RelinKey {
+    #[getter]
+    fn params_id(&self) -> u64 {
+        self.inner.params_id()
+    }
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        bytes_of(py, || serialize::relin_key_to_bytes(&self.params, &self.inner))
+    }
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, params: &Params, data: &[u8], max_bytes: usize) -> PyResult<Self> {
+        let p = params.inner.clone();
+        let inner = run(py, || serialize::relin_key_from_bytes(&p, data, check_max_bytes(max_bytes)?))?;
+        Ok(Self { inner, params: p })
+    }
+}
+
+/// A set of Galois (rotation/conjugation) keys.
+#[pyclass(module = "heinfer._native", name = "GaloisKeys", frozen)]
+pub struct GaloisKeys {
+    pub inner: ckks::GaloisKeys,
+    pub params: CkksParams,
+}
+
+#[pymethods]
+impl GaloisKeys {
+    #[getter]
+    fn params_id(&self) -> u64 {
+        self.params.id()
+    }
+    /// The Galois elements present, ascending.
+    fn elements(&self) -> Vec<u64> {
+        self.inner.elements()
+    }
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+    fn __contains__(&self, g: u64) -> bool {
+        self.inner.get(g).is_some()
+    }
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        bytes_of(py, || serialize::galois_keys_to_bytes(&self.params, &self.inner))
+    }
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, params: &Params, data: &[u8], max_bytes: usize) -> PyResult<Self> {
+        let p = params.inner.clone();
+        let inner = run(py, || serialize::galois_keys_from_bytes(&p, data, check_max_bytes(max_bytes)?))?;
+        Ok(Self { inner, params: p })
+    }
+}

@@ -1,0 +1,146 @@
+//! `Params`: checked CKKS parameters (a literal checked on construction, or a preset).
+
+use crate::errors::to_py;
+use crate::pool::run;
+use heinfer_ckks::{presets, serialize, CkksError, CkksParams, CkksParamsLiteral, SecurityLevel};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+/// Checked, immutable CKKS parameters.
+#[pyclass(module = "heinfer._native", name = "Params", frozen)]
+pub struct Params {
+    pub inner: CkksParams,
+}
+
+#[pymethods]
+impl Params {
+    /// Checks a literal (security table included) and precomputes the tables.
+    #[new]
+    #[pyo3(signature = (log_n, log_q, log_p, log_scale, digits=None, security=128))]
+    fn new(
+        py: Python<'_>,
+        log_n: u32,
+        log_q: Vec<u32>,
+        log_p: Vec<u32>,
+        log_scale: u32,
+        digits: Option<usize>,
+        security: u32,
+    ) -> PyResult<Self> {
+        let security = match SecurityLevel::from_bits(security) {
+            Some(s) if s != SecurityLevel::InsecureTestOnly => s,
+            _ => {
+                return Err(to_py(CkksError::InvalidParameters(format!(
+                    "security = {security} bits is not one of 128, 192, 256"
+                ))))
+            }
+        };
+        let lit = CkksParamsLiteral { log_n, log_q, log_p, log_scale, digits, security };
+        let inner = run(py, move || CkksParams::new(lit))?;
+        Ok(Self { inner })
+    }
+
+    /// A named preset: `PN13_QP218`, `PN14_QP438`, `PN15_QP881`, or the insecure test sets
+    /// `INSECURE_LOGN10`, `INSECURE_LOGN12`.
+    #[staticmethod]
+    fn preset(py: Python<'_>, name: &str) -> PyResult<Self> {
+        let name = name.to_owned();
+        let inner = run(py, move || match name.as_str() {
+            "PN13_QP218" => CkksParams::new(presets::pn13_qp218()),
+            "PN14_QP438" => CkksParams::new(presets::pn14_qp438()),
+            "PN15_QP881" => CkksParams::new(presets::pn15_qp881()),
+            "INSECURE_LOGN10" => presets::insecure_logn10(),
+            "INSECURE_LOGN12" => presets::insecure_logn12(),
+            other => Err(CkksError::InvalidParameters(format!("unknown preset {other:?}"))),
+        })?;
+        Ok(Self { inner })
+    }
+
+    /// Decodes and checks serialized parameters.
+    #[staticmethod]
+    #[pyo3(signature = (data, allow_insecure=false))]
+    fn from_bytes(py: Python<'_>, data: &[u8], allow_insecure: bool) -> PyResult<Self> {
+        let inner = run(py, || serialize::params_from_bytes(data, allow_insecure))?;
+        Ok(Self { inner })
+    }
+
+    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &serialize::params_to_bytes(&self.inner))
+    }
+
+    #[getter]
+    fn log_n(&self) -> u32 {
+        self.inner.log_n()
+    }
+    #[getter]
+    fn n(&self) -> usize {
+        self.inner.n()
+    }
+    #[getter]
+    fn slots(&self) -> usize {
+        self.inner.slots()
+    }
+    #[getter]
+    fn max_level(&self) -> usize {
+        self.inner.max_level()
+    }
+    #[getter]
+    fn q(&self) -> Vec<u64> {
+        self.inner.q().to_vec()
+    }
+    #[getter]
+    fn p(&self) -> Vec<u64> {
+        self.inner.p().to_vec()
+    }
+    #[getter]
+    fn alpha(&self) -> usize {
+        self.inner.alpha()
+    }
+    #[getter]
+    fn beta(&self) -> usize {
+        self.inner.beta()
+    }
+    #[getter]
+    fn log_qp(&self) -> f64 {
+        self.inner.log_qp()
+    }
+    #[getter]
+    fn id(&self) -> u64 {
+        self.inner.id()
+    }
+    #[getter]
+    fn default_scale(&self) -> f64 {
+        self.inner.default_scale()
+    }
+    /// Security level in bits (0: insecure test parameters).
+    #[getter]
+    fn security(&self) -> u32 {
+        self.inner.security().bits()
+    }
+    #[getter]
+    fn log_q(&self) -> Vec<u32> {
+        self.inner.literal().log_q.clone()
+    }
+    #[getter]
+    fn log_p(&self) -> Vec<u32> {
+        self.inner.literal().log_p.clone()
+    }
+    #[getter]
+    fn log_scale(&self) -> u32 {
+        self.inner.literal().log_scale
+    }
+    #[getter]
+    fn digits(&self) -> Option<usize> {
+        self.inner.literal().digits
+    }
+    /// Galois element of a left rotation by `k` slots.
+    fn rotation_galois_element(&self, k: i64) -> u64 {
+        heinfer_ckks::rotation_galois_element(k, self.inner.n())
+    }
+    /// Galois element of complex conjugation.
+    fn conjugation_galois_element(&self) -> u64 {
+        heinfer_ckks::conjugation_galois_element(self.inner.n())
+    }
+    fn __repr__(&self) -> String {
+        format!("{:?}", self.inner)
+    }
+}
