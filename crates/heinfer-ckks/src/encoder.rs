@@ -23,8 +23,11 @@ use std::f64::consts::PI;
 /// Encodes and decodes vectors of up to `N/2` complex values.
 pub struct Encoder {
     params: CkksParams,
-    rot_group: Vec<usize>,
-    roots: Vec<Complex64>,
+    /// Twiddles of the special FFT, stage after stage (`len = 2, 4, …, N/2`): entry `j` of a
+    /// stage is `ζ^{(5^j mod 4·len)·(2N/4·len)}`.
+    fwd_twiddles: Vec<Complex64>,
+    /// The conjugate twiddles used by the inverse transform, in the same layout.
+    inv_twiddles: Vec<Complex64>,
 }
 
 impl Encoder {
@@ -39,8 +42,19 @@ impl Encoder {
             rot_group.push(g);
             g = g * 5 % m;
         }
-        let roots = (0..=m).map(|k| Complex64::from_polar(1.0, 2.0 * PI * k as f64 / m as f64)).collect();
-        Self { params: params.clone(), rot_group, roots }
+        let roots: Vec<Complex64> = (0..=m).map(|k| Complex64::from_polar(1.0, 2.0 * PI * k as f64 / m as f64)).collect();
+        let (mut fwd_twiddles, mut inv_twiddles) = (Vec::with_capacity(slots), Vec::with_capacity(slots));
+        let mut len = 2;
+        while len <= slots {
+            let lenq = len << 2;
+            let gap = m / lenq;
+            for &r in &rot_group[..len / 2] {
+                fwd_twiddles.push(roots[(r % lenq) * gap]);
+                inv_twiddles.push(roots[(lenq - (r % lenq)) * gap]);
+            }
+            len <<= 1;
+        }
+        Self { params: params.clone(), fwd_twiddles, inv_twiddles }
     }
 
     /// Number of slots `N/2`.
@@ -74,22 +88,18 @@ impl Encoder {
         let inner = self.params.inner();
         let idx = basis_indices(&self.params, level, extended);
         let mut poly = RnsPoly::zero(n, idx.len());
-        let big = coeffs.iter().any(|c| c.abs() >= 9.2e18);
-        // magnitudes as words and signs, reduced per limb with a vectorized Shoup product by 1
-        let mags: Vec<u64> = if big { Vec::new() } else { coeffs.iter().map(|c| c.abs() as u64).collect() };
+        let max = coeffs.iter().fold(0.0f64, |a, &c| a.max(c.abs()));
         poly.data.par_chunks_mut(n).zip(idx.par_iter()).for_each(|(limb, &mi)| {
             let m = &inner.moduli[mi];
-            if big {
+            if max < 4.0e15 && m.q < (1u64 << 50) {
+                heinfer_math::vecops::reduce_f64_into(limb, &coeffs, m.q);
+            } else if max < 9.2e18 {
                 for (x, &c) in limb.iter_mut().zip(&coeffs) {
-                    *x = m.reduce_i128(c as i128);
+                    *x = m.reduce_i64(c as i64);
                 }
             } else {
-                limb.copy_from_slice(&mags);
-                heinfer_math::vecops::mul_scalar_assign(limb, 1, m.shoup(1), m);
                 for (x, &c) in limb.iter_mut().zip(&coeffs) {
-                    if c < 0.0 && *x != 0 {
-                        *x = m.q - *x;
-                    }
+                    *x = m.reduce_i128(c as i128);
                 }
             }
             inner.ntt[mi].forward(limb);
@@ -116,8 +126,8 @@ impl Encoder {
         self.fft_special_inv(&mut z);
         let mut coeffs = vec![0.0f64; n];
         for (i, v) in z.iter().enumerate() {
-            coeffs[i] = (v.re * scale).round();
-            coeffs[i + slots] = (v.im * scale).round();
+            coeffs[i] = round(v.re * scale);
+            coeffs[i + slots] = round(v.im * scale);
         }
         let max = coeffs.iter().fold(0.0f64, |a, &c| a.max(c.abs()));
         let log_q: f64 = self.params.q()[..=level].iter().map(|&q| (q as f64).log2()).sum();
@@ -176,22 +186,22 @@ impl Encoder {
     /// `z ↦ σ(z)`: evaluations at `ζ^{5^j}` of the polynomial whose packed coefficients are `z`.
     fn fft_special(&self, vals: &mut [Complex64]) {
         let size = vals.len();
-        let m = 2 * self.params.n();
         bit_reverse_permute(vals);
         let mut len = 2;
+        let mut off = 0;
         while len <= size {
             let lenh = len >> 1;
-            let lenq = len << 2;
-            let gap = m / lenq;
-            for i in (0..size).step_by(len) {
-                for j in 0..lenh {
-                    let idx = (self.rot_group[j] % lenq) * gap;
-                    let u = vals[i + j];
-                    let v = vals[i + j + lenh] * self.roots[idx];
-                    vals[i + j] = u + v;
-                    vals[i + j + lenh] = u - v;
+            let tw = &self.fwd_twiddles[off..off + lenh];
+            for chunk in vals.chunks_mut(len) {
+                let (lo, hi) = chunk.split_at_mut(lenh);
+                for ((u, v), w) in lo.iter_mut().zip(hi.iter_mut()).zip(tw) {
+                    let t = *v * w;
+                    let a = *u;
+                    *u = a + t;
+                    *v = a - t;
                 }
             }
+            off += lenh;
             len <<= 1;
         }
     }
@@ -199,19 +209,19 @@ impl Encoder {
     /// Inverse of [`Self::fft_special`].
     fn fft_special_inv(&self, vals: &mut [Complex64]) {
         let size = vals.len();
-        let m = 2 * self.params.n();
         let mut len = size;
+        let mut off = self.inv_twiddles.len();
         while len >= 2 {
             let lenh = len >> 1;
-            let lenq = len << 2;
-            let gap = m / lenq;
-            for i in (0..size).step_by(len) {
-                for j in 0..lenh {
-                    let idx = (lenq - (self.rot_group[j] % lenq)) * gap;
-                    let u = vals[i + j] + vals[i + j + lenh];
-                    let v = (vals[i + j] - vals[i + j + lenh]) * self.roots[idx];
-                    vals[i + j] = u;
-                    vals[i + j + lenh] = v;
+            off -= lenh;
+            let tw = &self.inv_twiddles[off..off + lenh];
+            for chunk in vals.chunks_mut(len) {
+                let (lo, hi) = chunk.split_at_mut(lenh);
+                for ((u, v), w) in lo.iter_mut().zip(hi.iter_mut()).zip(tw) {
+                    let a = *u;
+                    let b = *v;
+                    *u = a + b;
+                    *v = (a - b) * w;
                 }
             }
             len >>= 1;
@@ -221,6 +231,20 @@ impl Encoder {
         for v in vals.iter_mut() {
             *v *= inv;
         }
+    }
+}
+
+/// Round half away from zero without a libm call (exact for |x| < 2^51; larger values are
+/// already integers at double precision or go through `f64::round`).
+#[inline(always)]
+fn round(x: f64) -> f64 {
+    const MAGIC: f64 = 6_755_399_441_055_744.0; // 1.5·2^52
+    if x.abs() < 2_251_799_813_685_248.0 {
+        // ties: the magic-number trick rounds half to even; nudge exact halves away from zero
+        let r = (x + MAGIC) - MAGIC;
+        if (r - x).abs() == 0.5 { x.round() } else { r }
+    } else {
+        x.round()
     }
 }
 

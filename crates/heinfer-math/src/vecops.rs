@@ -259,6 +259,48 @@ pub fn mul_add_assign(acc: &mut [u64], a: &[u64], b: &[u64], bc: &BarrettConst) 
     }
 }
 
+/// `out[i] ← c[i] mod q` for integer-valued `c[i]` with `|c[i]| < 2^52` and `q < 2^50`
+/// (exact double-precision floor division; vectorized under AVX-512).
+pub fn reduce_f64_into(out: &mut [u64], c: &[f64], q: u64) {
+    debug_assert!(q < (1 << 50) && out.len() == c.len());
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        return unsafe { avx512_reduce_f64_into(out, c, q) };
+    }
+    let qf = q as f64;
+    for (o, &x) in out.iter_mut().zip(c) {
+        let r = x - (x / qf).floor() * qf;
+        let r = if r < 0.0 { r + qf } else if r >= qf { r - qf } else { r };
+        *o = r as u64;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq")]
+unsafe fn avx512_reduce_f64_into(out: &mut [u64], c: &[f64], q: u64) {
+    use std::arch::x86_64::*;
+    let qv = _mm512_set1_pd(q as f64);
+    let qinv = _mm512_set1_pd(1.0 / q as f64);
+    let chunks = c.len() / 8;
+    for k in 0..chunks {
+        let x = _mm512_loadu_pd(c.as_ptr().add(8 * k));
+        let f = _mm512_roundscale_pd::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(_mm512_mul_pd(x, qinv));
+        let r = _mm512_fnmadd_pd(f, qv, x);
+        let neg = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(r, _mm512_setzero_pd());
+        let r = _mm512_mask_add_pd(r, neg, r, qv);
+        let ge = _mm512_cmp_pd_mask::<_CMP_GE_OQ>(r, qv);
+        let r = _mm512_mask_sub_pd(r, ge, r, qv);
+        _mm512_storeu_si512(out.as_mut_ptr().add(8 * k) as *mut _, _mm512_cvtpd_epu64(r));
+    }
+    let qf = q as f64;
+    for i in 8 * chunks..c.len() {
+        let x = c[i];
+        let r = x - (x / qf).floor() * qf;
+        let r = if r < 0.0 { r + qf } else if r >= qf { r - qf } else { r };
+        out[i] = r as u64;
+    }
+}
+
 macro_rules! elementwise {
     ($(#[$doc:meta])* $name:ident ($($arg:ident : $ty:ty),*) $body:block) => {
         $(#[$doc])*
@@ -345,6 +387,13 @@ mod tests {
             prop_assert_eq!(&t, &a.iter().zip(&b).map(|(&x, &y)| m.sub(x, y)).collect::<Vec<_>>());
             let mut t = a.clone(); neg_assign(&mut t, q);
             prop_assert_eq!(&t, &a.iter().map(|&x| m.neg(x)).collect::<Vec<_>>());
+            if q < (1 << 50) {
+                let signed: Vec<f64> = a.iter().zip(&b).map(|(&x, &y)| (x as i64 - (y as i64) * 3) as f64).collect();
+                let mut o = vec![0u64; len];
+                reduce_f64_into(&mut o, &signed, q);
+                let e: Vec<u64> = signed.iter().map(|&v| m.reduce_i64(v as i64)).collect();
+                prop_assert_eq!(&o, &e);
+            }
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Timing of the NTT and element-wise kernels: `cargo run --release --example ntt_timing`.
+//! NTT and element-wise kernel timings at N = 2^14, FMA kernels against `tfhe-ntt` in the same
+//! process: `cargo bench -p heinfer-math --bench ntt`.
 use heinfer_math::{primes::generate_primes, vecops, Modulus, NttPlan};
 use std::time::Instant;
 
