@@ -1,0 +1,65 @@
+# heinfer — every set-up step from a fresh machine (python3 3.11, cargo, gcc; PyPI and
+# crates.io reachable). `make test` and `make demo` are the two commands; see README.
+#
+# The native module is built once into the venv (maturin develop, release profile) and
+# rebuilt only when a Rust source, a Cargo manifest or pyproject.toml changes (stamp files).
+
+PYTHON3 ?= python3
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+STAMPS  := $(VENV)/.heinfer-stamps
+
+MATURIN_VERSION := 1.16.0
+TEST_DEPS := "numpy>=1.24,<3" "pytest>=8,<10" "hypothesis>=6.100,<7"
+
+RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml Cargo.lock
+
+# Cargo and maturin must agree on the interpreter, or pyo3 rebuilds at every switch.
+export PYO3_PYTHON := $(abspath $(PY))
+
+.PHONY: all venv native test test-rust test-python test-slow demo bench bench-quick bench-deps clean
+
+all: native
+
+$(STAMPS)/venv:
+	$(PYTHON3) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check "maturin==$(MATURIN_VERSION)" $(TEST_DEPS)
+	mkdir -p $(STAMPS) && touch $@
+
+venv: $(STAMPS)/venv
+
+$(STAMPS)/native: $(STAMPS)/venv $(RUST_SOURCES) pyproject.toml
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --quiet
+	touch $@
+
+native: $(STAMPS)/native
+
+# After the native build: maturin compiles heinfer-py with its own crate-type flags, so
+# running cargo test second leaves both builds fresh for the next `make test`.
+test-rust: $(STAMPS)/native
+	cargo test --workspace --release
+
+test-python: $(STAMPS)/native
+	$(PY) -m pytest tests/python -q
+
+test: test-rust test-python
+
+test-slow: $(STAMPS)/native
+	$(PY) -m pytest tests/python -q --run-slow
+
+demo: $(STAMPS)/native
+	$(PY) examples/ckks_demo.py
+
+bench-deps: $(STAMPS)/venv
+	bash bench/setup_compare.sh $(VENV)
+
+bench: $(STAMPS)/native
+	$(PY) bench/primitives.py
+
+bench-quick: $(STAMPS)/native
+	$(PY) bench/primitives.py --quick
+
+clean:
+	cargo clean
+	rm -rf $(STAMPS) python/heinfer/_native*.so .pytest_cache .hypothesis
+	find python tests -name __pycache__ -type d -prune -exec rm -rf {} +

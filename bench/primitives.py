@@ -1,0 +1,162 @@
+"""Side-by-side CKKS primitives: heinfer vs SEAL (tenseal.sealapi) vs OpenFHE.
+
+    python bench/primitives.py [--quick] [--reps N] [--logn 13 14 15] [--no-two-threads]
+
+For each ring degree the same parameters go to every library — the same N, the same
+log2(QP) budget, the same number of usable levels and the same scale 2^40, full slots —
+each library choosing its own primes and key-switching digits within that, as its users would
+(bench/compare/README.md). Every library runs single-threaded; heinfer also runs with two
+threads. The runners execute back to back in this run (OpenFHE needs Python 3.10, hence
+subprocesses), heinfer first and again last, and heinfer's time is the smaller of its two
+medians so a burst of load on this shared machine does not favour either side.
+
+Prints a table of medians (µs), the ratio heinfer / best of the others, precision bits and
+serialized sizes; the LAST line is one JSON object:
+{"logN=13": {OP: {"heinfer_us", "seal_us", "openfhe_us", "ratio", "heinfer_2t_us"}, ...},
+ "logN=14": {...}, "logN=15": {...}, "precision_bits": {...}, "sizes": {...}, "meta": {...}}
+--quick runs logN 13 and 14 with few repetitions (under 3 minutes here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COMPARE = os.path.join(ROOT, "bench", "compare")
+OPS = ("encode", "encrypt", "decrypt", "decode", "add", "mul_plain", "mul_const",
+       "mul_relin", "rescale", "rotate", "rotate_hoisted", "conjugate")
+SETS = {13: (3, 218), 14: (7, 438), 15: (16, 881)}
+SCALE_BITS = 40
+
+
+def log(*msg):
+    print(*msg, file=sys.stderr, flush=True)
+
+
+def run_runner(python: str, script: str, logn: int, reps: int, hoist: int, extra=()) -> dict:
+    levels, budget = SETS[logn]
+    cmd = [python, os.path.join(COMPARE, script), "--logn", str(logn), "--levels", str(levels),
+           "--scale-bits", str(SCALE_BITS), "--max-logqp", str(budget), "--reps", str(reps),
+           "--hoist", str(hoist), *extra]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    t0 = time.time()
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"unavailable": f"{script}: {e}"}
+    lines = [ln for ln in out.stdout.splitlines() if ln.strip().startswith("{")]
+    if out.returncode != 0 or not lines:
+        tail = (out.stderr or "").strip().splitlines()[-3:]
+        return {"unavailable": f"{script} exited {out.returncode}: {' | '.join(tail)}"}
+    res = json.loads(lines[-1])
+    log(f"  {script} logN={logn} {' '.join(extra)}: {time.time() - t0:.1f}s")
+    return res
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read()
+        name = next(ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name"))
+        flags = next(ln for ln in info.splitlines() if ln.startswith("flags"))
+        simd = [x for x in ("avx2", "avx512f", "avx512dq", "avx512ifma") if f" {x}" in flags]
+        return f"{name} ({os.cpu_count()} cores; {', '.join(simd)})"
+    except (OSError, StopIteration):
+        return platform.processor() or "unknown"
+
+
+def fmt(v, width=10, digits=1):
+    if v is None:
+        return "—".rjust(width)
+    return f"{v:,.{digits}f}".rjust(width)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="logN 13 and 14, few repetitions (< 3 min)")
+    ap.add_argument("--reps", type=int, default=None, help="repetitions per op (median)")
+    ap.add_argument("--logn", type=int, nargs="*", default=None, choices=sorted(SETS))
+    ap.add_argument("--no-two-threads", action="store_true", help="skip heinfer's 2-thread run")
+    args = ap.parse_args(argv)
+    logns = args.logn or ([13, 14] if args.quick else [13, 14, 15])
+    main_py = sys.executable
+    ofhe_py = os.path.join(ROOT, ".venv-openfhe", "bin", "python")
+    have_ofhe = os.path.exists(ofhe_py)
+    if not have_ofhe:
+        log("OpenFHE: no .venv-openfhe (run `make bench-deps`): skipped")
+    result: dict = {"precision_bits": {}, "sizes": {}}
+    notes = []
+    for logn in logns:
+        reps = args.reps or (5 if args.quick else (20 if logn < 15 else 6))
+        log(f"logN={logn}: reps={reps}")
+        h1 = run_runner(main_py, "heinfer_runner.py", logn, reps, 16, ("--threads", "1"))
+        seal = run_runner(main_py, "seal_runner.py", logn, reps, 16)
+        ofhe = run_runner(ofhe_py, "openfhe_runner.py", logn, reps, 16) if have_ofhe else {"unavailable": "not installed"}
+        h1b = run_runner(main_py, "heinfer_runner.py", logn, reps, 16, ("--threads", "1"))
+        h2 = {} if args.no_two_threads else run_runner(main_py, "heinfer_runner.py", logn, reps, 16, ("--threads", "2"))
+        if "unavailable" in h1:
+            raise SystemExit(f"heinfer runner failed: {h1['unavailable']}")
+        for name, r in (("seal", seal), ("openfhe", ofhe)):
+            if "unavailable" in r:
+                notes.append(f"logN={logn} {name}: {r['unavailable']}")
+        table = {}
+        for op in OPS:
+            hs = [r["timings_us"].get(op) for r in (h1, h1b) if "timings_us" in r]
+            hs = [v for v in hs if v is not None]
+            h = min(hs) if hs else None
+            s = seal.get("timings_us", {}).get(op)
+            o = ofhe.get("timings_us", {}).get(op)
+            others = [v for v in (s, o) if v is not None]
+            ratio = round(h / min(others), 3) if h is not None and others else None
+            table[op] = {"heinfer_us": h, "seal_us": s, "openfhe_us": o, "ratio": ratio,
+                         "heinfer_2t_us": h2.get("timings_us", {}).get(op)}
+        result[f"logN={logn}"] = table
+        result["precision_bits"][f"logN={logn}"] = {
+            lib: r.get("precision_bits") for lib, r in (("heinfer", h1), ("seal", seal), ("openfhe", ofhe))
+            if "precision_bits" in r}
+        result["sizes"][f"logN={logn}"] = {
+            lib: r.get("sizes") for lib, r in (("heinfer", h1), ("seal", seal), ("openfhe", ofhe)) if "sizes" in r}
+        result.setdefault("params", {})[f"logN={logn}"] = {
+            lib: r.get("params") for lib, r in (("heinfer", h1), ("seal", seal), ("openfhe", ofhe)) if "params" in r}
+        versions = {lib: r.get("version") for lib, r in (("heinfer", h1), ("seal", seal), ("openfhe", ofhe)) if "version" in r}
+        print(f"\n## logN={logn}: {SETS[logn][0]} levels, log2(QP) <= {SETS[logn][1]}, scale 2^{SCALE_BITS}, "
+              f"single thread (heinfer also 2 threads)")
+        print(f"{'op':<15}{'heinfer':>10}{'SEAL':>10}{'OpenFHE':>10}{'ratio':>8}{'heinfer 2t':>12}"
+              f"{'bits h/S/O':>20}")
+        prec = result["precision_bits"][f"logN={logn}"]
+        for op in OPS:
+            row = table[op]
+            pkey = {"encode": "encode_decode", "decode": "encode_decode",
+                    "encrypt": "encrypt_decrypt", "decrypt": "encrypt_decrypt"}.get(op, op)
+            bits = "/".join(
+                "—" if (prec.get(lib) or {}).get(pkey) is None else f"{prec[lib][pkey]:.1f}"
+                for lib in ("heinfer", "seal", "openfhe"))
+            print(f"{op:<15}{fmt(row['heinfer_us'])}{fmt(row['seal_us'])}{fmt(row['openfhe_us'])}"
+                  f"{fmt(row['ratio'], 8, 2)}{fmt(row['heinfer_2t_us'], 12)}{bits:>20}")
+        sz = result["sizes"][f"logN={logn}"]
+        for lib in ("heinfer", "seal", "openfhe"):
+            if lib in sz and sz[lib]:
+                print(f"  {lib:<8} ciphertext {sz[lib].get('ciphertext_bytes')} B, one Galois key "
+                      f"{sz[lib].get('galois_key_bytes')} B  ({versions.get(lib)})")
+    result["meta"] = {
+        "cpu": cpu_model(),
+        "build": "release, lto=fat, codegen-units=1 (Cargo.toml [profile.release])",
+        "threads": "1 for every library (heinfer_2t_us: heinfer with 2)",
+        "python": platform.python_version(),
+        "quick": bool(args.quick),
+        "notes": notes,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+    for n in notes:
+        print(f"note: {n}")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

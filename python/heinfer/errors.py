@@ -1,0 +1,87 @@
+"""The exceptions of heinfer: one base class, one subclass per kind of failure.
+
+Every error raised by the native engine arrives as one of these (the mapping from the Rust
+``CkksError`` variants lives in ``crates/heinfer-py/src/errors.rs``); heinfer never raises a
+bare ``Exception``. Each class also derives from the builtin that fits it, so that
+``except ValueError`` keeps working for callers who do not know heinfer.
+
+=========================  ==============================================================
+class                      raised when
+=========================  ==============================================================
+``ParameterError``         parameters are insecure or malformed, or two objects belong to
+                           different parameter sets
+``LevelError``             operands are at different levels, or one has too few levels left
+``ScaleError``             operands have different scales, or a scale is not a finite
+                           value in [1, 2^1000)
+``MissingKeyError``        a rotation/conjugation needs a Galois key, or a relinearization
+                           key, that was not supplied
+``SerializationError``     bytes do not decode to a valid object (truncated, corrupted,
+                           wrong kind, wrong parameter set, over the size limit)
+``EncodingError``          values cannot be encoded (too many, not finite, too large)
+``OperandError``           an operand has the wrong shape (e.g. a size-3 ciphertext where a
+                           relinearized one is needed)
+``UnsupportedOperatorError``  a model uses an operator heinfer cannot evaluate (compiler)
+``CompileError``           a compiler pass failed (names the node and the pass)
+``ProtocolError``          a client/server exchange is malformed or out of order
+=========================  ==============================================================
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "HeinferError",
+    "ParameterError",
+    "LevelError",
+    "ScaleError",
+    "MissingKeyError",
+    "SerializationError",
+    "EncodingError",
+    "OperandError",
+    "UnsupportedOperatorError",
+    "CompileError",
+    "ProtocolError",
+]
+
+
+class HeinferError(Exception):
+    """Base class of every heinfer error."""
+
+
+class ParameterError(HeinferError, ValueError):
+    """Insecure or malformed parameters, or objects from different parameter sets."""
+
+
+class LevelError(HeinferError, ValueError):
+    """Operands at different levels, or an operand with too few levels left."""
+
+
+class ScaleError(HeinferError, ValueError):
+    """Operands with different scales, or an invalid scale."""
+
+
+class MissingKeyError(HeinferError, LookupError):
+    """A Galois key or the relinearization key needed by an operation is missing."""
+
+
+class SerializationError(HeinferError, ValueError):
+    """Bytes that do not decode to a valid object."""
+
+
+class EncodingError(HeinferError, ValueError):
+    """Values that cannot be encoded into a plaintext."""
+
+
+class OperandError(HeinferError, ValueError):
+    """An operand of the wrong shape for the operation."""
+
+
+class UnsupportedOperatorError(HeinferError, NotImplementedError):
+    """A model operator that heinfer cannot evaluate (raised by the compiler)."""
+
+
+class CompileError(HeinferError):
+    """A compiler pass failed; the message names the node and the pass."""
+
+
+class ProtocolError(HeinferError):
+    """A malformed or out-of-order message between client and server."""

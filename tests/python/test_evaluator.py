@@ -1,0 +1,292 @@
+"""Evaluator: every operation against numpy with precision floors, rotations against
+np.roll, hoisting, complex packing, and the errors of mismatched operands."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import ROTATIONS, Kit, assert_precision
+from heinfer import (
+    LevelError,
+    MissingKeyError,
+    OperandError,
+    ParameterError,
+    ScaleError,
+    ckks,
+)
+
+
+def test_encrypt_decrypt_every_level_and_symmetric(kit: Kit) -> None:
+    x = kit.vector(10)
+    for level in range(kit.params.max_level + 1):
+        ct = kit.encrypt(x, level=level)
+        assert (ct.level, ct.size, ct.params_id) == (level, 2, kit.params.id)
+        assert not ct.is_seed_compressed
+        assert_precision(f"{kit.name} encrypt level {level}", kit.decrypt(ct), x, 19.0)
+        cs = kit.kg.encrypt_symmetric(kit.enc.encode(x, level=level))
+        assert cs.is_seed_compressed
+        assert_precision(f"{kit.name} symmetric level {level}", kit.decrypt(cs), x, 19.0)
+
+
+def test_additive_ops(kit: Kit) -> None:
+    ev, x, y = kit.ev, kit.vector(1), kit.vector(2)
+    cx, cy = kit.encrypt(x), kit.encrypt(y)
+    py_ = kit.enc.encode(y)
+    floor = 19.0
+    assert_precision("add", kit.decrypt(ev.add(cx, cy)), x + y, floor)
+    assert_precision("sub", kit.decrypt(ev.sub(cx, cy)), x - y, floor)
+    assert_precision("neg", kit.decrypt(ev.neg(cx)), -x, floor)
+    assert_precision("add_plain", kit.decrypt(ev.add_plain(cx, py_)), x + y, floor)
+    assert_precision("sub_plain", kit.decrypt(ev.sub_plain(cx, py_)), x - y, floor)
+    assert_precision("add_const", kit.decrypt(ev.add_const(cx, 0.25)), x + 0.25, floor)
+    z = kit.decrypt(ev.add_const_complex(cx, 0.5 - 0.25j), real=False)
+    assert_precision("add_const_complex", z, x + 0.5 - 0.25j, floor)
+
+
+def test_multiplicative_ops(kit: Kit) -> None:
+    ev, x, y = kit.ev, kit.vector(3), kit.vector(4)
+    cx, cy = kit.encrypt(x), kit.encrypt(y)
+    top = kit.params.max_level
+    m = ev.mul(cx, cy)
+    assert m.size == 3 and m.level == top
+    assert abs(m.scale - kit.params.default_scale**2) / m.scale < 1e-12
+    assert_precision("mul (size 3, decrypted)", kit.decrypt(m), x * y, 15.0)
+    r = ev.rescale(ev.relinearize(m, kit.rlk))
+    assert (r.size, r.level) == (2, top - 1)
+    assert_precision(f"{kit.name} mul+relin+rescale", kit.decrypt(r), x * y, 15.0)
+    assert_precision(
+        "mul_relin", kit.decrypt(ev.rescale(ev.mul_relin(cx, cy, kit.rlk))), x * y, 15.0
+    )
+    sq = ev.rescale(ev.relinearize(ev.square(cx), kit.rlk))
+    assert_precision("square", kit.decrypt(sq), x * x, 15.0)
+    mp = ev.rescale(ev.mul_plain(cx, kit.enc.encode(y)))
+    assert_precision("mul_plain", kit.decrypt(mp), x * y, 15.0)
+    mc = ev.mul_const(cx, -0.7)
+    assert abs(mc.scale - kit.params.default_scale**2) / mc.scale < 1e-12
+    assert_precision("mul_const", kit.decrypt(ev.rescale(mc)), -0.7 * x, 15.0)
+    exact = ev.rescale(ev.mul_const(cx, 3.0, kit.params.q[top]))
+    assert exact.scale == cx.scale, "constant at q_l: the rescale restores the scale exactly"
+    assert_precision("mul_const at q_l", kit.decrypt(exact), 3.0 * x, 15.0)
+
+
+def test_complex_ops_and_conjugate(kit: Kit) -> None:
+    ev, z = kit.ev, kit.vector(5, complex_=True)
+    cz = kit.encrypt(z)
+    out = kit.decrypt(ev.rescale(ev.mul_const_complex(cz, 0.5 + 2j)), real=False)
+    assert_precision("mul_const_complex", out, (0.5 + 2j) * z, 15.0)
+    assert_precision(
+        "conjugate", kit.decrypt(ev.conjugate(cz, kit.gks), real=False), z.conj(), 18.0
+    )
+    # complex packing: two real vectors in one ciphertext, products of complex numbers
+    w = kit.vector(6, complex_=True)
+    prod = ev.rescale(ev.mul_relin(cz, kit.encrypt(w), kit.rlk))
+    assert_precision("complex mul", kit.decrypt(prod, real=False), z * w, 14.0)
+
+
+def test_assign_forms(kit12: Kit) -> None:
+    k, ev = kit12, kit12.ev
+    x, y = k.vector(7), k.vector(8)
+    cx, cy, py_ = k.encrypt(x), k.encrypt(y), k.enc.encode(y)
+    a = cx.copy()
+    ev.add_assign(a, cy)
+    assert_precision("add_assign", k.decrypt(a), x + y, 20.0)
+    ev.sub_assign(a, cy)
+    assert_precision("sub_assign", k.decrypt(a), x, 20.0)
+    ev.add_assign(a, a)  # aliasing: a ← a + a
+    assert_precision("add_assign aliased", k.decrypt(a), 2 * x, 20.0)
+    ev.sub_assign(a, a)
+    assert np.abs(k.decrypt(a)).max() < 1e-5
+    a = cx.copy()
+    ev.neg_assign(a)
+    assert_precision("neg_assign", k.decrypt(a), -x, 20.0)
+    ev.add_plain_assign(a, py_)
+    assert_precision("add_plain_assign", k.decrypt(a), y - x, 20.0)
+    ev.mul_plain_assign(a, py_)
+    ev.rescale_assign(a)
+    assert_precision("mul_plain_assign+rescale_assign", k.decrypt(a), (y - x) * y, 15.0)
+    b = cx.copy()
+    ev.mul_const_assign(b, 2.5)
+    ev.rescale_assign(b)
+    assert_precision("mul_const_assign", k.decrypt(b), 2.5 * x, 15.0)
+    c = ev.mul(cx, cy)
+    ev.relinearize_assign(c, k.rlk)
+    assert c.size == 2
+    assert_precision("relinearize_assign", k.decrypt(ev.rescale(c)), x * y, 15.0)
+    assert_precision("copy untouched", k.decrypt(cx), x, 20.0)
+
+
+def test_levels(kit12: Kit) -> None:
+    k, ev = kit12, kit12.ev
+    x = k.vector(9)
+    cx = k.encrypt(x)
+    d = ev.drop_level(cx, 2)
+    assert d.level == cx.level - 2 and d.scale == cx.scale
+    assert_precision("drop_level", k.decrypt(d), x, 20.0)
+    assert ev.drop_to_level(cx, 0).level == 0
+    assert ev.drop_level(cx, 0).level == cx.level
+    with pytest.raises(LevelError):
+        ev.drop_level(cx, cx.level + 1)
+    with pytest.raises(LevelError):
+        ev.drop_level(cx, -1)
+    with pytest.raises(LevelError):
+        ev.drop_to_level(cx, cx.level + 1)
+    # multiply down to level 0, then one more rescale is refused
+    ct, want = cx, x
+    while ct.level > 0:
+        ct = ev.rescale(ev.mul_relin(ct, ct, k.rlk))
+        want = want * want
+    assert_precision("depth L", k.decrypt(ct), want, 10.0)
+    with pytest.raises(LevelError):
+        ev.rescale(ct)
+
+
+@pytest.mark.parametrize("k_", ROTATIONS)
+def test_rotations_match_np_roll(kit: Kit, k_: int) -> None:
+    x = kit.vector(11)
+    out = kit.decrypt(kit.ev.rotate(kit.encrypt(x), k_, kit.gks))
+    assert_precision(f"{kit.name} rotate {k_}", out, np.roll(x, -k_), 18.0)
+
+
+def test_rotation_by_zero_needs_no_key(kit10: Kit) -> None:
+    x = kit10.vector(12)
+    empty = kit10.kg.galois_keys([])
+    assert len(empty) == 0
+    for k_ in (0, kit10.params.slots, -kit10.params.slots):
+        assert_precision(
+            "rotate 0", kit10.decrypt(kit10.ev.rotate(kit10.encrypt(x), k_, empty)), x, 20.0
+        )
+
+
+def test_galois_key_set(kit10: Kit) -> None:
+    g = kit10.gks
+    assert all(g.has_rotation(k) for k in ROTATIONS) and g.has_rotation(0)
+    assert not g.has_rotation(4) and g.has_conjugation()
+    assert len(g) == len(g.elements) == len(ROTATIONS) + 1
+    x = kit10.vector(13)
+    ct = kit10.encrypt(x)
+    via_g = kit10.ev.apply_galois(ct, kit10.params.rotation_galois_element(1), g)
+    assert_precision("apply_galois", kit10.decrypt(via_g), np.roll(x, -1), 18.0)
+    with pytest.raises(OperandError):
+        kit10.ev.apply_galois(ct, 4, g)  # even: not a Galois element
+    with pytest.raises(OperandError):
+        kit10.ev.apply_galois(ct, 2**80, g)
+
+
+def test_hoisted_equals_plain(kit: Kit) -> None:
+    x = kit.vector(14)
+    ct = kit.encrypt(x)
+    steps = [0, 1, 2, -1, 5]
+    hoisted = kit.ev.rotate_hoisted(ct, steps, kit.gks)
+    assert len(hoisted) == len(steps)
+    for k_, h in zip(steps, hoisted, strict=True):
+        plain = kit.decrypt(kit.ev.rotate(ct, k_, kit.gks))
+        assert np.abs(kit.decrypt(h) - plain).max() < 2.0**-25
+        assert_precision(f"hoisted {k_}", kit.decrypt(h), np.roll(x, -k_), 18.0)
+
+
+def test_hoisted_extended_bsgs_sum(kit: Kit) -> None:
+    """Σ_k d_k ⊙ rot_k(x) with one ModDown (the inner loop of a diagonal matvec)."""
+    ev, enc = kit.ev, kit.enc
+    x = kit.vector(15)
+    ct = kit.encrypt(x)
+    steps = [0, 1, 2, 3]
+    diags = [kit.vector(20 + k_) for k_ in steps]
+    ext = ev.rotate_hoisted_extended(ct, steps, kit.gks)
+    assert all(e.level == ct.level and e.scale == ct.scale for e in ext)
+    acc = ev.mul_plain_extended(ext[0], enc.encode_extended(diags[0]))
+    for e, d in zip(ext[1:], diags[1:], strict=True):
+        ev.add_extended_assign(acc, ev.mul_plain_extended(e, enc.encode_extended(d)))
+    out = ev.rescale(ev.mod_down_extended(acc))
+    want = sum(d * np.roll(x, -k_) for k_, d in zip(steps, diags, strict=True))
+    assert_precision(f"{kit.name} extended BSGS sum", kit.decrypt(out), want, 14.0)
+    # a single extended rotation brought down equals the plain rotation
+    one = ev.mod_down_extended(ext[1])
+    assert_precision("mod_down(rot_ext)", kit.decrypt(one), np.roll(x, -1), 18.0)
+    mc = ev.rescale(ev.mod_down_extended(ev.mul_const_extended(ext[2], 1.5)))
+    assert_precision("mul_const_extended", kit.decrypt(mc), 1.5 * np.roll(x, -2), 14.0)
+    a = ext[3].copy()
+    ev.add_extended_assign(a, a)
+    assert_precision(
+        "add_extended aliased", kit.decrypt(ev.mod_down_extended(a)), 2 * np.roll(x, -3), 17.0
+    )
+
+
+def test_operators(kit10: Kit) -> None:
+    k = kit10
+    x, y = k.vector(30), k.vector(31)
+    cx, cy, py_ = k.encrypt(x), k.encrypt(y), k.enc.encode(y)
+    floor = 18.0
+    assert_precision("ct+ct", k.decrypt(cx + cy), x + y, floor)
+    assert_precision("ct+pt", k.decrypt(cx + py_), x + y, floor)
+    assert_precision("ct+float", k.decrypt(cx + 2.0), x + 2, floor)
+    assert_precision("int+ct", k.decrypt(3 + cx), x + 3, floor)
+    assert_precision("ct-ct", k.decrypt(cx - cy), x - y, floor)
+    assert_precision("ct-pt", k.decrypt(cx - py_), x - y, floor)
+    assert_precision("ct-float", k.decrypt(cx - 0.5), x - 0.5, floor)
+    assert_precision("float-ct", k.decrypt(1.0 - cx), 1 - x, floor)
+    assert_precision("-ct", k.decrypt(-cx), -x, floor)
+    assert_precision("ct+complex", k.decrypt(cx + 1j, real=False), x + 1j, floor)
+    assert_precision("ct-complex", k.decrypt(cx - 1j, real=False), x - 1j, floor)
+    with pytest.raises(TypeError):
+        cx + "a"  # type: ignore[operator]
+    with pytest.raises(TypeError):
+        cx * cy  # type: ignore[operator]
+
+
+def test_errors(kit10: Kit, kit12: Kit) -> None:
+    k, ev = kit10, kit10.ev
+    cx = k.encrypt(k.vector(40))
+    low = ev.drop_level(cx, 1)
+    with pytest.raises(LevelError, match="different levels"):
+        ev.add(cx, low)
+    with pytest.raises(ScaleError):
+        ev.add(cx, ev.mul_const(cx, 2.0))
+    with pytest.raises(ScaleError):
+        cx.copy().set_scale(0.0)
+    with pytest.raises(MissingKeyError):
+        ev.rotate(cx, 4, k.gks)
+    with pytest.raises(MissingKeyError):
+        ev.rotate_hoisted(cx, [1, 4], k.gks)
+    with pytest.raises(MissingKeyError):
+        ev.conjugate(cx, k.kg.galois_keys([1]))
+    with pytest.raises(OperandError):
+        ev.rotate(ev.mul(cx, cx), 1, k.gks)  # size 3: relinearize first
+    foreign = kit12.encrypt(kit12.vector(41))
+    with pytest.raises(ParameterError):
+        ev.add(foreign, foreign)
+    with pytest.raises(ParameterError):
+        ev.rotate(cx, 1, kit12.gks)
+    with pytest.raises(ParameterError):
+        ev.relinearize(ev.mul(cx, cx), kit12.rlk)
+    with pytest.raises(ParameterError):
+        ckks.Encryptor(k.params, kit12.pk)
+    with pytest.raises(ParameterError):
+        ckks.Decryptor(k.params, kit12.kg.secret_key)
+    with pytest.raises(ParameterError):
+        k.decryptor.decrypt(foreign)
+    with pytest.raises(ParameterError):
+        k.encryptor.encrypt(kit12.enc.encode([1.0]))
+    with pytest.raises(TypeError):
+        ev.add(cx, k.enc.encode([1.0]))  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        ckks.Evaluator("params")  # type: ignore[arg-type]
+
+
+def test_scale_override(kit10: Kit) -> None:
+    ct = kit10.encrypt(kit10.vector(42))
+    c2 = ct.copy()
+    c2.set_scale(ct.scale * 2)
+    assert c2.scale == ct.scale * 2 and ct.scale == kit10.params.default_scale
+    assert_precision("set_scale halves", kit10.decrypt(c2), kit10.vector(42) / 2, 18.0)
+
+
+def test_pn13_pipeline_at_128_bits(kit13: Kit) -> None:
+    """rot_3(x·y + 0.5·x) at real parameters."""
+    k, ev = kit13, kit13.ev
+    assert k.params.security == 128
+    x, y = k.vector(50), k.vector(51)
+    cx, cy = k.encrypt(x), k.encrypt(y)
+    gk = k.kg.galois_keys([3])
+    s = ev.add(ev.rescale(ev.mul_relin(cx, cy, k.rlk)), ev.rescale(ev.mul_const(cx, 0.5)))
+    out = k.decrypt(ev.rotate(s, 3, gk))
+    assert_precision("logN=13 rot(x*y+0.5x)", out, np.roll(x * y + 0.5 * x, -3), 17.0)

@@ -1,0 +1,95 @@
+"""Threads: the pool size does not change results, and the GIL is released during work."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import heinfer
+import numpy as np
+import pytest
+from conftest import Kit, assert_precision
+
+
+def _pipeline(k: Kit, cx, cy):  # type: ignore[no-untyped-def]
+    ev = k.ev
+    s = ev.add(ev.rescale(ev.mul_relin(cx, cy, k.rlk)), ev.rescale(ev.mul_const(cx, 0.5)))
+    return [s, *ev.rotate_hoisted(s, [1, 2, -1], k.gks), ev.conjugate(s, k.gks)]
+
+
+def test_set_and_get(restore_threads) -> None:
+    heinfer.set_num_threads(1)
+    assert heinfer.get_num_threads() == 1
+    heinfer.set_num_threads(2)
+    assert heinfer.get_num_threads() == 2
+    for bad in (0, -1, 10**6):
+        with pytest.raises(ValueError):
+            heinfer.set_num_threads(bad)
+    with pytest.raises(TypeError):
+        heinfer.set_num_threads(1.5)  # type: ignore[arg-type]
+    assert heinfer.get_num_threads() == 2
+
+
+def test_thread_count_does_not_change_results(kit12: Kit, restore_threads) -> None:
+    x, y = kit12.vector(1), kit12.vector(2)
+    cx, cy = kit12.encrypt(x), kit12.encrypt(y)
+    outs = {}
+    for n in (1, 2):
+        heinfer.set_num_threads(n)
+        outs[n] = _pipeline(kit12, cx, cy)
+    for a, b in zip(outs[1], outs[2], strict=True):
+        # evaluation is deterministic: identical ciphertexts, hence identical decryptions
+        assert a.to_bytes() == b.to_bytes()
+        assert np.array_equal(kit12.decrypt(a), kit12.decrypt(b))
+    assert_precision("pipeline", kit12.decrypt(outs[1][0]), x * y + 0.5 * x, 15.0)
+
+
+def test_concurrent_python_threads(kit12: Kit) -> None:
+    """Several Python threads drive the evaluator at once; every result is right."""
+    x = kit12.vector(3)
+    ct = kit12.encrypt(x)
+    results: dict[int, np.ndarray] = {}
+
+    def work(k_: int) -> None:
+        results[k_] = kit12.decrypt(kit12.ev.rotate(ct, k_, kit12.gks))
+
+    threads = [threading.Thread(target=work, args=(k_,)) for k_ in (1, 2, 3, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k_, out in results.items():
+        assert_precision(f"thread rotate {k_}", out, np.roll(x, -k_), 18.0)
+    assert len(results) == 4
+
+
+def test_gil_is_released(kit13: Kit, restore_threads) -> None:
+    """While one long native call runs in a worker thread, a pure-Python loop keeps running.
+
+    If the call held the GIL, the loop could not take a single step between the call's start
+    and end (apart from at most one switch interval). We measure the span of the loop's
+    timestamps inside the call's window: no fixed timing threshold, only a ratio.
+    """
+    heinfer.set_num_threads(1)  # leave a core for the Python loop
+    steps = list(range(1, 41))  # ~40 Galois keys at logN=13: a few hundred ms in one call
+    window: list[float] = []
+    done = threading.Event()
+
+    def heavy() -> None:
+        t0 = time.perf_counter()
+        kit13.kg.galois_keys(steps)
+        window.extend([t0, time.perf_counter()])
+        done.set()
+
+    stamps: list[float] = []
+    worker = threading.Thread(target=heavy)
+    worker.start()
+    while not done.is_set():
+        stamps.append(time.perf_counter())
+    worker.join()
+    t0, t1 = window
+    inside = [t for t in stamps if t0 <= t <= t1]
+    assert t1 - t0 > 0.05, "the native call was too short to tell"
+    assert inside, "the Python loop never ran during the native call"
+    coverage = (max(inside) - min(inside)) / (t1 - t0)
+    assert coverage > 0.5, f"the Python loop ran during only {coverage:.0%} of the native call"
