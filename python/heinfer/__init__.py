@@ -23,6 +23,7 @@ from heinfer.errors import (
     HeinferError,
     LevelError,
     MissingKeyError,
+    NotSupportedYetError,
     OperandError,
     ParameterError,
     ProtocolError,
@@ -30,6 +31,7 @@ from heinfer.errors import (
     SerializationError,
     UnsupportedOperatorError,
 )
+from heinfer.inference import Client, Server, compile, infer
 from heinfer.threads import get_num_threads, set_num_threads
 
 __version__: str = _native.__version__
@@ -37,6 +39,11 @@ __version__: str = _native.__version__
 __all__ = [
     "__version__",
     "ckks",
+    "compile",
+    "infer",
+    "Client",
+    "Server",
+    "NotSupportedYetError",
     "set_num_threads",
     "get_num_threads",
     "HeinferError",

@@ -29,6 +29,7 @@ class                      raised when
 from __future__ import annotations
 
 __all__ = [
+    "NotSupportedYetError",
     "HeinferError",
     "ParameterError",
     "LevelError",
@@ -81,6 +82,10 @@ class UnsupportedOperatorError(HeinferError, NotImplementedError):
 
 class CompileError(HeinferError):
     """A compiler pass failed; the message names the node and the pass."""
+
+
+class NotSupportedYetError(HeinferError, NotImplementedError):
+    """A feature on the roadmap that has not landed yet (the message names it)."""
 
 
 class ProtocolError(HeinferError):

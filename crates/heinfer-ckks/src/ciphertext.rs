@@ -67,9 +67,9 @@ impl Ciphertext {
     pub fn params_id(&self) -> u64 {
         self.params_id
     }
-    /// Part `i`.
-    pub fn part(&self, i: usize) -> &RnsPoly {
-        &self.parts[i]
+    /// Part `i`, if the ciphertext has it.
+    pub fn part(&self, i: usize) -> Option<&RnsPoly> {
+        self.parts.get(i)
     }
     /// Whether this ciphertext can be serialized in seed-compressed form.
     pub fn is_seed_compressed(&self) -> bool {

@@ -113,7 +113,7 @@ impl Encoder {
         let slots = n / 2;
         check_scale(scale)?;
         if level > self.params.max_level() {
-            return Err(CkksError::Encoding(format!("level {level} exceeds the top level {}", self.params.max_level())));
+            return Err(CkksError::LevelOutOfRange { level, max: self.params.max_level() });
         }
         if values.len() > slots {
             return Err(CkksError::Encoding(format!("{} values do not fit in {slots} slots", values.len())));

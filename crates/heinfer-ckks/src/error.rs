@@ -23,6 +23,9 @@ pub enum CkksError {
     /// An operation needs more levels than the operand has left.
     #[error("cannot {op}: operand is at level {level}, needs at least {needed}")]
     LevelTooLow { op: &'static str, level: usize, needed: usize },
+    /// A level above the top level of the parameters.
+    #[error("level {level} does not exist: the top level is {max}")]
+    LevelOutOfRange { level: usize, max: usize },
     /// Operands whose scales differ (relative difference above 2^-20).
     #[error("cannot {op}: scales differ ({lhs:e} vs {rhs:e})")]
     ScaleMismatch { op: &'static str, lhs: f64, rhs: f64 },

@@ -124,6 +124,12 @@ impl CkksParams {
     }
 
     fn build(lit: CkksParamsLiteral) -> Result<Self> {
+        Self::build_expecting(lit, None)
+    }
+
+    /// Checks the literal and, when `expected_id` is given, compares the id *before* the
+    /// (expensive) precomputation, so hostile bytes cannot buy work with a mismatched header.
+    pub(crate) fn build_expecting(lit: CkksParamsLiteral, expected_id: Option<u64>) -> Result<Self> {
         let insecure = lit.security == SecurityLevel::InsecureTestOnly;
         let min_log_n = if insecure { 10 } else { MIN_LOG_N };
         if lit.log_n < min_log_n || lit.log_n > MAX_LOG_N {
@@ -190,6 +196,12 @@ impl CkksParams {
                 "key-switching digits of {alpha} primes ({worst:.0} bits) are too large for P ({log_p:.0} bits): \
                  use more digits or more special primes"
             )));
+        }
+        if let Some(expected) = expected_id {
+            let id = params_id(lit.log_n, q, p, alpha, lit.security);
+            if id != expected {
+                return Err(CkksError::ParamsMismatch { expected, found: id });
+            }
         }
         let inner = precompute(lit, n, q.to_vec(), p.to_vec(), alpha, log_qp)?;
         Ok(Self { inner: Arc::new(inner) })

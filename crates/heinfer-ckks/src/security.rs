@@ -30,13 +30,13 @@ impl SecurityLevel {
         }
     }
 
-    /// Parses 128/192/256 (0 = insecure test level).
+    /// Parses 128/192/256; anything else (including 0) is `None`: the insecure test level is
+    /// never parsed from user input.
     pub fn from_bits(bits: u32) -> Option<Self> {
         match bits {
             128 => Some(Self::Bits128),
             192 => Some(Self::Bits192),
             256 => Some(Self::Bits256),
-            0 => Some(Self::InsecureTestOnly),
             _ => None,
         }
     }

@@ -256,31 +256,33 @@ pub fn params_from_bytes(bytes: &[u8], allow_insecure: bool) -> Result<CkksParam
     let digits = r.u32()? as usize;
     let sec = r.u32()?;
     r.finish()?;
-    let security = SecurityLevel::from_bits(sec).ok_or_else(|| r.err(format!("unknown security level {sec}")))?;
-    let lit = CkksParamsLiteral { log_n, log_q, log_p, log_scale, digits: (digits > 0).then_some(digits), security };
-    let params = if security == SecurityLevel::InsecureTestOnly {
-        if !allow_insecure {
-            return Err(r.err("these parameters are insecure test parameters"));
-        }
-        CkksParams::new_insecure_for_tests(lit)?
-    } else {
-        CkksParams::new(lit)?
+    // 0 encodes the insecure test level on the wire; user-facing parsing never accepts it
+    let security = match sec {
+        0 => SecurityLevel::InsecureTestOnly,
+        b => SecurityLevel::from_bits(b).ok_or_else(|| r.err(format!("unknown security level {b}")))?,
     };
-    if params.id() != id {
-        return Err(r.err(format!("header id {id:#018x} does not match the parameters it describes ({:#018x})", params.id())));
+    if security == SecurityLevel::InsecureTestOnly && !allow_insecure {
+        return Err(r.err("these parameters are insecure test parameters"));
     }
-    Ok(params)
+    let lit = CkksParamsLiteral { log_n, log_q, log_p, log_scale, digits: (digits > 0).then_some(digits), security };
+    match CkksParams::build_expecting(lit, Some(id)) {
+        Err(CkksError::ParamsMismatch { expected, found }) => Err(r.err(format!(
+            "header id {expected:#018x} does not match the parameters it describes ({found:#018x})"
+        ))),
+        other => other,
+    }
 }
 
 /// Serializes a plaintext.
-pub fn plaintext_to_bytes(params: &CkksParams, pt: &Plaintext) -> Vec<u8> {
+pub fn plaintext_to_bytes(params: &CkksParams, pt: &Plaintext) -> Result<Vec<u8>> {
+    params.check_id(pt.params_id)?;
     let mut w = Writer::new(Kind::Plaintext, pt.params_id);
     let extended = pt.poly.limbs() > pt.level + 1;
     w.u32(pt.level as u32);
     w.u8(extended as u8);
     w.f64(pt.scale);
     w.poly(params, &pt.poly, &basis_indices(params, pt.level, extended));
-    w.buf
+    Ok(w.buf)
 }
 
 /// Decodes a plaintext for `params`.
@@ -313,7 +315,8 @@ fn read_scale(r: &mut Reader<'_>) -> Result<f64> {
 }
 
 /// Serializes a ciphertext (seed-compressed when it is a fresh secret-key encryption).
-pub fn ciphertext_to_bytes(params: &CkksParams, ct: &Ciphertext) -> Vec<u8> {
+pub fn ciphertext_to_bytes(params: &CkksParams, ct: &Ciphertext) -> Result<Vec<u8>> {
+    params.check_id(ct.params_id)?;
     let mut w = Writer::new(Kind::Ciphertext, ct.params_id);
     let idx = basis_indices(params, ct.level, false);
     w.u32(ct.level as u32);
@@ -332,7 +335,7 @@ pub fn ciphertext_to_bytes(params: &CkksParams, ct: &Ciphertext) -> Vec<u8> {
             }
         }
     }
-    w.buf
+    Ok(w.buf)
 }
 
 /// Decodes a ciphertext for `params`.
@@ -378,8 +381,8 @@ pub fn secret_key_to_bytes(sk: &SecretKey) -> Vec<u8> {
 }
 
 /// Decodes a secret key for `params`.
-pub fn secret_key_from_bytes(params: &CkksParams, bytes: &[u8]) -> Result<SecretKey> {
-    let mut r = open_for(params, bytes, Kind::SecretKey, 1 << 20)?;
+pub fn secret_key_from_bytes(params: &CkksParams, bytes: &[u8], max_bytes: usize) -> Result<SecretKey> {
+    let mut r = open_for(params, bytes, Kind::SecretKey, max_bytes)?;
     let n = params.n();
     let src = r.take(n / 4)?;
     let mut coeffs = Vec::with_capacity(n);
@@ -398,11 +401,12 @@ pub fn secret_key_from_bytes(params: &CkksParams, bytes: &[u8]) -> Result<Secret
 }
 
 /// Serializes a public key as `(b, seed)`.
-pub fn public_key_to_bytes(params: &CkksParams, pk: &PublicKey) -> Vec<u8> {
+pub fn public_key_to_bytes(params: &CkksParams, pk: &PublicKey) -> Result<Vec<u8>> {
+    params.check_id(pk.params_id)?;
     let mut w = Writer::new(Kind::PublicKey, pk.params_id);
     w.poly(params, &pk.b, &basis_indices(params, params.max_level(), true));
     w.bytes(&pk.seed);
-    w.buf
+    Ok(w.buf)
 }
 
 /// Decodes a public key for `params`.
@@ -446,10 +450,11 @@ fn read_switching_key(r: &mut Reader<'_>, params: &CkksParams, permute: Option<&
 }
 
 /// Serializes a relinearization key.
-pub fn relin_key_to_bytes(params: &CkksParams, k: &RelinKey) -> Vec<u8> {
+pub fn relin_key_to_bytes(params: &CkksParams, k: &RelinKey) -> Result<Vec<u8>> {
+    params.check_id(k.0.params_id)?;
     let mut w = Writer::new(Kind::RelinKey, k.0.params_id);
     write_switching_key(&mut w, params, &k.0);
-    w.buf
+    Ok(w.buf)
 }
 
 /// Decodes a relinearization key.
@@ -477,10 +482,11 @@ fn read_galois_key(r: &mut Reader<'_>, params: &CkksParams) -> Result<GaloisKey>
 }
 
 /// Serializes one Galois key (`b` is stored pre-permuted, as held in memory).
-pub fn galois_key_to_bytes(params: &CkksParams, k: &GaloisKey) -> Vec<u8> {
+pub fn galois_key_to_bytes(params: &CkksParams, k: &GaloisKey) -> Result<Vec<u8>> {
+    params.check_id(k.key.params_id)?;
     let mut w = Writer::new(Kind::GaloisKey, k.key.params_id);
     write_galois_key(&mut w, params, k);
-    w.buf
+    Ok(w.buf)
 }
 
 /// Decodes one Galois key.
@@ -492,13 +498,14 @@ pub fn galois_key_from_bytes(params: &CkksParams, bytes: &[u8], max_bytes: usize
 }
 
 /// Serializes a set of Galois keys.
-pub fn galois_keys_to_bytes(params: &CkksParams, keys: &GaloisKeys) -> Vec<u8> {
+pub fn galois_keys_to_bytes(params: &CkksParams, keys: &GaloisKeys) -> Result<Vec<u8>> {
+    keys.check(params)?;
     let mut w = Writer::new(Kind::GaloisKeys, params.id());
     w.u32(keys.len() as u32);
     for k in keys.keys.values() {
         write_galois_key(&mut w, params, k);
     }
-    w.buf
+    Ok(w.buf)
 }
 
 /// Decodes a set of Galois keys (duplicates are refused).

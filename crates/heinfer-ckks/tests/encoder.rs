@@ -42,5 +42,5 @@ fn refuses_what_does_not_fit() {
     // 2^35 scale · 2^20 value overflows the 50-bit base prime at level 0
     assert!(matches!(enc.encode_real(&vec![1e6; params.slots()], params.default_scale(), 0), Err(CkksError::Encoding(_))));
     assert!(matches!(enc.encode_real(&[1.0], -1.0, 0), Err(CkksError::InvalidScale(_))));
-    assert!(matches!(enc.encode_real(&[1.0], 1e6, 9), Err(CkksError::Encoding(_))));
+    assert!(matches!(enc.encode_real(&[1.0], 1e6, 9), Err(CkksError::LevelOutOfRange { level: 9, max: 3 })));
 }

@@ -23,28 +23,28 @@ fn every_object_round_trips_and_still_works() {
 
     let x = vector(p.slots(), 1);
     let pt = f.enc.encode_real(&x, p.default_scale(), 2).unwrap();
-    assert_eq!(plaintext_from_bytes(p, &plaintext_to_bytes(p, &pt), MAX).unwrap(), pt);
+    assert_eq!(plaintext_from_bytes(p, &plaintext_to_bytes(p, &pt).unwrap(), MAX).unwrap(), pt);
     let ct = f.encryptor.encrypt(&pt).unwrap();
-    assert_eq!(ciphertext_from_bytes(p, &ciphertext_to_bytes(p, &ct), MAX).unwrap(), ct);
+    assert_eq!(ciphertext_from_bytes(p, &ciphertext_to_bytes(p, &ct).unwrap(), MAX).unwrap(), ct);
     let sym = f.kg.encrypt_symmetric(&pt).unwrap();
-    let sym_bytes = ciphertext_to_bytes(p, &sym);
-    assert!(sym_bytes.len() < ciphertext_to_bytes(p, &ct).len() * 6 / 10, "seed compression halves the bytes");
+    let sym_bytes = ciphertext_to_bytes(p, &sym).unwrap();
+    assert!(sym_bytes.len() < ciphertext_to_bytes(p, &ct).unwrap().len() * 6 / 10, "seed compression halves the bytes");
     assert_eq!(ciphertext_from_bytes(p, &sym_bytes, MAX).unwrap(), sym);
     let prod = f.ev.mul(&ct, &ct).unwrap();
-    assert_eq!(ciphertext_from_bytes(p, &ciphertext_to_bytes(p, &prod), MAX).unwrap(), prod);
+    assert_eq!(ciphertext_from_bytes(p, &ciphertext_to_bytes(p, &prod).unwrap(), MAX).unwrap(), prod);
 
-    let sk = secret_key_from_bytes(p, &secret_key_to_bytes(f.kg.secret_key())).unwrap();
+    let sk = secret_key_from_bytes(p, &secret_key_to_bytes(f.kg.secret_key()), MAX).unwrap();
     let dec = Decryptor::new(p, &sk).unwrap();
     assert_precision("decrypt with reloaded sk", &f.enc.decode_real(&dec.decrypt(&ct).unwrap()).unwrap(), &x, 20.0);
 
-    let pk = public_key_from_bytes(p, &public_key_to_bytes(p, &f.pk), MAX).unwrap();
+    let pk = public_key_from_bytes(p, &public_key_to_bytes(p, &f.pk).unwrap(), MAX).unwrap();
     assert_eq!(pk, f.pk);
-    let rlk = relin_key_from_bytes(p, &relin_key_to_bytes(p, &f.rlk), MAX).unwrap();
+    let rlk = relin_key_from_bytes(p, &relin_key_to_bytes(p, &f.rlk).unwrap(), MAX).unwrap();
     assert_eq!(rlk, f.rlk);
-    let gks = galois_keys_from_bytes(p, &galois_keys_to_bytes(p, &f.gks), MAX).unwrap();
+    let gks = galois_keys_from_bytes(p, &galois_keys_to_bytes(p, &f.gks).unwrap(), MAX).unwrap();
     assert_eq!(gks, f.gks);
     let g = f.gks.elements()[0];
-    let one = galois_key_from_bytes(p, &galois_key_to_bytes(p, f.gks.get(g).unwrap()), MAX).unwrap();
+    let one = galois_key_from_bytes(p, &galois_key_to_bytes(p, f.gks.get(g).unwrap()).unwrap(), MAX).unwrap();
     assert_eq!(&one, f.gks.get(g).unwrap());
     // reloaded keys still compute correctly
     let r = f.ev.rotate(&ct, 1, &gks).unwrap();
@@ -64,7 +64,7 @@ fn bad_bytes_are_refused() {
     let f = fx();
     let p = &f.params;
     let ct = f.encrypt(&vector(16, 2));
-    let good = ciphertext_to_bytes(p, &ct);
+    let good = ciphertext_to_bytes(p, &ct).unwrap();
     for cut in [0, 3, 15, 16, 30, good.len() / 2, good.len() - 1] {
         expect_deserialize_error(ciphertext_from_bytes(p, &good[..cut], MAX), &format!("truncated at {cut}"));
     }
@@ -79,6 +79,9 @@ fn bad_bytes_are_refused() {
     bad_version[4] = 99;
     expect_deserialize_error(ciphertext_from_bytes(p, &bad_version, MAX), "version");
     expect_deserialize_error(plaintext_from_bytes(p, &good, MAX), "wrong kind");
+    // serializing an object with parameters it does not belong to is refused too
+    let other_fx = presets::insecure_logn12().unwrap();
+    assert!(matches!(ciphertext_to_bytes(&other_fx, &ct), Err(CkksError::ParamsMismatch { .. })));
     let other = presets::insecure_logn12().unwrap();
     expect_deserialize_error(ciphertext_from_bytes(&other, &good, MAX), "wrong parameters");
     let mut bad_level = good.clone();
@@ -99,8 +102,8 @@ fn bad_bytes_are_refused() {
 fn random_corruption_never_panics() {
     let f = fx();
     let p = &f.params;
-    let good = ciphertext_to_bytes(p, &f.encrypt(&vector(16, 3)));
-    let keys = galois_keys_to_bytes(p, &f.gks);
+    let good = ciphertext_to_bytes(p, &f.encrypt(&vector(16, 3))).unwrap();
+    let keys = galois_keys_to_bytes(p, &f.gks).unwrap();
     let mut s = 0x1234_5678_9abc_def0u64;
     let mut next = || {
         s ^= s << 13;
@@ -122,7 +125,7 @@ fn random_corruption_never_panics() {
             let _ = ciphertext_from_bytes(p, &b, MAX);
             let _ = galois_keys_from_bytes(p, &b, MAX);
             let _ = public_key_from_bytes(p, &b, MAX);
-            let _ = secret_key_from_bytes(p, &b);
+            let _ = secret_key_from_bytes(p, &b, MAX);
             let _ = params_from_bytes(&b, true);
         }
     }
@@ -137,7 +140,7 @@ fn pin_the_encoding_of_fixed_objects() {
     let enc = Encoder::new(&p);
     let x: Vec<f64> = (0..64).map(|i| i as f64 / 64.0 - 0.5).collect();
     let pt = enc.encode_real(&x, 2f64.powi(40), 2).unwrap();
-    let pt_hash = hex(&Sha256::digest(plaintext_to_bytes(&p, &pt)));
+    let pt_hash = hex(&Sha256::digest(plaintext_to_bytes(&p, &pt).unwrap()));
     eprintln!("params {params_hash}\nplaintext {pt_hash}\nid {:#018x}", p.id());
     assert_eq!(format!("{:#018x}", p.id()), PINNED_ID);
     assert_eq!(params_hash, PINNED_PARAMS);

@@ -26,7 +26,9 @@ pub fn to_py(e: CkksError) -> PyErr {
         CkksError::InsecureParameters { .. }
         | CkksError::InvalidParameters(_)
         | CkksError::ParamsMismatch { .. } => ParameterError::new_err(msg),
-        CkksError::LevelMismatch { .. } | CkksError::LevelTooLow { .. } => LevelError::new_err(msg),
+        CkksError::LevelMismatch { .. } | CkksError::LevelTooLow { .. } | CkksError::LevelOutOfRange { .. } => {
+            LevelError::new_err(msg)
+        }
         CkksError::ScaleMismatch { .. } | CkksError::InvalidScale(_) => ScaleError::new_err(msg),
         CkksError::MissingGaloisKey(_) | CkksError::MissingRelinKey => MissingKeyError::new_err(msg),
         CkksError::InvalidOperand { .. } => OperandError::new_err(msg),

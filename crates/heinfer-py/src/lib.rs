@@ -2,7 +2,7 @@
 //!
 //! Binding layer of heinfer (see `ARCHITECTURE.md`): thin PyO3 wrappers around the types of
 //! `heinfer-ckks`, nothing else. The public, typed, documented Python API is the pure-Python
-//! package `heinfer` (`python/heinfer/ckks.py`), which wraps these classes.
+//! package `heinfer` (`python/heinfer/ckks/`), which wraps these classes.
 //!
 //! * Every operation that costs more than a few microseconds runs with the GIL released, on
 //!   the module's rayon pool ([`pool::run`]): other Python threads keep running meanwhile.
@@ -19,6 +19,9 @@ mod params;
 mod pool;
 
 use pyo3::prelude::*;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The native module: classes are registered under their Python names.
 #[pymodule]

@@ -12,9 +12,9 @@ use pyo3::types::PyBytes;
 /// Serializes on the pool (bit packing of large keys takes a while) and returns `bytes`.
 fn bytes_of<'py, F>(py: Python<'py>, f: F) -> PyResult<Bound<'py, PyBytes>>
 where
-    F: FnOnce() -> Vec<u8> + Send,
+    F: FnOnce() -> heinfer_ckks::Result<Vec<u8>> + Send,
 {
-    let v = run(py, || Ok(f()))?;
+    let v = run(py, f)?;
     Ok(PyBytes::new(py, &v))
 }
 
@@ -146,12 +146,13 @@ impl SecretKey {
         self.inner.params_id()
     }
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        bytes_of(py, || serialize::secret_key_to_bytes(&self.inner))
+        bytes_of(py, || Ok(serialize::secret_key_to_bytes(&self.inner)))
     }
     #[staticmethod]
     fn from_bytes(py: Python<'_>, params: &Params, data: &[u8]) -> PyResult<Self> {
         let p = params.inner.clone();
-        let inner = run(py, || serialize::secret_key_from_bytes(&p, data))?;
+        // a secret key is N/4 bytes plus a header: 1 MiB bounds every ring degree
+        let inner = run(py, || serialize::secret_key_from_bytes(&p, data, 1 << 20))?;
         Ok(Self { inner, params: p })
     }
     fn __repr__(&self) -> String {

@@ -98,15 +98,21 @@ impl Evaluator {
 
     /// `ct − pt`.
     pub fn sub_plain(&self, ct: &Ciphertext, pt: &Plaintext) -> Result<Ciphertext> {
+        let mut r = ct.clone();
+        self.sub_plain_assign(&mut r, pt)?;
+        Ok(r)
+    }
+
+    /// `ct ← ct − pt`.
+    pub fn sub_plain_assign(&self, ct: &mut Ciphertext, pt: &Plaintext) -> Result<()> {
         self.plain_prologue("sub_plain", ct, pt)?;
         same_scale("sub_plain", ct.scale, pt.scale)?;
-        let mut r = ct.clone();
         let n = self.params.n();
         let inner = self.params.inner();
-        r.parts_mut()[0].data.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
+        ct.parts_mut()[0].data.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
             vecops::sub_assign(x, pt.poly.limb(i), inner.moduli[i].q);
         });
-        Ok(r)
+        Ok(())
     }
 
     fn plain_prologue(&self, op: &'static str, ct: &Ciphertext, pt: &Plaintext) -> Result<()> {
@@ -142,8 +148,10 @@ impl Evaluator {
     }
 
     /// `ct · c` for a real constant `c` encoded at `const_scale` (scalar fast path). The result's
-    /// scale is `ct.scale · const_scale`; `const_scale = q_ℓ` makes the next rescale restore
-    /// `ct.scale` exactly.
+    /// scale is `ct.scale · const_scale`. After a rescale by `q_ℓ` it is
+    /// `ct.scale · const_scale / q_ℓ`: `const_scale = q_ℓ` keeps `ct.scale` exactly, while
+    /// `const_scale = ct.scale` matches a rescaled ciphertext–ciphertext product (both become
+    /// `Δ²/q_ℓ`) — pick the one matching what the result is added to.
     pub fn mul_const(&self, ct: &Ciphertext, c: f64, const_scale: f64) -> Result<Ciphertext> {
         let mut r = ct.clone();
         self.mul_const_assign(&mut r, c, const_scale)?;
@@ -202,12 +210,23 @@ impl Evaluator {
 
     /// `ct + (re + i·im)` in every slot.
     pub fn add_const_complex(&self, ct: &Ciphertext, re: f64, im: f64) -> Result<Ciphertext> {
+        let mut r = ct.clone();
+        self.add_const_complex_assign(&mut r, re, im)?;
+        Ok(r)
+    }
+
+    /// `ct ← ct + c` for a real constant.
+    pub fn add_const_assign(&self, ct: &mut Ciphertext, c: f64) -> Result<()> {
+        self.add_const_complex_assign(ct, c, 0.0)
+    }
+
+    /// `ct ← ct + (re + i·im)` in every slot.
+    pub fn add_const_complex_assign(&self, ct: &mut Ciphertext, re: f64, im: f64) -> Result<()> {
         self.check_ct(ct)?;
         let (u, v) = (scaled_constant(re, ct.scale)?, scaled_constant(im, ct.scale)?);
         let n = self.params.n();
         let inner = self.params.inner();
-        let mut r = ct.clone();
-        r.parts_mut()[0].data.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
+        ct.parts_mut()[0].data.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
             let m = &inner.moduli[i];
             let (uq, vq) = (m.reduce_i128(u), m.reduce_i128(v));
             if vq != 0 {
@@ -215,6 +234,6 @@ impl Evaluator {
             }
             vecops::add_scalar_assign(x, uq, m.q);
         });
-        Ok(r)
+        Ok(())
     }
 }

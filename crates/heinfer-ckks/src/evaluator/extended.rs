@@ -30,6 +30,10 @@ impl ExtendedCiphertext {
     pub fn level(&self) -> usize {
         self.level
     }
+    /// Id of the parameter set.
+    pub fn params_id(&self) -> u64 {
+        self.params_id
+    }
     /// Scale of the message (the `P` factor is not included).
     pub fn scale(&self) -> f64 {
         self.scale

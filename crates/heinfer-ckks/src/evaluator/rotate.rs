@@ -103,6 +103,10 @@ impl Evaluator {
     }
 
     fn galois_key<'a>(&self, keys: &'a GaloisKeys, g: u64) -> Result<&'a GaloisKey> {
+        heinfer_math::automorphism::check_galois_element(g, self.params.n()).map_err(|e| CkksError::InvalidOperand {
+            op: "apply_galois",
+            reason: e.to_string(),
+        })?;
         let key = keys.get(g).ok_or(CkksError::MissingGaloisKey(g))?;
         self.params.check_id(key.params_id())?;
         Ok(key)
