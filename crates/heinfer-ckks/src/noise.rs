@@ -6,9 +6,8 @@
 //! `σ² = 3.19²`, a ternary `s` or `u` (each coefficient non-zero with probability 2/3), and
 //! `h = 2N/3` the expected number of non-zero products per coefficient:
 //!
-//! * fresh public-key encryption, done over `Q·P` and divided by `P` (SEAL's method): only the
-//!   ModDown error `r_0 + r_1·s` remains, `r` = rounding plus the fast-conversion excess
-//!   `u ∈ [0, k)` for `k` special primes: `v = (1 + h)·(1 + (k² − 1))/12`;
+//! * fresh public-key encryption, done over `Q·P` and divided by `P` with exact rounding
+//!   (SEAL's method): only the rounding `r_0 + r_1·s` remains: `v = (1 + h)/12`;
 //! * rescale rounding `r_0 + r_1·s`, `r` uniform in `[−½, ½]`: `v = (1 + h)/12`;
 //! * encoding rounding: `v = 1/12`;
 //! * hybrid key switching at level `ℓ`: `Σ_j D_j·e_j / P` with `D_j` uniform in `[0, Q_j)`
@@ -40,8 +39,7 @@ impl NoiseModel {
 
     /// Fresh public-key encryption.
     pub fn fresh(&self, scale: f64) -> f64 {
-        let k = self.params.p().len() as f64;
-        self.slot_std((1.0 + self.h) * (1.0 + (k * k - 1.0)) / 12.0 + 1.0 / 12.0, scale)
+        self.slot_std((1.0 + self.h) / 12.0 + 1.0 / 12.0, scale)
     }
 
     /// Fresh secret-key encryption (`e` Gaussian, no division by `P`).
@@ -66,7 +64,6 @@ impl NoiseModel {
                 self.n * s2 * (2f64).powf(2.0 * (log_qj - log_p)) / 3.0
             })
             .sum();
-        let k = self.params.p().len() as f64;
-        self.slot_std(var + (1.0 + self.h) * (1.0 + (k * k - 1.0)) / 12.0, scale)
+        self.slot_std(var + (1.0 + self.h) / 12.0, scale)
     }
 }

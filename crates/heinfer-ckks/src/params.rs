@@ -94,9 +94,7 @@ pub(crate) struct ParamsInner {
     pub p_inv_mod_q: Vec<(u64, u64)>,
     /// `P mod q_i`.
     pub p_mod_q: Vec<u64>,
-    /// `⌊P/2⌋ mod q_i` and `⌊P/2⌋ mod p_t` (rounding in ModDown).
-    pub p_half_mod_q: Vec<u64>,
-    pub p_half_mod_p: Vec<u64>,
+
     /// NTT of `X^{N/2}` modulo each Q prime (complex-constant multiplication).
     pub x_half_ntt: Vec<Vec<u64>>,
     pub galois_tables: RwLock<HashMap<u64, Arc<Vec<u32>>>>,
@@ -350,13 +348,6 @@ fn precompute(lit: CkksParamsLiteral, n: usize, q: Vec<u64>, p: Vec<u64>, alpha:
         let inv = m.inv(pm);
         (inv, m.shoup(inv))
     }).collect();
-    // ⌊P/2⌋ = (P − 1)/2 for odd P, reduced modulo each prime: (P mod m − 1)·2^{-1} mod m
-    let half_mod = |m: &Modulus| {
-        let pm = p.iter().fold(1u64, |acc, &x| m.mul(acc, x % m.q));
-        m.mul(m.sub(pm, 1), m.inv(2))
-    };
-    let p_half_mod_q = qm.iter().map(half_mod).collect();
-    let p_half_mod_p = pm.iter().map(half_mod).collect();
     let x_half_ntt = ntt[..lq]
         .iter()
         .map(|plan| {
@@ -384,8 +375,6 @@ fn precompute(lit: CkksParamsLiteral, n: usize, q: Vec<u64>, p: Vec<u64>, alpha:
         moddown,
         p_inv_mod_q,
         p_mod_q,
-        p_half_mod_q,
-        p_half_mod_p,
         x_half_ntt,
         galois_tables: RwLock::new(HashMap::new()),
     })

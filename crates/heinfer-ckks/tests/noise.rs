@@ -75,3 +75,24 @@ fn key_switch_noise_dominates_with_a_small_p_and_matches_the_model() {
     // the mean of the digits times the key's error is fixed per key: runs scatter by key
     assert!(measured > predicted / 3.0 && measured < predicted * 3.0);
 }
+
+#[test]
+fn fresh_noise_with_several_special_primes_is_still_rounding_only() {
+    // k = 3 special primes: the ModDown after public-key encryption must round exactly
+    let lit = CkksParamsLiteral {
+        log_n: 12,
+        log_q: vec![45, 40],
+        log_p: vec![30, 30, 30],
+        log_scale: 20,
+        digits: None,
+        security: SecurityLevel::InsecureTestOnly,
+    };
+    let f = Fixture::new(CkksParams::new_insecure_for_tests(lit).unwrap(), &[]);
+    let model = NoiseModel::new(&f.params);
+    let scale = f.params.default_scale();
+    let x = vector(f.params.slots(), 6);
+    let measured = std_err(&f.decrypt(&f.encrypt(&x)), &x);
+    let predicted = model.fresh(scale);
+    eprintln!("fresh with k=3: measured {measured:e}, model {predicted:e}");
+    assert!(measured > predicted / 2.0 && measured < predicted * 2.0);
+}

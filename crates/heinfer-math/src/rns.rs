@@ -19,6 +19,10 @@ use crate::vecops;
 pub struct BasisConverter {
     from: Vec<Modulus>,
     to: Vec<Modulus>,
+    /// `1/q_i` in double precision (exact centered conversion).
+    inv_from: Vec<f64>,
+    /// `Q mod p_j` and its Shoup companion.
+    q_mod_p: Vec<(u64, u64)>,
     /// `[(Q/q_i)^{-1}]_{q_i}` and its Shoup companion.
     qhat_inv: Vec<(u64, u64)>,
     /// `[Q/q_i]_{p_j}` and its Shoup companion, indexed `[j][i]`.
@@ -58,7 +62,15 @@ impl BasisConverter {
                     .collect()
             })
             .collect();
-        Self { from: from.to_vec(), to: to.to_vec(), qhat_inv, qhat_mod_p }
+        let inv_from = from.iter().map(|m| 1.0 / m.q as f64).collect();
+        let q_mod_p = to
+            .iter()
+            .map(|pj| {
+                let v = from.iter().fold(1u64, |acc, m| pj.mul(acc, m.q % pj.q));
+                (v, pj.shoup(v))
+            })
+            .collect();
+        Self { from: from.to_vec(), to: to.to_vec(), inv_from, q_mod_p, qhat_inv, qhat_mod_p }
     }
 
     /// Source basis.
@@ -96,6 +108,35 @@ impl BasisConverter {
     }
 }
 
+impl BasisConverter {
+    /// Exact conversion of the *centered* representative `x ∈ (−Q/2, Q/2]` (HPS 2019): with
+    /// `y_i = [x_i·(Q/q_i)^{-1}]_{q_i}`, `v = ⌊Σ_i y_i/q_i⌉` (double precision) is the number of
+    /// `Q`s that the fast conversion adds beyond the centered value, so
+    /// `Σ_i y_i·(Q/q_i) − v·Q ≡ x_centered (mod p_j)`. Off by `±Q` only when `x` lies within
+    /// `|Q|·2^{-52}·Q` of `±Q/2`. `scratch` must hold `(from.len() + 1)·n` words.
+    pub fn convert_centered(&self, input: &[u64], output: &mut [u64], scratch: &mut [u64], n: usize) {
+        let k = self.from.len();
+        assert!(scratch.len() >= (k + 1) * n);
+        let (ys, v) = scratch.split_at_mut(k * n);
+        self.convert(input, output, ys, n);
+        let v = &mut v[..n];
+        for (c, vc) in v.iter_mut().enumerate() {
+            let mut s = 0.0f64;
+            for i in 0..k {
+                s += ys[i * n + c] as f64 * self.inv_from[i];
+            }
+            *vc = s.round() as u64;
+        }
+        let mut t = vec![0u64; n];
+        for (j, pj) in self.to.iter().enumerate() {
+            let (w, ws) = self.q_mod_p[j];
+            t.copy_from_slice(v);
+            vecops::mul_scalar_assign(&mut t, w, ws, pj);
+            vecops::sub_assign(&mut output[j * n..(j + 1) * n], &t, pj.q);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +163,16 @@ mod tests {
             for c in 0..n {
                 let ok = (0..2u128).any(|u| ((xs[c] + u * big_q) % pj.q as u128) as u64 == out[j * n + c]);
                 assert!(ok, "coefficient {c} limb {j}");
+            }
+        }
+        // the centered conversion is exact: x − Q when x > Q/2
+        let mut scratch = vec![0u64; 3 * n];
+        conv.convert_centered(&input, &mut out, &mut scratch, n);
+        for (j, pj) in to.iter().enumerate() {
+            for c in 0..n {
+                let x = xs[c] as i128;
+                let centered = if x > (big_q / 2) as i128 { x - big_q as i128 } else { x };
+                assert_eq!(out[j * n + c], centered.rem_euclid(pj.q as i128) as u64, "centered {c} limb {j}");
             }
         }
     }

@@ -112,20 +112,17 @@ pub(crate) fn mod_down(params: &crate::params::CkksParams, mut x: Vec<u64>, leve
     let k = params.p().len();
     let lq = params.q().len();
     let qn = (level + 1) * n;
-    // ⌊x/P⌉ = ⌊(x + ⌊P/2⌋)/P⌋: shift the P residues by ⌊P/2⌋ and subtract it again on Q
-    x[qn..qn + k * n].par_chunks_mut(n).enumerate().for_each(|(t, limb)| {
-        inner.ntt[lq + t].inverse(limb);
-        vecops::add_scalar_assign(limb, inner.p_half_mod_p[t], inner.moduli[lq + t].q);
-    });
+    x[qn..qn + k * n].par_chunks_mut(n).enumerate().for_each(|(t, limb)| inner.ntt[lq + t].inverse(limb));
+    // the exact centered residue r = [x]_P ∈ (−P/2, P/2]: x − r is divisible by P and
+    // (x − r)/P = ⌊x/P⌉ exactly (a fast conversion would add u·P, u < k, i.e. a biased error
+    // of up to k − 1 per coefficient, costing ~4 bits at k = 2)
     let mut conv = scratch::take(qn);
-    let mut conv_scratch = scratch::take(k * n);
-    inner.moddown[level].convert(&x[qn..qn + k * n], &mut conv, &mut conv_scratch, n);
+    let mut conv_scratch = scratch::take((k + 1) * n);
+    inner.moddown[level].convert_centered(&x[qn..qn + k * n], &mut conv, &mut conv_scratch, n);
     scratch::give(conv_scratch);
     x.truncate(qn);
     x.par_chunks_mut(n).zip(conv.par_chunks_mut(n)).enumerate().for_each(|(i, (o, c))| {
         let m = &inner.moduli[i];
-        // conv − ⌊P/2⌋, then NTT
-        vecops::add_scalar_assign(c, m.q - inner.p_half_mod_q[i], m.q);
         inner.ntt[i].forward(c);
         vecops::sub_assign(o, c, m.q);
         let (w, ws) = inner.p_inv_mod_q[i];
