@@ -7,8 +7,9 @@ log2(QP) budget, the same number of usable levels and the same scale 2^40, full 
 each library choosing its own primes and key-switching digits within that, as its users would
 (bench/compare/README.md). Every library runs single-threaded; heinfer also runs with two
 threads. The runners execute back to back in this run (OpenFHE needs Python 3.10, hence
-subprocesses), heinfer first and again last, and heinfer's time is the smaller of its two
-medians so a burst of load on this shared machine does not favour either side.
+subprocesses), in two interleaved rounds (heinfer, SEAL, OpenFHE, heinfer, SEAL, OpenFHE);
+each library's time is the smaller of its two medians, so a burst of load on this shared
+virtual machine (timings move by ±30% between minutes) favours no library.
 
 Prints a table of medians (µs), the ratio heinfer / best of the others, precision bits and
 serialized sizes; the LAST line is one JSON object:
@@ -59,6 +60,19 @@ def run_runner(python: str, script: str, logn: int, reps: int, hoist: int, extra
     return res
 
 
+def merge_min(results: list[dict]) -> dict:
+    """The first available result, with each timing replaced by the smallest of the rounds."""
+    ok = [r for r in results if "timings_us" in r]
+    if not ok:
+        return results[0]
+    out = dict(ok[0])
+    out["timings_us"] = {
+        op: (min(vs) if (vs := [r["timings_us"].get(op) for r in ok if r["timings_us"].get(op) is not None]) else None)
+        for op in ok[0]["timings_us"]
+    }
+    return out
+
+
 def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -95,10 +109,13 @@ def main(argv=None) -> None:
     for logn in logns:
         reps = args.reps or (5 if args.quick else (20 if logn < 15 else 6))
         log(f"logN={logn}: reps={reps}")
-        h1 = run_runner(main_py, "heinfer_runner.py", logn, reps, 16, ("--threads", "1"))
-        seal = run_runner(main_py, "seal_runner.py", logn, reps, 16)
-        ofhe = run_runner(ofhe_py, "openfhe_runner.py", logn, reps, 16) if have_ofhe else {"unavailable": "not installed"}
-        h1b = run_runner(main_py, "heinfer_runner.py", logn, reps, 16, ("--threads", "1"))
+        rounds = []
+        for _ in range(2):
+            h = run_runner(main_py, "heinfer_runner.py", logn, reps, 16, ("--threads", "1"))
+            s_ = run_runner(main_py, "seal_runner.py", logn, reps, 16)
+            o = run_runner(ofhe_py, "openfhe_runner.py", logn, reps, 16) if have_ofhe else {"unavailable": "not installed"}
+            rounds.append((h, s_, o))
+        h1, seal, ofhe = (merge_min([r[i] for r in rounds]) for i in range(3))
         h2 = {} if args.no_two_threads else run_runner(main_py, "heinfer_runner.py", logn, reps, 16, ("--threads", "2"))
         if "unavailable" in h1:
             raise SystemExit(f"heinfer runner failed: {h1['unavailable']}")
@@ -107,9 +124,7 @@ def main(argv=None) -> None:
                 notes.append(f"logN={logn} {name}: {r['unavailable']}")
         table = {}
         for op in OPS:
-            hs = [r["timings_us"].get(op) for r in (h1, h1b) if "timings_us" in r]
-            hs = [v for v in hs if v is not None]
-            h = min(hs) if hs else None
+            h = h1.get("timings_us", {}).get(op)
             s = seal.get("timings_us", {}).get(op)
             o = ofhe.get("timings_us", {}).get(op)
             others = [v for v in (s, o) if v is not None]

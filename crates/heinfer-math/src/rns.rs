@@ -120,19 +120,28 @@ impl BasisConverter {
         let (ys, v) = scratch.split_at_mut(k * n);
         self.convert(input, output, ys, n);
         let v = &mut v[..n];
-        for (c, vc) in v.iter_mut().enumerate() {
-            let mut s = 0.0f64;
-            for i in 0..k {
-                s += ys[i * n + c] as f64 * self.inv_from[i];
+        // v = ⌊Σ_i y_i/q_i⌉, accumulated limb by limb so the loops vectorize
+        let mut acc = vec![0.0f64; n];
+        for i in 0..k {
+            let inv = self.inv_from[i];
+            for (a, &y) in acc.iter_mut().zip(&ys[i * n..(i + 1) * n]) {
+                *a += y as f64 * inv;
             }
-            *vc = s.round() as u64;
         }
-        let mut t = vec![0u64; n];
+        const MAGIC: f64 = 6_755_399_441_055_744.0; // 1.5·2^52: adding it rounds to an integer
+        for (vc, &a) in v.iter_mut().zip(&acc) {
+            *vc = ((a + MAGIC) - MAGIC) as u64;
+        }
         for (j, pj) in self.to.iter().enumerate() {
-            let (w, ws) = self.q_mod_p[j];
-            t.copy_from_slice(v);
-            vecops::mul_scalar_assign(&mut t, w, ws, pj);
-            vecops::sub_assign(&mut output[j * n..(j + 1) * n], &t, pj.q);
+            // v ≤ k: subtract v·(Q mod p_j) from a table of k + 1 entries
+            let (w, _) = self.q_mod_p[j];
+            let table: Vec<u64> = (0..=k as u64).map(|t| pj.mul(t % pj.q, w)).collect();
+            let q = pj.q;
+            for (o, &vc) in output[j * n..(j + 1) * n].iter_mut().zip(v.iter()) {
+                let t = table[(vc as usize).min(k)];
+                let d = o.wrapping_sub(t);
+                *o = d.min(d.wrapping_add(q));
+            }
         }
     }
 }
