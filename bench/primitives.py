@@ -7,9 +7,10 @@ log2(QP) budget, the same number of usable levels and the same scale 2^40, full 
 each library choosing its own primes and key-switching digits within that, as its users would
 (bench/compare/README.md). Every library runs single-threaded; heinfer also runs with two
 threads. The runners execute back to back in this run (OpenFHE needs Python 3.10, hence
-subprocesses), in two interleaved rounds (heinfer, SEAL, OpenFHE, heinfer, SEAL, OpenFHE);
-each library's time is the smaller of its two medians, so a burst of load on this shared
-virtual machine (timings move by ±30% between minutes) favours no library.
+subprocesses), in interleaved rounds (heinfer, SEAL, OpenFHE, heinfer, SEAL, OpenFHE, …; three
+by default, two with --quick); each library's time is the smallest of its per-round medians,
+so a burst of load on this shared virtual machine (timings move by ±30% from one minute to
+the next) favours no library.
 
 Prints a table of medians (µs), the ratio heinfer / best of the others, precision bits and
 serialized sizes; the LAST line is one JSON object:
@@ -97,6 +98,7 @@ def main(argv=None) -> None:
     ap.add_argument("--reps", type=int, default=None, help="repetitions per op (median)")
     ap.add_argument("--logn", type=int, nargs="*", default=None, choices=sorted(SETS))
     ap.add_argument("--no-two-threads", action="store_true", help="skip heinfer's 2-thread run")
+    ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds per library (default 3, quick 2)")
     args = ap.parse_args(argv)
     logns = args.logn or ([13, 14] if args.quick else [13, 14, 15])
     main_py = sys.executable
@@ -110,7 +112,7 @@ def main(argv=None) -> None:
         reps = args.reps or (5 if args.quick else (20 if logn < 15 else 6))
         log(f"logN={logn}: reps={reps}")
         rounds = []
-        for _ in range(2):
+        for _ in range(args.rounds or (2 if args.quick else 3)):
             h = run_runner(main_py, "heinfer_runner.py", logn, reps, 16, ("--threads", "1"))
             s_ = run_runner(main_py, "seal_runner.py", logn, reps, 16)
             o = run_runner(ofhe_py, "openfhe_runner.py", logn, reps, 16) if have_ofhe else {"unavailable": "not installed"}
@@ -165,6 +167,7 @@ def main(argv=None) -> None:
         "threads": "1 for every library (heinfer_2t_us: heinfer with 2)",
         "python": platform.python_version(),
         "quick": bool(args.quick),
+        "rounds": args.rounds or (2 if args.quick else 3),
         "notes": notes,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
