@@ -340,6 +340,12 @@ elementwise!(
     }
 );
 elementwise!(
+    /// `a[i] ← 2·a[i] mod q`.
+    add_self_assign(a: &mut [u64], q: u64) {
+        for x in a.iter_mut() { *x = small_mod(*x + *x, q); }
+    }
+);
+elementwise!(
     /// `a[i] ← −a[i] mod q`.
     neg_assign(a: &mut [u64], q: u64) {
         for x in a.iter_mut() { *x = small_mod(q - *x, q); }

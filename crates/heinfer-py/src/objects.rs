@@ -160,53 +160,52 @@ impl SecretKey {
     }
 }
 
-/// The public key.
-#[pyclass(module = "heinfer._native", name = "PublicKey", frozen)]
-pub struct PublicKey {
-    pub inner: ckks::PublicKey,
-    pub params: CkksParams,
+/// A key wrapper whose Python surface is its parameter id and its wire form.
+macro_rules! wire_key {
+    ($(#[$doc:meta])* $name:ident, $pyname:literal, $inner:ty, $to:path, $from:path) => {
+        $(#[$doc])*
+        #[pyclass(module = "heinfer._native", name = $pyname, frozen)]
+        pub struct $name {
+            pub inner: $inner,
+            pub params: CkksParams,
+        }
+
+        #[pymethods]
+        impl $name {
+            #[getter]
+            fn params_id(&self) -> u64 {
+                self.inner.params_id()
+            }
+            fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+                bytes_of(py, || $to(&self.params, &self.inner))
+            }
+            #[staticmethod]
+            fn from_bytes(py: Python<'_>, params: &Params, data: &[u8], max_bytes: usize) -> PyResult<Self> {
+                let p = params.inner.clone();
+                let inner = run(py, || $from(&p, data, check_max_bytes(max_bytes)?))?;
+                Ok(Self { inner, params: p })
+            }
+        }
+    };
 }
 
-#[pymethods]
-impl PublicKey {
-    #[getter]
-    fn params_id(&self) -> u64 {
-        self.inner.params_id()
-    }
-    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        bytes_of(py, || serialize::public_key_to_bytes(&self.params, &self.inner))
-    }
-    #[staticmethod]
-    fn from_bytes(py: Python<'_>, params: &Params, data: &[u8], max_bytes: usize) -> PyResult<Self> {
-        let p = params.inner.clone();
-        let inner = run(py, || serialize::public_key_from_bytes(&p, data, check_max_bytes(max_bytes)?))?;
-        Ok(Self { inner, params: p })
-    }
-}
+wire_key!(
+    /// The public key.
+    PublicKey,
+    "PublicKey",
+    ckks::PublicKey,
+    serialize::public_key_to_bytes,
+    serialize::public_key_from_bytes
+);
 
-/// The relinearization key.
-#[pyclass(module = "heinfer._native", name = "RelinKey", frozen)]
-pub struct RelinKey {
-    pub inner: ckks::RelinKey,
-    pub params: CkksParams,
-}
-
-#[pymethods]
-impl RelinKey {
-    #[getter]
-    fn params_id(&self) -> u64 {
-        self.inner.params_id()
-    }
-    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        bytes_of(py, || serialize::relin_key_to_bytes(&self.params, &self.inner))
-    }
-    #[staticmethod]
-    fn from_bytes(py: Python<'_>, params: &Params, data: &[u8], max_bytes: usize) -> PyResult<Self> {
-        let p = params.inner.clone();
-        let inner = run(py, || serialize::relin_key_from_bytes(&p, data, check_max_bytes(max_bytes)?))?;
-        Ok(Self { inner, params: p })
-    }
-}
+wire_key!(
+    /// The relinearization key.
+    RelinKey,
+    "RelinKey",
+    ckks::RelinKey,
+    serialize::relin_key_to_bytes,
+    serialize::relin_key_from_bytes
+);
 
 /// A set of Galois (rotation/conjugation) keys.
 #[pyclass(module = "heinfer._native", name = "GaloisKeys", frozen)]

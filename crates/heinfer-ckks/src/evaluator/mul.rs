@@ -19,8 +19,22 @@ impl Evaluator {
         self.check_linear("mul", a)?;
         self.check_linear("mul", b)?;
         same_level("mul", a.level, b.level)?;
+        self.tensor(a, b)
+    }
+
+    /// `a²` without relinearization (one product fewer than `mul(a, a)`).
+    pub fn square(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        self.check_ct(a)?;
+        self.check_linear("square", a)?;
+        self.tensor(a, a)
+    }
+
+    /// `(a_0 b_0, a_0 b_1 + a_1 b_0, a_1 b_1)`; when `a` and `b` are the same ciphertext the
+    /// middle term is `2·a_0 a_1`.
+    fn tensor(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
         let scale = a.scale * b.scale;
         check_scale(scale)?;
+        let same = std::ptr::eq(a, b);
         let n = self.params.n();
         let inner = self.params.inner();
         let limbs = a.level + 1;
@@ -37,38 +51,12 @@ impl Evaluator {
                 let (a0, a1, b0, b1) = (a.parts[0].limb(i), a.parts[1].limb(i), b.parts[0].limb(i), b.parts[1].limb(i));
                 vecops::mul_into(x0, a0, b0, bc);
                 vecops::mul_into(x1, a0, b1, bc);
-                vecops::mul_add_assign(x1, a1, b0, bc);
+                if same {
+                    vecops::add_self_assign(x1, inner.moduli[i].q);
+                } else {
+                    vecops::mul_add_assign(x1, a1, b0, bc);
+                }
                 vecops::mul_into(x2, a1, b1, bc);
-            });
-        Ok(Ciphertext { params_id: a.params_id, parts: vec![d0, d1, d2], level: a.level, scale, seed: None })
-    }
-
-    /// `a²` without relinearization.
-    pub fn square(&self, a: &Ciphertext) -> Result<Ciphertext> {
-        self.check_ct(a)?;
-        self.check_linear("square", a)?;
-        let scale = a.scale * a.scale;
-        check_scale(scale)?;
-        let n = self.params.n();
-        let inner = self.params.inner();
-        let limbs = a.level + 1;
-        let mut d0 = RnsPoly::from_data(crate::scratch::take(limbs * n), n);
-        let mut d1 = RnsPoly::from_data(crate::scratch::take(limbs * n), n);
-        let mut d2 = RnsPoly::from_data(crate::scratch::take(limbs * n), n);
-        d0.data
-            .par_chunks_mut(n)
-            .zip(d1.data.par_chunks_mut(n))
-            .zip(d2.data.par_chunks_mut(n))
-            .enumerate()
-            .for_each(|(i, ((x0, x1), x2))| {
-                let bc = &inner.barrett[i];
-                let q = inner.moduli[i].q;
-                let (a0, a1) = (a.parts[0].limb(i), a.parts[1].limb(i));
-                vecops::mul_into(x0, a0, a0, bc);
-                vecops::mul_into(x1, a0, a1, bc);
-                let t = x1.to_vec();
-                vecops::add_assign(x1, &t, q);
-                vecops::mul_into(x2, a1, a1, bc);
             });
         Ok(Ciphertext { params_id: a.params_id, parts: vec![d0, d1, d2], level: a.level, scale, seed: None })
     }
