@@ -14,10 +14,12 @@ use crate::error::{CkksError, Result};
 use crate::keygen::{basis_indices, expand_uniform, inverse_galois_element, permute_poly, KeyGenerator};
 use crate::keys::{GaloisKey, GaloisKeys, PublicKey, RelinKey, SecretKey, SwitchingKey};
 use crate::params::{CkksParams, CkksParamsLiteral};
-use crate::poly::RnsPoly;
 use crate::security::SecurityLevel;
 use heinfer_math::automorphism::check_galois_element;
-use heinfer_math::sampler::Seed;
+
+mod wire;
+
+use wire::{open, open_for, Reader, Writer};
 
 /// Format magic.
 pub const MAGIC: &[u8; 4] = b"HEIN";
@@ -61,165 +63,6 @@ impl Kind {
             Kind::GaloisKeys => "Galois keys",
         }
     }
-}
-
-struct Writer {
-    buf: Vec<u8>,
-}
-
-impl Writer {
-    fn new(kind: Kind, params_id: u64) -> Self {
-        let mut buf = Vec::with_capacity(64);
-        buf.extend_from_slice(MAGIC);
-        buf.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        buf.push(kind as u8);
-        buf.push(0);
-        buf.extend_from_slice(&params_id.to_le_bytes());
-        Self { buf }
-    }
-    fn u8(&mut self, v: u8) {
-        self.buf.push(v);
-    }
-    fn u32(&mut self, v: u32) {
-        self.buf.extend_from_slice(&v.to_le_bytes());
-    }
-    fn u64(&mut self, v: u64) {
-        self.buf.extend_from_slice(&v.to_le_bytes());
-    }
-    fn f64(&mut self, v: f64) {
-        self.buf.extend_from_slice(&v.to_le_bytes());
-    }
-    fn bytes(&mut self, v: &[u8]) {
-        self.buf.extend_from_slice(v);
-    }
-    /// Bit-packs every limb at the width of its modulus.
-    fn poly(&mut self, params: &CkksParams, p: &RnsPoly, moduli: &[usize]) {
-        let inner = params.inner();
-        for (i, &mi) in moduli.iter().enumerate() {
-            let bits = 64 - inner.moduli[mi].q.leading_zeros();
-            let mut acc: u128 = 0;
-            let mut nacc = 0u32;
-            for &x in p.limb(i) {
-                acc |= (x as u128) << nacc;
-                nacc += bits;
-                while nacc >= 8 {
-                    self.buf.push(acc as u8);
-                    acc >>= 8;
-                    nacc -= 8;
-                }
-            }
-            if nacc > 0 {
-                self.buf.push(acc as u8);
-            }
-        }
-    }
-}
-
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-    what: &'static str,
-}
-
-impl<'a> Reader<'a> {
-    fn err(&self, reason: impl Into<String>) -> CkksError {
-        CkksError::Deserialize { what: self.what, reason: reason.into() }
-    }
-    fn take(&mut self, k: usize) -> Result<&'a [u8]> {
-        if self.buf.len() - self.pos < k {
-            return Err(self.err(format!("truncated: needed {k} more bytes at offset {}", self.pos)));
-        }
-        let s = &self.buf[self.pos..self.pos + k];
-        self.pos += k;
-        Ok(s)
-    }
-    fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
-    }
-    fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4")))
-    }
-    fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8")))
-    }
-    fn f64(&mut self) -> Result<f64> {
-        Ok(f64::from_le_bytes(self.take(8)?.try_into().expect("8")))
-    }
-    fn seed(&mut self) -> Result<Seed> {
-        Ok(self.take(32)?.try_into().expect("32"))
-    }
-    fn poly(&mut self, params: &CkksParams, moduli: &[usize]) -> Result<RnsPoly> {
-        let inner = params.inner();
-        let n = params.n();
-        let mut p = RnsPoly::zero(n, moduli.len());
-        for (i, &mi) in moduli.iter().enumerate() {
-            let q = inner.moduli[mi].q;
-            let bits = 64 - q.leading_zeros();
-            let bytes = (n * bits as usize).div_ceil(8);
-            let src = self.take(bytes)?;
-            let mask = (1u128 << bits) - 1;
-            let mut acc: u128 = 0;
-            let mut nacc = 0u32;
-            let mut it = src.iter();
-            for x in p.limb_mut(i).iter_mut() {
-                while nacc < bits {
-                    acc |= (*it.next().expect("length checked") as u128) << nacc;
-                    nacc += 8;
-                }
-                let v = (acc & mask) as u64;
-                acc >>= bits;
-                nacc -= bits;
-                if v >= q {
-                    return Err(self.err(format!("residue {v} in limb {i} is not below its modulus {q}")));
-                }
-                *x = v;
-            }
-            if acc != 0 {
-                return Err(self.err("non-zero padding bits"));
-            }
-        }
-        Ok(p)
-    }
-    fn finish(&self) -> Result<()> {
-        if self.pos != self.buf.len() {
-            return Err(self.err(format!("{} trailing bytes", self.buf.len() - self.pos)));
-        }
-        Ok(())
-    }
-}
-
-/// Opens `bytes` as an object of `kind`: checks the size limit and the header.
-/// Returns the reader positioned after the header and the parameter id found.
-fn open(bytes: &[u8], kind: Kind, max_bytes: usize) -> Result<(Reader<'_>, u64)> {
-    let mut r = Reader { buf: bytes, pos: 0, what: kind.name() };
-    if bytes.len() > max_bytes {
-        return Err(r.err(format!("{} bytes exceed the limit of {max_bytes}", bytes.len())));
-    }
-    if r.take(4)? != MAGIC {
-        return Err(r.err("bad magic (not a heinfer object)"));
-    }
-    let version = u16::from_le_bytes(r.take(2)?.try_into().expect("2"));
-    if version != FORMAT_VERSION {
-        return Err(r.err(format!("unsupported format version {version} (this build reads {FORMAT_VERSION})")));
-    }
-    let k = r.u8()?;
-    if k != kind as u8 {
-        return Err(r.err(format!("object kind {k} is not {} ({})", kind as u8, kind.name())));
-    }
-    let flags = r.u8()?;
-    if flags != 0 {
-        return Err(r.err(format!("unknown flags {flags:#x}")));
-    }
-    let id = r.u64()?;
-    Ok((r, id))
-}
-
-fn open_for<'a>(params: &CkksParams, bytes: &'a [u8], kind: Kind, max_bytes: usize) -> Result<Reader<'a>> {
-    let (r, id) = open(bytes, kind, max_bytes)?;
-    if id != params.id() {
-        return Err(r.err(format!("parameter id {id:#018x} does not match these parameters ({:#018x})", params.id())));
-    }
-    Ok(r)
 }
 
 /// Serializes a parameter literal (its header carries the id it builds to).
