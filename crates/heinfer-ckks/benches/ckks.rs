@@ -53,6 +53,10 @@ fn main() {
         let pt = enc.encode_real(&x, s, l).unwrap();
         let ct = encryptor.encrypt(&pt).unwrap();
         let prod = ev.mul_relin(&ct, &ct, &rlk).unwrap();
+        if only.as_deref() == Some("encrypt") {
+            for _ in 0..300 { encryptor.encrypt(&pt).unwrap(); }
+            return;
+        }
         if only.as_deref() == Some("encode") {
             for _ in 0..1000 { enc.encode_real(&x, s, l).unwrap(); }
             return;

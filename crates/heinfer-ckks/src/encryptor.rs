@@ -41,19 +41,26 @@ impl Encryptor {
         let mut os = Sampler::from_os()?;
         let u: Vec<i64> = os.ternary(n).into_iter().map(|x| x as i64).collect();
         let u = small_to_ntt(params, &u, &idx);
-        let mut c0 = small_to_ntt(params, &os.gaussian(n), &idx);
-        let mut c1 = small_to_ntt(params, &os.gaussian(n), &idx);
+        let (e0, e1) = (os.gaussian(n), os.gaussian(n));
         let lq = params.q().len();
+        let limbs = idx.len();
+        let mut c0 = RnsPoly::from_data(crate::scratch::take(limbs * n), n);
+        let mut c1 = RnsPoly::from_data(crate::scratch::take(limbs * n), n);
         let work = |(i, (l0, l1)): (usize, (&mut [u64], &mut [u64]))| {
             let mi = idx[i];
             // the public key holds all of Q then P: limb of Q_ℓ ∪ P index i ↦ key limb
             let ki = if mi < lq { mi } else { params.max_level() + 1 + (mi - lq) };
             let b = &inner.barrett[mi];
-            vecops::mul_add_assign(l0, self.pk.b.limb(ki), u.limb(i), b);
-            vecops::mul_add_assign(l1, self.pk.a.limb(ki), u.limb(i), b);
+            vecops::mul_into(l0, self.pk.b.limb(ki), u.limb(i), b);
+            vecops::mul_into(l1, self.pk.a.limb(ki), u.limb(i), b);
         };
         c0.data.par_chunks_mut(n).zip(c1.data.par_chunks_mut(n)).enumerate().for_each(work);
-        let (mut c0, c1) = rayon::join(|| mod_down(params, c0.data, level), || mod_down(params, c1.data, level));
+        crate::scratch::give(u.data);
+        // ⌊(b·u + e_0)/P⌉, ⌊(a·u + e_1)/P⌉: the errors enter in coefficient form inside ModDown
+        let (mut c0, c1) = rayon::join(
+            || mod_down(params, c0.data, level, Some(&e0)),
+            || mod_down(params, c1.data, level, Some(&e1)),
+        );
         c0.data.par_chunks_mut(n).enumerate().for_each(|(i, l0)| vecops::add_assign(l0, pt.poly.limb(i), inner.moduli[i].q));
         Ok(Ciphertext { params_id: params.id(), parts: vec![c0, c1], level, scale: pt.scale, seed: None })
     }

@@ -45,7 +45,7 @@ pub(crate) fn basis_indices(params: &CkksParams, level: usize, extended: bool) -
 pub(crate) fn small_to_ntt(params: &CkksParams, coeffs: &[i64], moduli: &[usize]) -> RnsPoly {
     let inner = params.inner();
     let n = params.n();
-    let mut p = RnsPoly::zero(n, moduli.len());
+    let mut p = RnsPoly::from_data(crate::scratch::take(n * moduli.len()), n);
     p.data.par_chunks_mut(n).zip(moduli.par_iter()).for_each(|(limb, &mi)| {
         let q = inner.moduli[mi].q;
         // |c| < q: a negative value maps to q + c without a division

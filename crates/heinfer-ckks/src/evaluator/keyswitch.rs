@@ -93,7 +93,7 @@ impl Evaluator {
 
     /// ModDown: `x ∈ R_{Q_ℓ P}` (NTT, consumed) ↦ `⌊x/P⌉ ∈ R_{Q_ℓ}` (NTT), up to `±|P|`.
     pub(crate) fn mod_down(&self, x: Vec<u64>, level: usize) -> RnsPoly {
-        mod_down(&self.params, x, level)
+        mod_down(&self.params, x, level, None)
     }
 
     /// Full key switch of `c` (NTT, level `ℓ`): returns `(k_0, k_1)` with `k_0 + k_1·s ≈ c·s′`.
@@ -106,13 +106,23 @@ impl Evaluator {
 }
 
 /// ModDown: `x ∈ R_{Q_ℓ P}` (NTT, consumed) ↦ `⌊x/P⌉ ∈ R_{Q_ℓ}` (NTT), up to `±|P|`.
-pub(crate) fn mod_down(params: &crate::params::CkksParams, mut x: Vec<u64>, level: usize) -> RnsPoly {
+///
+/// With `error = Some(e)` it returns `⌊(x + e)/P⌉` for a small signed polynomial `e` given in
+/// coefficient form, at no extra transform: `e` is added to the P residues after their inverse
+/// NTT and subtracted from the converted value before its forward NTT, since
+/// `(x_Q + e) − Conv([x_P + e]_P) = x_Q − (Conv([x_P + e]_P) − e)`.
+pub(crate) fn mod_down(params: &crate::params::CkksParams, mut x: Vec<u64>, level: usize, error: Option<&[i64]>) -> RnsPoly {
     let inner = params.inner();
     let n = params.n();
     let k = params.p().len();
     let lq = params.q().len();
     let qn = (level + 1) * n;
-    x[qn..qn + k * n].par_chunks_mut(n).enumerate().for_each(|(t, limb)| inner.ntt[lq + t].inverse(limb));
+    x[qn..qn + k * n].par_chunks_mut(n).enumerate().for_each(|(t, limb)| {
+        inner.ntt[lq + t].inverse(limb);
+        if let Some(e) = error {
+            add_small(limb, e, inner.moduli[lq + t].q);
+        }
+    });
     // the exact centered residue r = [x]_P ∈ (−P/2, P/2]: x − r is divisible by P and
     // (x − r)/P = ⌊x/P⌉ exactly (a fast conversion would add u·P, u < k, i.e. a biased error
     // of up to k − 1 per coefficient, costing ~4 bits at k = 2)
@@ -123,6 +133,9 @@ pub(crate) fn mod_down(params: &crate::params::CkksParams, mut x: Vec<u64>, leve
     x.truncate(qn);
     x.par_chunks_mut(n).zip(conv.par_chunks_mut(n)).enumerate().for_each(|(i, (o, c))| {
         let m = &inner.moduli[i];
+        if let Some(e) = error {
+            sub_small(c, e, m.q);
+        }
         inner.ntt[i].forward(c);
         vecops::sub_assign(o, c, m.q);
         let (w, ws) = inner.p_inv_mod_q[i];
@@ -130,4 +143,25 @@ pub(crate) fn mod_down(params: &crate::params::CkksParams, mut x: Vec<u64>, leve
     });
     scratch::give(conv);
     RnsPoly::from_data(x, n)
+}
+
+/// `a ← a + e mod q` for a small signed `e` (`|e| < q`); branch-free so it vectorizes.
+fn add_small(a: &mut [u64], e: &[i64], q: u64) {
+    for (x, &v) in a.iter_mut().zip(e) {
+        // v mod q ∈ [0, q): q + v for negative v
+        let t = (v as u64).wrapping_add(q & ((v >> 63) as u64));
+        let s = *x + t;
+        *x = s.min(s.wrapping_sub(q));
+    }
+}
+
+/// `a ← a − e mod q` for a small signed `e` (`|e| < q`); branch-free so it vectorizes.
+fn sub_small(a: &mut [u64], e: &[i64], q: u64) {
+    for (x, &v) in a.iter_mut().zip(e) {
+        // −v mod q ∈ [0, q): q − v for positive v, −v otherwise
+        let neg = (v.wrapping_neg()) as u64;
+        let t = neg.wrapping_add(q & (((-v) >> 63) as u64));
+        let s = *x + t;
+        *x = s.min(s.wrapping_sub(q));
+    }
 }
