@@ -86,8 +86,15 @@ impl BasisConverter {
     /// Converts `input` (`from.len()` limbs of `n` coefficients, concatenated, coefficient
     /// form) into `output` (`to.len()` limbs of `n`). `scratch` must hold `from.len()·n` words.
     pub fn convert(&self, input: &[u64], output: &mut [u64], scratch: &mut [u64], n: usize) {
+        self.convert_with_gap(input, output, scratch, n, 0, 0);
+    }
+
+    /// Like [`Self::convert`], but target limb `j` lands at limb `j` of `output` when
+    /// `j < gap_at` and at limb `j + gap_len` otherwise, leaving `gap_len` limbs untouched —
+    /// the ModUp output of a digit is written around the digit's own limbs without a copy.
+    pub fn convert_with_gap(&self, input: &[u64], output: &mut [u64], scratch: &mut [u64], n: usize, gap_at: usize, gap_len: usize) {
         let k = self.from.len();
-        assert!(input.len() >= k * n && output.len() >= self.to.len() * n && scratch.len() >= k * n);
+        assert!(input.len() >= k * n && output.len() >= (self.to.len() + gap_len) * n && scratch.len() >= k * n);
         for i in 0..k {
             let t = &mut scratch[i * n..(i + 1) * n];
             t.copy_from_slice(&input[i * n..(i + 1) * n]);
@@ -95,7 +102,8 @@ impl BasisConverter {
             vecops::mul_scalar_assign(t, w, ws, &self.from[i]);
         }
         for (j, pj) in self.to.iter().enumerate() {
-            let out = &mut output[j * n..(j + 1) * n];
+            let limb = if j < gap_at { j } else { j + gap_len };
+            let out = &mut output[limb * n..(limb + 1) * n];
             // Shoup's product is exact for any 64-bit multiplicand, so t_i ≥ p_j is fine.
             let (w, ws) = self.qhat_mod_p[j][0];
             out.copy_from_slice(&scratch[..n]);

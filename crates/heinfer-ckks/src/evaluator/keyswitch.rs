@@ -53,11 +53,9 @@ impl Evaluator {
                 let hi = ((j + 1) * alpha).min(level + 1);
                 let mut d = scratch::take(limbs * n);
                 let mut conv_scratch = scratch::take((hi - lo) * n);
-                // converted limbs arrive as (Q_ℓ without the digit) ‖ P; shift the part after
-                // the digit up to make room for the digit's own limbs
-                let others = limbs - (hi - lo);
-                inner.modup[level][j].convert(&coeff[lo * n..hi * n], &mut d[..others * n], &mut conv_scratch, n);
-                d.copy_within(lo * n..others * n, hi * n);
+                // converted limbs are (Q_ℓ without the digit) ‖ P: written around the digit's
+                // own limbs, which are copied in NTT form
+                inner.modup[level][j].convert_with_gap(&coeff[lo * n..hi * n], &mut d, &mut conv_scratch, n, lo, hi - lo);
                 d[lo * n..hi * n].copy_from_slice(&c.data[lo * n..hi * n]);
                 scratch::give(conv_scratch);
                 d.par_chunks_mut(n).enumerate().for_each(|(i, limb)| {
