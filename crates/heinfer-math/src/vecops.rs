@@ -10,6 +10,7 @@
 //!   exact for `q < 2^62` after one conditional subtraction.
 
 use crate::modulus::Modulus;
+use std::mem::MaybeUninit;
 
 /// Barrett constants for the element-wise product kernel.
 #[derive(Debug, Clone, Copy)]
@@ -93,6 +94,40 @@ mod avx512 {
             _mm512_storeu_si512(ptr as *mut _, small_mod(r, vq));
         }
         super::mul_shoup_assign_scalar(&mut a[8 * chunks..], w, ws, q);
+    }
+
+    /// `out[i] = a[i]·w mod q` through a raw output pointer (valid for `a.len()` writes).
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub unsafe fn mul_shoup_to(out: *mut u64, a: &[u64], w: u64, ws: u64, q: u64) {
+        let (vw, vws, vq) = (_mm512_set1_epi64(w as i64), _mm512_set1_epi64(ws as i64), _mm512_set1_epi64(q as i64));
+        let chunks = a.len() / 8;
+        for c in 0..chunks {
+            let x = _mm512_loadu_si512(a.as_ptr().add(8 * c) as *const _);
+            let hi = mulhi(x, vws);
+            let r = _mm512_sub_epi64(_mm512_mullo_epi64(x, vw), _mm512_mullo_epi64(hi, vq));
+            _mm512_storeu_si512(out.add(8 * c) as *mut _, small_mod(r, vq));
+        }
+        for i in 8 * chunks..a.len() {
+            let x = a[i];
+            let hi = ((x as u128 * ws as u128) >> 64) as u64;
+            let r = x.wrapping_mul(w).wrapping_sub(hi.wrapping_mul(q));
+            out.add(i).write(r.min(r.wrapping_sub(q)));
+        }
+    }
+
+    /// `out[i] = a[i]·b[i] mod q` through a raw output pointer (valid for `a.len()` writes).
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub unsafe fn mul_to(out: *mut u64, a: &[u64], bv: &[u64], b: &BarrettConst) {
+        let (vq, vr) = (_mm512_set1_epi64(b.q as i64), _mm512_set1_epi64(b.r as i64));
+        let chunks = a.len() / 8;
+        for c in 0..chunks {
+            let x = _mm512_loadu_si512(a.as_ptr().add(8 * c) as *const _);
+            let y = _mm512_loadu_si512(bv.as_ptr().add(8 * c) as *const _);
+            _mm512_storeu_si512(out.add(8 * c) as *mut _, barrett(x, y, b, vq, vr));
+        }
+        for i in 8 * chunks..a.len() {
+            out.add(i).write(b.mul(a[i], bv[i]));
+        }
     }
 
     #[target_feature(enable = "avx512f,avx512dq")]
@@ -301,6 +336,50 @@ unsafe fn avx512_reduce_f64_into(out: &mut [u64], c: &[f64], q: u64) {
     }
 }
 
+/// `out[i] ← a[i]·w mod q` into uninitialized memory (every element is written).
+pub fn mul_scalar_to_uninit(out: &mut [MaybeUninit<u64>], a: &[u64], w: u64, ws: u64, m: &Modulus) {
+    assert_eq!(out.len(), a.len());
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        // SAFETY: `out` is valid for `a.len()` writes; the kernel writes each element once.
+        return unsafe { avx512::mul_shoup_to(out.as_mut_ptr() as *mut u64, a, w, ws, m.q) };
+    }
+    for (o, &x) in out.iter_mut().zip(a) {
+        let hi = ((x as u128 * ws as u128) >> 64) as u64;
+        o.write(small_mod(x.wrapping_mul(w).wrapping_sub(hi.wrapping_mul(m.q)), m.q));
+    }
+}
+
+/// `out[i] ← a[i]·b[i] mod q` into uninitialized memory (every element is written).
+pub fn mul_to_uninit(out: &mut [MaybeUninit<u64>], a: &[u64], b: &[u64], bc: &BarrettConst) {
+    assert!(out.len() == a.len() && a.len() == b.len());
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        // SAFETY: `out` is valid for `a.len()` writes; the kernel writes each element once.
+        return unsafe { avx512::mul_to(out.as_mut_ptr() as *mut u64, a, b, bc) };
+    }
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        o.write(bc.mul(x, y));
+    }
+}
+
+/// Builds a vector of `limbs·n` words whose limb `i` is written by `f(i, limb)`; `f` must write
+/// every element of the limb it is given. Limbs are produced in parallel and the memory is
+/// never zero-filled first (the allocating evaluator operations are one pass over memory).
+pub fn build_limbs<F>(limbs: usize, n: usize, f: F) -> Vec<u64>
+where
+    F: Fn(usize, &mut [MaybeUninit<u64>]) + Sync + Send,
+{
+    use rayon::prelude::*;
+    let len = limbs * n;
+    let mut v: Vec<u64> = Vec::with_capacity(len);
+    v.spare_capacity_mut()[..len].par_chunks_mut(n).enumerate().for_each(|(i, out)| f(i, out));
+    // SAFETY: every limb was fully written by `f` (its contract; all callers in this crate and
+    // in heinfer-ckks pass kernels that write each element of their output exactly once).
+    unsafe { v.set_len(len) };
+    v
+}
+
 macro_rules! elementwise {
     ($(#[$doc:meta])* $name:ident ($($arg:ident : $ty:ty),*) $body:block) => {
         $(#[$doc])*
@@ -358,6 +437,21 @@ elementwise!(
     }
 );
 
+elementwise!(
+    /// `out[i] ← a[i] + b[i] mod q` into uninitialized memory (every element is written).
+    add_to_uninit(out: &mut [MaybeUninit<u64>], a: &[u64], b: &[u64], q: u64) {
+        assert!(out.len() == a.len() && a.len() == b.len());
+        for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) { o.write(small_mod(x + y, q)); }
+    }
+);
+elementwise!(
+    /// `out[i] ← a[i] − b[i] mod q` into uninitialized memory (every element is written).
+    sub_to_uninit(out: &mut [MaybeUninit<u64>], a: &[u64], b: &[u64], q: u64) {
+        assert!(out.len() == a.len() && a.len() == b.len());
+        for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) { o.write(small_mod(x + q - y, q)); }
+    }
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -391,6 +485,11 @@ mod tests {
             prop_assert_eq!(&t, &a.iter().zip(&b).map(|(&x, &y)| m.add(x, y)).collect::<Vec<_>>());
             let mut t = a.clone(); sub_assign(&mut t, &b, q);
             prop_assert_eq!(&t, &a.iter().zip(&b).map(|(&x, &y)| m.sub(x, y)).collect::<Vec<_>>());
+            let mk = |f: &dyn Fn(&mut [MaybeUninit<u64>])| { let mut v: Vec<u64> = Vec::with_capacity(len); f(&mut v.spare_capacity_mut()[..len]); unsafe { v.set_len(len) }; v };
+            prop_assert_eq!(&mk(&|o| mul_to_uninit(o, &a, &b, &bc)), &expect_mul);
+            prop_assert_eq!(&mk(&|o| mul_scalar_to_uninit(o, &a, w, m.shoup(w), &m)), &a.iter().map(|&x| m.mul(x, w)).collect::<Vec<_>>());
+            prop_assert_eq!(&mk(&|o| add_to_uninit(o, &a, &b, q)), &a.iter().zip(&b).map(|(&x, &y)| m.add(x, y)).collect::<Vec<_>>());
+            prop_assert_eq!(&mk(&|o| sub_to_uninit(o, &a, &b, q)), &a.iter().zip(&b).map(|(&x, &y)| m.sub(x, y)).collect::<Vec<_>>());
             let mut t = a.clone(); neg_assign(&mut t, q);
             prop_assert_eq!(&t, &a.iter().map(|&x| m.neg(x)).collect::<Vec<_>>());
             if q < (1 << 50) {

@@ -8,15 +8,14 @@
 use super::{same_level, same_scale, scaled_constant, Evaluator};
 use crate::ciphertext::{check_scale, Ciphertext, Plaintext};
 use crate::error::{CkksError, Result};
+use crate::poly::RnsPoly;
 use heinfer_math::vecops;
 use rayon::prelude::*;
 
 impl Evaluator {
     /// `a + b`.
     pub fn add(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
-        let mut r = a.clone();
-        self.add_assign(&mut r, b)?;
-        Ok(r)
+        self.binary("add", a, b, false)
     }
 
     /// `a ← a + b` (same level, same scale; sizes may differ).
@@ -26,9 +25,40 @@ impl Evaluator {
 
     /// `a − b`.
     pub fn sub(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
-        let mut r = a.clone();
-        self.sub_assign(&mut r, b)?;
-        Ok(r)
+        self.binary("sub", a, b, true)
+    }
+
+    /// `a ± b` in one pass over memory (no copy of `a` first) when the sizes agree.
+    fn binary(&self, op: &'static str, a: &Ciphertext, b: &Ciphertext, sub: bool) -> Result<Ciphertext> {
+        if a.parts.len() != b.parts.len() {
+            let mut r = a.clone();
+            self.binary_assign(op, &mut r, b, sub)?;
+            return Ok(r);
+        }
+        self.check_ct(a)?;
+        self.check_ct(b)?;
+        same_level(op, a.level, b.level)?;
+        same_scale(op, a.scale, b.scale)?;
+        let n = self.params.n();
+        let inner = self.params.inner();
+        let parts = a
+            .parts
+            .iter()
+            .zip(&b.parts)
+            .map(|(pa, pb)| {
+                RnsPoly::from_data(
+                    vecops::build_limbs(a.level + 1, n, |i, out| {
+                        if sub {
+                            vecops::sub_to_uninit(out, pa.limb(i), pb.limb(i), inner.moduli[i].q)
+                        } else {
+                            vecops::add_to_uninit(out, pa.limb(i), pb.limb(i), inner.moduli[i].q)
+                        }
+                    }),
+                    n,
+                )
+            })
+            .collect();
+        Ok(Ciphertext { params_id: a.params_id, parts, level: a.level, scale: a.scale, seed: None })
     }
 
     /// `a ← a − b`.
@@ -126,9 +156,24 @@ impl Evaluator {
 
     /// `ct · pt` (no rescale); the result's scale is the product of the scales.
     pub fn mul_plain(&self, ct: &Ciphertext, pt: &Plaintext) -> Result<Ciphertext> {
-        let mut r = ct.clone();
-        self.mul_plain_assign(&mut r, pt)?;
-        Ok(r)
+        self.plain_prologue("mul_plain", ct, pt)?;
+        let scale = ct.scale * pt.scale;
+        check_scale(scale)?;
+        let n = self.params.n();
+        let inner = self.params.inner();
+        let parts = ct
+            .parts
+            .iter()
+            .map(|p| {
+                RnsPoly::from_data(
+                    vecops::build_limbs(ct.level + 1, n, |i, out| {
+                        vecops::mul_to_uninit(out, p.limb(i), pt.poly.limb(i), &inner.barrett[i])
+                    }),
+                    n,
+                )
+            })
+            .collect();
+        Ok(Ciphertext { params_id: ct.params_id, parts, level: ct.level, scale, seed: None })
     }
 
     /// `ct ← ct · pt`.
@@ -153,9 +198,28 @@ impl Evaluator {
     /// `const_scale = ct.scale` matches a rescaled ciphertext–ciphertext product (both become
     /// `Δ²/q_ℓ`) — pick the one matching what the result is added to.
     pub fn mul_const(&self, ct: &Ciphertext, c: f64, const_scale: f64) -> Result<Ciphertext> {
-        let mut r = ct.clone();
-        self.mul_const_assign(&mut r, c, const_scale)?;
-        Ok(r)
+        self.check_ct(ct)?;
+        check_scale(const_scale)?;
+        let v = scaled_constant(c, const_scale)?;
+        let scale = ct.scale * const_scale;
+        check_scale(scale)?;
+        let n = self.params.n();
+        let inner = self.params.inner();
+        let parts = ct
+            .parts
+            .iter()
+            .map(|p| {
+                RnsPoly::from_data(
+                    vecops::build_limbs(ct.level + 1, n, |i, out| {
+                        let m = &inner.moduli[i];
+                        let w = m.reduce_i128(v);
+                        vecops::mul_scalar_to_uninit(out, p.limb(i), w, m.shoup(w), m)
+                    }),
+                    n,
+                )
+            })
+            .collect();
+        Ok(Ciphertext { params_id: ct.params_id, parts, level: ct.level, scale, seed: None })
     }
 
     /// `ct ← ct · c` (see [`Self::mul_const`]).
