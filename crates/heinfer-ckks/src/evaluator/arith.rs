@@ -39,25 +39,15 @@ impl Evaluator {
         self.check_ct(b)?;
         same_level(op, a.level, b.level)?;
         same_scale(op, a.scale, b.scale)?;
-        let n = self.params.n();
         let inner = self.params.inner();
-        let parts = a
-            .parts
-            .iter()
-            .zip(&b.parts)
-            .map(|(pa, pb)| {
-                RnsPoly::from_data(
-                    vecops::build_limbs(a.level + 1, n, |i, out| {
-                        if sub {
-                            vecops::sub_to_uninit(out, pa.limb(i), pb.limb(i), inner.moduli[i].q)
-                        } else {
-                            vecops::add_to_uninit(out, pa.limb(i), pb.limb(i), inner.moduli[i].q)
-                        }
-                    }),
-                    n,
-                )
-            })
-            .collect();
+        let parts = self.map_parts(a, |j, i, out| {
+            let (x, y, q) = (a.parts[j].limb(i), b.parts[j].limb(i), inner.moduli[i].q);
+            if sub {
+                vecops::sub_to_uninit(out, x, y, q)
+            } else {
+                vecops::add_to_uninit(out, x, y, q)
+            }
+        });
         Ok(Ciphertext { params_id: a.params_id, parts, level: a.level, scale: a.scale, seed: None })
     }
 
@@ -116,14 +106,7 @@ impl Evaluator {
 
     /// `ct ← ct + pt`.
     pub fn add_plain_assign(&self, ct: &mut Ciphertext, pt: &Plaintext) -> Result<()> {
-        self.plain_prologue("add_plain", ct, pt)?;
-        same_scale("add_plain", ct.scale, pt.scale)?;
-        let n = self.params.n();
-        let inner = self.params.inner();
-        ct.parts_mut()[0].data.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
-            vecops::add_assign(x, pt.poly.limb(i), inner.moduli[i].q);
-        });
-        Ok(())
+        self.plain_additive_assign("add_plain", ct, pt, false)
     }
 
     /// `ct − pt`.
@@ -135,14 +118,34 @@ impl Evaluator {
 
     /// `ct ← ct − pt`.
     pub fn sub_plain_assign(&self, ct: &mut Ciphertext, pt: &Plaintext) -> Result<()> {
-        self.plain_prologue("sub_plain", ct, pt)?;
-        same_scale("sub_plain", ct.scale, pt.scale)?;
+        self.plain_additive_assign("sub_plain", ct, pt, true)
+    }
+
+    fn plain_additive_assign(&self, op: &'static str, ct: &mut Ciphertext, pt: &Plaintext, sub: bool) -> Result<()> {
+        self.plain_prologue(op, ct, pt)?;
+        same_scale(op, ct.scale, pt.scale)?;
         let n = self.params.n();
         let inner = self.params.inner();
         ct.parts_mut()[0].data.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
-            vecops::sub_assign(x, pt.poly.limb(i), inner.moduli[i].q);
+            if sub {
+                vecops::sub_assign(x, pt.poly.limb(i), inner.moduli[i].q)
+            } else {
+                vecops::add_assign(x, pt.poly.limb(i), inner.moduli[i].q)
+            }
         });
         Ok(())
+    }
+
+    /// New parts shaped like `ct`'s: limb `i` of part `j` is written by `f(j, i, out)`, which
+    /// must write every word of `out` (one pass over memory, no zero-fill or copy first).
+    fn map_parts<F>(&self, ct: &Ciphertext, f: F) -> Vec<RnsPoly>
+    where
+        F: Fn(usize, usize, &mut [std::mem::MaybeUninit<u64>]) + Sync + Send,
+    {
+        let n = self.params.n();
+        (0..ct.parts.len())
+            .map(|j| RnsPoly::from_data(vecops::build_limbs(ct.level + 1, n, |i, out| f(j, i, out)), n))
+            .collect()
     }
 
     fn plain_prologue(&self, op: &'static str, ct: &Ciphertext, pt: &Plaintext) -> Result<()> {
@@ -159,20 +162,10 @@ impl Evaluator {
         self.plain_prologue("mul_plain", ct, pt)?;
         let scale = ct.scale * pt.scale;
         check_scale(scale)?;
-        let n = self.params.n();
         let inner = self.params.inner();
-        let parts = ct
-            .parts
-            .iter()
-            .map(|p| {
-                RnsPoly::from_data(
-                    vecops::build_limbs(ct.level + 1, n, |i, out| {
-                        vecops::mul_to_uninit(out, p.limb(i), pt.poly.limb(i), &inner.barrett[i])
-                    }),
-                    n,
-                )
-            })
-            .collect();
+        let parts = self.map_parts(ct, |j, i, out| {
+            vecops::mul_to_uninit(out, ct.parts[j].limb(i), pt.poly.limb(i), &inner.barrett[i])
+        });
         Ok(Ciphertext { params_id: ct.params_id, parts, level: ct.level, scale, seed: None })
     }
 
@@ -203,22 +196,12 @@ impl Evaluator {
         let v = scaled_constant(c, const_scale)?;
         let scale = ct.scale * const_scale;
         check_scale(scale)?;
-        let n = self.params.n();
         let inner = self.params.inner();
-        let parts = ct
-            .parts
-            .iter()
-            .map(|p| {
-                RnsPoly::from_data(
-                    vecops::build_limbs(ct.level + 1, n, |i, out| {
-                        let m = &inner.moduli[i];
-                        let w = m.reduce_i128(v);
-                        vecops::mul_scalar_to_uninit(out, p.limb(i), w, m.shoup(w), m)
-                    }),
-                    n,
-                )
-            })
-            .collect();
+        let parts = self.map_parts(ct, |j, i, out| {
+            let m = &inner.moduli[i];
+            let w = m.reduce_i128(v);
+            vecops::mul_scalar_to_uninit(out, ct.parts[j].limb(i), w, m.shoup(w), m)
+        });
         Ok(Ciphertext { params_id: ct.params_id, parts, level: ct.level, scale, seed: None })
     }
 
