@@ -2,8 +2,11 @@
 //!
 //! For a primitive `2N`-th root of unity `ψ mod q`, the forward transform maps
 //! `a(X) = Σ a_i X^i` to its evaluations at the odd powers of `ψ`; a product of polynomials
-//! becomes a point-wise product. We wrap the `tfhe-ntt` crate (AVX-512 / AVX2 / scalar,
-//! chosen at run time; measured faster here than a scalar Harvey NTT, see BENCHMARKS.md).
+//! becomes a point-wise product. Primes below 2^50 on AVX-512 machines run our
+//! double-precision FMA transform ([`crate::ntt_fma`], 8–20% faster here); every other case
+//! runs the `tfhe-ntt` crate (AVX-512 / AVX2 / scalar, chosen at run time). Both use the same
+//! `ψ` and order and agree bit for bit (tested), so objects in NTT form do not depend on the
+//! machine that made them.
 //!
 //! **Ordering.** Output index `j` holds `a(ψ^{2·brev(j)+1})`, where `brev` reverses the
 //! `log2 N` bits of `j` (checked by a test). The Galois permutations in
