@@ -42,16 +42,8 @@ impl Encoder {
         level: usize,
         extended: bool,
     ) -> PyResult<Plaintext> {
-        let v = to_vec(&values);
-        let inner = run(py, || {
-            if extended {
-                let z: Vec<Complex64> = v.iter().map(|&x| Complex64::new(x, 0.0)).collect();
-                self.inner.encode_extended(&z, scale, level)
-            } else {
-                self.inner.encode_real(&v, scale, level)
-            }
-        })?;
-        Ok(Plaintext { inner, params: self.params.clone() })
+        let z: Vec<Complex64> = to_vec(&values).into_iter().map(|x| Complex64::new(x, 0.0)).collect();
+        self.encode_slots(py, z, scale, level, extended)
     }
     /// Complex values, one per slot; `extended` adds the special primes.
     fn encode_complex(
@@ -62,15 +54,7 @@ impl Encoder {
         level: usize,
         extended: bool,
     ) -> PyResult<Plaintext> {
-        let v = to_vec(&values);
-        let inner = run(py, || {
-            if extended {
-                self.inner.encode_extended(&v, scale, level)
-            } else {
-                self.inner.encode(&v, scale, level)
-            }
-        })?;
-        Ok(Plaintext { inner, params: self.params.clone() })
+        self.encode_slots(py, to_vec(&values), scale, level, extended)
     }
     /// All `N/2` slots as complex values.
     fn decode<'py>(&self, py: Python<'py>, pt: &Plaintext) -> PyResult<Bound<'py, PyArray1<Complex64>>> {
@@ -81,5 +65,18 @@ impl Encoder {
     fn decode_real<'py>(&self, py: Python<'py>, pt: &Plaintext) -> PyResult<Bound<'py, PyArray1<f64>>> {
         let v = run(py, || self.inner.decode_real(&pt.inner))?;
         Ok(PyArray1::from_vec(py, v))
+    }
+}
+
+impl Encoder {
+    fn encode_slots(&self, py: Python<'_>, z: Vec<Complex64>, scale: f64, level: usize, extended: bool) -> PyResult<Plaintext> {
+        let inner = run(py, || {
+            if extended {
+                self.inner.encode_extended(&z, scale, level)
+            } else {
+                self.inner.encode(&z, scale, level)
+            }
+        })?;
+        Ok(Plaintext { inner, params: self.params.clone() })
     }
 }

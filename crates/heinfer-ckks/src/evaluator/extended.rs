@@ -68,16 +68,12 @@ impl Evaluator {
         let v = scaled_constant(c, const_scale)?;
         let scale = e.scale * const_scale;
         check_scale(scale)?;
-        let n = self.params.n();
         let inner = self.params.inner();
-        let mut r = e.clone();
-        for p in r.parts.iter_mut() {
-            p.data.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
-                let m = &inner.moduli[modulus_index(&self.params, e.level, i)];
-                let w = m.reduce_i128(v);
-                vecops::mul_scalar_assign(x, w, m.shoup(w), m);
-            });
-        }
+        let mut r = self.map_extended_limbs(e, |_, mi, x| {
+            let m = &inner.moduli[mi];
+            let w = m.reduce_i128(v);
+            vecops::mul_scalar_assign(x, w, m.shoup(w), m);
+        });
         r.scale = scale;
         Ok(r)
     }
@@ -96,16 +92,24 @@ impl Evaluator {
         }
         let scale = e.scale * pt.scale;
         check_scale(scale)?;
-        let n = self.params.n();
         let inner = self.params.inner();
-        let mut r = e.clone();
-        for p in r.parts.iter_mut() {
-            p.data.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
-                vecops::mul_assign(x, pt.poly.limb(i), &inner.barrett[modulus_index(&self.params, e.level, i)]);
-            });
-        }
+        let mut r = self.map_extended_limbs(e, |i, mi, x| vecops::mul_assign(x, pt.poly.limb(i), &inner.barrett[mi]));
         r.scale = scale;
         Ok(r)
+    }
+
+    /// A copy of `e` with `f(limb_index, modulus_table_index, limb)` applied to every limb of
+    /// every part.
+    fn map_extended_limbs<F>(&self, e: &ExtendedCiphertext, f: F) -> ExtendedCiphertext
+    where
+        F: Fn(usize, usize, &mut [u64]) + Sync + Send,
+    {
+        let n = self.params.n();
+        let mut r = e.clone();
+        for p in r.parts.iter_mut() {
+            p.data.par_chunks_mut(n).enumerate().for_each(|(i, x)| f(i, modulus_index(&self.params, e.level, i), x));
+        }
+        r
     }
 
     /// Divides by `P` and returns to `Q_ℓ`: one ModDown per part.
