@@ -27,11 +27,14 @@ from heinfer.errors import (
     OperandError,
     ParameterError,
     ProtocolError,
+    RangeError,
     ScaleError,
     SerializationError,
     UnsupportedOperatorError,
 )
-from heinfer.inference import Client, Server, compile, infer
+from heinfer.inference import Client, InferenceResult, Options, Server, compile, infer
+from heinfer.program import Program
+from heinfer.program import load as load_program
 from heinfer.threads import get_num_threads, set_num_threads
 
 __version__: str = _native.__version__
@@ -41,6 +44,10 @@ __all__ = [
     "ckks",
     "compile",
     "infer",
+    "InferenceResult",
+    "Options",
+    "Program",
+    "load_program",
     "Client",
     "Server",
     "NotSupportedYetError",
@@ -57,4 +64,5 @@ __all__ = [
     "UnsupportedOperatorError",
     "CompileError",
     "ProtocolError",
+    "RangeError",
 ]

@@ -23,6 +23,8 @@ class                      raised when
 ``UnsupportedOperatorError``  a model uses an operator heinfer cannot evaluate (compiler)
 ``CompileError``           a compiler pass failed (names the node and the pass)
 ``ProtocolError``          a client/server exchange is malformed or out of order
+``RangeError``             decrypted values exceed the range a program was compiled for
+                           (recompile with calibration inputs that cover them)
 =========================  ==============================================================
 """
 
@@ -41,6 +43,7 @@ __all__ = [
     "UnsupportedOperatorError",
     "CompileError",
     "ProtocolError",
+    "RangeError",
 ]
 
 
@@ -77,7 +80,18 @@ class OperandError(HeinferError, ValueError):
 
 
 class UnsupportedOperatorError(HeinferError, NotImplementedError):
-    """A model operator that heinfer cannot evaluate (raised by the compiler)."""
+    """A model operator that heinfer cannot evaluate (raised by the compiler).
+
+    ``op_type`` and ``node_name`` name the offending operator and node when the compiler knows
+    them (both ``None`` otherwise); the message names them too.
+    """
+
+    def __init__(
+        self, message: str = "", *, op_type: str | None = None, node_name: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.op_type = op_type
+        self.node_name = node_name
 
 
 class CompileError(HeinferError):
@@ -90,3 +104,12 @@ class NotSupportedYetError(HeinferError, NotImplementedError):
 
 class ProtocolError(HeinferError):
     """A malformed or out-of-order message between client and server."""
+
+
+class RangeError(HeinferError, ArithmeticError):
+    """Decrypted values exceed the range the program was compiled for.
+
+    CKKS arithmetic wraps around modulo the ciphertext modulus: a value beyond the planned
+    range would decrypt to garbage. The client checks every decrypted tensor against the
+    compiler's bound and raises this error instead of returning a wrong answer.
+    """

@@ -23,7 +23,10 @@ fn median_us<F: FnMut()>(reps: usize, mut f: F) -> f64 {
 
 fn main() {
     // `cargo bench` passes `--bench`; keep only positional arguments
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
     let logn: u32 = args.first().and_then(|s| s.parse().ok()).unwrap_or(14);
     let threads: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1);
     let only: Option<String> = args.get(2).cloned();
@@ -32,7 +35,10 @@ fn main() {
         14 => presets::pn14_qp438(),
         _ => presets::pn15_qp881(),
     };
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
     pool.install(|| {
         let params = CkksParams::new(lit).unwrap();
         println!("{params:?}, threads={threads}");
@@ -46,7 +52,9 @@ fn main() {
         let encryptor = Encryptor::new(&params, &pk).unwrap();
         let decryptor = Decryptor::new(&params, kg.secret_key()).unwrap();
         let ev = Evaluator::new(&params);
-        let x: Vec<f64> = (0..params.slots()).map(|i| ((i * 7919) % 1000) as f64 / 1000.0).collect();
+        let x: Vec<f64> = (0..params.slots())
+            .map(|i| ((i * 7919) % 1000) as f64 / 1000.0)
+            .collect();
         let s = params.default_scale();
         let l = params.max_level();
         let reps = 20;
@@ -54,37 +62,107 @@ fn main() {
         let ct = encryptor.encrypt(&pt).unwrap();
         let prod = ev.mul_relin(&ct, &ct, &rlk).unwrap();
         if only.as_deref() == Some("encrypt") {
-            for _ in 0..300 { encryptor.encrypt(&pt).unwrap(); }
+            for _ in 0..300 {
+                encryptor.encrypt(&pt).unwrap();
+            }
             return;
         }
         if only.as_deref() == Some("encode") {
-            for _ in 0..1000 { enc.encode_real(&x, s, l).unwrap(); }
+            for _ in 0..1000 {
+                enc.encode_real(&x, s, l).unwrap();
+            }
             return;
         }
         if only.as_deref() == Some("hoisted") {
-            for _ in 0..40 { ev.rotate_hoisted(&ct, &steps, &gks).unwrap(); }
+            for _ in 0..40 {
+                ev.rotate_hoisted(&ct, &steps, &gks).unwrap();
+            }
             return;
         }
         if only.as_deref() == Some("rotate") {
-            for _ in 0..600 { ev.rotate(&ct, 1, &gks).unwrap(); }
+            for _ in 0..600 {
+                ev.rotate(&ct, 1, &gks).unwrap();
+            }
             return;
         }
         if only.as_deref() == Some("mul_relin") {
-            for _ in 0..600 { ev.mul_relin(&ct, &ct, &rlk).unwrap(); }
+            for _ in 0..600 {
+                ev.mul_relin(&ct, &ct, &rlk).unwrap();
+            }
             return;
         }
-        println!("ckks/encode/{tag}: {:9.1} us", median_us(reps, || { enc.encode_real(&x, s, l).unwrap(); }));
-        println!("ckks/encrypt/{tag}: {:9.1} us", median_us(reps, || { encryptor.encrypt(&pt).unwrap(); }));
-        println!("ckks/decrypt/{tag}: {:9.1} us", median_us(reps, || { decryptor.decrypt(&ct).unwrap(); }));
+        println!(
+            "ckks/encode/{tag}: {:9.1} us",
+            median_us(reps, || {
+                enc.encode_real(&x, s, l).unwrap();
+            })
+        );
+        println!(
+            "ckks/encrypt/{tag}: {:9.1} us",
+            median_us(reps, || {
+                encryptor.encrypt(&pt).unwrap();
+            })
+        );
+        println!(
+            "ckks/decrypt/{tag}: {:9.1} us",
+            median_us(reps, || {
+                decryptor.decrypt(&ct).unwrap();
+            })
+        );
         let dp = decryptor.decrypt(&ct).unwrap();
-        println!("ckks/decode/{tag}: {:9.1} us", median_us(reps, || { enc.decode(&dp).unwrap(); }));
-        println!("ckks/add/{tag}: {:9.1} us", median_us(reps, || { ev.add(&ct, &ct).unwrap(); }));
-        println!("ckks/mul_plain/{tag}: {:9.1} us", median_us(reps, || { ev.mul_plain(&ct, &pt).unwrap(); }));
-        println!("ckks/mul_const/{tag}: {:9.1} us", median_us(reps, || { ev.mul_const(&ct, 0.7, s).unwrap(); }));
-        println!("ckks/mul_relin/{tag}: {:9.1} us", median_us(reps, || { ev.mul_relin(&ct, &ct, &rlk).unwrap(); }));
-        println!("ckks/rescale/{tag}: {:9.1} us", median_us(reps, || { ev.rescale(&prod).unwrap(); }));
-        println!("ckks/rotate/{tag}: {:9.1} us", median_us(reps, || { ev.rotate(&ct, 1, &gks).unwrap(); }));
-        println!("ckks/rotate_hoisted_per_rotation/{tag}/r=16: {:9.1} us", median_us(5, || { ev.rotate_hoisted(&ct, &steps, &gks).unwrap(); }) / 16.0);
-        println!("ckks/conjugate/{tag}: {:9.1} us", median_us(reps, || { ev.conjugate(&ct, &gks).unwrap(); }));
+        println!(
+            "ckks/decode/{tag}: {:9.1} us",
+            median_us(reps, || {
+                enc.decode(&dp).unwrap();
+            })
+        );
+        println!(
+            "ckks/add/{tag}: {:9.1} us",
+            median_us(reps, || {
+                ev.add(&ct, &ct).unwrap();
+            })
+        );
+        println!(
+            "ckks/mul_plain/{tag}: {:9.1} us",
+            median_us(reps, || {
+                ev.mul_plain(&ct, &pt).unwrap();
+            })
+        );
+        println!(
+            "ckks/mul_const/{tag}: {:9.1} us",
+            median_us(reps, || {
+                ev.mul_const(&ct, 0.7, s).unwrap();
+            })
+        );
+        println!(
+            "ckks/mul_relin/{tag}: {:9.1} us",
+            median_us(reps, || {
+                ev.mul_relin(&ct, &ct, &rlk).unwrap();
+            })
+        );
+        println!(
+            "ckks/rescale/{tag}: {:9.1} us",
+            median_us(reps, || {
+                ev.rescale(&prod).unwrap();
+            })
+        );
+        println!(
+            "ckks/rotate/{tag}: {:9.1} us",
+            median_us(reps, || {
+                ev.rotate(&ct, 1, &gks).unwrap();
+            })
+        );
+        println!(
+            "ckks/rotate_hoisted_per_rotation/{tag}/r=16: {:9.1} us",
+            median_us(5, || {
+                ev.rotate_hoisted(&ct, &steps, &gks).unwrap();
+            }) / 16.0
+        );
+        println!(
+            "ckks/conjugate/{tag}: {:9.1} us",
+            median_us(reps, || {
+                ev.conjugate(&ct, &gks).unwrap();
+            })
+        );
     });
 }

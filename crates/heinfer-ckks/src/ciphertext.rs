@@ -76,9 +76,63 @@ impl Ciphertext {
         self.seed.is_some()
     }
 
-    pub(crate) fn parts_mut(&mut self) -> &mut [RnsPoly] {
+    /// The polynomials, mutable (drops seed compression: `c_1` is no longer the expansion
+    /// of a seed once a caller may have changed it).
+    pub fn parts_mut(&mut self) -> &mut [RnsPoly] {
         self.seed = None;
         &mut self.parts
+    }
+
+    /// All polynomials.
+    pub fn parts(&self) -> &[RnsPoly] {
+        &self.parts
+    }
+
+    /// Builds a ciphertext from NTT-form parts at `level` (each part must have `level+1`
+    /// limbs of degree `N`, residues below their moduli) — the constructor of kernels that
+    /// compute parts directly. Checks shapes, level and scale; residues are the caller's
+    /// responsibility (debug builds check them).
+    pub fn from_parts(
+        params: &CkksParams,
+        parts: Vec<RnsPoly>,
+        level: usize,
+        scale: f64,
+    ) -> Result<Self> {
+        if level > params.max_level() {
+            return Err(CkksError::LevelOutOfRange {
+                level,
+                max: params.max_level(),
+            });
+        }
+        if !(2..=3).contains(&parts.len()) {
+            return Err(CkksError::InvalidOperand {
+                op: "from_parts",
+                reason: format!("{} parts", parts.len()),
+            });
+        }
+        for p in &parts {
+            if p.n() != params.n() || p.limbs() != level + 1 {
+                return Err(CkksError::InvalidOperand {
+                    op: "from_parts",
+                    reason: format!(
+                        "part has {} limbs of degree {}, expected {} of degree {}",
+                        p.limbs(),
+                        p.n(),
+                        level + 1,
+                        params.n()
+                    ),
+                });
+            }
+            debug_assert!((0..=level).all(|i| p.limb(i).iter().all(|&x| x < params.q()[i])));
+        }
+        check_scale(scale)?;
+        Ok(Self {
+            params_id: params.id(),
+            parts,
+            level,
+            scale,
+            seed: None,
+        })
     }
 
     pub(crate) fn check(&self, params: &CkksParams) -> Result<()> {
@@ -89,7 +143,9 @@ impl Ciphertext {
 /// A scale must be finite, ≥ 1 and below 2^1000.
 pub(crate) fn check_scale(scale: f64) -> Result<()> {
     if !(scale.is_finite() && scale >= 1.0 && scale < 2f64.powi(1000)) {
-        return Err(CkksError::InvalidScale(format!("{scale} is not a finite value in [1, 2^1000)")));
+        return Err(CkksError::InvalidScale(format!(
+            "{scale} is not a finite value in [1, 2^1000)"
+        )));
     }
     Ok(())
 }

@@ -13,11 +13,11 @@
 
 use crate::ciphertext::{check_scale, Plaintext};
 use crate::error::{CkksError, Result};
-use crate::params::CkksParams;
 use crate::keygen::basis_indices;
+use crate::params::CkksParams;
 use crate::poly::RnsPoly;
-use rayon::prelude::*;
 use num_complex::Complex64;
+use rayon::prelude::*;
 use std::f64::consts::PI;
 
 /// Encodes and decodes vectors of up to `N/2` complex values.
@@ -42,8 +42,11 @@ impl Encoder {
             rot_group.push(g);
             g = g * 5 % m;
         }
-        let roots: Vec<Complex64> = (0..=m).map(|k| Complex64::from_polar(1.0, 2.0 * PI * k as f64 / m as f64)).collect();
-        let (mut fwd_twiddles, mut inv_twiddles) = (Vec::with_capacity(slots), Vec::with_capacity(slots));
+        let roots: Vec<Complex64> = (0..=m)
+            .map(|k| Complex64::from_polar(1.0, 2.0 * PI * k as f64 / m as f64))
+            .collect();
+        let (mut fwd_twiddles, mut inv_twiddles) =
+            (Vec::with_capacity(slots), Vec::with_capacity(slots));
         let mut len = 2;
         while len <= slots {
             let lenq = len << 2;
@@ -54,7 +57,11 @@ impl Encoder {
             }
             len <<= 1;
         }
-        Self { params: params.clone(), fwd_twiddles, inv_twiddles }
+        Self {
+            params: params.clone(),
+            fwd_twiddles,
+            inv_twiddles,
+        }
     }
 
     /// Number of slots `N/2`.
@@ -78,33 +85,52 @@ impl Encoder {
 
     /// Encodes with the special primes `P` as extra limbs, for multiplying extended
     /// ciphertexts ([`crate::ExtendedCiphertext`]) in baby-step giant-step sums.
-    pub fn encode_extended(&self, values: &[Complex64], scale: f64, level: usize) -> Result<Plaintext> {
+    pub fn encode_extended(
+        &self,
+        values: &[Complex64],
+        scale: f64,
+        level: usize,
+    ) -> Result<Plaintext> {
         self.encode_in_basis(values, scale, level, true)
     }
 
-    fn encode_in_basis(&self, values: &[Complex64], scale: f64, level: usize, extended: bool) -> Result<Plaintext> {
+    fn encode_in_basis(
+        &self,
+        values: &[Complex64],
+        scale: f64,
+        level: usize,
+        extended: bool,
+    ) -> Result<Plaintext> {
         let coeffs = self.embed_inverse(values, scale, level)?;
         let n = self.params.n();
         let inner = self.params.inner();
         let idx = basis_indices(&self.params, level, extended);
         let mut poly = RnsPoly::zero(n, idx.len());
         let max = coeffs.iter().fold(0.0f64, |a, &c| a.max(c.abs()));
-        poly.data.par_chunks_mut(n).zip(idx.par_iter()).for_each(|(limb, &mi)| {
-            let m = &inner.moduli[mi];
-            if max < 4.0e15 && m.q < (1u64 << 50) {
-                heinfer_math::vecops::reduce_f64_into(limb, &coeffs, m.q);
-            } else if max < 9.2e18 {
-                for (x, &c) in limb.iter_mut().zip(&coeffs) {
-                    *x = m.reduce_i64(c as i64);
+        poly.data
+            .par_chunks_mut(n)
+            .zip(idx.par_iter())
+            .for_each(|(limb, &mi)| {
+                let m = &inner.moduli[mi];
+                if max < 4.0e15 && m.q < (1u64 << 50) {
+                    heinfer_math::vecops::reduce_f64_into(limb, &coeffs, m.q);
+                } else if max < 9.2e18 {
+                    for (x, &c) in limb.iter_mut().zip(&coeffs) {
+                        *x = m.reduce_i64(c as i64);
+                    }
+                } else {
+                    for (x, &c) in limb.iter_mut().zip(&coeffs) {
+                        *x = m.reduce_i128(c as i128);
+                    }
                 }
-            } else {
-                for (x, &c) in limb.iter_mut().zip(&coeffs) {
-                    *x = m.reduce_i128(c as i128);
-                }
-            }
-            inner.ntt[mi].forward(limb);
-        });
-        Ok(Plaintext { params_id: self.params.id(), poly, level, scale })
+                inner.ntt[mi].forward(limb);
+            });
+        Ok(Plaintext {
+            params_id: self.params.id(),
+            poly,
+            level,
+            scale,
+        })
     }
 
     /// `⌊Δ·σ^{-1}(z)⌉` as f64 integers, checked against `Q_ℓ/2`.
@@ -113,12 +139,21 @@ impl Encoder {
         let slots = n / 2;
         check_scale(scale)?;
         if level > self.params.max_level() {
-            return Err(CkksError::LevelOutOfRange { level, max: self.params.max_level() });
+            return Err(CkksError::LevelOutOfRange {
+                level,
+                max: self.params.max_level(),
+            });
         }
         if values.len() > slots {
-            return Err(CkksError::Encoding(format!("{} values do not fit in {slots} slots", values.len())));
+            return Err(CkksError::Encoding(format!(
+                "{} values do not fit in {slots} slots",
+                values.len()
+            )));
         }
-        if values.iter().any(|v| !v.re.is_finite() || !v.im.is_finite()) {
+        if values
+            .iter()
+            .any(|v| !v.re.is_finite() || !v.im.is_finite())
+        {
             return Err(CkksError::Encoding("a value is NaN or infinite".into()));
         }
         let mut z = vec![Complex64::new(0.0, 0.0); slots];
@@ -130,7 +165,10 @@ impl Encoder {
             coeffs[i + slots] = round(v.im * scale);
         }
         let max = coeffs.iter().fold(0.0f64, |a, &c| a.max(c.abs()));
-        let log_q: f64 = self.params.q()[..=level].iter().map(|&q| (q as f64).log2()).sum();
+        let log_q: f64 = self.params.q()[..=level]
+            .iter()
+            .map(|&q| (q as f64).log2())
+            .sum();
         if max > 0.0 && (max.log2() + 1.0 >= log_q || max >= 1.6e38) {
             return Err(CkksError::Encoding(format!(
                 "scaled coefficients reach 2^{:.1}, beyond Q_{level}/2 = 2^{:.1}: lower the scale or the values",
@@ -147,33 +185,16 @@ impl Encoder {
         let n = self.params.n();
         let slots = n / 2;
         let inner = self.params.inner();
-        let limbs = if pt.level >= 1 { 2 } else { 1 };
+        let limbs = pt.level + 1;
         let mut coef: Vec<Vec<u64>> = (0..limbs).map(|i| pt.poly.limb(i).to_vec()).collect();
         for (i, c) in coef.iter_mut().enumerate() {
             inner.ntt[i].inverse(c);
         }
-        let q0 = inner.q[0];
-        let values: Vec<f64> = if limbs == 1 {
-            coef[0].iter().map(|&x| if x > q0 / 2 { -((q0 - x) as f64) } else { x as f64 }).collect()
-        } else {
-            // CRT over q0·q1: x = x0 + q0·[(x1 − x0)·q0^{-1} mod q1], centered.
-            let q1 = inner.q[1];
-            let m1 = &inner.moduli[1];
-            let q0_inv = m1.inv(q0 % q1);
-            let big = q0 as u128 * q1 as u128;
-            coef[0]
-                .iter()
-                .zip(&coef[1])
-                .map(|(&x0, &x1)| {
-                    let t = m1.mul(m1.sub(x1, x0 % q1), q0_inv);
-                    let x = x0 as u128 + q0 as u128 * t as u128;
-                    if x > big / 2 { -((big - x) as f64) } else { x as f64 }
-                })
-                .collect()
-        };
+        let values = centered_crt(&inner.moduli[..limbs], &coef);
         let inv_scale = 1.0 / pt.scale;
-        let mut z: Vec<Complex64> =
-            (0..slots).map(|i| Complex64::new(values[i] * inv_scale, values[i + slots] * inv_scale)).collect();
+        let mut z: Vec<Complex64> = (0..slots)
+            .map(|i| Complex64::new(values[i] * inv_scale, values[i + slots] * inv_scale))
+            .collect();
         self.fft_special(&mut z);
         Ok(z)
     }
@@ -242,7 +263,11 @@ fn round(x: f64) -> f64 {
     if x.abs() < 2_251_799_813_685_248.0 {
         // ties: the magic-number trick rounds half to even; nudge exact halves away from zero
         let r = (x + MAGIC) - MAGIC;
-        if (r - x).abs() == 0.5 { x.round() } else { r }
+        if (r - x).abs() == 0.5 {
+            x.round()
+        } else {
+            r
+        }
     } else {
         x.round()
     }
@@ -257,4 +282,69 @@ fn bit_reverse_permute<T>(v: &mut [T]) {
             v.swap(i, j);
         }
     }
+}
+
+/// The centered integers `x ∈ (−Q/2, Q/2]` of the residues `coef[i][c] = x mod q_i`, as f64,
+/// over every limb (Garner's mixed-radix reconstruction).
+///
+/// With `h = ⌊Q/2⌋`, whose mixed-radix digits are `(q_i − 1)/2`, the residues of
+/// `y = x + h mod Q ∈ [0, Q)` are turned into digits `t_i`, and `x = y − h = Σ (t_i − h_i)·W_i`
+/// (`W_i = q_0⋯q_{i−1}`) is evaluated by Horner's rule from the top digit with small signed
+/// digit differences, so no large terms cancel: the result has f64's relative precision.
+pub(crate) fn centered_crt(moduli: &[heinfer_math::Modulus], coef: &[Vec<u64>]) -> Vec<f64> {
+    let k = moduli.len();
+    let n = coef[0].len();
+    let half: Vec<u64> = moduli.iter().map(|m| (m.q - 1) / 2).collect();
+    if k == 1 {
+        let q = moduli[0].q;
+        return coef[0]
+            .iter()
+            .map(|&x| {
+                if x > q / 2 {
+                    -((q - x) as f64)
+                } else {
+                    x as f64
+                }
+            })
+            .collect();
+    }
+    // h mod q_i = (q_i − 1)·2^{-1}… computed from the digits: h = Σ_j half_j·W_j
+    let h_mod: Vec<u64> = moduli
+        .iter()
+        .map(|mi| {
+            let mut acc = 0u64;
+            let mut w = 1u64;
+            for (j, mj) in moduli.iter().enumerate() {
+                acc = mi.add(acc, mi.mul(half[j] % mi.q, w));
+                w = mi.mul(w, mj.q % mi.q);
+            }
+            acc
+        })
+        .collect();
+    // inv[i][j] = q_j^{-1} mod q_i for j < i
+    let inv: Vec<Vec<u64>> = (0..k)
+        .map(|i| {
+            (0..i)
+                .map(|j| moduli[i].inv(moduli[j].q % moduli[i].q))
+                .collect()
+        })
+        .collect();
+    let mut out = vec![0f64; n];
+    let mut t = vec![0u64; k];
+    for (c, o) in out.iter_mut().enumerate() {
+        for i in 0..k {
+            let m = &moduli[i];
+            let mut x = m.add(coef[i][c], h_mod[i]);
+            for j in 0..i {
+                x = m.mul(m.sub(x, t[j] % m.q), inv[i][j]);
+            }
+            t[i] = x;
+        }
+        let mut acc = 0f64;
+        for i in (0..k).rev() {
+            acc = acc * moduli[i].q as f64 + (t[i] as f64 - half[i] as f64);
+        }
+        *o = acc;
+    }
+    out
 }

@@ -8,10 +8,10 @@
 
 use crate::ciphertext::{Ciphertext, Plaintext};
 use crate::error::{CkksError, Result};
+use crate::evaluator::keyswitch::mod_down;
 use crate::keygen::{basis_indices, small_to_ntt};
 use crate::keys::{PublicKey, SecretKey};
 use crate::params::CkksParams;
-use crate::evaluator::keyswitch::mod_down;
 use crate::poly::RnsPoly;
 use heinfer_math::sampler::Sampler;
 use heinfer_math::vecops;
@@ -27,7 +27,10 @@ impl Encryptor {
     /// An encryptor for `pk` (which must belong to `params`).
     pub fn new(params: &CkksParams, pk: &PublicKey) -> Result<Self> {
         params.check_id(pk.params_id)?;
-        Ok(Self { params: params.clone(), pk: pk.clone() })
+        Ok(Self {
+            params: params.clone(),
+            pk: pk.clone(),
+        })
     }
 
     /// Encrypts `pt` at its level and scale.
@@ -49,20 +52,37 @@ impl Encryptor {
         let work = |(i, (l0, l1)): (usize, (&mut [u64], &mut [u64]))| {
             let mi = idx[i];
             // the public key holds all of Q then P: limb of Q_ℓ ∪ P index i ↦ key limb
-            let ki = if mi < lq { mi } else { params.max_level() + 1 + (mi - lq) };
+            let ki = if mi < lq {
+                mi
+            } else {
+                params.max_level() + 1 + (mi - lq)
+            };
             let b = &inner.barrett[mi];
             vecops::mul_into(l0, self.pk.b.limb(ki), u.limb(i), b);
             vecops::mul_into(l1, self.pk.a.limb(ki), u.limb(i), b);
         };
-        c0.data.par_chunks_mut(n).zip(c1.data.par_chunks_mut(n)).enumerate().for_each(work);
+        c0.data
+            .par_chunks_mut(n)
+            .zip(c1.data.par_chunks_mut(n))
+            .enumerate()
+            .for_each(work);
         crate::scratch::give(u.data);
         // ⌊(b·u + e_0)/P⌉, ⌊(a·u + e_1)/P⌉: the errors enter in coefficient form inside ModDown
         let (mut c0, c1) = rayon::join(
             || mod_down(params, c0.data, level, Some(&e0)),
             || mod_down(params, c1.data, level, Some(&e1)),
         );
-        c0.data.par_chunks_mut(n).enumerate().for_each(|(i, l0)| vecops::add_assign(l0, pt.poly.limb(i), inner.moduli[i].q));
-        Ok(Ciphertext { params_id: params.id(), parts: vec![c0, c1], level, scale: pt.scale, seed: None })
+        c0.data
+            .par_chunks_mut(n)
+            .enumerate()
+            .for_each(|(i, l0)| vecops::add_assign(l0, pt.poly.limb(i), inner.moduli[i].q));
+        Ok(Ciphertext {
+            params_id: params.id(),
+            parts: vec![c0, c1],
+            level,
+            scale: pt.scale,
+            seed: None,
+        })
     }
 }
 
@@ -76,7 +96,10 @@ impl Decryptor {
     /// A decryptor for `sk` (which must belong to `params`).
     pub fn new(params: &CkksParams, sk: &SecretKey) -> Result<Self> {
         params.check_id(sk.params_id)?;
-        Ok(Self { params: params.clone(), sk: sk.clone() })
+        Ok(Self {
+            params: params.clone(),
+            sk: sk.clone(),
+        })
     }
 
     /// `Σ_i c_i·s^i` at the ciphertext's level and scale (degree 1 or 2).
@@ -84,7 +107,10 @@ impl Decryptor {
         let params = &self.params;
         params.check_id(ct.params_id)?;
         if ct.parts.len() < 2 || ct.parts.len() > 3 {
-            return Err(CkksError::InvalidOperand { op: "decrypt", reason: format!("ciphertext has {} parts", ct.parts.len()) });
+            return Err(CkksError::InvalidOperand {
+                op: "decrypt",
+                reason: format!("ciphertext has {} parts", ct.parts.len()),
+            });
         }
         let inner = params.inner();
         let n = params.n();
@@ -101,6 +127,11 @@ impl Decryptor {
                 vecops::mul_add_assign(limb, ct.parts[1].limb(i), s, b);
             }
         });
-        Ok(Plaintext { params_id: params.id(), poly: m, level: ct.level, scale: ct.scale })
+        Ok(Plaintext {
+            params_id: params.id(),
+            poly: m,
+            level: ct.level,
+            scale: ct.scale,
+        })
     }
 }

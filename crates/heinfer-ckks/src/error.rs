@@ -10,7 +10,12 @@ pub enum CkksError {
     #[error(
         "insecure parameters: log2(QP) = {log_qp:.1} bits exceeds the {security}-bit bound of {max} bits for logN = {log_n}"
     )]
-    InsecureParameters { log_qp: f64, max: u32, log_n: u32, security: u32 },
+    InsecureParameters {
+        log_qp: f64,
+        max: u32,
+        log_n: u32,
+        security: u32,
+    },
     /// Parameters that are malformed (sizes, counts, ranges).
     #[error("invalid parameters: {0}")]
     InvalidParameters(String),
@@ -19,16 +24,28 @@ pub enum CkksError {
     ParamsMismatch { expected: u64, found: u64 },
     /// Operands at different levels.
     #[error("cannot {op}: operands are at different levels ({lhs} and {rhs})")]
-    LevelMismatch { op: &'static str, lhs: usize, rhs: usize },
+    LevelMismatch {
+        op: &'static str,
+        lhs: usize,
+        rhs: usize,
+    },
     /// An operation needs more levels than the operand has left.
     #[error("cannot {op}: operand is at level {level}, needs at least {needed}")]
-    LevelTooLow { op: &'static str, level: usize, needed: usize },
+    LevelTooLow {
+        op: &'static str,
+        level: usize,
+        needed: usize,
+    },
     /// A level above the top level of the parameters.
     #[error("level {level} does not exist: the top level is {max}")]
     LevelOutOfRange { level: usize, max: usize },
     /// Operands whose scales differ (relative difference above 2^-20).
     #[error("cannot {op}: scales differ ({lhs:e} vs {rhs:e})")]
-    ScaleMismatch { op: &'static str, lhs: f64, rhs: f64 },
+    ScaleMismatch {
+        op: &'static str,
+        lhs: f64,
+        rhs: f64,
+    },
     /// A scale that is not positive and finite, or too large for the modulus.
     #[error("invalid scale: {0}")]
     InvalidScale(String),

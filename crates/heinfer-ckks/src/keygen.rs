@@ -46,14 +46,21 @@ pub(crate) fn small_to_ntt(params: &CkksParams, coeffs: &[i64], moduli: &[usize]
     let inner = params.inner();
     let n = params.n();
     let mut p = RnsPoly::from_data(crate::scratch::take(n * moduli.len()), n);
-    p.data.par_chunks_mut(n).zip(moduli.par_iter()).for_each(|(limb, &mi)| {
-        let q = inner.moduli[mi].q;
-        // |c| < q: a negative value maps to q + c without a division
-        for (x, &c) in limb.iter_mut().zip(coeffs) {
-            *x = if c < 0 { q.wrapping_add(c as u64) } else { c as u64 };
-        }
-        inner.ntt[mi].forward(limb);
-    });
+    p.data
+        .par_chunks_mut(n)
+        .zip(moduli.par_iter())
+        .for_each(|(limb, &mi)| {
+            let q = inner.moduli[mi].q;
+            // |c| < q: a negative value maps to q + c without a division
+            for (x, &c) in limb.iter_mut().zip(coeffs) {
+                *x = if c < 0 {
+                    q.wrapping_add(c as u64)
+                } else {
+                    c as u64
+                };
+            }
+            inner.ntt[mi].forward(limb);
+        });
     p
 }
 
@@ -69,7 +76,14 @@ impl KeyGenerator {
         let all = basis_indices(params, params.max_level(), true);
         let wide: Vec<i64> = coeffs.iter().map(|&c| c as i64).collect();
         let ntt = small_to_ntt(params, &wide, &all);
-        Self { params: params.clone(), sk: SecretKey { params_id: params.id(), coeffs, ntt } }
+        Self {
+            params: params.clone(),
+            sk: SecretKey {
+                params_id: params.id(),
+                coeffs,
+                ntt,
+            },
+        }
     }
 
     /// Rebuilds a key generator around an existing secret key (e.g. one loaded from bytes).
@@ -87,13 +101,19 @@ impl KeyGenerator {
     /// divides by `P`, see [`crate::Encryptor`]).
     pub fn public_key(&self) -> Result<PublicKey> {
         let params = &self.params;
+        require_special_primes(params, "public-key encryption")?;
         let idx = basis_indices(params, params.max_level(), true);
         let mut os = Sampler::from_os()?;
         let seed = os.seed();
         let a = expand_uniform(params, seed, &idx);
         let e = small_to_ntt(params, &os.gaussian(params.n()), &idx);
         let b = self.minus_as_plus(&a, e, &idx);
-        Ok(PublicKey { params_id: params.id(), b, a, seed })
+        Ok(PublicKey {
+            params_id: params.id(),
+            b,
+            a,
+            seed,
+        })
     }
 
     /// `e − a·s` over the moduli `idx` (`s` restricted to them).
@@ -112,6 +132,7 @@ impl KeyGenerator {
     /// A key-switching key from `s′` (NTT form over all of `Q ∪ P`) to `s`.
     fn switching_key(&self, s_prime: &RnsPoly) -> Result<SwitchingKey> {
         let params = &self.params;
+        require_special_primes(params, "key switching")?;
         let inner = params.inner();
         let n = params.n();
         let lq = params.q().len();
@@ -133,7 +154,12 @@ impl KeyGenerator {
             as_.push(a);
             seeds.push(seed);
         }
-        Ok(SwitchingKey { params_id: params.id(), b: bs, a: as_, seeds })
+        Ok(SwitchingKey {
+            params_id: params.id(),
+            b: bs,
+            a: as_,
+            seeds,
+        })
     }
 
     /// The relinearization key (`s² → s`).
@@ -160,14 +186,20 @@ impl KeyGenerator {
         for poly in key.b.iter_mut().chain(key.a.iter_mut()) {
             permute_poly(poly, &inv);
         }
-        Ok(GaloisKey { galois_element: g, key })
+        Ok(GaloisKey {
+            galois_element: g,
+            key,
+        })
     }
 
     /// Galois keys for left rotations by each of `steps` (negative: right), plus complex
     /// conjugation when `conjugate` is set.
     pub fn galois_keys(&self, steps: &[i64], conjugate: bool) -> Result<GaloisKeys> {
         let n = self.params.n();
-        let mut elems: Vec<u64> = steps.iter().map(|&k| rotation_galois_element(k, n)).collect();
+        let mut elems: Vec<u64> = steps
+            .iter()
+            .map(|&k| rotation_galois_element(k, n))
+            .collect();
         if conjugate {
             elems.push(conjugation_galois_element(n));
         }
@@ -195,8 +227,24 @@ impl KeyGenerator {
         for i in 0..=pt.level {
             vecops::add_assign(b.limb_mut(i), pt.poly.limb(i), inner.moduli[i].q);
         }
-        Ok(Ciphertext { params_id: params.id(), parts: vec![b, a], level: pt.level, scale: pt.scale, seed: Some(seed) })
+        Ok(Ciphertext {
+            params_id: params.id(),
+            parts: vec![b, a],
+            level: pt.level,
+            scale: pt.scale,
+            seed: Some(seed),
+        })
     }
+}
+
+/// Refuses `what` for parameters without special primes.
+fn require_special_primes(params: &CkksParams, what: &str) -> Result<()> {
+    if params.p().is_empty() {
+        return Err(crate::error::CkksError::InvalidParameters(format!(
+            "{what} needs special primes P; these parameters have none (secret-key encryption only)"
+        )));
+    }
+    Ok(())
 }
 
 /// `g^{-1} mod 2N`.

@@ -30,7 +30,11 @@ impl NoiseModel {
     /// The model for `params`.
     pub fn new(params: &CkksParams) -> Self {
         let n = params.n() as f64;
-        Self { n, h: 2.0 * n / 3.0, params: params.clone() }
+        Self {
+            n,
+            h: 2.0 * n / 3.0,
+            params: params.clone(),
+        }
     }
 
     fn slot_std(&self, coeff_var: f64, scale: f64) -> f64 {

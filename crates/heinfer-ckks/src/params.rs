@@ -37,7 +37,9 @@ pub struct CkksParamsLiteral {
     pub log_n: u32,
     /// Bit sizes of `q_0, q_1, …, q_L` (base prime first, then one scale prime per level).
     pub log_q: Vec<u32>,
-    /// Bit sizes of the special primes `p_0..p_{k−1}` (at least one).
+    /// Bit sizes of the special primes `p_0..p_{k−1}`. May be empty: such parameters support
+    /// secret-key encryption and every operation without key switching (no public key,
+    /// relinearization or rotation keys), which is all a client-aided linear segment needs.
     pub log_p: Vec<u32>,
     /// Default scale `Δ = 2^log_scale` used by encoders and evaluators unless told otherwise.
     pub log_scale: u32,
@@ -127,7 +129,10 @@ impl CkksParams {
 
     /// Checks the literal and, when `expected_id` is given, compares the id *before* the
     /// (expensive) precomputation, so hostile bytes cannot buy work with a mismatched header.
-    pub(crate) fn build_expecting(lit: CkksParamsLiteral, expected_id: Option<u64>) -> Result<Self> {
+    pub(crate) fn build_expecting(
+        lit: CkksParamsLiteral,
+        expected_id: Option<u64>,
+    ) -> Result<Self> {
         let insecure = lit.security == SecurityLevel::InsecureTestOnly;
         let min_log_n = if insecure { 10 } else { MIN_LOG_N };
         if lit.log_n < min_log_n || lit.log_n > MAX_LOG_N {
@@ -136,14 +141,21 @@ impl CkksParams {
                 lit.log_n, min_log_n, MAX_LOG_N
             )));
         }
-        if lit.log_q.is_empty() || lit.log_p.is_empty() {
-            return Err(CkksError::InvalidParameters("need at least one Q prime and one P prime".into()));
+        if lit.log_q.is_empty() {
+            return Err(CkksError::InvalidParameters(
+                "need at least one Q prime".into(),
+            ));
         }
         if lit.log_q.len() + lit.log_p.len() > 64 {
-            return Err(CkksError::InvalidParameters("at most 64 primes in Q and P together".into()));
+            return Err(CkksError::InvalidParameters(
+                "at most 64 primes in Q and P together".into(),
+            ));
         }
         if lit.log_scale < 10 || lit.log_scale > 60 {
-            return Err(CkksError::InvalidParameters(format!("log_scale = {} is outside 10..=60", lit.log_scale)));
+            return Err(CkksError::InvalidParameters(format!(
+                "log_scale = {} is outside 10..=60",
+                lit.log_scale
+            )));
         }
         if lit.log_q[0] <= lit.log_scale {
             return Err(CkksError::InvalidParameters(format!(
@@ -174,22 +186,27 @@ impl CkksParams {
         let (q, p) = primes.split_at(lit.log_q.len());
         let log_p: f64 = p.iter().map(|&x| (x as f64).log2()).sum();
         let lq = q.len();
-        let alpha = match lit.digits {
-            Some(beta) => {
-                if beta == 0 || beta > lq {
-                    return Err(CkksError::InvalidParameters(format!(
-                        "digits = {beta} must be in 1..={lq} (the number of Q primes)"
-                    )));
+        let alpha = if p.is_empty() {
+            // no key switching: one digit per prime keeps the tables minimal
+            1
+        } else {
+            match lit.digits {
+                Some(beta) => {
+                    if beta == 0 || beta > lq {
+                        return Err(CkksError::InvalidParameters(format!(
+                            "digits = {beta} must be in 1..={lq} (the number of Q primes)"
+                        )));
+                    }
+                    lq.div_ceil(beta)
                 }
-                lq.div_ceil(beta)
+                None => (1..=lq)
+                    .rev()
+                    .find(|&a| max_digit_bits(q, a) <= log_p)
+                    .unwrap_or(1),
             }
-            None => (1..=lq)
-                .rev()
-                .find(|&a| max_digit_bits(q, a) <= log_p)
-                .unwrap_or(1),
         };
         let worst = max_digit_bits(q, alpha);
-        if worst > log_p + MAX_DIGIT_EXCESS_BITS {
+        if !p.is_empty() && worst > log_p + MAX_DIGIT_EXCESS_BITS {
             return Err(CkksError::InvalidParameters(format!(
                 "key-switching digits of {alpha} primes ({worst:.0} bits) are too large for P ({log_p:.0} bits): \
                  use more digits or more special primes"
@@ -198,11 +215,16 @@ impl CkksParams {
         if let Some(expected) = expected_id {
             let id = params_id(lit.log_n, q, p, alpha, lit.security);
             if id != expected {
-                return Err(CkksError::ParamsMismatch { expected, found: id });
+                return Err(CkksError::ParamsMismatch {
+                    expected,
+                    found: id,
+                });
             }
         }
         let inner = precompute(lit, n, q.to_vec(), p.to_vec(), alpha, log_qp)?;
-        Ok(Self { inner: Arc::new(inner) })
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
     }
 
     pub(crate) fn inner(&self) -> &ParamsInner {
@@ -237,6 +259,15 @@ impl CkksParams {
     pub fn p(&self) -> &[u64] {
         &self.inner.p
     }
+    /// The moduli with their reduction constants: the `Q` primes, then the `P` primes.
+    pub fn moduli(&self) -> &[heinfer_math::Modulus] {
+        &self.inner.moduli
+    }
+    /// `NTT(X^{N/2}) mod q_i`: multiplying by it multiplies every slot by `i` (the imaginary
+    /// unit), which places constants in the imaginary part of complex-packed slots.
+    pub fn x_half_ntt(&self, i: usize) -> &[u64] {
+        &self.inner.x_half_ntt[i]
+    }
     /// Primes per key-switching digit `α`.
     pub fn alpha(&self) -> usize {
         self.inner.alpha
@@ -269,18 +300,31 @@ impl CkksParams {
 
     /// Evaluation-form permutation of `σ_g`, computed once per `g` and cached.
     pub(crate) fn galois_table(&self, g: u64) -> Result<Arc<Vec<u32>>> {
-        if let Some(t) = self.inner.galois_tables.read().expect("galois cache poisoned").get(&g) {
+        if let Some(t) = self
+            .inner
+            .galois_tables
+            .read()
+            .expect("galois cache poisoned")
+            .get(&g)
+        {
             return Ok(t.clone());
         }
         let t = Arc::new(ntt_permutation(self.inner.n, g)?);
-        self.inner.galois_tables.write().expect("galois cache poisoned").insert(g, t.clone());
+        self.inner
+            .galois_tables
+            .write()
+            .expect("galois cache poisoned")
+            .insert(g, t.clone());
         Ok(t)
     }
 
     /// Checks that an object with parameter id `found` belongs to these parameters.
     pub fn check_id(&self, found: u64) -> Result<()> {
         if found != self.id() {
-            return Err(CkksError::ParamsMismatch { expected: self.id(), found });
+            return Err(CkksError::ParamsMismatch {
+                expected: self.id(),
+                found,
+            });
         }
         Ok(())
     }
@@ -310,9 +354,19 @@ fn params_id(log_n: u32, q: &[u64], p: &[u64], alpha: usize, security: SecurityL
     u64::from_le_bytes(d[..8].try_into().expect("8 bytes"))
 }
 
-fn precompute(lit: CkksParamsLiteral, n: usize, q: Vec<u64>, p: Vec<u64>, alpha: usize, log_qp: f64) -> Result<ParamsInner> {
+fn precompute(
+    lit: CkksParamsLiteral,
+    n: usize,
+    q: Vec<u64>,
+    p: Vec<u64>,
+    alpha: usize,
+    log_qp: f64,
+) -> Result<ParamsInner> {
     let all: Vec<u64> = q.iter().chain(&p).copied().collect();
-    let ntt = all.iter().map(|&x| NttPlan::new(n, x)).collect::<heinfer_math::Result<Vec<_>>>()?;
+    let ntt = all
+        .iter()
+        .map(|&x| NttPlan::new(n, x))
+        .collect::<heinfer_math::Result<Vec<_>>>()?;
     let moduli: Vec<Modulus> = all.iter().map(|&x| Modulus::new(x)).collect();
     let barrett = all.iter().map(|&x| BarrettConst::new(x)).collect();
     let lq = q.len();
@@ -328,26 +382,50 @@ fn precompute(lit: CkksParamsLiteral, n: usize, q: Vec<u64>, p: Vec<u64>, alpha:
                 .collect()
         })
         .collect();
-    let rescale_half = (0..lq).map(|l| (0..l).map(|i| (q[l] / 2) % q[i]).collect()).collect();
-    let modup = (0..lq)
-        .map(|l| {
-            (0..(l + 1).div_ceil(alpha))
-                .map(|j| {
-                    let lo = j * alpha;
-                    let hi = ((j + 1) * alpha).min(l + 1);
-                    let to: Vec<Modulus> =
-                        qm[..=l].iter().enumerate().filter(|(i, _)| *i < lo || *i >= hi).map(|(_, m)| *m).chain(pm.iter().copied()).collect();
-                    BasisConverter::new(&qm[lo..hi], &to)
-                })
-                .collect()
+    let rescale_half = (0..lq)
+        .map(|l| (0..l).map(|i| (q[l] / 2) % q[i]).collect())
+        .collect();
+    let modup = if pm.is_empty() {
+        Vec::new()
+    } else {
+        (0..lq)
+            .map(|l| {
+                (0..(l + 1).div_ceil(alpha))
+                    .map(|j| {
+                        let lo = j * alpha;
+                        let hi = ((j + 1) * alpha).min(l + 1);
+                        let to: Vec<Modulus> = qm[..=l]
+                            .iter()
+                            .enumerate()
+                            .filter(|(i, _)| *i < lo || *i >= hi)
+                            .map(|(_, m)| *m)
+                            .chain(pm.iter().copied())
+                            .collect();
+                        BasisConverter::new(&qm[lo..hi], &to)
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    let moddown = if pm.is_empty() {
+        Vec::new()
+    } else {
+        (0..lq)
+            .map(|l| BasisConverter::new(pm, &qm[..=l]))
+            .collect()
+    };
+    let p_mod_q: Vec<u64> = qm
+        .iter()
+        .map(|m| p.iter().fold(1u64, |acc, &x| m.mul(acc, x % m.q)))
+        .collect();
+    let p_inv_mod_q = qm
+        .iter()
+        .zip(&p_mod_q)
+        .map(|(m, &pm)| {
+            let inv = m.inv(pm);
+            (inv, m.shoup(inv))
         })
         .collect();
-    let moddown = (0..lq).map(|l| BasisConverter::new(pm, &qm[..=l])).collect();
-    let p_mod_q: Vec<u64> = qm.iter().map(|m| p.iter().fold(1u64, |acc, &x| m.mul(acc, x % m.q))).collect();
-    let p_inv_mod_q = qm.iter().zip(&p_mod_q).map(|(m, &pm)| {
-        let inv = m.inv(pm);
-        (inv, m.shoup(inv))
-    }).collect();
     let x_half_ntt = ntt[..lq]
         .iter()
         .map(|plan| {

@@ -17,7 +17,10 @@ pub struct RnsPoly {
 impl RnsPoly {
     /// The zero polynomial with `limbs` limbs of degree `n`.
     pub fn zero(n: usize, limbs: usize) -> Self {
-        Self { data: vec![0; n * limbs], n }
+        Self {
+            data: vec![0; n * limbs],
+            n,
+        }
     }
 
     /// Wraps raw data (`data.len()` must be a multiple of `n`).
@@ -51,6 +54,11 @@ impl RnsPoly {
         &self.data
     }
 
+    /// All residues, limb after limb, mutable.
+    pub fn data_mut(&mut self) -> &mut [u64] {
+        &mut self.data
+    }
+
     /// Drops limbs beyond the first `limbs`.
     pub fn truncate(&mut self, limbs: usize) {
         self.data.truncate(limbs * self.n);
@@ -61,5 +69,9 @@ impl RnsPoly {
 /// when `i > level`) into the parameter tables (Q primes first, then P primes).
 #[inline]
 pub(crate) fn modulus_index(params: &CkksParams, level: usize, i: usize) -> usize {
-    if i <= level { i } else { params.q().len() + (i - level - 1) }
+    if i <= level {
+        i
+    } else {
+        params.q().len() + (i - level - 1)
+    }
 }

@@ -39,7 +39,10 @@ pub fn pn14_qp438() -> CkksParamsLiteral {
 pub fn pn15_qp881() -> CkksParamsLiteral {
     CkksParamsLiteral {
         log_n: 15,
-        log_q: [50].into_iter().chain(std::iter::repeat_n(40, 16)).collect(),
+        log_q: [50]
+            .into_iter()
+            .chain(std::iter::repeat_n(40, 16))
+            .collect(),
         log_p: vec![47, 47, 47, 47],
         log_scale: 40,
         digits: None,

@@ -14,7 +14,12 @@ thread_local! {
 pub(crate) fn take(len: usize) -> Vec<u64> {
     let found = POOL.with(|p| {
         let mut p = p.borrow_mut();
-        let best = p.iter().enumerate().filter(|(_, v)| v.capacity() >= len).min_by_key(|(_, v)| v.capacity()).map(|(i, _)| i);
+        let best = p
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.capacity() >= len)
+            .min_by_key(|(_, v)| v.capacity())
+            .map(|(i, _)| i);
         best.map(|i| p.swap_remove(i))
     });
     match found {

@@ -46,9 +46,31 @@ impl SecurityLevel {
 /// gives no bound (then the parameters are refused).
 pub fn max_log_qp(log_n: u32, level: SecurityLevel) -> Option<u32> {
     let table: &[(u32, u32)] = match level {
-        SecurityLevel::Bits128 => &[(10, 27), (11, 54), (12, 109), (13, 218), (14, 438), (15, 881), (16, 1772)],
-        SecurityLevel::Bits192 => &[(10, 19), (11, 37), (12, 75), (13, 152), (14, 305), (15, 611)],
-        SecurityLevel::Bits256 => &[(10, 14), (11, 29), (12, 58), (13, 118), (14, 237), (15, 476)],
+        SecurityLevel::Bits128 => &[
+            (10, 27),
+            (11, 54),
+            (12, 109),
+            (13, 218),
+            (14, 438),
+            (15, 881),
+            (16, 1772),
+        ],
+        SecurityLevel::Bits192 => &[
+            (10, 19),
+            (11, 37),
+            (12, 75),
+            (13, 152),
+            (14, 305),
+            (15, 611),
+        ],
+        SecurityLevel::Bits256 => &[
+            (10, 14),
+            (11, 29),
+            (12, 58),
+            (13, 118),
+            (14, 237),
+            (15, 476),
+        ],
         SecurityLevel::InsecureTestOnly => return Some(u32::MAX),
     };
     table.iter().find(|(l, _)| *l == log_n).map(|(_, m)| *m)

@@ -22,14 +22,21 @@ fn complex_round_trip_and_partial_vectors() {
     let enc = Encoder::new(&params);
     let re = vector(100, 2);
     let im = vector(100, 3);
-    let z: Vec<Complex64> = re.iter().zip(&im).map(|(&a, &b)| Complex64::new(a, b)).collect();
+    let z: Vec<Complex64> = re
+        .iter()
+        .zip(&im)
+        .map(|(&a, &b)| Complex64::new(a, b))
+        .collect();
     let pt = enc.encode(&z, params.default_scale(), 2).unwrap();
     let back = enc.decode(&pt).unwrap();
     let br: Vec<f64> = back[..100].iter().map(|c| c.re).collect();
     let bi: Vec<f64> = back[..100].iter().map(|c| c.im).collect();
     assert_precision("complex re", &br, &re, 28.0);
     assert_precision("complex im", &bi, &im, 28.0);
-    assert!(back[100..].iter().all(|c| c.norm() < 1e-7), "padding decodes to zero");
+    assert!(
+        back[100..].iter().all(|c| c.norm() < 1e-7),
+        "padding decodes to zero"
+    );
 }
 
 #[test]
@@ -37,10 +44,25 @@ fn refuses_what_does_not_fit() {
     let params = presets::insecure_logn10().unwrap();
     let enc = Encoder::new(&params);
     let too_many = vec![0.5; params.slots() + 1];
-    assert!(matches!(enc.encode_real(&too_many, 1e6, 0), Err(CkksError::Encoding(_))));
-    assert!(matches!(enc.encode_real(&[f64::NAN], 1e6, 0), Err(CkksError::Encoding(_))));
+    assert!(matches!(
+        enc.encode_real(&too_many, 1e6, 0),
+        Err(CkksError::Encoding(_))
+    ));
+    assert!(matches!(
+        enc.encode_real(&[f64::NAN], 1e6, 0),
+        Err(CkksError::Encoding(_))
+    ));
     // 2^35 scale · 2^20 value overflows the 50-bit base prime at level 0
-    assert!(matches!(enc.encode_real(&vec![1e6; params.slots()], params.default_scale(), 0), Err(CkksError::Encoding(_))));
-    assert!(matches!(enc.encode_real(&[1.0], -1.0, 0), Err(CkksError::InvalidScale(_))));
-    assert!(matches!(enc.encode_real(&[1.0], 1e6, 9), Err(CkksError::LevelOutOfRange { level: 9, max: 3 })));
+    assert!(matches!(
+        enc.encode_real(&vec![1e6; params.slots()], params.default_scale(), 0),
+        Err(CkksError::Encoding(_))
+    ));
+    assert!(matches!(
+        enc.encode_real(&[1.0], -1.0, 0),
+        Err(CkksError::InvalidScale(_))
+    ));
+    assert!(matches!(
+        enc.encode_real(&[1.0], 1e6, 9),
+        Err(CkksError::LevelOutOfRange { level: 9, max: 3 })
+    ));
 }

@@ -8,7 +8,12 @@ use std::sync::OnceLock;
 
 fn fx() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
-    F.get_or_init(|| Fixture::new(presets::insecure_logn12().unwrap(), &[1, 2, 3, 5, -1, -7, 100]))
+    F.get_or_init(|| {
+        Fixture::new(
+            presets::insecure_logn12().unwrap(),
+            &[1, 2, 3, 5, -1, -7, 100],
+        )
+    })
 }
 
 fn fx_alpha2() -> &'static Fixture {
@@ -18,7 +23,9 @@ fn fx_alpha2() -> &'static Fixture {
 
 fn roll(v: &[f64], k: i64) -> Vec<f64> {
     let n = v.len() as i64;
-    (0..n).map(|i| v[((i + k).rem_euclid(n)) as usize]).collect()
+    (0..n)
+        .map(|i| v[((i + k).rem_euclid(n)) as usize])
+        .collect()
 }
 
 #[test]
@@ -26,13 +33,26 @@ fn encrypt_decrypt_at_every_level_and_symmetric() {
     let f = fx();
     let x = vector(f.params.slots(), 10);
     for level in 0..=f.params.max_level() {
-        let pt = f.enc.encode_real(&x, f.params.default_scale(), level).unwrap();
+        let pt = f
+            .enc
+            .encode_real(&x, f.params.default_scale(), level)
+            .unwrap();
         let ct = f.encryptor.encrypt(&pt).unwrap();
         assert_eq!(ct.level(), level);
-        assert_precision(&format!("logN=12 encrypt/decrypt level {level}"), &f.decrypt(&ct), &x, 22.0);
+        assert_precision(
+            &format!("logN=12 encrypt/decrypt level {level}"),
+            &f.decrypt(&ct),
+            &x,
+            22.0,
+        );
         let cs = f.kg.encrypt_symmetric(&pt).unwrap();
         assert!(cs.is_seed_compressed());
-        assert_precision(&format!("logN=12 symmetric level {level}"), &f.decrypt(&cs), &x, 22.0);
+        assert_precision(
+            &format!("logN=12 symmetric level {level}"),
+            &f.decrypt(&cs),
+            &x,
+            22.0,
+        );
     }
 }
 
@@ -47,11 +67,29 @@ fn add_sub_neg_plain_and_constants() {
     assert_precision("sub", &f.decrypt(&f.ev.sub(&cx, &cy).unwrap()), &diff, 21.0);
     let neg: Vec<f64> = x.iter().map(|a| -a).collect();
     assert_precision("neg", &f.decrypt(&f.ev.neg(&cx).unwrap()), &neg, 21.0);
-    let py = f.enc.encode_real(&y, f.params.default_scale(), f.params.max_level()).unwrap();
-    assert_precision("add_plain", &f.decrypt(&f.ev.add_plain(&cx, &py).unwrap()), &sum, 21.0);
-    assert_precision("sub_plain", &f.decrypt(&f.ev.sub_plain(&cx, &py).unwrap()), &diff, 21.0);
+    let py = f
+        .enc
+        .encode_real(&y, f.params.default_scale(), f.params.max_level())
+        .unwrap();
+    assert_precision(
+        "add_plain",
+        &f.decrypt(&f.ev.add_plain(&cx, &py).unwrap()),
+        &sum,
+        21.0,
+    );
+    assert_precision(
+        "sub_plain",
+        &f.decrypt(&f.ev.sub_plain(&cx, &py).unwrap()),
+        &diff,
+        21.0,
+    );
     let plus: Vec<f64> = x.iter().map(|a| a + 0.25).collect();
-    assert_precision("add_const", &f.decrypt(&f.ev.add_const(&cx, 0.25).unwrap()), &plus, 21.0);
+    assert_precision(
+        "add_const",
+        &f.decrypt(&f.ev.add_const(&cx, 0.25).unwrap()),
+        &plus,
+        21.0,
+    );
     let prod: Vec<f64> = x.iter().zip(&y).map(|(a, b)| a * b).collect();
     let mp = f.ev.rescale(&f.ev.mul_plain(&cx, &py).unwrap()).unwrap();
     assert_precision("mul_plain+rescale", &f.decrypt(&mp), &prod, 20.0);
@@ -59,7 +97,10 @@ fn add_sub_neg_plain_and_constants() {
     let ql = f.params.q()[f.params.max_level()] as f64;
     let mc = f.ev.mul_const(&cx, -0.7, ql).unwrap();
     let mc = f.ev.rescale(&mc).unwrap();
-    assert!((mc.scale() - f.params.default_scale()).abs() < 1e-6, "const at scale q_l restores the scale");
+    assert!(
+        (mc.scale() - f.params.default_scale()).abs() < 1e-6,
+        "const at scale q_l restores the scale"
+    );
     assert_precision("mul_const+rescale", &f.decrypt(&mc), &scaled, 20.0);
 }
 
@@ -67,15 +108,34 @@ fn add_sub_neg_plain_and_constants() {
 fn complex_constants_and_packing() {
     let f = fx();
     let (a, b) = (vector(f.params.slots(), 3), vector(f.params.slots(), 4));
-    let z: Vec<Complex64> = a.iter().zip(&b).map(|(&r, &i)| Complex64::new(r, i)).collect();
-    let pt = f.enc.encode(&z, f.params.default_scale(), f.params.max_level()).unwrap();
+    let z: Vec<Complex64> = a
+        .iter()
+        .zip(&b)
+        .map(|(&r, &i)| Complex64::new(r, i))
+        .collect();
+    let pt = f
+        .enc
+        .encode(&z, f.params.default_scale(), f.params.max_level())
+        .unwrap();
     let ct = f.encryptor.encrypt(&pt).unwrap();
     let w = Complex64::new(0.3, -1.2);
-    let r = f.ev.rescale(&f.ev.mul_const_complex(&ct, w.re, w.im, f.params.default_scale()).unwrap()).unwrap();
+    let r =
+        f.ev.rescale(
+            &f.ev
+                .mul_const_complex(&ct, w.re, w.im, f.params.default_scale())
+                .unwrap(),
+        )
+        .unwrap();
     let got = f.decrypt_complex(&r);
     let want: Vec<Complex64> = z.iter().map(|v| v * w).collect();
-    let (gr, wr): (Vec<f64>, Vec<f64>) = (got.iter().map(|c| c.re).collect(), want.iter().map(|c| c.re).collect());
-    let (gi, wi): (Vec<f64>, Vec<f64>) = (got.iter().map(|c| c.im).collect(), want.iter().map(|c| c.im).collect());
+    let (gr, wr): (Vec<f64>, Vec<f64>) = (
+        got.iter().map(|c| c.re).collect(),
+        want.iter().map(|c| c.re).collect(),
+    );
+    let (gi, wi): (Vec<f64>, Vec<f64>) = (
+        got.iter().map(|c| c.im).collect(),
+        want.iter().map(|c| c.im).collect(),
+    );
     assert_precision("mul_const_complex re", &gr, &wr, 19.0);
     assert_precision("mul_const_complex im", &gi, &wi, 19.0);
     let c = f.ev.add_const_complex(&ct, 0.5, -0.25).unwrap();
@@ -100,15 +160,24 @@ fn mul_relin_square_rescale_through_all_levels() {
         let label = format!("logN={} alpha={}", f.params.log_n(), f.params.alpha());
         while ct.level() > 0 {
             let sq = if ct.level() % 2 == 0 {
-                f.ev.relinearize(&f.ev.square(&ct).unwrap(), &f.rlk).unwrap()
+                f.ev.relinearize(&f.ev.square(&ct).unwrap(), &f.rlk)
+                    .unwrap()
             } else {
                 f.ev.mul_relin(&ct, &ct, &f.rlk).unwrap()
             };
             ct = f.ev.rescale(&sq).unwrap();
             want = want.iter().map(|v| v * v).collect();
-            assert_precision(&format!("{label} square level {}", ct.level()), &f.decrypt(&ct), &want, 12.0);
+            assert_precision(
+                &format!("{label} square level {}", ct.level()),
+                &f.decrypt(&ct),
+                &want,
+                12.0,
+            );
         }
-        assert!(matches!(f.ev.rescale(&ct), Err(CkksError::LevelTooLow { .. })));
+        assert!(matches!(
+            f.ev.rescale(&ct),
+            Err(CkksError::LevelTooLow { .. })
+        ));
     }
 }
 
@@ -117,19 +186,43 @@ fn rotations_match_roll_and_hoisting_agrees() {
     for f in [fx(), fx_alpha2()] {
         let x = vector(f.params.slots(), 6);
         let ct = f.encrypt(&x);
-        let steps: Vec<i64> = f.gks.elements().iter().filter_map(|&g| {
-            (-(f.params.slots() as i64)..f.params.slots() as i64).find(|&k| rotation_galois_element(k, f.params.n()) == g)
-        }).collect();
+        let steps: Vec<i64> = f
+            .gks
+            .elements()
+            .iter()
+            .filter_map(|&g| {
+                (-(f.params.slots() as i64)..f.params.slots() as i64)
+                    .find(|&k| rotation_galois_element(k, f.params.n()) == g)
+            })
+            .collect();
         assert!(!steps.is_empty());
         let hoisted = f.ev.rotate_hoisted(&ct, &steps, &f.gks).unwrap();
         for (&k, h) in steps.iter().zip(&hoisted) {
             let r = f.ev.rotate(&ct, k, &f.gks).unwrap();
             let want = roll(&x, k);
-            assert_precision(&format!("logN={} rotate {k}", f.params.log_n()), &f.decrypt(&r), &want, 19.0);
-            assert_precision(&format!("logN={} hoisted {k}", f.params.log_n()), &f.decrypt(h), &want, 19.0);
+            assert_precision(
+                &format!("logN={} rotate {k}", f.params.log_n()),
+                &f.decrypt(&r),
+                &want,
+                19.0,
+            );
+            assert_precision(
+                &format!("logN={} hoisted {k}", f.params.log_n()),
+                &f.decrypt(h),
+                &want,
+                19.0,
+            );
         }
-        assert!(matches!(f.ev.rotate(&ct, 11, &f.gks), Err(CkksError::MissingGaloisKey(_))));
-        assert_precision("rotate 0", &f.decrypt(&f.ev.rotate(&ct, 0, &f.gks).unwrap()), &x, 19.0);
+        assert!(matches!(
+            f.ev.rotate(&ct, 11, &f.gks),
+            Err(CkksError::MissingGaloisKey(_))
+        ));
+        assert_precision(
+            "rotate 0",
+            &f.decrypt(&f.ev.rotate(&ct, 0, &f.gks).unwrap()),
+            &x,
+            19.0,
+        );
     }
 }
 
@@ -150,12 +243,32 @@ fn extended_hoisting_sums_with_one_mod_down() {
             Some(a) => f.ev.add_extended_assign(a, &t).unwrap(),
         }
     }
-    let out = f.ev.rescale(&f.ev.mod_down_extended(&acc.unwrap()).unwrap()).unwrap();
-    let want: Vec<f64> = (0..x.len()).map(|i| steps.iter().zip(&coeffs).map(|(&k, &c)| c * roll(&x, k)[i]).sum()).collect();
+    let out =
+        f.ev.rescale(&f.ev.mod_down_extended(&acc.unwrap()).unwrap())
+            .unwrap();
+    let want: Vec<f64> = (0..x.len())
+        .map(|i| {
+            steps
+                .iter()
+                .zip(&coeffs)
+                .map(|(&k, &c)| c * roll(&x, k)[i])
+                .sum()
+        })
+        .collect();
     assert_precision("extended BSGS sum", &f.decrypt(&out), &want, 18.0);
     // with plaintext diagonals encoded with P limbs
     let diag = vector(f.params.slots(), 8);
-    let pt = f.enc.encode_extended(&diag.iter().map(|&d| Complex64::new(d, 0.0)).collect::<Vec<_>>(), scale, ct.level()).unwrap();
+    let pt = f
+        .enc
+        .encode_extended(
+            &diag
+                .iter()
+                .map(|&d| Complex64::new(d, 0.0))
+                .collect::<Vec<_>>(),
+            scale,
+            ct.level(),
+        )
+        .unwrap();
     let m = f.ev.mul_plain_extended(&ext[1], &pt).unwrap();
     let out = f.ev.rescale(&f.ev.mod_down_extended(&m).unwrap()).unwrap();
     let want: Vec<f64> = roll(&x, 1).iter().zip(&diag).map(|(a, b)| a * b).collect();
@@ -168,20 +281,50 @@ fn mismatches_are_errors_not_panics() {
     let x = vector(8, 9);
     let a = f.encrypt(&x);
     let low = f.ev.drop_level(&a, 1).unwrap();
-    assert!(matches!(f.ev.add(&a, &low), Err(CkksError::LevelMismatch { .. })));
+    assert!(matches!(
+        f.ev.add(&a, &low),
+        Err(CkksError::LevelMismatch { .. })
+    ));
     let mut other_scale = a.clone();
     other_scale.set_scale(a.scale() * 2.0).unwrap();
-    assert!(matches!(f.ev.add(&a, &other_scale), Err(CkksError::ScaleMismatch { .. })));
+    assert!(matches!(
+        f.ev.add(&a, &other_scale),
+        Err(CkksError::ScaleMismatch { .. })
+    ));
     let prod = f.ev.mul(&a, &a).unwrap();
-    assert!(matches!(f.ev.mul(&prod, &a), Err(CkksError::InvalidOperand { .. })));
-    assert!(matches!(f.ev.rotate(&prod, 1, &f.gks), Err(CkksError::InvalidOperand { .. })));
+    assert!(matches!(
+        f.ev.mul(&prod, &a),
+        Err(CkksError::InvalidOperand { .. })
+    ));
+    assert!(matches!(
+        f.ev.rotate(&prod, 1, &f.gks),
+        Err(CkksError::InvalidOperand { .. })
+    ));
     let pt_low = f.enc.encode_real(&x, f.params.default_scale(), 0).unwrap();
-    assert!(matches!(f.ev.mul_plain(&a, &pt_low), Err(CkksError::LevelTooLow { .. })));
+    assert!(matches!(
+        f.ev.mul_plain(&a, &pt_low),
+        Err(CkksError::LevelTooLow { .. })
+    ));
     let other = Fixture::new(presets::insecure_logn10().unwrap(), &[]);
     let b = other.encrypt(&x);
-    assert!(matches!(f.ev.add(&a, &b), Err(CkksError::ParamsMismatch { .. })));
-    assert!(matches!(f.decryptor.decrypt(&b), Err(CkksError::ParamsMismatch { .. })));
-    assert!(matches!(f.ev.relinearize(&prod, &other.rlk), Err(CkksError::ParamsMismatch { .. })));
-    assert!(matches!(f.ev.drop_level(&a, 99), Err(CkksError::LevelTooLow { .. })));
-    assert!(matches!(f.ev.mul_const(&a, f64::INFINITY, 1.0), Err(CkksError::Encoding(_))));
+    assert!(matches!(
+        f.ev.add(&a, &b),
+        Err(CkksError::ParamsMismatch { .. })
+    ));
+    assert!(matches!(
+        f.decryptor.decrypt(&b),
+        Err(CkksError::ParamsMismatch { .. })
+    ));
+    assert!(matches!(
+        f.ev.relinearize(&prod, &other.rlk),
+        Err(CkksError::ParamsMismatch { .. })
+    ));
+    assert!(matches!(
+        f.ev.drop_level(&a, 99),
+        Err(CkksError::LevelTooLow { .. })
+    ));
+    assert!(matches!(
+        f.ev.mul_const(&a, f64::INFINITY, 1.0),
+        Err(CkksError::Encoding(_))
+    ));
 }

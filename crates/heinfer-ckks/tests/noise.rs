@@ -5,7 +5,12 @@ use heinfer_ckks::noise::NoiseModel;
 use heinfer_ckks::*;
 
 fn std_err(got: &[f64], want: &[f64]) -> f64 {
-    let v: f64 = got.iter().zip(want).map(|(g, w)| (g - w).powi(2)).sum::<f64>() / got.len() as f64;
+    let v: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| (g - w).powi(2))
+        .sum::<f64>()
+        / got.len() as f64;
     v.sqrt()
 }
 
@@ -42,7 +47,9 @@ fn fresh_rescale_and_key_switch_noise_match_the_model() {
 
     // rescale by q_L of a product with a constant at scale q_L: rounding noise at the old scale
     let ql = f.params.q()[f.params.max_level()] as f64;
-    let r = f.ev.rescale(&f.ev.mul_const(&ct, 1.0, ql).unwrap()).unwrap();
+    let r =
+        f.ev.rescale(&f.ev.mul_const(&ct, 1.0, ql).unwrap())
+            .unwrap();
     let measured = std_err(&f.decrypt(&r), &x);
     let predicted = (model.fresh(scale).powi(2) + model.rescale(r.scale()).powi(2)).sqrt();
     eprintln!("rescale: measured {measured:e}, model {predicted:e}");

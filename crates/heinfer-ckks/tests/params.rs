@@ -3,7 +3,11 @@ use heinfer_ckks::*;
 
 #[test]
 fn secure_presets_build_and_fit_the_table() {
-    for (lit, budget, levels) in [(presets::pn13_qp218(), 218.0, 3), (presets::pn14_qp438(), 438.0, 7), (presets::pn15_qp881(), 881.0, 16)] {
+    for (lit, budget, levels) in [
+        (presets::pn13_qp218(), 218.0, 3),
+        (presets::pn14_qp438(), 438.0, 7),
+        (presets::pn15_qp881(), 881.0, 16),
+    ] {
         let p = CkksParams::new(lit).unwrap();
         assert!(p.log_qp() <= budget, "{p:?}");
         assert_eq!(p.max_level(), levels);
@@ -20,14 +24,25 @@ fn insecure_parameters_are_refused() {
     let mut lit = presets::pn14_qp438();
     lit.log_q.push(40); // 478 bits > 438
     match CkksParams::new(lit) {
-        Err(CkksError::InsecureParameters { max: 438, log_n: 14, security: 128, .. }) => {}
+        Err(CkksError::InsecureParameters {
+            max: 438,
+            log_n: 14,
+            security: 128,
+            ..
+        }) => {}
         other => panic!("expected InsecureParameters, got {other:?}"),
     }
     let mut lit = presets::pn14_qp438();
     lit.security = SecurityLevel::Bits192;
-    assert!(matches!(CkksParams::new(lit), Err(CkksError::InsecureParameters { max: 305, .. })));
+    assert!(matches!(
+        CkksParams::new(lit),
+        Err(CkksError::InsecureParameters { max: 305, .. })
+    ));
     // the insecure test level cannot be reached through the checked constructor
-    assert!(matches!(CkksParams::new(presets::insecure_logn10_literal()), Err(CkksError::InvalidParameters(_))));
+    assert!(matches!(
+        CkksParams::new(presets::insecure_logn10_literal()),
+        Err(CkksError::InvalidParameters(_))
+    ));
 }
 
 #[test]
@@ -50,7 +65,10 @@ fn malformed_literals_are_refused() {
     let mut f = base;
     f.log_p = vec![20];
     f.digits = Some(1);
-    assert!(matches!(CkksParams::new(f), Err(CkksError::InvalidParameters(_))));
+    assert!(matches!(
+        CkksParams::new(f),
+        Err(CkksError::InvalidParameters(_))
+    ));
 }
 
 #[test]

@@ -19,23 +19,43 @@ fn every_object_round_trips_and_still_works() {
     let p = &f.params;
     let back = params_from_bytes(&params_to_bytes(p), true).unwrap();
     assert_eq!(back.id(), p.id());
-    assert!(params_from_bytes(&params_to_bytes(p), false).is_err(), "insecure params need opt-in");
+    assert!(
+        params_from_bytes(&params_to_bytes(p), false).is_err(),
+        "insecure params need opt-in"
+    );
 
     let x = vector(p.slots(), 1);
     let pt = f.enc.encode_real(&x, p.default_scale(), 2).unwrap();
-    assert_eq!(plaintext_from_bytes(p, &plaintext_to_bytes(p, &pt).unwrap(), MAX).unwrap(), pt);
+    assert_eq!(
+        plaintext_from_bytes(p, &plaintext_to_bytes(p, &pt).unwrap(), MAX).unwrap(),
+        pt
+    );
     let ct = f.encryptor.encrypt(&pt).unwrap();
-    assert_eq!(ciphertext_from_bytes(p, &ciphertext_to_bytes(p, &ct).unwrap(), MAX).unwrap(), ct);
+    assert_eq!(
+        ciphertext_from_bytes(p, &ciphertext_to_bytes(p, &ct).unwrap(), MAX).unwrap(),
+        ct
+    );
     let sym = f.kg.encrypt_symmetric(&pt).unwrap();
     let sym_bytes = ciphertext_to_bytes(p, &sym).unwrap();
-    assert!(sym_bytes.len() < ciphertext_to_bytes(p, &ct).unwrap().len() * 6 / 10, "seed compression halves the bytes");
+    assert!(
+        sym_bytes.len() < ciphertext_to_bytes(p, &ct).unwrap().len() * 6 / 10,
+        "seed compression halves the bytes"
+    );
     assert_eq!(ciphertext_from_bytes(p, &sym_bytes, MAX).unwrap(), sym);
     let prod = f.ev.mul(&ct, &ct).unwrap();
-    assert_eq!(ciphertext_from_bytes(p, &ciphertext_to_bytes(p, &prod).unwrap(), MAX).unwrap(), prod);
+    assert_eq!(
+        ciphertext_from_bytes(p, &ciphertext_to_bytes(p, &prod).unwrap(), MAX).unwrap(),
+        prod
+    );
 
     let sk = secret_key_from_bytes(p, &secret_key_to_bytes(f.kg.secret_key()), MAX).unwrap();
     let dec = Decryptor::new(p, &sk).unwrap();
-    assert_precision("decrypt with reloaded sk", &f.enc.decode_real(&dec.decrypt(&ct).unwrap()).unwrap(), &x, 20.0);
+    assert_precision(
+        "decrypt with reloaded sk",
+        &f.enc.decode_real(&dec.decrypt(&ct).unwrap()).unwrap(),
+        &x,
+        20.0,
+    );
 
     let pk = public_key_from_bytes(p, &public_key_to_bytes(p, &f.pk).unwrap(), MAX).unwrap();
     assert_eq!(pk, f.pk);
@@ -44,7 +64,12 @@ fn every_object_round_trips_and_still_works() {
     let gks = galois_keys_from_bytes(p, &galois_keys_to_bytes(p, &f.gks).unwrap(), MAX).unwrap();
     assert_eq!(gks, f.gks);
     let g = f.gks.elements()[0];
-    let one = galois_key_from_bytes(p, &galois_key_to_bytes(p, f.gks.get(g).unwrap()).unwrap(), MAX).unwrap();
+    let one = galois_key_from_bytes(
+        p,
+        &galois_key_to_bytes(p, f.gks.get(g).unwrap()).unwrap(),
+        MAX,
+    )
+    .unwrap();
     assert_eq!(&one, f.gks.get(g).unwrap());
     // reloaded keys still compute correctly
     let r = f.ev.rotate(&ct, 1, &gks).unwrap();
@@ -66,12 +91,18 @@ fn bad_bytes_are_refused() {
     let ct = f.encrypt(&vector(16, 2));
     let good = ciphertext_to_bytes(p, &ct).unwrap();
     for cut in [0, 3, 15, 16, 30, good.len() / 2, good.len() - 1] {
-        expect_deserialize_error(ciphertext_from_bytes(p, &good[..cut], MAX), &format!("truncated at {cut}"));
+        expect_deserialize_error(
+            ciphertext_from_bytes(p, &good[..cut], MAX),
+            &format!("truncated at {cut}"),
+        );
     }
     let mut long = good.clone();
     long.push(0);
     expect_deserialize_error(ciphertext_from_bytes(p, &long, MAX), "trailing byte");
-    expect_deserialize_error(ciphertext_from_bytes(p, &good, good.len() - 1), "over the size limit");
+    expect_deserialize_error(
+        ciphertext_from_bytes(p, &good, good.len() - 1),
+        "over the size limit",
+    );
     let mut bad_magic = good.clone();
     bad_magic[0] ^= 1;
     expect_deserialize_error(ciphertext_from_bytes(p, &bad_magic, MAX), "magic");
@@ -81,9 +112,15 @@ fn bad_bytes_are_refused() {
     expect_deserialize_error(plaintext_from_bytes(p, &good, MAX), "wrong kind");
     // serializing an object with parameters it does not belong to is refused too
     let other_fx = presets::insecure_logn12().unwrap();
-    assert!(matches!(ciphertext_to_bytes(&other_fx, &ct), Err(CkksError::ParamsMismatch { .. })));
+    assert!(matches!(
+        ciphertext_to_bytes(&other_fx, &ct),
+        Err(CkksError::ParamsMismatch { .. })
+    ));
     let other = presets::insecure_logn12().unwrap();
-    expect_deserialize_error(ciphertext_from_bytes(&other, &good, MAX), "wrong parameters");
+    expect_deserialize_error(
+        ciphertext_from_bytes(&other, &good, MAX),
+        "wrong parameters",
+    );
     let mut bad_level = good.clone();
     bad_level[16] = 77;
     expect_deserialize_error(ciphertext_from_bytes(p, &bad_level, MAX), "level");
@@ -141,7 +178,10 @@ fn pin_the_encoding_of_fixed_objects() {
     let x: Vec<f64> = (0..64).map(|i| i as f64 / 64.0 - 0.5).collect();
     let pt = enc.encode_real(&x, 2f64.powi(40), 2).unwrap();
     let pt_hash = hex(&Sha256::digest(plaintext_to_bytes(&p, &pt).unwrap()));
-    eprintln!("params {params_hash}\nplaintext {pt_hash}\nid {:#018x}", p.id());
+    eprintln!(
+        "params {params_hash}\nplaintext {pt_hash}\nid {:#018x}",
+        p.id()
+    );
     assert_eq!(format!("{:#018x}", p.id()), PINNED_ID);
     assert_eq!(params_hash, PINNED_PARAMS);
     assert_eq!(pt_hash, PINNED_PLAINTEXT);

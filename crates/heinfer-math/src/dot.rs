@@ -12,13 +12,30 @@ use crate::vecops::{self, BarrettConst};
 const LAZY_TERMS: usize = 8;
 
 /// Writes `acc0 = Σ_j d[j]·b[j]` and `acc1 = Σ_j d[j]·a[j]` modulo `q` (all inputs in `[0, q)`).
-pub fn dot2(acc0: &mut [u64], acc1: &mut [u64], d: &[&[u64]], b: &[&[u64]], a: &[&[u64]], bc: &BarrettConst) {
+pub fn dot2(
+    acc0: &mut [u64],
+    acc1: &mut [u64],
+    d: &[&[u64]],
+    b: &[&[u64]],
+    a: &[&[u64]],
+    bc: &BarrettConst,
+) {
     assert!(!d.is_empty() && d.len() == b.len() && d.len() == a.len());
     #[cfg(target_arch = "x86_64")]
     if bc.modulus() < (1u64 << 50) && crate::ntt_fma::available() && acc0.len() % 8 == 0 {
         for start in (0..d.len()).step_by(LAZY_TERMS) {
             let end = (start + LAZY_TERMS).min(d.len());
-            unsafe { fma::dot2(acc0, acc1, &d[start..end], &b[start..end], &a[start..end], bc.modulus(), start > 0) };
+            unsafe {
+                fma::dot2(
+                    acc0,
+                    acc1,
+                    &d[start..end],
+                    &b[start..end],
+                    &a[start..end],
+                    bc.modulus(),
+                    start > 0,
+                )
+            };
         }
         return;
     }
@@ -39,14 +56,18 @@ mod fma {
     unsafe fn mul_lazy(a: __m512d, b: __m512d, q: __m512d, qinv: __m512d) -> __m512d {
         let h = _mm512_mul_pd(a, b);
         let l = _mm512_fmsub_pd(a, b, h);
-        let k = _mm512_roundscale_pd::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_pd(h, qinv));
+        let k = _mm512_roundscale_pd::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm512_mul_pd(h, qinv),
+        );
         _mm512_add_pd(_mm512_fnmadd_pd(k, q, h), l)
     }
 
     /// Reduces an exact integer `|x| < 2^53` to `[0, q)`.
     #[inline(always)]
     unsafe fn reduce(x: __m512d, q: __m512d, qinv: __m512d) -> __m512d {
-        let k = _mm512_roundscale_pd::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(_mm512_mul_pd(x, qinv));
+        let k = _mm512_roundscale_pd::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(
+            _mm512_mul_pd(x, qinv),
+        );
         let r = _mm512_fnmadd_pd(k, q, x);
         let neg = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(r, _mm512_setzero_pd());
         let r = _mm512_mask_add_pd(r, neg, r, q);
@@ -60,13 +81,25 @@ mod fma {
     }
 
     #[target_feature(enable = "avx512f,avx512dq")]
-    pub(super) unsafe fn dot2(acc0: &mut [u64], acc1: &mut [u64], d: &[&[u64]], b: &[&[u64]], a: &[&[u64]], q: u64, accumulate: bool) {
+    pub(super) unsafe fn dot2(
+        acc0: &mut [u64],
+        acc1: &mut [u64],
+        d: &[&[u64]],
+        b: &[&[u64]],
+        a: &[&[u64]],
+        q: u64,
+        accumulate: bool,
+    ) {
         let qv = _mm512_set1_pd(q as f64);
         let qinv = _mm512_set1_pd(1.0 / q as f64);
         let n = acc0.len();
         let mut i = 0;
         while i < n {
-            let (mut s0, mut s1) = if accumulate { (load(acc0, i), load(acc1, i)) } else { (_mm512_setzero_pd(), _mm512_setzero_pd()) };
+            let (mut s0, mut s1) = if accumulate {
+                (load(acc0, i), load(acc1, i))
+            } else {
+                (_mm512_setzero_pd(), _mm512_setzero_pd())
+            };
             for j in 0..d.len() {
                 let dv = load(d[j], i);
                 s0 = _mm512_add_pd(s0, mul_lazy(dv, load(b[j], i), qv, qinv));
@@ -97,10 +130,16 @@ mod tests {
             for digits in [1usize, 2, 7, 8, 9, 17] {
                 let mut s = (bits as u64) * 1000 + digits as u64;
                 let mut next = || {
-                    s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    s = s
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
                     (s >> 7) % q
                 };
-                let mk = |next: &mut dyn FnMut() -> u64| (0..digits).map(|_| (0..n).map(|_| next()).collect::<Vec<u64>>()).collect::<Vec<_>>();
+                let mk = |next: &mut dyn FnMut() -> u64| {
+                    (0..digits)
+                        .map(|_| (0..n).map(|_| next()).collect::<Vec<u64>>())
+                        .collect::<Vec<_>>()
+                };
                 let (dv, bv, av) = (mk(&mut next), mk(&mut next), mk(&mut next));
                 let dr: Vec<&[u64]> = dv.iter().map(|v| v.as_slice()).collect();
                 let br: Vec<&[u64]> = bv.iter().map(|v| v.as_slice()).collect();
@@ -110,7 +149,11 @@ mod tests {
                 for c in 0..n {
                     let e0 = (0..digits).fold(0, |acc, j| m.add(acc, m.mul(dv[j][c], bv[j][c])));
                     let e1 = (0..digits).fold(0, |acc, j| m.add(acc, m.mul(dv[j][c], av[j][c])));
-                    assert_eq!((x0[c], x1[c]), (e0, e1), "bits {bits} digits {digits} coefficient {c}");
+                    assert_eq!(
+                        (x0[c], x1[c]),
+                        (e0, e1),
+                        "bits {bits} digits {digits} coefficient {c}"
+                    );
                 }
             }
         }

@@ -20,7 +20,11 @@ impl Modulus {
         assert!((2..(1u64 << 62)).contains(&q), "modulus out of range: {q}");
         // ⌊(2^128 − 1) / q⌋ equals ⌊2^128 / q⌋ because q is not a power of two when prime (q = 2 aside).
         let r = u128::MAX / q as u128;
-        Self { q, barrett_hi: (r >> 64) as u64, barrett_lo: r as u64 }
+        Self {
+            q,
+            barrett_hi: (r >> 64) as u64,
+            barrett_lo: r as u64,
+        }
     }
 
     /// `x mod q` for a 128-bit `x` (Barrett with `r = ⌊2^128/q⌋`; the quotient estimate is
@@ -44,7 +48,11 @@ impl Modulus {
     /// `x mod q` for any 64-bit `x`.
     #[inline(always)]
     pub fn reduce(&self, x: u64) -> u64 {
-        if x < self.q { x } else { x % self.q }
+        if x < self.q {
+            x
+        } else {
+            x % self.q
+        }
     }
 
     /// `x mod q` for a signed `x`.
@@ -64,19 +72,31 @@ impl Modulus {
     #[inline(always)]
     pub fn add(&self, a: u64, b: u64) -> u64 {
         let s = a + b;
-        if s >= self.q { s - self.q } else { s }
+        if s >= self.q {
+            s - self.q
+        } else {
+            s
+        }
     }
 
     /// `(a − b) mod q` for `a, b < q`.
     #[inline(always)]
     pub fn sub(&self, a: u64, b: u64) -> u64 {
-        if a >= b { a - b } else { a + self.q - b }
+        if a >= b {
+            a - b
+        } else {
+            a + self.q - b
+        }
     }
 
     /// `−a mod q` for `a < q`.
     #[inline(always)]
     pub fn neg(&self, a: u64) -> u64 {
-        if a == 0 { 0 } else { self.q - a }
+        if a == 0 {
+            0
+        } else {
+            self.q - a
+        }
     }
 
     /// `a·b mod q`.
@@ -96,7 +116,11 @@ impl Modulus {
     pub fn mul_shoup(&self, x: u64, w: u64, w_shoup: u64) -> u64 {
         let hi = ((x as u128 * w_shoup as u128) >> 64) as u64;
         let r = x.wrapping_mul(w).wrapping_sub(hi.wrapping_mul(self.q));
-        if r >= self.q { r - self.q } else { r }
+        if r >= self.q {
+            r - self.q
+        } else {
+            r
+        }
     }
 
     /// `a^e mod q`.

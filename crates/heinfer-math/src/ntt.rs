@@ -35,10 +35,15 @@ impl NttPlan {
     /// Builds the plan for ring degree `n` (a power of two ≥ 16) and prime `q ≡ 1 mod 2n`.
     pub fn new(n: usize, q: u64) -> Result<Self> {
         if !n.is_power_of_two() || n < 16 {
-            return Err(MathError::NttPlan(format!("ring degree {n} is not a power of two ≥ 16")));
+            return Err(MathError::NttPlan(format!(
+                "ring degree {n} is not a power of two ≥ 16"
+            )));
         }
         if q >= 1u64 << 61 || !is_prime(q) || q % (2 * n as u64) != 1 {
-            return Err(MathError::NttPlan(format!("{q} is not a prime < 2^61 with q ≡ 1 mod {}", 2 * n)));
+            return Err(MathError::NttPlan(format!(
+                "{q} is not a prime < 2^61 with q ≡ 1 mod {}",
+                2 * n
+            )));
         }
         let plan = tfhe_ntt::prime64::Plan::try_new(n, q)
             .ok_or_else(|| MathError::NttPlan(format!("no 2N-th root of unity mod {q}")))?;
@@ -179,7 +184,11 @@ mod tests {
             x[1] = 1;
             plan.forward(&mut x);
             let psi = x[0]; // index 0 ↔ exponent 1
-            assert_eq!(m.pow(psi, n as u64), q - 1, "ψ must be a primitive 2N-th root");
+            assert_eq!(
+                m.pow(psi, n as u64),
+                q - 1,
+                "ψ must be a primitive 2N-th root"
+            );
             for j in 0..n {
                 let e = 2 * bit_reverse(j, logn) as u64 + 1;
                 assert_eq!(x[j], m.pow(psi, e), "logN={logn} j={j}");
@@ -193,7 +202,9 @@ mod tests {
             let n = 1usize << logn;
             let q = generate_primes(&[bits], 2 * n as u64, &[]).unwrap()[0];
             let plan = NttPlan::new(n, q).unwrap();
-            let a: Vec<u64> = (0..n as u64).map(|i| (i.wrapping_mul(0x9E3779B97F4A7C15) >> 7) % q).collect();
+            let a: Vec<u64> = (0..n as u64)
+                .map(|i| (i.wrapping_mul(0x9E3779B97F4A7C15) >> 7) % q)
+                .collect();
             let (mut x, mut y) = (a.clone(), a.clone());
             plan.forward(&mut x);
             plan.forward_reference(&mut y);

@@ -47,7 +47,8 @@ const BLOCK: usize = 2048;
 
 /// Whether this CPU can run the FMA NTT.
 pub(crate) fn available() -> bool {
-    std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512dq")
+    std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512dq")
 }
 
 impl FmaNtt {
@@ -78,7 +79,16 @@ impl FmaNtt {
         let (fwd_w, fwd_wq) = pad(&pw);
         let (inv_w, inv_wq) = pad(&ipw);
         let n_inv = m.inv(n as u64 % q);
-        Self { n, q: qf, fwd_w, fwd_wq, inv_w, inv_wq, n_inv: n_inv as f64, n_inv_q: n_inv as f64 / qf }
+        Self {
+            n,
+            q: qf,
+            fwd_w,
+            fwd_wq,
+            inv_w,
+            inv_wq,
+            n_inv: n_inv as f64,
+            n_inv_q: n_inv as f64 / qf,
+        }
     }
 
     /// Forward transform in place (coefficients in `[0, q)` → bit-reversed evaluations).
@@ -117,9 +127,29 @@ impl FmaNtt {
             while m < n {
                 t >>= 1;
                 if t >= 8 {
-                    self.wide_stage(x, base, base + block, m, t, &self.fwd_w, &self.fwd_wq, q, true);
+                    self.wide_stage(
+                        x,
+                        base,
+                        base + block,
+                        m,
+                        t,
+                        &self.fwd_w,
+                        &self.fwd_wq,
+                        q,
+                        true,
+                    );
                 } else {
-                    self.small_stage(x, base, base + block, m, t, &self.fwd_w, &self.fwd_wq, q, true);
+                    self.small_stage(
+                        x,
+                        base,
+                        base + block,
+                        m,
+                        t,
+                        &self.fwd_w,
+                        &self.fwd_wq,
+                        q,
+                        true,
+                    );
                 }
                 m <<= 1;
             }
@@ -131,7 +161,18 @@ impl FmaNtt {
     /// Butterflies with distance `t ≥ 8` over `x[start..end]` at stage `m`.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    unsafe fn wide_stage(&self, x: *mut f64, start: usize, end: usize, m: usize, t: usize, tw: &[f64], twq: &[f64], q: __m512d, forward: bool) {
+    unsafe fn wide_stage(
+        &self,
+        x: *mut f64,
+        start: usize,
+        end: usize,
+        m: usize,
+        t: usize,
+        tw: &[f64],
+        twq: &[f64],
+        q: __m512d,
+        forward: bool,
+    ) {
         let mut j1 = start;
         while j1 < end {
             let i = j1 / (2 * t);
@@ -170,9 +211,29 @@ impl FmaNtt {
             let (mut m, mut t) = (n >> 1, 1);
             while 2 * t <= block && m >= 1 {
                 if t >= 8 {
-                    self.wide_stage(x, base, base + block, m, t, &self.inv_w, &self.inv_wq, q, false);
+                    self.wide_stage(
+                        x,
+                        base,
+                        base + block,
+                        m,
+                        t,
+                        &self.inv_w,
+                        &self.inv_wq,
+                        q,
+                        false,
+                    );
                 } else {
-                    self.small_stage(x, base, base + block, m, t, &self.inv_w, &self.inv_wq, q, false);
+                    self.small_stage(
+                        x,
+                        base,
+                        base + block,
+                        m,
+                        t,
+                        &self.inv_w,
+                        &self.inv_wq,
+                        q,
+                        false,
+                    );
                 }
                 t <<= 1;
                 m >>= 1;
@@ -201,7 +262,18 @@ impl FmaNtt {
     /// de-interleaved into the `u` and `v` halves with two-source permutes.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    unsafe fn small_stage(&self, x: *mut f64, start: usize, end: usize, m: usize, t: usize, tw: &[f64], twq: &[f64], q: __m512d, forward: bool) {
+    unsafe fn small_stage(
+        &self,
+        x: *mut f64,
+        start: usize,
+        end: usize,
+        m: usize,
+        t: usize,
+        tw: &[f64],
+        twq: &[f64],
+        q: __m512d,
+        forward: bool,
+    ) {
         let (u_idx, v_idx, w_idx) = small_stage_indices(t);
         // inverse permutations: positions of u and v lanes back into x and y
         let (bx, by) = back_indices(&u_idx, &v_idx);
@@ -273,7 +345,9 @@ unsafe fn load_idx(v: &[i64; 8]) -> __m512i {
 unsafe fn mulmod(a: __m512d, w: __m512d, wq: __m512d, q: __m512d) -> __m512d {
     let h = _mm512_mul_pd(a, w);
     let l = _mm512_fmsub_pd(a, w, h);
-    let k = _mm512_roundscale_pd::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_pd(a, wq));
+    let k = _mm512_roundscale_pd::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+        _mm512_mul_pd(a, wq),
+    );
     let r = _mm512_add_pd(_mm512_fnmadd_pd(k, q, h), l);
     let neg = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(r, _mm512_setzero_pd());
     _mm512_mask_add_pd(r, neg, r, q)

@@ -67,7 +67,9 @@ pub fn is_prime(n: u64) -> bool {
 /// distinct and distinct from `exclude`. Deterministic.
 pub fn generate_primes(bits: &[u32], two_n: u64, exclude: &[u64]) -> Result<Vec<u64>> {
     if !two_n.is_power_of_two() || two_n < 4 {
-        return Err(MathError::PrimeGeneration(format!("2N = {two_n} is not a power of two ≥ 4")));
+        return Err(MathError::PrimeGeneration(format!(
+            "2N = {two_n} is not a power of two ≥ 4"
+        )));
     }
     let mut taken: Vec<u64> = exclude.to_vec();
     let mut out = Vec::with_capacity(bits.len());

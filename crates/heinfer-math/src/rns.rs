@@ -70,7 +70,14 @@ impl BasisConverter {
                 (v, pj.shoup(v))
             })
             .collect();
-        Self { from: from.to_vec(), to: to.to_vec(), inv_from, q_mod_p, qhat_inv, qhat_mod_p }
+        Self {
+            from: from.to_vec(),
+            to: to.to_vec(),
+            inv_from,
+            q_mod_p,
+            qhat_inv,
+            qhat_mod_p,
+        }
     }
 
     /// Source basis.
@@ -92,9 +99,21 @@ impl BasisConverter {
     /// Like [`Self::convert`], but target limb `j` lands at limb `j` of `output` when
     /// `j < gap_at` and at limb `j + gap_len` otherwise, leaving `gap_len` limbs untouched —
     /// the ModUp output of a digit is written around the digit's own limbs without a copy.
-    pub fn convert_with_gap(&self, input: &[u64], output: &mut [u64], scratch: &mut [u64], n: usize, gap_at: usize, gap_len: usize) {
+    pub fn convert_with_gap(
+        &self,
+        input: &[u64],
+        output: &mut [u64],
+        scratch: &mut [u64],
+        n: usize,
+        gap_at: usize,
+        gap_len: usize,
+    ) {
         let k = self.from.len();
-        assert!(input.len() >= k * n && output.len() >= (self.to.len() + gap_len) * n && scratch.len() >= k * n);
+        assert!(
+            input.len() >= k * n
+                && output.len() >= (self.to.len() + gap_len) * n
+                && scratch.len() >= k * n
+        );
         for i in 0..k {
             let t = &mut scratch[i * n..(i + 1) * n];
             t.copy_from_slice(&input[i * n..(i + 1) * n]);
@@ -122,7 +141,13 @@ impl BasisConverter {
     /// `Q`s that the fast conversion adds beyond the centered value, so
     /// `Σ_i y_i·(Q/q_i) − v·Q ≡ x_centered (mod p_j)`. Off by `±Q` only when `x` lies within
     /// `|Q|·2^{-52}·Q` of `±Q/2`. `scratch` must hold `(from.len() + 1)·n` words.
-    pub fn convert_centered(&self, input: &[u64], output: &mut [u64], scratch: &mut [u64], n: usize) {
+    pub fn convert_centered(
+        &self,
+        input: &[u64],
+        output: &mut [u64],
+        scratch: &mut [u64],
+        n: usize,
+    ) {
         let k = self.from.len();
         assert!(scratch.len() >= (k + 1) * n);
         let (ys, v) = scratch.split_at_mut(k * n);
@@ -166,7 +191,9 @@ mod tests {
         let from: Vec<Modulus> = ps[..2].iter().map(|&q| Modulus::new(q)).collect();
         let to: Vec<Modulus> = ps[2..].iter().map(|&q| Modulus::new(q)).collect();
         let big_q = from[0].q as u128 * from[1].q as u128;
-        let xs: Vec<u128> = (0..n as u128).map(|i| (i * 0x1234_5678_9abc_def1_2345 + 77) % big_q).collect();
+        let xs: Vec<u128> = (0..n as u128)
+            .map(|i| (i * 0x1234_5678_9abc_def1_2345 + 77) % big_q)
+            .collect();
         let mut input = vec![0u64; 2 * n];
         for (c, &x) in xs.iter().enumerate() {
             input[c] = (x % from[0].q as u128) as u64;
@@ -178,7 +205,8 @@ mod tests {
         conv.convert(&input, &mut out, &mut scratch, n);
         for (j, pj) in to.iter().enumerate() {
             for c in 0..n {
-                let ok = (0..2u128).any(|u| ((xs[c] + u * big_q) % pj.q as u128) as u64 == out[j * n + c]);
+                let ok = (0..2u128)
+                    .any(|u| ((xs[c] + u * big_q) % pj.q as u128) as u64 == out[j * n + c]);
                 assert!(ok, "coefficient {c} limb {j}");
             }
         }
@@ -188,8 +216,16 @@ mod tests {
         for (j, pj) in to.iter().enumerate() {
             for c in 0..n {
                 let x = xs[c] as i128;
-                let centered = if x > (big_q / 2) as i128 { x - big_q as i128 } else { x };
-                assert_eq!(out[j * n + c], centered.rem_euclid(pj.q as i128) as u64, "centered {c} limb {j}");
+                let centered = if x > (big_q / 2) as i128 {
+                    x - big_q as i128
+                } else {
+                    x
+                };
+                assert_eq!(
+                    out[j * n + c],
+                    centered.rem_euclid(pj.q as i128) as u64,
+                    "centered {c} limb {j}"
+                );
             }
         }
     }

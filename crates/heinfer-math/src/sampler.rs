@@ -40,12 +40,16 @@ pub struct Sampler {
 impl Sampler {
     /// A stream seeded from the operating system.
     pub fn from_os() -> Result<Self> {
-        Ok(Self { rng: ChaCha20Rng::from_seed(os_seed()?) })
+        Ok(Self {
+            rng: ChaCha20Rng::from_seed(os_seed()?),
+        })
     }
 
     /// A stream expanded from a given seed (public randomness, or tests).
     pub fn from_seed(seed: Seed) -> Self {
-        Self { rng: ChaCha20Rng::from_seed(seed) }
+        Self {
+            rng: ChaCha20Rng::from_seed(seed),
+        }
     }
 
     /// A fresh 32-byte seed drawn from this stream.
@@ -58,7 +62,11 @@ impl Sampler {
     /// Fills `out` with uniform residues modulo `m` (rejection sampling, no bias).
     pub fn uniform_into(&mut self, out: &mut [u64], m: &Modulus) {
         let bits = 64 - m.q.leading_zeros();
-        let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        let mask = if bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
         for x in out.iter_mut() {
             loop {
                 let v = self.rng.next_u64() & mask;
@@ -108,7 +116,9 @@ fn cdt() -> &'static [u64] {
     TABLE.get_or_init(|| {
         let bound = (ERROR_STDDEV * ERROR_TAIL_CUT).floor() as i64;
         let rho = |k: i64| (-((k * k) as f64) / (2.0 * ERROR_STDDEV * ERROR_STDDEV)).exp();
-        let weights: Vec<f64> = (0..=bound).map(|k| if k == 0 { rho(0) } else { 2.0 * rho(k) }).collect();
+        let weights: Vec<f64> = (0..=bound)
+            .map(|k| if k == 0 { rho(0) } else { 2.0 * rho(k) })
+            .collect();
         let z: f64 = weights.iter().sum();
         let mut acc = 0.0;
         let scale = (1u64 << 63) as f64;
@@ -136,9 +146,18 @@ mod tests {
         let mean = e.iter().sum::<i64>() as f64 / e.len() as f64;
         let var = e.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / e.len() as f64;
         assert!(mean.abs() < 0.05, "mean {mean}");
-        assert!((var.sqrt() - ERROR_STDDEV).abs() < 0.05, "stddev {}", var.sqrt());
-        assert!(e.iter().any(|&x| x < -8) && e.iter().any(|&x| x > 8), "both tails are sampled");
-        assert!(e.iter().all(|&x| (x as f64).abs() <= ERROR_STDDEV * ERROR_TAIL_CUT + 0.5));
+        assert!(
+            (var.sqrt() - ERROR_STDDEV).abs() < 0.05,
+            "stddev {}",
+            var.sqrt()
+        );
+        assert!(
+            e.iter().any(|&x| x < -8) && e.iter().any(|&x| x > 8),
+            "both tails are sampled"
+        );
+        assert!(e
+            .iter()
+            .all(|&x| (x as f64).abs() <= ERROR_STDDEV * ERROR_TAIL_CUT + 0.5));
         let t = s.ternary(30_000);
         for v in [-1i8, 0, 1] {
             let c = t.iter().filter(|&&x| x == v).count();

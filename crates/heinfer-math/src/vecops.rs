@@ -83,7 +83,11 @@ mod avx512 {
 
     #[target_feature(enable = "avx512f,avx512dq")]
     pub unsafe fn mul_shoup_assign(a: &mut [u64], w: u64, ws: u64, q: u64) {
-        let (vw, vws, vq) = (_mm512_set1_epi64(w as i64), _mm512_set1_epi64(ws as i64), _mm512_set1_epi64(q as i64));
+        let (vw, vws, vq) = (
+            _mm512_set1_epi64(w as i64),
+            _mm512_set1_epi64(ws as i64),
+            _mm512_set1_epi64(q as i64),
+        );
         let chunks = a.len() / 8;
         let p = a.as_mut_ptr();
         for c in 0..chunks {
@@ -99,7 +103,11 @@ mod avx512 {
     /// `out[i] = a[i]·w mod q` through a raw output pointer (valid for `a.len()` writes).
     #[target_feature(enable = "avx512f,avx512dq")]
     pub unsafe fn mul_shoup_to(out: *mut u64, a: &[u64], w: u64, ws: u64, q: u64) {
-        let (vw, vws, vq) = (_mm512_set1_epi64(w as i64), _mm512_set1_epi64(ws as i64), _mm512_set1_epi64(q as i64));
+        let (vw, vws, vq) = (
+            _mm512_set1_epi64(w as i64),
+            _mm512_set1_epi64(ws as i64),
+            _mm512_set1_epi64(q as i64),
+        );
         let chunks = a.len() / 8;
         for c in 0..chunks {
             let x = _mm512_loadu_si512(a.as_ptr().add(8 * c) as *const _);
@@ -132,13 +140,20 @@ mod avx512 {
 
     #[target_feature(enable = "avx512f,avx512dq")]
     pub unsafe fn mul_shoup_add_assign(acc: &mut [u64], a: &[u64], w: u64, ws: u64, q: u64) {
-        let (vw, vws, vq) = (_mm512_set1_epi64(w as i64), _mm512_set1_epi64(ws as i64), _mm512_set1_epi64(q as i64));
+        let (vw, vws, vq) = (
+            _mm512_set1_epi64(w as i64),
+            _mm512_set1_epi64(ws as i64),
+            _mm512_set1_epi64(q as i64),
+        );
         let chunks = a.len() / 8;
         for c in 0..chunks {
             let pa = acc.as_mut_ptr().add(8 * c) as *mut __m512i;
             let x = _mm512_loadu_si512(a.as_ptr().add(8 * c) as *const _);
             let hi = mulhi(x, vws);
-            let r = small_mod(_mm512_sub_epi64(_mm512_mullo_epi64(x, vw), _mm512_mullo_epi64(hi, vq)), vq);
+            let r = small_mod(
+                _mm512_sub_epi64(_mm512_mullo_epi64(x, vw), _mm512_mullo_epi64(hi, vq)),
+                vq,
+            );
             let s = _mm512_add_epi64(_mm512_loadu_si512(pa as *const _), r);
             _mm512_storeu_si512(pa as *mut _, small_mod(s, vq));
         }
@@ -146,7 +161,13 @@ mod avx512 {
     }
 
     #[inline(always)]
-    unsafe fn barrett(x: __m512i, y: __m512i, b: &BarrettConst, vq: __m512i, vr: __m512i) -> __m512i {
+    unsafe fn barrett(
+        x: __m512i,
+        y: __m512i,
+        b: &BarrettConst,
+        vq: __m512i,
+        vr: __m512i,
+    ) -> __m512i {
         let (lo, hi) = mul_wide(x, y);
         let sh = _mm512_set1_epi64((b.k - 1) as i64);
         let shc = _mm512_set1_epi64((65 - b.k) as i64);
@@ -162,7 +183,10 @@ mod avx512 {
         for c in 0..chunks {
             let x = _mm512_loadu_si512(a.as_ptr().add(8 * c) as *const _);
             let y = _mm512_loadu_si512(bv.as_ptr().add(8 * c) as *const _);
-            _mm512_storeu_si512(out.as_mut_ptr().add(8 * c) as *mut _, barrett(x, y, b, vq, vr));
+            _mm512_storeu_si512(
+                out.as_mut_ptr().add(8 * c) as *mut _,
+                barrett(x, y, b, vq, vr),
+            );
         }
         for i in 8 * chunks..a.len() {
             out[i] = b.mul(a[i], bv[i]);
@@ -216,7 +240,8 @@ mod avx512 {
 fn has_avx512() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512dq")
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512dq")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -305,7 +330,13 @@ pub fn reduce_f64_into(out: &mut [u64], c: &[f64], q: u64) {
     let qf = q as f64;
     for (o, &x) in out.iter_mut().zip(c) {
         let r = x - (x / qf).floor() * qf;
-        let r = if r < 0.0 { r + qf } else if r >= qf { r - qf } else { r };
+        let r = if r < 0.0 {
+            r + qf
+        } else if r >= qf {
+            r - qf
+        } else {
+            r
+        };
         *o = r as u64;
     }
 }
@@ -319,7 +350,9 @@ unsafe fn avx512_reduce_f64_into(out: &mut [u64], c: &[f64], q: u64) {
     let chunks = c.len() / 8;
     for k in 0..chunks {
         let x = _mm512_loadu_pd(c.as_ptr().add(8 * k));
-        let f = _mm512_roundscale_pd::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(_mm512_mul_pd(x, qinv));
+        let f = _mm512_roundscale_pd::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(
+            _mm512_mul_pd(x, qinv),
+        );
         let r = _mm512_fnmadd_pd(f, qv, x);
         let neg = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(r, _mm512_setzero_pd());
         let r = _mm512_mask_add_pd(r, neg, r, qv);
@@ -331,7 +364,13 @@ unsafe fn avx512_reduce_f64_into(out: &mut [u64], c: &[f64], q: u64) {
     for i in 8 * chunks..c.len() {
         let x = c[i];
         let r = x - (x / qf).floor() * qf;
-        let r = if r < 0.0 { r + qf } else if r >= qf { r - qf } else { r };
+        let r = if r < 0.0 {
+            r + qf
+        } else if r >= qf {
+            r - qf
+        } else {
+            r
+        };
         out[i] = r as u64;
     }
 }
@@ -346,7 +385,10 @@ pub fn mul_scalar_to_uninit(out: &mut [MaybeUninit<u64>], a: &[u64], w: u64, ws:
     }
     for (o, &x) in out.iter_mut().zip(a) {
         let hi = ((x as u128 * ws as u128) >> 64) as u64;
-        o.write(small_mod(x.wrapping_mul(w).wrapping_sub(hi.wrapping_mul(m.q)), m.q));
+        o.write(small_mod(
+            x.wrapping_mul(w).wrapping_sub(hi.wrapping_mul(m.q)),
+            m.q,
+        ));
     }
 }
 
@@ -373,7 +415,10 @@ where
     use rayon::prelude::*;
     let len = limbs * n;
     let mut v: Vec<u64> = Vec::with_capacity(len);
-    v.spare_capacity_mut()[..len].par_chunks_mut(n).enumerate().for_each(|(i, out)| f(i, out));
+    v.spare_capacity_mut()[..len]
+        .par_chunks_mut(n)
+        .enumerate()
+        .for_each(|(i, out)| f(i, out));
     // SAFETY: every limb was fully written by `f` (its contract; all callers in this crate and
     // in heinfer-ckks pass kernels that write each element of their output exactly once).
     unsafe { v.set_len(len) };

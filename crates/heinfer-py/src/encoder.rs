@@ -42,7 +42,10 @@ impl Encoder {
         level: usize,
         extended: bool,
     ) -> PyResult<Plaintext> {
-        let z: Vec<Complex64> = to_vec(&values).into_iter().map(|x| Complex64::new(x, 0.0)).collect();
+        let z: Vec<Complex64> = to_vec(&values)
+            .into_iter()
+            .map(|x| Complex64::new(x, 0.0))
+            .collect();
         self.encode_slots(py, z, scale, level, extended)
     }
     /// Complex values, one per slot; `extended` adds the special primes.
@@ -57,19 +60,34 @@ impl Encoder {
         self.encode_slots(py, to_vec(&values), scale, level, extended)
     }
     /// All `N/2` slots as complex values.
-    fn decode<'py>(&self, py: Python<'py>, pt: &Plaintext) -> PyResult<Bound<'py, PyArray1<Complex64>>> {
+    fn decode<'py>(
+        &self,
+        py: Python<'py>,
+        pt: &Plaintext,
+    ) -> PyResult<Bound<'py, PyArray1<Complex64>>> {
         let v = run(py, || self.inner.decode(&pt.inner))?;
         Ok(PyArray1::from_vec(py, v))
     }
     /// The real parts of all `N/2` slots.
-    fn decode_real<'py>(&self, py: Python<'py>, pt: &Plaintext) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    fn decode_real<'py>(
+        &self,
+        py: Python<'py>,
+        pt: &Plaintext,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
         let v = run(py, || self.inner.decode_real(&pt.inner))?;
         Ok(PyArray1::from_vec(py, v))
     }
 }
 
 impl Encoder {
-    fn encode_slots(&self, py: Python<'_>, z: Vec<Complex64>, scale: f64, level: usize, extended: bool) -> PyResult<Plaintext> {
+    fn encode_slots(
+        &self,
+        py: Python<'_>,
+        z: Vec<Complex64>,
+        scale: f64,
+        level: usize,
+        extended: bool,
+    ) -> PyResult<Plaintext> {
         let inner = run(py, || {
             if extended {
                 self.inner.encode_extended(&z, scale, level)
@@ -77,6 +95,9 @@ impl Encoder {
                 self.inner.encode(&z, scale, level)
             }
         })?;
-        Ok(Plaintext { inner, params: self.params.clone() })
+        Ok(Plaintext {
+            inner,
+            params: self.params.clone(),
+        })
     }
 }

@@ -5,8 +5,8 @@
 //! the native module imports them. The match below is exhaustive on purpose: a new engine
 //! error variant does not compile until it is mapped.
 
-use heinfer_ckks::CkksError;
 use heinfer_ckks::serialize::DEFAULT_MAX_BYTES;
+use heinfer_ckks::CkksError;
 use heinfer_math::MathError;
 use pyo3::PyErr;
 
@@ -26,11 +26,13 @@ pub fn to_py(e: CkksError) -> PyErr {
         CkksError::InsecureParameters { .. }
         | CkksError::InvalidParameters(_)
         | CkksError::ParamsMismatch { .. } => ParameterError::new_err(msg),
-        CkksError::LevelMismatch { .. } | CkksError::LevelTooLow { .. } | CkksError::LevelOutOfRange { .. } => {
-            LevelError::new_err(msg)
-        }
+        CkksError::LevelMismatch { .. }
+        | CkksError::LevelTooLow { .. }
+        | CkksError::LevelOutOfRange { .. } => LevelError::new_err(msg),
         CkksError::ScaleMismatch { .. } | CkksError::InvalidScale(_) => ScaleError::new_err(msg),
-        CkksError::MissingGaloisKey(_) | CkksError::MissingRelinKey => MissingKeyError::new_err(msg),
+        CkksError::MissingGaloisKey(_) | CkksError::MissingRelinKey => {
+            MissingKeyError::new_err(msg)
+        }
         CkksError::InvalidOperand { .. } => OperandError::new_err(msg),
         CkksError::Encoding(_) => EncodingError::new_err(msg),
         CkksError::Deserialize { .. } => SerializationError::new_err(msg),
@@ -62,6 +64,9 @@ mod tests {
         assert!(check_max_bytes(0).is_err());
         assert!(check_max_bytes(DEFAULT_MAX_BYTES + 1).is_err());
         assert_eq!(check_max_bytes(1).ok(), Some(1));
-        assert_eq!(check_max_bytes(DEFAULT_MAX_BYTES).ok(), Some(DEFAULT_MAX_BYTES));
+        assert_eq!(
+            check_max_bytes(DEFAULT_MAX_BYTES).ok(),
+            Some(DEFAULT_MAX_BYTES)
+        );
     }
 }

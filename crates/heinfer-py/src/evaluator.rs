@@ -16,7 +16,11 @@ pub struct Evaluator {
 }
 
 impl Evaluator {
-    fn ct(&self, py: Python<'_>, f: impl FnOnce(&ckks::Evaluator) -> ckks::Result<ckks::Ciphertext> + Send) -> PyResult<Ciphertext> {
+    fn ct(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&ckks::Evaluator) -> ckks::Result<ckks::Ciphertext> + Send,
+    ) -> PyResult<Ciphertext> {
         let inner = run(py, || f(&self.inner))?;
         Ok(Ciphertext::wrap(inner, &self.params))
     }
@@ -26,9 +30,16 @@ impl Evaluator {
         f: impl FnOnce(&ckks::Evaluator) -> ckks::Result<ckks::ExtendedCiphertext> + Send,
     ) -> PyResult<ExtendedCiphertext> {
         let inner = run(py, || f(&self.inner))?;
-        Ok(ExtendedCiphertext { inner, params: self.params.clone() })
+        Ok(ExtendedCiphertext {
+            inner,
+            params: self.params.clone(),
+        })
     }
-    fn assign(&self, py: Python<'_>, f: impl FnOnce(&ckks::Evaluator) -> ckks::Result<()> + Send) -> PyResult<()> {
+    fn assign(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&ckks::Evaluator) -> ckks::Result<()> + Send,
+    ) -> PyResult<()> {
         run(py, || f(&self.inner))
     }
 }
@@ -37,20 +48,33 @@ impl Evaluator {
 impl Evaluator {
     #[new]
     fn new(params: &Params) -> Self {
-        Self { inner: ckks::Evaluator::new(&params.inner), params: params.inner.clone() }
+        Self {
+            inner: ckks::Evaluator::new(&params.inner),
+            params: params.inner.clone(),
+        }
     }
 
     fn add(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
         self.ct(py, |e| e.add(&a.inner, &b.inner))
     }
-    fn add_assign(&self, py: Python<'_>, mut a: PyRefMut<'_, Ciphertext>, b: &Ciphertext) -> PyResult<()> {
+    fn add_assign(
+        &self,
+        py: Python<'_>,
+        mut a: PyRefMut<'_, Ciphertext>,
+        b: &Ciphertext,
+    ) -> PyResult<()> {
         let a = &mut a.inner;
         self.assign(py, |e| e.add_assign(a, &b.inner))
     }
     fn sub(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
         self.ct(py, |e| e.sub(&a.inner, &b.inner))
     }
-    fn sub_assign(&self, py: Python<'_>, mut a: PyRefMut<'_, Ciphertext>, b: &Ciphertext) -> PyResult<()> {
+    fn sub_assign(
+        &self,
+        py: Python<'_>,
+        mut a: PyRefMut<'_, Ciphertext>,
+        b: &Ciphertext,
+    ) -> PyResult<()> {
         let a = &mut a.inner;
         self.assign(py, |e| e.sub_assign(a, &b.inner))
     }
@@ -64,7 +88,12 @@ impl Evaluator {
     fn add_plain(&self, py: Python<'_>, ct: &Ciphertext, pt: &Plaintext) -> PyResult<Ciphertext> {
         self.ct(py, |e| e.add_plain(&ct.inner, &pt.inner))
     }
-    fn add_plain_assign(&self, py: Python<'_>, mut ct: PyRefMut<'_, Ciphertext>, pt: &Plaintext) -> PyResult<()> {
+    fn add_plain_assign(
+        &self,
+        py: Python<'_>,
+        mut ct: PyRefMut<'_, Ciphertext>,
+        pt: &Plaintext,
+    ) -> PyResult<()> {
         let ct = &mut ct.inner;
         self.assign(py, |e| e.add_plain_assign(ct, &pt.inner))
     }
@@ -74,24 +103,54 @@ impl Evaluator {
     fn mul_plain(&self, py: Python<'_>, ct: &Ciphertext, pt: &Plaintext) -> PyResult<Ciphertext> {
         self.ct(py, |e| e.mul_plain(&ct.inner, &pt.inner))
     }
-    fn mul_plain_assign(&self, py: Python<'_>, mut ct: PyRefMut<'_, Ciphertext>, pt: &Plaintext) -> PyResult<()> {
+    fn mul_plain_assign(
+        &self,
+        py: Python<'_>,
+        mut ct: PyRefMut<'_, Ciphertext>,
+        pt: &Plaintext,
+    ) -> PyResult<()> {
         let ct = &mut ct.inner;
         self.assign(py, |e| e.mul_plain_assign(ct, &pt.inner))
     }
-    fn mul_const(&self, py: Python<'_>, ct: &Ciphertext, c: f64, scale: f64) -> PyResult<Ciphertext> {
+    fn mul_const(
+        &self,
+        py: Python<'_>,
+        ct: &Ciphertext,
+        c: f64,
+        scale: f64,
+    ) -> PyResult<Ciphertext> {
         self.ct(py, |e| e.mul_const(&ct.inner, c, scale))
     }
-    fn mul_const_assign(&self, py: Python<'_>, mut ct: PyRefMut<'_, Ciphertext>, c: f64, scale: f64) -> PyResult<()> {
+    fn mul_const_assign(
+        &self,
+        py: Python<'_>,
+        mut ct: PyRefMut<'_, Ciphertext>,
+        c: f64,
+        scale: f64,
+    ) -> PyResult<()> {
         let ct = &mut ct.inner;
         self.assign(py, |e| e.mul_const_assign(ct, c, scale))
     }
-    fn mul_const_complex(&self, py: Python<'_>, ct: &Ciphertext, re: f64, im: f64, scale: f64) -> PyResult<Ciphertext> {
+    fn mul_const_complex(
+        &self,
+        py: Python<'_>,
+        ct: &Ciphertext,
+        re: f64,
+        im: f64,
+        scale: f64,
+    ) -> PyResult<Ciphertext> {
         self.ct(py, |e| e.mul_const_complex(&ct.inner, re, im, scale))
     }
     fn add_const(&self, py: Python<'_>, ct: &Ciphertext, c: f64) -> PyResult<Ciphertext> {
         self.ct(py, |e| e.add_const(&ct.inner, c))
     }
-    fn add_const_complex(&self, py: Python<'_>, ct: &Ciphertext, re: f64, im: f64) -> PyResult<Ciphertext> {
+    fn add_const_complex(
+        &self,
+        py: Python<'_>,
+        ct: &Ciphertext,
+        re: f64,
+        im: f64,
+    ) -> PyResult<Ciphertext> {
         self.ct(py, |e| e.add_const_complex(&ct.inner, re, im))
     }
     fn mul(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
@@ -103,11 +162,22 @@ impl Evaluator {
     fn relinearize(&self, py: Python<'_>, ct: &Ciphertext, rlk: &RelinKey) -> PyResult<Ciphertext> {
         self.ct(py, |e| e.relinearize(&ct.inner, &rlk.inner))
     }
-    fn relinearize_assign(&self, py: Python<'_>, mut ct: PyRefMut<'_, Ciphertext>, rlk: &RelinKey) -> PyResult<()> {
+    fn relinearize_assign(
+        &self,
+        py: Python<'_>,
+        mut ct: PyRefMut<'_, Ciphertext>,
+        rlk: &RelinKey,
+    ) -> PyResult<()> {
         let ct = &mut ct.inner;
         self.assign(py, |e| e.relinearize_assign(ct, &rlk.inner))
     }
-    fn mul_relin(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext, rlk: &RelinKey) -> PyResult<Ciphertext> {
+    fn mul_relin(
+        &self,
+        py: Python<'_>,
+        a: &Ciphertext,
+        b: &Ciphertext,
+        rlk: &RelinKey,
+    ) -> PyResult<Ciphertext> {
         self.ct(py, |e| e.mul_relin(&a.inner, &b.inner, &rlk.inner))
     }
     fn rescale(&self, py: Python<'_>, ct: &Ciphertext) -> PyResult<Ciphertext> {
@@ -123,18 +193,45 @@ impl Evaluator {
     fn drop_to_level(&self, py: Python<'_>, ct: &Ciphertext, level: usize) -> PyResult<Ciphertext> {
         self.ct(py, |e| e.drop_to_level(&ct.inner, level))
     }
-    fn rotate(&self, py: Python<'_>, ct: &Ciphertext, k: i64, keys: &GaloisKeys) -> PyResult<Ciphertext> {
+    fn rotate(
+        &self,
+        py: Python<'_>,
+        ct: &Ciphertext,
+        k: i64,
+        keys: &GaloisKeys,
+    ) -> PyResult<Ciphertext> {
         self.ct(py, |e| e.rotate(&ct.inner, k, &keys.inner))
     }
-    fn conjugate(&self, py: Python<'_>, ct: &Ciphertext, keys: &GaloisKeys) -> PyResult<Ciphertext> {
+    fn conjugate(
+        &self,
+        py: Python<'_>,
+        ct: &Ciphertext,
+        keys: &GaloisKeys,
+    ) -> PyResult<Ciphertext> {
         self.ct(py, |e| e.conjugate(&ct.inner, &keys.inner))
     }
-    fn apply_galois(&self, py: Python<'_>, ct: &Ciphertext, g: u64, keys: &GaloisKeys) -> PyResult<Ciphertext> {
+    fn apply_galois(
+        &self,
+        py: Python<'_>,
+        ct: &Ciphertext,
+        g: u64,
+        keys: &GaloisKeys,
+    ) -> PyResult<Ciphertext> {
         self.ct(py, |e| e.apply_galois(&ct.inner, g, &keys.inner))
     }
-    fn rotate_hoisted(&self, py: Python<'_>, ct: &Ciphertext, steps: Vec<i64>, keys: &GaloisKeys) -> PyResult<Vec<Ciphertext>> {
-        let v = run(py, || self.inner.rotate_hoisted(&ct.inner, &steps, &keys.inner))?;
-        Ok(v.into_iter().map(|c| Ciphertext::wrap(c, &self.params)).collect())
+    fn rotate_hoisted(
+        &self,
+        py: Python<'_>,
+        ct: &Ciphertext,
+        steps: Vec<i64>,
+        keys: &GaloisKeys,
+    ) -> PyResult<Vec<Ciphertext>> {
+        let v = run(py, || {
+            self.inner.rotate_hoisted(&ct.inner, &steps, &keys.inner)
+        })?;
+        Ok(v.into_iter()
+            .map(|c| Ciphertext::wrap(c, &self.params))
+            .collect())
     }
     fn rotate_hoisted_extended(
         &self,
@@ -143,17 +240,41 @@ impl Evaluator {
         steps: Vec<i64>,
         keys: &GaloisKeys,
     ) -> PyResult<Vec<ExtendedCiphertext>> {
-        let v = run(py, || self.inner.rotate_hoisted_extended(&ct.inner, &steps, &keys.inner))?;
-        Ok(v.into_iter().map(|inner| ExtendedCiphertext { inner, params: self.params.clone() }).collect())
+        let v = run(py, || {
+            self.inner
+                .rotate_hoisted_extended(&ct.inner, &steps, &keys.inner)
+        })?;
+        Ok(v.into_iter()
+            .map(|inner| ExtendedCiphertext {
+                inner,
+                params: self.params.clone(),
+            })
+            .collect())
     }
-    fn add_extended_assign(&self, py: Python<'_>, mut a: PyRefMut<'_, ExtendedCiphertext>, b: &ExtendedCiphertext) -> PyResult<()> {
+    fn add_extended_assign(
+        &self,
+        py: Python<'_>,
+        mut a: PyRefMut<'_, ExtendedCiphertext>,
+        b: &ExtendedCiphertext,
+    ) -> PyResult<()> {
         let a = &mut a.inner;
         self.assign(py, |e| e.add_extended_assign(a, &b.inner))
     }
-    fn mul_const_extended(&self, py: Python<'_>, x: &ExtendedCiphertext, c: f64, scale: f64) -> PyResult<ExtendedCiphertext> {
+    fn mul_const_extended(
+        &self,
+        py: Python<'_>,
+        x: &ExtendedCiphertext,
+        c: f64,
+        scale: f64,
+    ) -> PyResult<ExtendedCiphertext> {
         self.ext(py, |e| e.mul_const_extended(&x.inner, c, scale))
     }
-    fn mul_plain_extended(&self, py: Python<'_>, x: &ExtendedCiphertext, pt: &Plaintext) -> PyResult<ExtendedCiphertext> {
+    fn mul_plain_extended(
+        &self,
+        py: Python<'_>,
+        x: &ExtendedCiphertext,
+        pt: &Plaintext,
+    ) -> PyResult<ExtendedCiphertext> {
         self.ext(py, |e| e.mul_plain_extended(&x.inner, &pt.inner))
     }
     fn mod_down_extended(&self, py: Python<'_>, x: &ExtendedCiphertext) -> PyResult<Ciphertext> {

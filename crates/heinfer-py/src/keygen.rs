@@ -10,8 +10,8 @@ use pyo3::prelude::*;
 /// Generates keys; holds the secret key (client side).
 #[pyclass(module = "heinfer._native", name = "KeyGenerator", frozen)]
 pub struct KeyGenerator {
-    inner: ckks::KeyGenerator,
-    params: CkksParams,
+    pub inner: ckks::KeyGenerator,
+    pub params: CkksParams,
 }
 
 #[pymethods]
@@ -31,19 +31,36 @@ impl KeyGenerator {
         Ok(Self { inner, params: p })
     }
     fn secret_key(&self) -> SecretKey {
-        SecretKey { inner: self.inner.secret_key().clone(), params: self.params.clone() }
+        SecretKey {
+            inner: self.inner.secret_key().clone(),
+            params: self.params.clone(),
+        }
     }
     fn public_key(&self, py: Python<'_>) -> PyResult<PublicKey> {
         let inner = run(py, || self.inner.public_key())?;
-        Ok(PublicKey { inner, params: self.params.clone() })
+        Ok(PublicKey {
+            inner,
+            params: self.params.clone(),
+        })
     }
     fn relin_key(&self, py: Python<'_>) -> PyResult<RelinKey> {
         let inner = run(py, || self.inner.relin_key())?;
-        Ok(RelinKey { inner, params: self.params.clone() })
+        Ok(RelinKey {
+            inner,
+            params: self.params.clone(),
+        })
     }
-    fn galois_keys(&self, py: Python<'_>, steps: Vec<i64>, conjugate: bool) -> PyResult<GaloisKeys> {
+    fn galois_keys(
+        &self,
+        py: Python<'_>,
+        steps: Vec<i64>,
+        conjugate: bool,
+    ) -> PyResult<GaloisKeys> {
         let inner = run(py, || self.inner.galois_keys(&steps, conjugate))?;
-        Ok(GaloisKeys { inner, params: self.params.clone() })
+        Ok(GaloisKeys {
+            inner,
+            params: self.params.clone(),
+        })
     }
     fn encrypt_symmetric(&self, py: Python<'_>, pt: &Plaintext) -> PyResult<Ciphertext> {
         let inner = run(py, || self.inner.encrypt_symmetric(&pt.inner))?;
@@ -58,7 +75,7 @@ impl KeyGenerator {
 #[pyclass(module = "heinfer._native", name = "Encryptor", frozen)]
 pub struct Encryptor {
     inner: ckks::Encryptor,
-    params: CkksParams,
+    pub params: CkksParams,
 }
 
 #[pymethods]
@@ -66,7 +83,10 @@ impl Encryptor {
     #[new]
     fn new(params: &Params, pk: &PublicKey) -> PyResult<Self> {
         let inner = ckks::Encryptor::new(&params.inner, &pk.inner).map_err(crate::errors::to_py)?;
-        Ok(Self { inner, params: params.inner.clone() })
+        Ok(Self {
+            inner,
+            params: params.inner.clone(),
+        })
     }
     fn encrypt(&self, py: Python<'_>, pt: &Plaintext) -> PyResult<Ciphertext> {
         let inner = run(py, || self.inner.encrypt(&pt.inner))?;
@@ -77,8 +97,8 @@ impl Encryptor {
 /// Secret-key decryption (client side).
 #[pyclass(module = "heinfer._native", name = "Decryptor", frozen)]
 pub struct Decryptor {
-    inner: ckks::Decryptor,
-    params: CkksParams,
+    pub inner: ckks::Decryptor,
+    pub params: CkksParams,
 }
 
 #[pymethods]
@@ -86,11 +106,17 @@ impl Decryptor {
     #[new]
     fn new(params: &Params, sk: &SecretKey) -> PyResult<Self> {
         let inner = ckks::Decryptor::new(&params.inner, &sk.inner).map_err(crate::errors::to_py)?;
-        Ok(Self { inner, params: params.inner.clone() })
+        Ok(Self {
+            inner,
+            params: params.inner.clone(),
+        })
     }
     fn decrypt(&self, py: Python<'_>, ct: &Ciphertext) -> PyResult<Plaintext> {
         let inner = run(py, || self.inner.decrypt(&ct.inner))?;
-        Ok(Plaintext { inner, params: self.params.clone() })
+        Ok(Plaintext {
+            inner,
+            params: self.params.clone(),
+        })
     }
     fn __repr__(&self) -> String {
         format!("Decryptor(params_id={:#018x})", self.params.id())

@@ -1,7 +1,7 @@
 //! # heinfer-py — the private native module `heinfer._native`
 //!
 //! Binding layer of heinfer (see `ARCHITECTURE.md`): thin PyO3 wrappers around the types of
-//! `heinfer-ckks`, nothing else. The public, typed, documented Python API is the pure-Python
+//! `heinfer-ckks` and the kernels of `heinfer-kernels`, nothing else. The public, typed, documented Python API is the pure-Python
 //! package `heinfer` (`python/heinfer/ckks/`), which wraps these classes.
 //!
 //! * Every operation that costs more than a few microseconds runs with the GIL released, on
@@ -10,6 +10,7 @@
 //!   defined in `heinfer/errors.py` ([`errors::to_py`]); caller input never panics.
 //! * Every wrapped object keeps the parameters it belongs to, so it can serialize itself.
 
+mod batch;
 mod encoder;
 mod errors;
 mod evaluator;
@@ -27,7 +28,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add("DEFAULT_MAX_BYTES", heinfer_ckks::serialize::DEFAULT_MAX_BYTES)?;
+    m.add(
+        "DEFAULT_MAX_BYTES",
+        heinfer_ckks::serialize::DEFAULT_MAX_BYTES,
+    )?;
     m.add_function(wrap_pyfunction!(pool::set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(pool::get_num_threads, m)?)?;
     m.add_class::<params::Params>()?;
@@ -43,5 +47,14 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<keygen::Decryptor>()?;
     m.add_class::<encoder::Encoder>()?;
     m.add_class::<evaluator::Evaluator>()?;
+    m.add_class::<batch::CiphertextBatch>()?;
+    m.add_class::<batch::LinearLayer>()?;
+    m.add_function(wrap_pyfunction!(batch::encrypt_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(batch::decrypt_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(batch::batch_square, m)?)?;
+    m.add_function(wrap_pyfunction!(batch::batch_relinearize, m)?)?;
+    m.add_function(wrap_pyfunction!(batch::batch_rescale, m)?)?;
+    m.add_function(wrap_pyfunction!(batch::batch_drop_to_level, m)?)?;
+    m.add_function(wrap_pyfunction!(batch::naive_linear_rows, m)?)?;
     Ok(())
 }

@@ -45,12 +45,21 @@ impl Plaintext {
         self.inner.poly().limbs() > self.inner.level() + 1
     }
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        bytes_of(py, || serialize::plaintext_to_bytes(&self.params, &self.inner))
+        bytes_of(py, || {
+            serialize::plaintext_to_bytes(&self.params, &self.inner)
+        })
     }
     #[staticmethod]
-    fn from_bytes(py: Python<'_>, params: &Params, data: &[u8], max_bytes: usize) -> PyResult<Self> {
+    fn from_bytes(
+        py: Python<'_>,
+        params: &Params,
+        data: &[u8],
+        max_bytes: usize,
+    ) -> PyResult<Self> {
         let p = params.inner.clone();
-        let inner = run(py, || serialize::plaintext_from_bytes(&p, data, check_max_bytes(max_bytes)?))?;
+        let inner = run(py, || {
+            serialize::plaintext_from_bytes(&p, data, check_max_bytes(max_bytes)?)
+        })?;
         Ok(Self { inner, params: p })
     }
 }
@@ -64,7 +73,10 @@ pub struct Ciphertext {
 
 impl Ciphertext {
     pub fn wrap(inner: ckks::Ciphertext, params: &CkksParams) -> Self {
-        Self { inner, params: params.clone() }
+        Self {
+            inner,
+            params: params.clone(),
+        }
     }
 }
 
@@ -99,12 +111,21 @@ impl Ciphertext {
         Ok(Self::wrap(inner, &self.params))
     }
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        bytes_of(py, || serialize::ciphertext_to_bytes(&self.params, &self.inner))
+        bytes_of(py, || {
+            serialize::ciphertext_to_bytes(&self.params, &self.inner)
+        })
     }
     #[staticmethod]
-    fn from_bytes(py: Python<'_>, params: &Params, data: &[u8], max_bytes: usize) -> PyResult<Self> {
+    fn from_bytes(
+        py: Python<'_>,
+        params: &Params,
+        data: &[u8],
+        max_bytes: usize,
+    ) -> PyResult<Self> {
         let p = params.inner.clone();
-        let inner = run(py, || serialize::ciphertext_from_bytes(&p, data, check_max_bytes(max_bytes)?))?;
+        let inner = run(py, || {
+            serialize::ciphertext_from_bytes(&p, data, check_max_bytes(max_bytes)?)
+        })?;
         Ok(Self { inner, params: p })
     }
 }
@@ -128,7 +149,10 @@ impl ExtendedCiphertext {
     }
     fn clone(&self, py: Python<'_>) -> PyResult<Self> {
         let inner = run(py, || Ok(self.inner.clone()))?;
-        Ok(Self { inner, params: self.params.clone() })
+        Ok(Self {
+            inner,
+            params: self.params.clone(),
+        })
     }
 }
 
@@ -156,7 +180,10 @@ impl SecretKey {
         Ok(Self { inner, params: p })
     }
     fn __repr__(&self) -> String {
-        format!("SecretKey(params_id={:#018x}, <secret>)", self.inner.params_id())
+        format!(
+            "SecretKey(params_id={:#018x}, <secret>)",
+            self.inner.params_id()
+        )
     }
 }
 
@@ -231,12 +258,21 @@ impl GaloisKeys {
         self.inner.get(g).is_some()
     }
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        bytes_of(py, || serialize::galois_keys_to_bytes(&self.params, &self.inner))
+        bytes_of(py, || {
+            serialize::galois_keys_to_bytes(&self.params, &self.inner)
+        })
     }
     #[staticmethod]
-    fn from_bytes(py: Python<'_>, params: &Params, data: &[u8], max_bytes: usize) -> PyResult<Self> {
+    fn from_bytes(
+        py: Python<'_>,
+        params: &Params,
+        data: &[u8],
+        max_bytes: usize,
+    ) -> PyResult<Self> {
         let p = params.inner.clone();
-        let inner = run(py, || serialize::galois_keys_from_bytes(&p, data, check_max_bytes(max_bytes)?))?;
+        let inner = run(py, || {
+            serialize::galois_keys_from_bytes(&p, data, check_max_bytes(max_bytes)?)
+        })?;
         Ok(Self { inner, params: p })
     }
 }

@@ -34,7 +34,14 @@ impl Params {
                 ))))
             }
         };
-        let lit = CkksParamsLiteral { log_n, log_q, log_p, log_scale, digits, security };
+        let lit = CkksParamsLiteral {
+            log_n,
+            log_q,
+            log_p,
+            log_scale,
+            digits,
+            security,
+        };
         let inner = run(py, move || CkksParams::new(lit))?;
         Ok(Self { inner })
     }
@@ -50,7 +57,9 @@ impl Params {
             "PN15_QP881" => CkksParams::new(presets::pn15_qp881()),
             "INSECURE_LOGN10" => presets::insecure_logn10(),
             "INSECURE_LOGN12" => presets::insecure_logn12(),
-            other => Err(CkksError::InvalidParameters(format!("unknown preset {other:?}"))),
+            other => Err(CkksError::InvalidParameters(format!(
+                "unknown preset {other:?}"
+            ))),
         })?;
         Ok(Self { inner })
     }

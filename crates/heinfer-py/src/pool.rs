@@ -50,7 +50,9 @@ where
 #[pyfunction]
 pub fn set_num_threads(n: i64) -> PyResult<()> {
     if n < 1 || n > 4096 {
-        return Err(PyValueError::new_err(format!("the number of threads must be in 1..=4096, got {n}")));
+        return Err(PyValueError::new_err(format!(
+            "the number of threads must be in 1..=4096, got {n}"
+        )));
     }
     let p = build(n as usize)?;
     *POOL.write().unwrap_or_else(|e| e.into_inner()) = Some(p);

@@ -29,7 +29,13 @@ impl Evaluator {
     }
 
     /// `a ± b` in one pass over memory (no copy of `a` first) when the sizes agree.
-    fn binary(&self, op: &'static str, a: &Ciphertext, b: &Ciphertext, sub: bool) -> Result<Ciphertext> {
+    fn binary(
+        &self,
+        op: &'static str,
+        a: &Ciphertext,
+        b: &Ciphertext,
+        sub: bool,
+    ) -> Result<Ciphertext> {
         if a.parts.len() != b.parts.len() {
             let mut r = a.clone();
             self.binary_assign(op, &mut r, b, sub)?;
@@ -48,7 +54,13 @@ impl Evaluator {
                 vecops::add_to_uninit(out, x, y, q)
             }
         });
-        Ok(Ciphertext { params_id: a.params_id, parts, level: a.level, scale: a.scale, seed: None })
+        Ok(Ciphertext {
+            params_id: a.params_id,
+            parts,
+            level: a.level,
+            scale: a.scale,
+            seed: None,
+        })
     }
 
     /// `a ← a − b`.
@@ -56,7 +68,13 @@ impl Evaluator {
         self.binary_assign("sub", a, b, true)
     }
 
-    fn binary_assign(&self, op: &'static str, a: &mut Ciphertext, b: &Ciphertext, sub: bool) -> Result<()> {
+    fn binary_assign(
+        &self,
+        op: &'static str,
+        a: &mut Ciphertext,
+        b: &Ciphertext,
+        sub: bool,
+    ) -> Result<()> {
         self.check_ct(a)?;
         self.check_ct(b)?;
         same_level(op, a.level, b.level)?;
@@ -68,13 +86,17 @@ impl Evaluator {
         }
         let inner = self.params.inner();
         for (pa, pb) in a.parts_mut().iter_mut().zip(&b.parts) {
-            pa.data.par_chunks_mut(n).zip(pb.data.par_chunks(n)).enumerate().for_each(|(i, (x, y))| {
-                if sub {
-                    vecops::sub_assign(x, y, inner.moduli[i].q)
-                } else {
-                    vecops::add_assign(x, y, inner.moduli[i].q)
-                }
-            });
+            pa.data
+                .par_chunks_mut(n)
+                .zip(pb.data.par_chunks(n))
+                .enumerate()
+                .for_each(|(i, (x, y))| {
+                    if sub {
+                        vecops::sub_assign(x, y, inner.moduli[i].q)
+                    } else {
+                        vecops::add_assign(x, y, inner.moduli[i].q)
+                    }
+                });
         }
         Ok(())
     }
@@ -92,7 +114,10 @@ impl Evaluator {
         let n = self.params.n();
         let inner = self.params.inner();
         for p in a.parts_mut() {
-            p.data.par_chunks_mut(n).enumerate().for_each(|(i, x)| vecops::neg_assign(x, inner.moduli[i].q));
+            p.data
+                .par_chunks_mut(n)
+                .enumerate()
+                .for_each(|(i, x)| vecops::neg_assign(x, inner.moduli[i].q));
         }
         Ok(())
     }
@@ -121,18 +146,28 @@ impl Evaluator {
         self.plain_additive_assign("sub_plain", ct, pt, true)
     }
 
-    fn plain_additive_assign(&self, op: &'static str, ct: &mut Ciphertext, pt: &Plaintext, sub: bool) -> Result<()> {
+    fn plain_additive_assign(
+        &self,
+        op: &'static str,
+        ct: &mut Ciphertext,
+        pt: &Plaintext,
+        sub: bool,
+    ) -> Result<()> {
         self.plain_prologue(op, ct, pt)?;
         same_scale(op, ct.scale, pt.scale)?;
         let n = self.params.n();
         let inner = self.params.inner();
-        ct.parts_mut()[0].data.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
-            if sub {
-                vecops::sub_assign(x, pt.poly.limb(i), inner.moduli[i].q)
-            } else {
-                vecops::add_assign(x, pt.poly.limb(i), inner.moduli[i].q)
-            }
-        });
+        ct.parts_mut()[0]
+            .data
+            .par_chunks_mut(n)
+            .enumerate()
+            .for_each(|(i, x)| {
+                if sub {
+                    vecops::sub_assign(x, pt.poly.limb(i), inner.moduli[i].q)
+                } else {
+                    vecops::add_assign(x, pt.poly.limb(i), inner.moduli[i].q)
+                }
+            });
         Ok(())
     }
 
@@ -144,7 +179,12 @@ impl Evaluator {
     {
         let n = self.params.n();
         (0..ct.parts.len())
-            .map(|j| RnsPoly::from_data(vecops::build_limbs(ct.level + 1, n, |i, out| f(j, i, out)), n))
+            .map(|j| {
+                RnsPoly::from_data(
+                    vecops::build_limbs(ct.level + 1, n, |i, out| f(j, i, out)),
+                    n,
+                )
+            })
             .collect()
     }
 
@@ -152,7 +192,11 @@ impl Evaluator {
         self.check_ct(ct)?;
         self.check_pt(pt)?;
         if pt.level < ct.level {
-            return Err(CkksError::LevelTooLow { op, level: pt.level, needed: ct.level });
+            return Err(CkksError::LevelTooLow {
+                op,
+                level: pt.level,
+                needed: ct.level,
+            });
         }
         Ok(())
     }
@@ -166,7 +210,13 @@ impl Evaluator {
         let parts = self.map_parts(ct, |j, i, out| {
             vecops::mul_to_uninit(out, ct.parts[j].limb(i), pt.poly.limb(i), &inner.barrett[i])
         });
-        Ok(Ciphertext { params_id: ct.params_id, parts, level: ct.level, scale, seed: None })
+        Ok(Ciphertext {
+            params_id: ct.params_id,
+            parts,
+            level: ct.level,
+            scale,
+            seed: None,
+        })
     }
 
     /// `ct ← ct · pt`.
@@ -202,7 +252,13 @@ impl Evaluator {
             let w = m.reduce_i128(v);
             vecops::mul_scalar_to_uninit(out, ct.parts[j].limb(i), w, m.shoup(w), m)
         });
-        Ok(Ciphertext { params_id: ct.params_id, parts, level: ct.level, scale, seed: None })
+        Ok(Ciphertext {
+            params_id: ct.params_id,
+            parts,
+            level: ct.level,
+            scale,
+            seed: None,
+        })
     }
 
     /// `ct ← ct · c` (see [`Self::mul_const`]).
@@ -226,10 +282,19 @@ impl Evaluator {
     }
 
     /// `ct · (re + i·im)` for a complex constant at `const_scale`: `u·ct + v·X^{N/2}·ct`.
-    pub fn mul_const_complex(&self, ct: &Ciphertext, re: f64, im: f64, const_scale: f64) -> Result<Ciphertext> {
+    pub fn mul_const_complex(
+        &self,
+        ct: &Ciphertext,
+        re: f64,
+        im: f64,
+        const_scale: f64,
+    ) -> Result<Ciphertext> {
         self.check_ct(ct)?;
         check_scale(const_scale)?;
-        let (u, v) = (scaled_constant(re, const_scale)?, scaled_constant(im, const_scale)?);
+        let (u, v) = (
+            scaled_constant(re, const_scale)?,
+            scaled_constant(im, const_scale)?,
+        );
         let scale = ct.scale * const_scale;
         check_scale(scale)?;
         let n = self.params.n();
@@ -270,17 +335,24 @@ impl Evaluator {
     /// `ct ← ct + (re + i·im)` in every slot.
     pub fn add_const_complex_assign(&self, ct: &mut Ciphertext, re: f64, im: f64) -> Result<()> {
         self.check_ct(ct)?;
-        let (u, v) = (scaled_constant(re, ct.scale)?, scaled_constant(im, ct.scale)?);
+        let (u, v) = (
+            scaled_constant(re, ct.scale)?,
+            scaled_constant(im, ct.scale)?,
+        );
         let n = self.params.n();
         let inner = self.params.inner();
-        ct.parts_mut()[0].data.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
-            let m = &inner.moduli[i];
-            let (uq, vq) = (m.reduce_i128(u), m.reduce_i128(v));
-            if vq != 0 {
-                vecops::mul_scalar_add_assign(x, &inner.x_half_ntt[i], vq, m.shoup(vq), m);
-            }
-            vecops::add_scalar_assign(x, uq, m.q);
-        });
+        ct.parts_mut()[0]
+            .data
+            .par_chunks_mut(n)
+            .enumerate()
+            .for_each(|(i, x)| {
+                let m = &inner.moduli[i];
+                let (uq, vq) = (m.reduce_i128(u), m.reduce_i128(v));
+                if vq != 0 {
+                    vecops::mul_scalar_add_assign(x, &inner.x_half_ntt[i], vq, m.shoup(vq), m);
+                }
+                vecops::add_scalar_assign(x, uq, m.q);
+            });
         Ok(())
     }
 }

@@ -24,7 +24,12 @@ pub struct ExtendedCiphertext {
 
 impl ExtendedCiphertext {
     pub(crate) fn new(params_id: u64, parts: Vec<RnsPoly>, level: usize, scale: f64) -> Self {
-        Self { params_id, parts, level, scale }
+        Self {
+            params_id,
+            parts,
+            level,
+            scale,
+        }
     }
     /// Level `ℓ`.
     pub fn level(&self) -> usize {
@@ -46,7 +51,11 @@ impl Evaluator {
     }
 
     /// `a ← a + b` in the extended basis.
-    pub fn add_extended_assign(&self, a: &mut ExtendedCiphertext, b: &ExtendedCiphertext) -> Result<()> {
+    pub fn add_extended_assign(
+        &self,
+        a: &mut ExtendedCiphertext,
+        b: &ExtendedCiphertext,
+    ) -> Result<()> {
         self.check_ext(a)?;
         self.check_ext(b)?;
         same_level("add_extended", a.level, b.level)?;
@@ -55,15 +64,24 @@ impl Evaluator {
         let inner = self.params.inner();
         let level = a.level;
         for (pa, pb) in a.parts.iter_mut().zip(&b.parts) {
-            pa.data.par_chunks_mut(n).zip(pb.data.par_chunks(n)).enumerate().for_each(|(i, (x, y))| {
-                vecops::add_assign(x, y, inner.moduli[modulus_index(&self.params, level, i)].q)
-            });
+            pa.data
+                .par_chunks_mut(n)
+                .zip(pb.data.par_chunks(n))
+                .enumerate()
+                .for_each(|(i, (x, y))| {
+                    vecops::add_assign(x, y, inner.moduli[modulus_index(&self.params, level, i)].q)
+                });
         }
         Ok(())
     }
 
     /// `e · c` for a real constant at `const_scale`, in the extended basis.
-    pub fn mul_const_extended(&self, e: &ExtendedCiphertext, c: f64, const_scale: f64) -> Result<ExtendedCiphertext> {
+    pub fn mul_const_extended(
+        &self,
+        e: &ExtendedCiphertext,
+        c: f64,
+        const_scale: f64,
+    ) -> Result<ExtendedCiphertext> {
         self.check_ext(e)?;
         let v = scaled_constant(c, const_scale)?;
         let scale = e.scale * const_scale;
@@ -79,7 +97,11 @@ impl Evaluator {
     }
 
     /// `e · pt` for a plaintext encoded with P limbs at the same level.
-    pub fn mul_plain_extended(&self, e: &ExtendedCiphertext, pt: &Plaintext) -> Result<ExtendedCiphertext> {
+    pub fn mul_plain_extended(
+        &self,
+        e: &ExtendedCiphertext,
+        pt: &Plaintext,
+    ) -> Result<ExtendedCiphertext> {
         self.check_ext(e)?;
         self.check_pt(pt)?;
         same_level("mul_plain_extended", e.level, pt.level)?;
@@ -93,7 +115,9 @@ impl Evaluator {
         let scale = e.scale * pt.scale;
         check_scale(scale)?;
         let inner = self.params.inner();
-        let mut r = self.map_extended_limbs(e, |i, mi, x| vecops::mul_assign(x, pt.poly.limb(i), &inner.barrett[mi]));
+        let mut r = self.map_extended_limbs(e, |i, mi, x| {
+            vecops::mul_assign(x, pt.poly.limb(i), &inner.barrett[mi])
+        });
         r.scale = scale;
         Ok(r)
     }
@@ -107,7 +131,10 @@ impl Evaluator {
         let n = self.params.n();
         let mut r = e.clone();
         for p in r.parts.iter_mut() {
-            p.data.par_chunks_mut(n).enumerate().for_each(|(i, x)| f(i, modulus_index(&self.params, e.level, i), x));
+            p.data
+                .par_chunks_mut(n)
+                .enumerate()
+                .for_each(|(i, x)| f(i, modulus_index(&self.params, e.level, i), x));
         }
         r
     }
@@ -115,7 +142,17 @@ impl Evaluator {
     /// Divides by `P` and returns to `Q_ℓ`: one ModDown per part.
     pub fn mod_down_extended(&self, e: &ExtendedCiphertext) -> Result<Ciphertext> {
         self.check_ext(e)?;
-        let parts = e.parts.iter().map(|p| self.mod_down(p.data.clone(), e.level)).collect();
-        Ok(Ciphertext { params_id: e.params_id, parts, level: e.level, scale: e.scale, seed: None })
+        let parts = e
+            .parts
+            .iter()
+            .map(|p| self.mod_down(p.data.clone(), e.level))
+            .collect();
+        Ok(Ciphertext {
+            params_id: e.params_id,
+            parts,
+            level: e.level,
+            scale: e.scale,
+            seed: None,
+        })
     }
 }

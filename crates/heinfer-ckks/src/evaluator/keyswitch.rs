@@ -43,7 +43,10 @@ impl Evaluator {
         let k = params.p().len();
         let mut coeff = scratch::take((level + 1) * n);
         coeff.copy_from_slice(&c.data[..(level + 1) * n]);
-        coeff.par_chunks_mut(n).enumerate().for_each(|(i, l)| inner.ntt[i].inverse(l));
+        coeff
+            .par_chunks_mut(n)
+            .enumerate()
+            .for_each(|(i, l)| inner.ntt[i].inverse(l));
         let beta = params.beta_at(level);
         let limbs = level + 1 + k;
         let digits = (0..beta)
@@ -55,7 +58,14 @@ impl Evaluator {
                 let mut conv_scratch = scratch::take((hi - lo) * n);
                 // converted limbs are (Q_ℓ without the digit) ‖ P: written around the digit's
                 // own limbs, which are copied in NTT form
-                inner.modup[level][j].convert_with_gap(&coeff[lo * n..hi * n], &mut d, &mut conv_scratch, n, lo, hi - lo);
+                inner.modup[level][j].convert_with_gap(
+                    &coeff[lo * n..hi * n],
+                    &mut d,
+                    &mut conv_scratch,
+                    n,
+                    lo,
+                    hi - lo,
+                );
                 d[lo * n..hi * n].copy_from_slice(&c.data[lo * n..hi * n]);
                 scratch::give(conv_scratch);
                 d.par_chunks_mut(n).enumerate().for_each(|(i, limb)| {
@@ -71,7 +81,11 @@ impl Evaluator {
     }
 
     /// `(Σ_j D_j·b_j, Σ_j D_j·a_j)` over `Q_ℓ ∪ P` (NTT form).
-    pub(crate) fn inner_product(&self, dec: &Decomposed, key: &SwitchingKey) -> (Vec<u64>, Vec<u64>) {
+    pub(crate) fn inner_product(
+        &self,
+        dec: &Decomposed,
+        key: &SwitchingKey,
+    ) -> (Vec<u64>, Vec<u64>) {
         let params = &self.params;
         let inner = params.inner();
         let n = params.n();
@@ -79,13 +93,16 @@ impl Evaluator {
         let limbs = level + 1 + params.p().len();
         let mut acc0 = scratch::take(limbs * n);
         let mut acc1 = scratch::take(limbs * n);
-        acc0.par_chunks_mut(n).zip(acc1.par_chunks_mut(n)).enumerate().for_each(|(i, (l0, l1))| {
-            let mi = modulus_index(params, level, i);
-            let d: Vec<&[u64]> = dec.digits.iter().map(|d| &d[i * n..(i + 1) * n]).collect();
-            let b: Vec<&[u64]> = key.b[..d.len()].iter().map(|k| k.limb(mi)).collect();
-            let a: Vec<&[u64]> = key.a[..d.len()].iter().map(|k| k.limb(mi)).collect();
-            heinfer_math::dot::dot2(l0, l1, &d, &b, &a, &inner.barrett[mi]);
-        });
+        acc0.par_chunks_mut(n)
+            .zip(acc1.par_chunks_mut(n))
+            .enumerate()
+            .for_each(|(i, (l0, l1))| {
+                let mi = modulus_index(params, level, i);
+                let d: Vec<&[u64]> = dec.digits.iter().map(|d| &d[i * n..(i + 1) * n]).collect();
+                let b: Vec<&[u64]> = key.b[..d.len()].iter().map(|k| k.limb(mi)).collect();
+                let a: Vec<&[u64]> = key.a[..d.len()].iter().map(|k| k.limb(mi)).collect();
+                heinfer_math::dot::dot2(l0, l1, &d, &b, &a, &inner.barrett[mi]);
+            });
         (acc0, acc1)
     }
 
@@ -95,7 +112,12 @@ impl Evaluator {
     }
 
     /// Full key switch of `c` (NTT, level `ℓ`): returns `(k_0, k_1)` with `k_0 + k_1·s ≈ c·s′`.
-    pub(crate) fn key_switch(&self, c: &RnsPoly, level: usize, key: &SwitchingKey) -> (RnsPoly, RnsPoly) {
+    pub(crate) fn key_switch(
+        &self,
+        c: &RnsPoly,
+        level: usize,
+        key: &SwitchingKey,
+    ) -> (RnsPoly, RnsPoly) {
         let dec = self.decompose(c, level);
         let (a0, a1) = self.inner_product(&dec, key);
         drop(dec);
@@ -109,18 +131,26 @@ impl Evaluator {
 /// coefficient form, at no extra transform: `e` is added to the P residues after their inverse
 /// NTT and subtracted from the converted value before its forward NTT, since
 /// `(x_Q + e) − Conv([x_P + e]_P) = x_Q − (Conv([x_P + e]_P) − e)`.
-pub(crate) fn mod_down(params: &crate::params::CkksParams, mut x: Vec<u64>, level: usize, error: Option<&[i64]>) -> RnsPoly {
+pub(crate) fn mod_down(
+    params: &crate::params::CkksParams,
+    mut x: Vec<u64>,
+    level: usize,
+    error: Option<&[i64]>,
+) -> RnsPoly {
     let inner = params.inner();
     let n = params.n();
     let k = params.p().len();
     let lq = params.q().len();
     let qn = (level + 1) * n;
-    x[qn..qn + k * n].par_chunks_mut(n).enumerate().for_each(|(t, limb)| {
-        inner.ntt[lq + t].inverse(limb);
-        if let Some(e) = error {
-            add_small(limb, e, inner.moduli[lq + t].q);
-        }
-    });
+    x[qn..qn + k * n]
+        .par_chunks_mut(n)
+        .enumerate()
+        .for_each(|(t, limb)| {
+            inner.ntt[lq + t].inverse(limb);
+            if let Some(e) = error {
+                add_small(limb, e, inner.moduli[lq + t].q);
+            }
+        });
     // the exact centered residue r = [x]_P ∈ (−P/2, P/2]: x − r is divisible by P and
     // (x − r)/P = ⌊x/P⌉ exactly (a fast conversion would add u·P, u < k, i.e. a biased error
     // of up to k − 1 per coefficient, costing ~4 bits at k = 2)
@@ -129,16 +159,19 @@ pub(crate) fn mod_down(params: &crate::params::CkksParams, mut x: Vec<u64>, leve
     inner.moddown[level].convert_centered(&x[qn..qn + k * n], &mut conv, &mut conv_scratch, n);
     scratch::give(conv_scratch);
     x.truncate(qn);
-    x.par_chunks_mut(n).zip(conv.par_chunks_mut(n)).enumerate().for_each(|(i, (o, c))| {
-        let m = &inner.moduli[i];
-        if let Some(e) = error {
-            sub_small(c, e, m.q);
-        }
-        inner.ntt[i].forward(c);
-        vecops::sub_assign(o, c, m.q);
-        let (w, ws) = inner.p_inv_mod_q[i];
-        vecops::mul_scalar_assign(o, w, ws, m);
-    });
+    x.par_chunks_mut(n)
+        .zip(conv.par_chunks_mut(n))
+        .enumerate()
+        .for_each(|(i, (o, c))| {
+            let m = &inner.moduli[i];
+            if let Some(e) = error {
+                sub_small(c, e, m.q);
+            }
+            inner.ntt[i].forward(c);
+            vecops::sub_assign(o, c, m.q);
+            let (w, ws) = inner.p_inv_mod_q[i];
+            vecops::mul_scalar_assign(o, w, ws, m);
+        });
     scratch::give(conv);
     RnsPoly::from_data(x, n)
 }

@@ -30,7 +30,9 @@ pub struct Evaluator {
 impl Evaluator {
     /// An evaluator for `params`.
     pub fn new(params: &CkksParams) -> Self {
-        Self { params: params.clone() }
+        Self {
+            params: params.clone(),
+        }
     }
 
     /// The parameters.
@@ -50,7 +52,10 @@ impl Evaluator {
         if ct.parts.len() != 2 {
             return Err(CkksError::InvalidOperand {
                 op,
-                reason: format!("expected a ciphertext of size 2, got size {} (relinearize first)", ct.parts.len()),
+                reason: format!(
+                    "expected a ciphertext of size 2, got size {} (relinearize first)",
+                    ct.parts.len()
+                ),
             });
         }
         Ok(())
@@ -75,7 +80,9 @@ fn same_scale(op: &'static str, a: f64, b: f64) -> Result<()> {
 fn scaled_constant(c: f64, scale: f64) -> Result<i128> {
     let v = (c * scale).round();
     if !v.is_finite() || v.abs() >= 1.0e38 {
-        return Err(CkksError::Encoding(format!("constant {c} at scale {scale:e} does not fit in 127 bits")));
+        return Err(CkksError::Encoding(format!(
+            "constant {c} at scale {scale:e} does not fit in 127 bits"
+        )));
     }
     Ok(v as i128)
 }

@@ -48,7 +48,12 @@ impl Evaluator {
             .enumerate()
             .for_each(|(i, ((x0, x1), x2))| {
                 let bc = &inner.barrett[i];
-                let (a0, a1, b0, b1) = (a.parts[0].limb(i), a.parts[1].limb(i), b.parts[0].limb(i), b.parts[1].limb(i));
+                let (a0, a1, b0, b1) = (
+                    a.parts[0].limb(i),
+                    a.parts[1].limb(i),
+                    b.parts[0].limb(i),
+                    b.parts[1].limb(i),
+                );
                 vecops::mul_into(x0, a0, b0, bc);
                 vecops::mul_into(x1, a0, b1, bc);
                 if same {
@@ -58,7 +63,13 @@ impl Evaluator {
                 }
                 vecops::mul_into(x2, a1, b1, bc);
             });
-        Ok(Ciphertext { params_id: a.params_id, parts: vec![d0, d1, d2], level: a.level, scale, seed: None })
+        Ok(Ciphertext {
+            params_id: a.params_id,
+            parts: vec![d0, d1, d2],
+            level: a.level,
+            scale,
+            seed: None,
+        })
     }
 
     /// Relinearizes a size-3 ciphertext to size 2 (size 2 is returned unchanged).
@@ -90,7 +101,10 @@ impl Evaluator {
         let inner = self.params.inner();
         let parts = ct.parts_mut();
         for (p, k) in parts.iter_mut().zip([&k0, &k1]) {
-            p.data.par_chunks_mut(n).enumerate().for_each(|(i, x)| vecops::add_assign(x, k.limb(i), inner.moduli[i].q));
+            p.data
+                .par_chunks_mut(n)
+                .enumerate()
+                .for_each(|(i, x)| vecops::add_assign(x, k.limb(i), inner.moduli[i].q));
         }
         crate::scratch::give(k0.data);
         crate::scratch::give(k1.data);

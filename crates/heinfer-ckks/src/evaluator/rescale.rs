@@ -23,7 +23,11 @@ impl Evaluator {
         self.check_ct(ct)?;
         let level = ct.level;
         if level == 0 {
-            return Err(CkksError::LevelTooLow { op: "rescale", level, needed: 1 });
+            return Err(CkksError::LevelTooLow {
+                op: "rescale",
+                level,
+                needed: 1,
+            });
         }
         let inner = self.params.inner();
         let n = self.params.n();
@@ -61,7 +65,11 @@ impl Evaluator {
     pub fn drop_level(&self, ct: &Ciphertext, levels: usize) -> Result<Ciphertext> {
         self.check_ct(ct)?;
         if levels > ct.level {
-            return Err(CkksError::LevelTooLow { op: "drop_level", level: ct.level, needed: levels });
+            return Err(CkksError::LevelTooLow {
+                op: "drop_level",
+                level: ct.level,
+                needed: levels,
+            });
         }
         let mut r = ct.clone();
         let new_level = ct.level - levels;
@@ -75,7 +83,11 @@ impl Evaluator {
     /// Drops levels until `ct` is at `level`.
     pub fn drop_to_level(&self, ct: &Ciphertext, level: usize) -> Result<Ciphertext> {
         if level > ct.level {
-            return Err(CkksError::LevelTooLow { op: "drop_to_level", level: ct.level, needed: level });
+            return Err(CkksError::LevelTooLow {
+                op: "drop_to_level",
+                level: ct.level,
+                needed: level,
+            });
         }
         self.drop_level(ct, ct.level - level)
     }

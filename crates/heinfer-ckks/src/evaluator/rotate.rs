@@ -14,7 +14,7 @@
 //! `Q_ℓ ∪ P`, so a sum of rotated products pays a single ModDown (double hoisting, for
 //! baby-step giant-step linear transforms).
 
-use super::{ExtendedCiphertext, Evaluator};
+use super::{Evaluator, ExtendedCiphertext};
 use crate::ciphertext::Ciphertext;
 use crate::error::{CkksError, Result};
 use crate::keygen::permute_poly;
@@ -50,18 +50,36 @@ impl Evaluator {
     }
 
     /// Rotations of one ciphertext by each of `steps`, sharing one decomposition.
-    pub fn rotate_hoisted(&self, ct: &Ciphertext, steps: &[i64], keys: &GaloisKeys) -> Result<Vec<Ciphertext>> {
+    pub fn rotate_hoisted(
+        &self,
+        ct: &Ciphertext,
+        steps: &[i64],
+        keys: &GaloisKeys,
+    ) -> Result<Vec<Ciphertext>> {
         self.check_ct(ct)?;
         self.check_linear("rotate_hoisted", ct)?;
         let n = self.params.n();
-        let gs: Vec<u64> = steps.iter().map(|&k| rotation_galois_element(k, n)).collect();
-        let ks: Vec<Option<&GaloisKey>> =
-            gs.iter().map(|&g| if g == 1 { Ok(None) } else { self.galois_key(keys, g).map(Some) }).collect::<Result<_>>()?;
+        let gs: Vec<u64> = steps
+            .iter()
+            .map(|&k| rotation_galois_element(k, n))
+            .collect();
+        let ks: Vec<Option<&GaloisKey>> = gs
+            .iter()
+            .map(|&g| {
+                if g == 1 {
+                    Ok(None)
+                } else {
+                    self.galois_key(keys, g).map(Some)
+                }
+            })
+            .collect::<Result<_>>()?;
         let dec = self.decompose(&ct.parts[1], ct.level);
-        ks.iter().map(|k| match k {
-            None => Ok(ct.clone()),
-            Some(key) => self.rotate_decomposed(ct, &dec, key),
-        }).collect()
+        ks.iter()
+            .map(|k| match k {
+                None => Ok(ct.clone()),
+                Some(key) => self.rotate_decomposed(ct, &dec, key),
+            })
+            .collect()
     }
 
     /// Like [`Self::rotate_hoisted`] but returns `P·rot_k(ct)` over `Q_ℓ ∪ P` without ModDown.
@@ -75,9 +93,20 @@ impl Evaluator {
         self.check_linear("rotate_hoisted_extended", ct)?;
         let n = self.params.n();
         let level = ct.level;
-        let gs: Vec<u64> = steps.iter().map(|&k| rotation_galois_element(k, n)).collect();
-        let ks: Vec<Option<&GaloisKey>> =
-            gs.iter().map(|&g| if g == 1 { Ok(None) } else { self.galois_key(keys, g).map(Some) }).collect::<Result<_>>()?;
+        let gs: Vec<u64> = steps
+            .iter()
+            .map(|&k| rotation_galois_element(k, n))
+            .collect();
+        let ks: Vec<Option<&GaloisKey>> = gs
+            .iter()
+            .map(|&g| {
+                if g == 1 {
+                    Ok(None)
+                } else {
+                    self.galois_key(keys, g).map(Some)
+                }
+            })
+            .collect::<Result<_>>()?;
         let dec = self.decompose(&ct.parts[1], level);
         let p_c0 = self.times_p_extended(&ct.parts[0], level);
         ks.iter()
@@ -97,33 +126,54 @@ impl Evaluator {
                     permute_poly(&mut e0, &table);
                     permute_poly(&mut e1, &table);
                 }
-                Ok(ExtendedCiphertext::new(ct.params_id, vec![e0, e1], level, ct.scale))
+                Ok(ExtendedCiphertext::new(
+                    ct.params_id,
+                    vec![e0, e1],
+                    level,
+                    ct.scale,
+                ))
             })
             .collect()
     }
 
     fn galois_key<'a>(&self, keys: &'a GaloisKeys, g: u64) -> Result<&'a GaloisKey> {
-        heinfer_math::automorphism::check_galois_element(g, self.params.n()).map_err(|e| CkksError::InvalidOperand {
-            op: "apply_galois",
-            reason: e.to_string(),
+        heinfer_math::automorphism::check_galois_element(g, self.params.n()).map_err(|e| {
+            CkksError::InvalidOperand {
+                op: "apply_galois",
+                reason: e.to_string(),
+            }
         })?;
         let key = keys.get(g).ok_or(CkksError::MissingGaloisKey(g))?;
         self.params.check_id(key.params_id())?;
         Ok(key)
     }
 
-    fn rotate_decomposed(&self, ct: &Ciphertext, dec: &super::keyswitch::Decomposed, key: &GaloisKey) -> Result<Ciphertext> {
+    fn rotate_decomposed(
+        &self,
+        ct: &Ciphertext,
+        dec: &super::keyswitch::Decomposed,
+        key: &GaloisKey,
+    ) -> Result<Ciphertext> {
         let level = ct.level;
         let n = self.params.n();
         let inner = self.params.inner();
         let (a0, a1) = self.inner_product(dec, &key.key);
         let (mut m0, m1) = rayon::join(|| self.mod_down(a0, level), || self.mod_down(a1, level));
-        m0.data.par_chunks_mut(n).enumerate().for_each(|(i, x)| vecops::add_assign(x, ct.parts[0].limb(i), inner.moduli[i].q));
+        m0.data
+            .par_chunks_mut(n)
+            .enumerate()
+            .for_each(|(i, x)| vecops::add_assign(x, ct.parts[0].limb(i), inner.moduli[i].q));
         let table = self.params.galois_table(key.galois_element)?;
         let (r0, r1) = (permuted(&m0, &table), permuted(&m1, &table));
         crate::scratch::give(m0.data);
         crate::scratch::give(m1.data);
-        Ok(Ciphertext { params_id: ct.params_id, parts: vec![r0, r1], level, scale: ct.scale, seed: None })
+        Ok(Ciphertext {
+            params_id: ct.params_id,
+            parts: vec![r0, r1],
+            level,
+            scale: ct.scale,
+            seed: None,
+        })
     }
 
     /// `P·c` over `Q_ℓ ∪ P` (zero on the P limbs).
@@ -132,21 +182,28 @@ impl Evaluator {
         let inner = self.params.inner();
         let mut out = RnsPoly::zero(n, level + 1 + self.params.p().len());
         out.data[..(level + 1) * n].copy_from_slice(&c.data[..(level + 1) * n]);
-        out.data[..(level + 1) * n].par_chunks_mut(n).enumerate().for_each(|(i, x)| {
-            let m = &inner.moduli[i];
-            let w = inner.p_mod_q[i];
-            vecops::mul_scalar_assign(x, w, m.shoup(w), m);
-        });
+        out.data[..(level + 1) * n]
+            .par_chunks_mut(n)
+            .enumerate()
+            .for_each(|(i, x)| {
+                let m = &inner.moduli[i];
+                let w = inner.p_mod_q[i];
+                vecops::mul_scalar_assign(x, w, m.shoup(w), m);
+            });
         out
     }
 
     fn add_limbs(&self, acc: &mut RnsPoly, other: &RnsPoly, level: usize) {
         let n = self.params.n();
         let inner = self.params.inner();
-        acc.data.par_chunks_mut(n).zip(other.data.par_chunks(n)).enumerate().for_each(|(i, (x, y))| {
-            let mi = crate::poly::modulus_index(&self.params, level, i);
-            vecops::add_assign(x, y, inner.moduli[mi].q);
-        });
+        acc.data
+            .par_chunks_mut(n)
+            .zip(other.data.par_chunks(n))
+            .enumerate()
+            .for_each(|(i, (x, y))| {
+                let mi = crate::poly::modulus_index(&self.params, level, i);
+                vecops::add_assign(x, y, inner.moduli[mi].q);
+            });
     }
 }
 
@@ -154,8 +211,10 @@ impl Evaluator {
 fn permuted(poly: &RnsPoly, table: &[u32]) -> RnsPoly {
     let n = poly.n;
     let mut out = crate::scratch::take(poly.data.len());
-    out.par_chunks_mut(n).zip(poly.data.par_chunks(n)).for_each(|(o, src)| {
-        heinfer_math::automorphism::permute_into(src, table, o);
-    });
+    out.par_chunks_mut(n)
+        .zip(poly.data.par_chunks(n))
+        .for_each(|(o, src)| {
+            heinfer_math::automorphism::permute_into(src, table, o);
+        });
     RnsPoly::from_data(out, n)
 }

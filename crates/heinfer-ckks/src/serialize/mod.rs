@@ -11,7 +11,9 @@
 
 use crate::ciphertext::{check_scale, Ciphertext, Plaintext};
 use crate::error::{CkksError, Result};
-use crate::keygen::{basis_indices, expand_uniform, inverse_galois_element, permute_poly, KeyGenerator};
+use crate::keygen::{
+    basis_indices, expand_uniform, inverse_galois_element, permute_poly, KeyGenerator,
+};
 use crate::keys::{GaloisKey, GaloisKeys, PublicKey, RelinKey, SecretKey, SwitchingKey};
 use crate::params::{CkksParams, CkksParamsLiteral};
 use crate::security::SecurityLevel;
@@ -89,12 +91,16 @@ pub fn params_from_bytes(bytes: &[u8], allow_insecure: bool) -> Result<CkksParam
     if nq == 0 || nq > 64 {
         return Err(r.err(format!("{nq} Q primes")));
     }
-    let log_q = (0..nq).map(|_| r.u8().map(u32::from)).collect::<Result<Vec<_>>>()?;
+    let log_q = (0..nq)
+        .map(|_| r.u8().map(u32::from))
+        .collect::<Result<Vec<_>>>()?;
     let np = r.u32()? as usize;
-    if np == 0 || np > 64 {
+    if np > 64 {
         return Err(r.err(format!("{np} P primes")));
     }
-    let log_p = (0..np).map(|_| r.u8().map(u32::from)).collect::<Result<Vec<_>>>()?;
+    let log_p = (0..np)
+        .map(|_| r.u8().map(u32::from))
+        .collect::<Result<Vec<_>>>()?;
     let log_scale = r.u32()?;
     let digits = r.u32()? as usize;
     let sec = r.u32()?;
@@ -102,12 +108,20 @@ pub fn params_from_bytes(bytes: &[u8], allow_insecure: bool) -> Result<CkksParam
     // 0 encodes the insecure test level on the wire; user-facing parsing never accepts it
     let security = match sec {
         0 => SecurityLevel::InsecureTestOnly,
-        b => SecurityLevel::from_bits(b).ok_or_else(|| r.err(format!("unknown security level {b}")))?,
+        b => SecurityLevel::from_bits(b)
+            .ok_or_else(|| r.err(format!("unknown security level {b}")))?,
     };
     if security == SecurityLevel::InsecureTestOnly && !allow_insecure {
         return Err(r.err("these parameters are insecure test parameters"));
     }
-    let lit = CkksParamsLiteral { log_n, log_q, log_p, log_scale, digits: (digits > 0).then_some(digits), security };
+    let lit = CkksParamsLiteral {
+        log_n,
+        log_q,
+        log_p,
+        log_scale,
+        digits: (digits > 0).then_some(digits),
+        security,
+    };
     match CkksParams::build_expecting(lit, Some(id)) {
         Err(CkksError::ParamsMismatch { expected, found }) => Err(r.err(format!(
             "header id {expected:#018x} does not match the parameters it describes ({found:#018x})"
@@ -129,7 +143,11 @@ pub fn plaintext_to_bytes(params: &CkksParams, pt: &Plaintext) -> Result<Vec<u8>
 }
 
 /// Decodes a plaintext for `params`.
-pub fn plaintext_from_bytes(params: &CkksParams, bytes: &[u8], max_bytes: usize) -> Result<Plaintext> {
+pub fn plaintext_from_bytes(
+    params: &CkksParams,
+    bytes: &[u8],
+    max_bytes: usize,
+) -> Result<Plaintext> {
     let mut r = open_for(params, bytes, Kind::Plaintext, max_bytes)?;
     let level = read_level(&mut r, params)?;
     let extended = match r.u8()? {
@@ -140,13 +158,21 @@ pub fn plaintext_from_bytes(params: &CkksParams, bytes: &[u8], max_bytes: usize)
     let scale = read_scale(&mut r)?;
     let poly = r.poly(params, &basis_indices(params, level, extended))?;
     r.finish()?;
-    Ok(Plaintext { params_id: params.id(), poly, level, scale })
+    Ok(Plaintext {
+        params_id: params.id(),
+        poly,
+        level,
+        scale,
+    })
 }
 
 fn read_level(r: &mut Reader<'_>, params: &CkksParams) -> Result<usize> {
     let level = r.u32()? as usize;
     if level > params.max_level() {
-        return Err(r.err(format!("level {level} exceeds the top level {}", params.max_level())));
+        return Err(r.err(format!(
+            "level {level} exceeds the top level {}",
+            params.max_level()
+        )));
     }
     Ok(level)
 }
@@ -182,7 +208,11 @@ pub fn ciphertext_to_bytes(params: &CkksParams, ct: &Ciphertext) -> Result<Vec<u
 }
 
 /// Decodes a ciphertext for `params`.
-pub fn ciphertext_from_bytes(params: &CkksParams, bytes: &[u8], max_bytes: usize) -> Result<Ciphertext> {
+pub fn ciphertext_from_bytes(
+    params: &CkksParams,
+    bytes: &[u8],
+    max_bytes: usize,
+) -> Result<Ciphertext> {
     let mut r = open_for(params, bytes, Kind::Ciphertext, max_bytes)?;
     let level = read_level(&mut r, params)?;
     let scale = read_scale(&mut r)?;
@@ -198,11 +228,22 @@ pub fn ciphertext_from_bytes(params: &CkksParams, bytes: &[u8], max_bytes: usize
             let seed = r.seed()?;
             (vec![c0, expand_uniform(params, seed, &idx)], Some(seed))
         }
-        0 => ((0..size).map(|_| r.poly(params, &idx)).collect::<Result<Vec<_>>>()?, None),
+        0 => (
+            (0..size)
+                .map(|_| r.poly(params, &idx))
+                .collect::<Result<Vec<_>>>()?,
+            None,
+        ),
         v => return Err(r.err(format!("bad seed flag {v}"))),
     };
     r.finish()?;
-    Ok(Ciphertext { params_id: params.id(), parts, level, scale, seed })
+    Ok(Ciphertext {
+        params_id: params.id(),
+        parts,
+        level,
+        scale,
+        seed,
+    })
 }
 
 /// Serializes the secret key (2 bits per ternary coefficient). Client-side only.
@@ -224,7 +265,11 @@ pub fn secret_key_to_bytes(sk: &SecretKey) -> Vec<u8> {
 }
 
 /// Decodes a secret key for `params`.
-pub fn secret_key_from_bytes(params: &CkksParams, bytes: &[u8], max_bytes: usize) -> Result<SecretKey> {
+pub fn secret_key_from_bytes(
+    params: &CkksParams,
+    bytes: &[u8],
+    max_bytes: usize,
+) -> Result<SecretKey> {
     let mut r = open_for(params, bytes, Kind::SecretKey, max_bytes)?;
     let n = params.n();
     let src = r.take(n / 4)?;
@@ -240,26 +285,41 @@ pub fn secret_key_from_bytes(params: &CkksParams, bytes: &[u8], max_bytes: usize
         }
     }
     r.finish()?;
-    Ok(KeyGenerator::from_ternary_coeffs(params, coeffs).secret_key().clone())
+    Ok(KeyGenerator::from_ternary_coeffs(params, coeffs)
+        .secret_key()
+        .clone())
 }
 
 /// Serializes a public key as `(b, seed)`.
 pub fn public_key_to_bytes(params: &CkksParams, pk: &PublicKey) -> Result<Vec<u8>> {
     params.check_id(pk.params_id)?;
     let mut w = Writer::new(Kind::PublicKey, pk.params_id);
-    w.poly(params, &pk.b, &basis_indices(params, params.max_level(), true));
+    w.poly(
+        params,
+        &pk.b,
+        &basis_indices(params, params.max_level(), true),
+    );
     w.bytes(&pk.seed);
     Ok(w.buf)
 }
 
 /// Decodes a public key for `params`.
-pub fn public_key_from_bytes(params: &CkksParams, bytes: &[u8], max_bytes: usize) -> Result<PublicKey> {
+pub fn public_key_from_bytes(
+    params: &CkksParams,
+    bytes: &[u8],
+    max_bytes: usize,
+) -> Result<PublicKey> {
     let mut r = open_for(params, bytes, Kind::PublicKey, max_bytes)?;
     let idx = basis_indices(params, params.max_level(), true);
     let b = r.poly(params, &idx)?;
     let seed = r.seed()?;
     r.finish()?;
-    Ok(PublicKey { params_id: params.id(), b, a: expand_uniform(params, seed, &idx), seed })
+    Ok(PublicKey {
+        params_id: params.id(),
+        b,
+        a: expand_uniform(params, seed, &idx),
+        seed,
+    })
 }
 
 fn write_switching_key(w: &mut Writer, params: &CkksParams, k: &SwitchingKey) {
@@ -272,11 +332,18 @@ fn write_switching_key(w: &mut Writer, params: &CkksParams, k: &SwitchingKey) {
 }
 
 /// Reads a switching key; `permute` is the table applied to each expanded `a` (Galois keys).
-fn read_switching_key(r: &mut Reader<'_>, params: &CkksParams, permute: Option<&[u32]>) -> Result<SwitchingKey> {
+fn read_switching_key(
+    r: &mut Reader<'_>,
+    params: &CkksParams,
+    permute: Option<&[u32]>,
+) -> Result<SwitchingKey> {
     let idx = basis_indices(params, params.max_level(), true);
     let digits = r.u32()? as usize;
     if digits != params.beta() {
-        return Err(r.err(format!("{digits} key-switching digits, these parameters use {}", params.beta())));
+        return Err(r.err(format!(
+            "{digits} key-switching digits, these parameters use {}",
+            params.beta()
+        )));
     }
     let (mut bs, mut as_, mut seeds) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..digits {
@@ -289,7 +356,12 @@ fn read_switching_key(r: &mut Reader<'_>, params: &CkksParams, permute: Option<&
         as_.push(a);
         seeds.push(seed);
     }
-    Ok(SwitchingKey { params_id: params.id(), b: bs, a: as_, seeds })
+    Ok(SwitchingKey {
+        params_id: params.id(),
+        b: bs,
+        a: as_,
+        seeds,
+    })
 }
 
 /// Serializes a relinearization key.
@@ -301,7 +373,11 @@ pub fn relin_key_to_bytes(params: &CkksParams, k: &RelinKey) -> Result<Vec<u8>> 
 }
 
 /// Decodes a relinearization key.
-pub fn relin_key_from_bytes(params: &CkksParams, bytes: &[u8], max_bytes: usize) -> Result<RelinKey> {
+pub fn relin_key_from_bytes(
+    params: &CkksParams,
+    bytes: &[u8],
+    max_bytes: usize,
+) -> Result<RelinKey> {
     let mut r = open_for(params, bytes, Kind::RelinKey, max_bytes)?;
     let k = read_switching_key(&mut r, params, None)?;
     r.finish()?;
@@ -321,7 +397,10 @@ fn read_galois_key(r: &mut Reader<'_>, params: &CkksParams) -> Result<GaloisKey>
     }
     let inv = params.galois_table(inverse_galois_element(g, params.n()))?;
     let key = read_switching_key(r, params, Some(&inv))?;
-    Ok(GaloisKey { galois_element: g, key })
+    Ok(GaloisKey {
+        galois_element: g,
+        key,
+    })
 }
 
 /// Serializes one Galois key (`b` is stored pre-permuted, as held in memory).
@@ -333,7 +412,11 @@ pub fn galois_key_to_bytes(params: &CkksParams, k: &GaloisKey) -> Result<Vec<u8>
 }
 
 /// Decodes one Galois key.
-pub fn galois_key_from_bytes(params: &CkksParams, bytes: &[u8], max_bytes: usize) -> Result<GaloisKey> {
+pub fn galois_key_from_bytes(
+    params: &CkksParams,
+    bytes: &[u8],
+    max_bytes: usize,
+) -> Result<GaloisKey> {
     let mut r = open_for(params, bytes, Kind::GaloisKey, max_bytes)?;
     let k = read_galois_key(&mut r, params)?;
     r.finish()?;
@@ -352,17 +435,26 @@ pub fn galois_keys_to_bytes(params: &CkksParams, keys: &GaloisKeys) -> Result<Ve
 }
 
 /// Decodes a set of Galois keys (duplicates are refused).
-pub fn galois_keys_from_bytes(params: &CkksParams, bytes: &[u8], max_bytes: usize) -> Result<GaloisKeys> {
+pub fn galois_keys_from_bytes(
+    params: &CkksParams,
+    bytes: &[u8],
+    max_bytes: usize,
+) -> Result<GaloisKeys> {
     let mut r = open_for(params, bytes, Kind::GaloisKeys, max_bytes)?;
     let count = r.u32()? as usize;
     if count > params.n() {
-        return Err(r.err(format!("{count} keys is more than there are Galois elements")));
+        return Err(r.err(format!(
+            "{count} keys is more than there are Galois elements"
+        )));
     }
     let mut keys = GaloisKeys::new();
     for _ in 0..count {
         let k = read_galois_key(&mut r, params)?;
         if keys.get(k.galois_element).is_some() {
-            return Err(r.err(format!("duplicate key for Galois element {}", k.galois_element)));
+            return Err(r.err(format!(
+                "duplicate key for Galois element {}",
+                k.galois_element
+            )));
         }
         keys.insert(k);
     }

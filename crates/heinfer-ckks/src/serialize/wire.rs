@@ -67,11 +67,17 @@ pub(super) struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     pub(super) fn err(&self, reason: impl Into<String>) -> CkksError {
-        CkksError::Deserialize { what: self.what, reason: reason.into() }
+        CkksError::Deserialize {
+            what: self.what,
+            reason: reason.into(),
+        }
     }
     pub(super) fn take(&mut self, k: usize) -> Result<&'a [u8]> {
         if self.buf.len() - self.pos < k {
-            return Err(self.err(format!("truncated: needed {k} more bytes at offset {}", self.pos)));
+            return Err(self.err(format!(
+                "truncated: needed {k} more bytes at offset {}",
+                self.pos
+            )));
         }
         let s = &self.buf[self.pos..self.pos + k];
         self.pos += k;
@@ -114,7 +120,9 @@ impl<'a> Reader<'a> {
                 acc >>= bits;
                 nacc -= bits;
                 if v >= q {
-                    return Err(self.err(format!("residue {v} in limb {i} is not below its modulus {q}")));
+                    return Err(self.err(format!(
+                        "residue {v} in limb {i} is not below its modulus {q}"
+                    )));
                 }
                 *x = v;
             }
@@ -135,20 +143,33 @@ impl<'a> Reader<'a> {
 /// Opens `bytes` as an object of `kind`: checks the size limit and the header.
 /// Returns the reader positioned after the header and the parameter id found.
 pub(super) fn open(bytes: &[u8], kind: Kind, max_bytes: usize) -> Result<(Reader<'_>, u64)> {
-    let mut r = Reader { buf: bytes, pos: 0, what: kind.name() };
+    let mut r = Reader {
+        buf: bytes,
+        pos: 0,
+        what: kind.name(),
+    };
     if bytes.len() > max_bytes {
-        return Err(r.err(format!("{} bytes exceed the limit of {max_bytes}", bytes.len())));
+        return Err(r.err(format!(
+            "{} bytes exceed the limit of {max_bytes}",
+            bytes.len()
+        )));
     }
     if r.take(4)? != MAGIC {
         return Err(r.err("bad magic (not a heinfer object)"));
     }
     let version = u16::from_le_bytes(r.take(2)?.try_into().expect("2"));
     if version != FORMAT_VERSION {
-        return Err(r.err(format!("unsupported format version {version} (this build reads {FORMAT_VERSION})")));
+        return Err(r.err(format!(
+            "unsupported format version {version} (this build reads {FORMAT_VERSION})"
+        )));
     }
     let k = r.u8()?;
     if k != kind as u8 {
-        return Err(r.err(format!("object kind {k} is not {} ({})", kind as u8, kind.name())));
+        return Err(r.err(format!(
+            "object kind {k} is not {} ({})",
+            kind as u8,
+            kind.name()
+        )));
     }
     let flags = r.u8()?;
     if flags != 0 {
@@ -158,11 +179,18 @@ pub(super) fn open(bytes: &[u8], kind: Kind, max_bytes: usize) -> Result<(Reader
     Ok((r, id))
 }
 
-pub(super) fn open_for<'a>(params: &CkksParams, bytes: &'a [u8], kind: Kind, max_bytes: usize) -> Result<Reader<'a>> {
+pub(super) fn open_for<'a>(
+    params: &CkksParams,
+    bytes: &'a [u8],
+    kind: Kind,
+    max_bytes: usize,
+) -> Result<Reader<'a>> {
     let (r, id) = open(bytes, kind, max_bytes)?;
     if id != params.id() {
-        return Err(r.err(format!("parameter id {id:#018x} does not match these parameters ({:#018x})", params.id())));
+        return Err(r.err(format!(
+            "parameter id {id:#018x} does not match these parameters ({:#018x})",
+            params.id()
+        )));
     }
     Ok(r)
 }
-

@@ -27,20 +27,37 @@ impl Fixture {
         let encryptor = Encryptor::new(&params, &pk).unwrap();
         let decryptor = Decryptor::new(&params, kg.secret_key()).unwrap();
         let ev = Evaluator::new(&params);
-        Self { params, kg, pk, rlk, gks, enc, encryptor, decryptor, ev }
+        Self {
+            params,
+            kg,
+            pk,
+            rlk,
+            gks,
+            enc,
+            encryptor,
+            decryptor,
+            ev,
+        }
     }
 
     pub fn encrypt(&self, v: &[f64]) -> Ciphertext {
-        let pt = self.enc.encode_real(v, self.params.default_scale(), self.params.max_level()).unwrap();
+        let pt = self
+            .enc
+            .encode_real(v, self.params.default_scale(), self.params.max_level())
+            .unwrap();
         self.encryptor.encrypt(&pt).unwrap()
     }
 
     pub fn decrypt(&self, ct: &Ciphertext) -> Vec<f64> {
-        self.enc.decode_real(&self.decryptor.decrypt(ct).unwrap()).unwrap()
+        self.enc
+            .decode_real(&self.decryptor.decrypt(ct).unwrap())
+            .unwrap()
     }
 
     pub fn decrypt_complex(&self, ct: &Ciphertext) -> Vec<Complex64> {
-        self.enc.decode(&self.decryptor.decrypt(ct).unwrap()).unwrap()
+        self.enc
+            .decode(&self.decryptor.decrypt(ct).unwrap())
+            .unwrap()
     }
 }
 

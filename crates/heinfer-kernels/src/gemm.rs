@@ -1,0 +1,163 @@
+//! The f64 micro-kernel of the batch-axis linear layer.
+//!
+//! Computes a register block of `Y = W·X`: `m ≤ MR` output rows by [`NR`] columns,
+//!
+//! ```text
+//! y[r][c] = Σ_k w[k·m + r] · xt[idx[k]·ldx + col + c]      (r < m, c < NR)
+//! ```
+//!
+//! `w` is the row block packed column-major (`m` weights of input `k` adjacent, so each is
+//! one broadcast), `idx` selects the rows of the packed input tile `xt` that this group of
+//! outputs reads (a convolution window, or every input of a dense layer). Every operand is
+//! an integer of at most 53 bits and the caller guarantees `Σ_k |w|·|x| < 2^53`, so the
+//! floating-point result is the exact integer.
+//!
+//! With AVX-512 the block is `m × 4` registers of 8 lanes (`m ≤ 6`: 24 accumulators,
+//! 4 input registers, 1 broadcast — 29 of the 32 registers); each input row loaded feeds
+//! `4·m` fused multiply-adds. Elsewhere a portable loop of the same shape is used.
+
+/// Largest number of output rows per micro-kernel call.
+pub const MR: usize = 6;
+/// Columns per micro-kernel call (4 AVX-512 registers of 8 doubles).
+pub const NR: usize = 32;
+
+/// Whether the AVX-512 kernel can run on this CPU (cached by the standard library).
+#[inline]
+pub fn has_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `out[r·NR + c] = Σ_k w[k·m + r]·xt[idx[k]·ldx + col + c]` for `r < m`, `c < NR`.
+///
+/// # Panics
+/// If `m` is 0 or above [`MR`], `w.len() != idx.len()·m`, an index points outside `xt`
+/// or `out` is shorter than `m·NR` (the callers in this crate construct these sizes).
+pub fn block(
+    m: usize,
+    w: &[f64],
+    idx: &[u32],
+    xt: &[f64],
+    ldx: usize,
+    col: usize,
+    out: &mut [f64],
+) {
+    assert!(
+        (1..=MR).contains(&m) && w.len() == idx.len() * m && out.len() >= m * NR && col + NR <= ldx
+    );
+    assert!(idx.iter().all(|&k| (k as usize + 1) * ldx <= xt.len()));
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        // SAFETY: the CPU supports AVX-512F (checked above) and every access was bounds-checked
+        // by the assertions: rows idx[k] of xt hold ldx ≥ col + NR values, out holds m·NR.
+        unsafe {
+            match m {
+                1 => avx512::block::<1>(w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()),
+                2 => avx512::block::<2>(w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()),
+                3 => avx512::block::<3>(w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()),
+                4 => avx512::block::<4>(w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()),
+                5 => avx512::block::<5>(w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()),
+                _ => avx512::block::<6>(w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()),
+            }
+        }
+        return;
+    }
+    portable(m, w, idx, xt, ldx, col, out);
+}
+
+/// The same block without SIMD intrinsics (the compiler vectorizes the inner loop).
+pub fn portable(
+    m: usize,
+    w: &[f64],
+    idx: &[u32],
+    xt: &[f64],
+    ldx: usize,
+    col: usize,
+    out: &mut [f64],
+) {
+    let mut acc = [[0f64; NR]; MR];
+    for (k, &row) in idx.iter().enumerate() {
+        let x = &xt[row as usize * ldx + col..row as usize * ldx + col + NR];
+        for r in 0..m {
+            let wk = w[k * m + r];
+            for (a, &xv) in acc[r].iter_mut().zip(x) {
+                *a = wk.mul_add(xv, *a);
+            }
+        }
+    }
+    for r in 0..m {
+        out[r * NR..(r + 1) * NR].copy_from_slice(&acc[r]);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::NR;
+    use std::arch::x86_64::*;
+
+    /// The register-blocked kernel for `M` rows (see the module documentation).
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn block<const M: usize>(
+        w: &[f64],
+        idx: &[u32],
+        xt: *const f64,
+        ldx: usize,
+        col: usize,
+        out: *mut f64,
+    ) {
+        let mut acc = [[_mm512_setzero_pd(); 4]; M];
+        let wp = w.as_ptr();
+        for (k, &row) in idx.iter().enumerate() {
+            let xp = xt.add(row as usize * ldx + col);
+            let x0 = _mm512_loadu_pd(xp);
+            let x1 = _mm512_loadu_pd(xp.add(8));
+            let x2 = _mm512_loadu_pd(xp.add(16));
+            let x3 = _mm512_loadu_pd(xp.add(24));
+            for (r, a) in acc.iter_mut().enumerate() {
+                let wv = _mm512_set1_pd(*wp.add(k * M + r));
+                a[0] = _mm512_fmadd_pd(wv, x0, a[0]);
+                a[1] = _mm512_fmadd_pd(wv, x1, a[1]);
+                a[2] = _mm512_fmadd_pd(wv, x2, a[2]);
+                a[3] = _mm512_fmadd_pd(wv, x3, a[3]);
+            }
+        }
+        for (r, a) in acc.iter().enumerate() {
+            for (v, &reg) in a.iter().enumerate() {
+                _mm512_storeu_pd(out.add(r * NR + v * 8), reg);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn block_is_the_exact_integer_product(m in 1usize..=MR, k in 1usize..40, seed in any::<u64>()) {
+            let ldx = NR + 8;
+            let rows = 50usize;
+            let mut s = seed | 1;
+            let mut next = || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s };
+            let xt: Vec<f64> = (0..rows * ldx).map(|_| ((next() % (1 << 30)) as f64) - (1u64 << 29) as f64).collect();
+            let w: Vec<f64> = (0..k * m).map(|_| ((next() % (1 << 16)) as f64) - 32768.0).collect();
+            let idx: Vec<u32> = (0..k).map(|_| (next() % rows as u64) as u32).collect();
+            let mut out = vec![0f64; m * NR];
+            block(m, &w, &idx, &xt, ldx, 8, &mut out);
+            for r in 0..m {
+                for c in 0..NR {
+                    let exact: i128 = (0..k).map(|j| w[j * m + r] as i128 * xt[idx[j] as usize * ldx + 8 + c] as i128).sum();
+                    prop_assert_eq!(out[r * NR + c] as i128, exact);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,521 @@
+//! The batch-axis linear layer: `out_j = Σ_k w_jk·in_k + b_j` over ciphertexts whose slots
+//! hold the batch, as exact integer matrix products in f64.
+//!
+//! ## Why it is exact
+//! The weights arrive quantized: `W = round(w·Δ_w)` (integers, `Δ_w` the layer's weight
+//! scale), so the output decrypts to `Δ_in·Δ_w·(w·x)` at scale `Δ_in·Δ_w`. In NTT form a
+//! ciphertext–scalar product is coefficient-wise, so for every part `p`, limb `i` and
+//! coefficient `c` the output residue is `Σ_k W_jk·X_k[p,i,c] mod q_i` — one integer matrix
+//! product per limb. With centered residues `|X| ≤ q_i/2` every partial sum is bounded by
+//! `‖W_j‖₁·q_i/2`; when that is below `2^53` the f64 fused multiply-adds of [`crate::gemm`]
+//! compute it exactly and a single reduction modulo `q_i` finishes it. When it is not, each
+//! residue is split into two centered digits `X = X_hi·2^s + X_lo` (`s = ⌈log2 q_i / 2⌉`)
+//! and two products are combined modulo `q_i`. [`LinearLayer::apply`] refuses (never rounds
+//! silently) a layer whose bound does not hold.
+//!
+//! ## Layout
+//! Outputs are grouped by shared support: a group is a set of output rows that read the
+//! same inputs (one convolution window position for all output channels, or every input of
+//! a dense layer), stored as a dense block. Inputs are processed in column tiles of
+//! [`TILE`] coefficients of one (part, limb): the tile of every input is converted to
+//! centered f64 once and reused by every group.
+//!
+//! ## Bias
+//! `b_j` is added exactly at the output scale: `round(b_j·Δ_in·Δ_w)` modulo each `q_i`
+//! (in 127-bit integers). With complex packing every slot holds two batch items (real and
+//! imaginary part), so the bias is `b_j·(1 + i)`: the constant times `1 + NTT(X^{N/2})`.
+
+use crate::error::{KernelError, Result};
+use crate::gemm::{self, MR, NR};
+use heinfer_ckks::poly::RnsPoly;
+use heinfer_ckks::{Ciphertext, CkksParams};
+use heinfer_math::{vecops, Modulus};
+use rayon::prelude::*;
+
+/// Coefficients per column tile (a multiple of [`NR`]; every ring degree ≥ 2^10 is a multiple).
+pub const TILE: usize = 64;
+
+/// Largest integer every partial sum must stay below for f64 to be exact.
+const EXACT: f64 = 9007199254740992.0; // 2^53
+
+/// One group of outputs that read the same inputs, as given by the caller.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupSpec {
+    /// Output indices (distinct, each in at most one group of the layer).
+    pub rows: Vec<u32>,
+    /// Input indices read by every row of the group.
+    pub cols: Vec<u32>,
+    /// `rows.len() × cols.len()` integer weights, row-major.
+    pub weights: Vec<f64>,
+}
+
+/// A group prepared for the micro-kernel: rows split into blocks of at most [`MR`], each
+/// block's weights packed input-major.
+#[derive(Debug, Clone)]
+struct Group {
+    rows: Vec<u32>,
+    cols: Vec<u32>,
+    packed: Vec<Vec<f64>>,
+}
+
+/// A batch-axis linear layer with integer weights at scale `weight_scale`.
+#[derive(Debug, Clone)]
+pub struct LinearLayer {
+    out_count: usize,
+    in_count: usize,
+    groups: Vec<Group>,
+    weight_scale: f64,
+    digits: usize,
+    l1_max: f64,
+    nnz: usize,
+}
+
+impl LinearLayer {
+    /// Checks and prepares a layer: indices in range, each output in at most one group,
+    /// integer weights below `2^52` in magnitude, `digits` 1 or 2, a finite scale `≥ 1`.
+    /// Outputs in no group are the bias alone.
+    pub fn new(
+        out_count: usize,
+        in_count: usize,
+        groups: Vec<GroupSpec>,
+        weight_scale: f64,
+        digits: usize,
+    ) -> Result<Self> {
+        let bad = |m: String| Err(KernelError::InvalidLayer(m));
+        if !(1..=2).contains(&digits) {
+            return bad(format!("digits = {digits}; 1 or 2 are supported"));
+        }
+        if !(weight_scale.is_finite() && weight_scale >= 1.0) {
+            return bad(format!(
+                "weight scale {weight_scale} is not a finite value ≥ 1"
+            ));
+        }
+        if out_count == 0
+            || in_count == 0
+            || out_count > u32::MAX as usize
+            || in_count > u32::MAX as usize
+        {
+            return bad(format!("{out_count} outputs and {in_count} inputs"));
+        }
+        let mut seen = vec![false; out_count];
+        let mut l1_max = 0f64;
+        let mut nnz = 0usize;
+        let mut prepared = Vec::with_capacity(groups.len());
+        for (g, spec) in groups.into_iter().enumerate() {
+            let (r, c) = (spec.rows.len(), spec.cols.len());
+            if r == 0 || c == 0 || spec.weights.len() != r * c {
+                return bad(format!(
+                    "group {g}: {r} rows × {c} columns with {} weights",
+                    spec.weights.len()
+                ));
+            }
+            if let Some(&k) = spec.cols.iter().find(|&&k| k as usize >= in_count) {
+                return bad(format!(
+                    "group {g} reads input {k}, the layer has {in_count}"
+                ));
+            }
+            for &row in &spec.rows {
+                if row as usize >= out_count || std::mem::replace(&mut seen[row as usize], true) {
+                    return bad(format!(
+                        "group {g}: output {row} is out of range or in two groups"
+                    ));
+                }
+            }
+            if let Some(w) = spec
+                .weights
+                .iter()
+                .find(|w| !(w.is_finite() && w.fract() == 0.0 && w.abs() < 2f64.powi(52)))
+            {
+                return bad(format!(
+                    "group {g}: weight {w} is not an integer below 2^52"
+                ));
+            }
+            for row in spec.weights.chunks(c) {
+                l1_max = l1_max.max(row.iter().map(|w| w.abs()).sum());
+            }
+            nnz += r * c;
+            let packed = (0..r.div_ceil(MR))
+                .map(|b| {
+                    let rows = b * MR..((b + 1) * MR).min(r);
+                    let m = rows.len();
+                    let mut p = vec![0f64; c * m];
+                    for (ri, row) in rows.enumerate() {
+                        for k in 0..c {
+                            p[k * m + ri] = spec.weights[row * c + k];
+                        }
+                    }
+                    p
+                })
+                .collect();
+            prepared.push(Group {
+                rows: spec.rows,
+                cols: spec.cols,
+                packed,
+            });
+        }
+        Ok(Self {
+            out_count,
+            in_count,
+            groups: prepared,
+            weight_scale,
+            digits,
+            l1_max,
+            nnz,
+        })
+    }
+
+    /// Number of outputs.
+    pub fn out_count(&self) -> usize {
+        self.out_count
+    }
+    /// Number of inputs.
+    pub fn in_count(&self) -> usize {
+        self.in_count
+    }
+    /// The scale `Δ_w` of the integer weights (the output scale is `Δ_in·Δ_w`).
+    pub fn weight_scale(&self) -> f64 {
+        self.weight_scale
+    }
+    /// Digits per residue (1 or 2).
+    pub fn digits(&self) -> usize {
+        self.digits
+    }
+    /// Largest `‖W_j‖₁` over output rows.
+    pub fn l1_max(&self) -> f64 {
+        self.l1_max
+    }
+    /// Number of stored weights.
+    pub fn nnz(&self) -> usize {
+        self.nnz
+    }
+
+    /// Largest `|digit|` of a centered residue modulo `q` split into `digits` digits.
+    pub fn digit_bound(q: u64, digits: usize) -> f64 {
+        let half = (q / 2) as f64;
+        if digits == 1 {
+            return half;
+        }
+        let s = split_bits(q);
+        let lo = 2f64.powi(s as i32 - 1);
+        lo.max(((half + lo) / 2f64.powi(s as i32)).floor())
+    }
+
+    /// Whether every partial sum is exact in f64 for the modulus `q`.
+    pub fn is_exact_for(&self, q: u64) -> bool {
+        self.l1_max * Self::digit_bound(q, self.digits) < EXACT
+    }
+
+    /// Applies the layer: `out_j = Σ_k W_jk·inputs_k (+ b_j)` at scale `Δ_in·Δ_w`.
+    ///
+    /// Inputs must share parameters, level, size (2 or 3 parts) and scale. `bias` (one per
+    /// output) is added at the output scale, times `1 + i` when `complex_bias` (complex
+    /// packing). Fails with [`KernelError::Inexact`] if the f64 bound does not hold for some
+    /// prime of the level.
+    pub fn apply(
+        &self,
+        params: &CkksParams,
+        inputs: &[Ciphertext],
+        bias: Option<&[f64]>,
+        complex_bias: bool,
+    ) -> Result<Vec<Ciphertext>> {
+        let first = self.check_inputs(params, inputs, bias)?;
+        let (level, parts, n) = (first.level(), first.size(), params.n());
+        let limbs = level + 1;
+        for (i, &q) in params.q()[..limbs].iter().enumerate() {
+            if !self.is_exact_for(q) {
+                return Err(KernelError::Inexact(format!(
+                    "max row ‖W‖₁ = {:.3e} times digits of q_{i} ({:.1} bits, {} digit(s)) reaches 2^53; \
+                     lower the weight scale or use 2 digits",
+                    self.l1_max,
+                    (q as f64).log2(),
+                    self.digits
+                )));
+            }
+        }
+        let scale = first.scale() * self.weight_scale;
+        let mut out: Vec<Vec<RnsPoly>> = (0..self.out_count)
+            .map(|_| (0..parts).map(|_| RnsPoly::zero(n, limbs)).collect())
+            .collect();
+        let ptrs: Vec<Vec<SyncPtr>> = out
+            .iter_mut()
+            .map(|ps| {
+                ps.iter_mut()
+                    .map(|p| SyncPtr(p.data_mut().as_mut_ptr()))
+                    .collect()
+            })
+            .collect();
+        let tiles = n / TILE;
+        let moduli = params.moduli();
+        (0..parts * limbs * tiles).into_par_iter().for_each_init(
+            || Buffers::new(self.in_count, self.digits),
+            |buf, task| {
+                let (p, rest) = (task / (limbs * tiles), task % (limbs * tiles));
+                let (i, t) = (rest / tiles, rest % tiles);
+                let off = i * n + t * TILE;
+                self.tile(inputs, p, off, &moduli[i], buf, &ptrs);
+            },
+        );
+        let mut cts = Vec::with_capacity(self.out_count);
+        for parts_j in out {
+            cts.push(Ciphertext::from_parts(params, parts_j, level, scale)?);
+        }
+        if let Some(b) = bias {
+            add_bias(params, &mut cts, b, complex_bias)?;
+        }
+        Ok(cts)
+    }
+
+    fn check_inputs<'a>(
+        &self,
+        params: &CkksParams,
+        inputs: &'a [Ciphertext],
+        bias: Option<&[f64]>,
+    ) -> Result<&'a Ciphertext> {
+        let bad = |m: String| Err(KernelError::InvalidOperands(m));
+        if inputs.len() != self.in_count {
+            return bad(format!(
+                "the layer reads {} ciphertexts, got {}",
+                self.in_count,
+                inputs.len()
+            ));
+        }
+        if let Some(b) = bias {
+            if b.len() != self.out_count || b.iter().any(|x| !x.is_finite()) {
+                return bad(format!(
+                    "bias needs {} finite values, got {}",
+                    self.out_count,
+                    b.len()
+                ));
+            }
+        }
+        if params.n() % TILE != 0 {
+            return bad(format!(
+                "ring degree {} is not a multiple of {TILE}",
+                params.n()
+            ));
+        }
+        let first = &inputs[0];
+        for (k, ct) in inputs.iter().enumerate() {
+            params.check_id(ct.params_id())?;
+            if ct.level() != first.level() || ct.size() != first.size() {
+                return bad(format!(
+                    "input {k} is at level {} with {} parts, input 0 at level {} with {}",
+                    ct.level(),
+                    ct.size(),
+                    first.level(),
+                    first.size()
+                ));
+            }
+            if ((ct.scale() - first.scale()) / first.scale()).abs()
+                > heinfer_ckks::evaluator::SCALE_TOLERANCE
+            {
+                return bad(format!(
+                    "input {k} has scale {:e}, input 0 {:e}",
+                    ct.scale(),
+                    first.scale()
+                ));
+            }
+        }
+        Ok(first)
+    }
+
+    /// One column tile: pack the inputs' residues at `off` of part `p`, run every group,
+    /// reduce and store into the outputs.
+    fn tile(
+        &self,
+        inputs: &[Ciphertext],
+        p: usize,
+        off: usize,
+        m: &Modulus,
+        buf: &mut Buffers,
+        out: &[Vec<SyncPtr>],
+    ) {
+        let q = m.q;
+        let s = split_bits(q);
+        for (k, ct) in inputs.iter().enumerate() {
+            let src = &ct.parts()[p].data()[off..off + TILE];
+            let row = &mut buf.x[k * TILE..(k + 1) * TILE];
+            if self.digits == 1 {
+                simd::center(src, q, row);
+            } else {
+                simd::split(src, q, s, row, &mut buf.x_hi[k * TILE..(k + 1) * TILE]);
+            }
+        }
+        let shift = m.reduce(1u64 << s);
+        let shift_shoup = m.shoup(shift);
+        for g in &self.groups {
+            for (b, w) in g.packed.iter().enumerate() {
+                let rows = &g.rows[b * MR..(b * MR + MR).min(g.rows.len())];
+                let mr = rows.len();
+                for c in (0..TILE).step_by(NR) {
+                    gemm::block(mr, w, &g.cols, &buf.x, TILE, c, &mut buf.y);
+                    if self.digits == 2 {
+                        gemm::block(mr, w, &g.cols, &buf.x_hi, TILE, c, &mut buf.y_hi);
+                    }
+                    for (r, &row) in rows.iter().enumerate() {
+                        // SAFETY: each (output, part, limb, column range) is written by exactly
+                        // one task (tasks partition parts × limbs × tiles), inside its allocation.
+                        let dst = unsafe {
+                            std::slice::from_raw_parts_mut(out[row as usize][p].0.add(off + c), NR)
+                        };
+                        let y = &buf.y[r * NR..(r + 1) * NR];
+                        if self.digits == 1 {
+                            simd::reduce(y, q, dst);
+                        } else {
+                            simd::reduce(y, q, dst);
+                            let mut hi = [0u64; NR];
+                            simd::reduce(&buf.y_hi[r * NR..(r + 1) * NR], q, &mut hi);
+                            for (d, &h) in dst.iter_mut().zip(&hi) {
+                                *d = m.add(m.mul_shoup(h, shift, shift_shoup), *d);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Bits of the low digit when a residue modulo `q` is split in two.
+fn split_bits(q: u64) -> u32 {
+    (64 - q.leading_zeros()).div_ceil(2)
+}
+
+/// Conversions between residues and centered f64 values, compiled for AVX-512 when the CPU
+/// has it (the compiler vectorizes these loops; without `avx512dq` a u64↔f64 conversion is
+/// scalar).
+mod simd {
+    macro_rules! dispatch {
+        ($name:ident, $body:ident, ($($arg:ident: $ty:ty),*)) => {
+            pub(super) fn $name($($arg: $ty),*) {
+                #[cfg(target_arch = "x86_64")]
+                if super::gemm::has_avx512() && std::arch::is_x86_feature_detected!("avx512dq") {
+                    #[target_feature(enable = "avx512f,avx512dq")]
+                    unsafe fn fast($($arg: $ty),*) {
+                        $body($($arg),*)
+                    }
+                    // SAFETY: the CPU supports the enabled features (checked just above).
+                    return unsafe { fast($($arg),*) };
+                }
+                $body($($arg),*)
+            }
+        };
+    }
+    dispatch!(center, center_body, (src: &[u64], q: u64, dst: &mut [f64]));
+    dispatch!(split, split_body, (src: &[u64], q: u64, s: u32, lo: &mut [f64], hi: &mut [f64]));
+    dispatch!(reduce, reduce_body, (y: &[f64], q: u64, dst: &mut [u64]));
+
+    /// `dst = src` centered to `(−q/2, q/2]`, as f64.
+    #[inline(always)]
+    fn center_body(src: &[u64], q: u64, dst: &mut [f64]) {
+        let (half, qf) = ((q / 2) as i64, q as i64);
+        for (d, &x) in dst.iter_mut().zip(src) {
+            let x = x as i64;
+            *d = (if x > half { x - qf } else { x }) as f64;
+        }
+    }
+
+    /// Centered residues split as `hi·2^s + lo` with `lo ∈ [−2^{s−1}, 2^{s−1})`.
+    #[inline(always)]
+    fn split_body(src: &[u64], q: u64, s: u32, lo: &mut [f64], hi: &mut [f64]) {
+        let (half, qf, h) = ((q / 2) as i64, q as i64, 1i64 << (s - 1));
+        for ((l, u), &x) in lo.iter_mut().zip(hi.iter_mut()).zip(src) {
+            let x = x as i64;
+            let c = if x > half { x - qf } else { x };
+            let top = (c + h) >> s;
+            *u = top as f64;
+            *l = (c - (top << s)) as f64;
+        }
+    }
+
+    /// `dst = y mod q` for exact integers `|y| < 2^53` held in f64.
+    #[inline(always)]
+    fn reduce_body(y: &[f64], q: u64, dst: &mut [u64]) {
+        let qf = q as f64;
+        let inv = 1.0 / qf;
+        for (d, &v) in dst.iter_mut().zip(y) {
+            let quot = (v * inv).round_ties_even();
+            // SAFETY: |r| < 2q < 2^63 and finite (the caller guarantees |v| < 2^53); the
+            // unchecked conversion vectorizes where the saturating `as` does not.
+            let r: i64 = unsafe { (-quot).mul_add(qf, v).to_int_unchecked() };
+            let r = if r < 0 { r + q as i64 } else { r };
+            *d = (if r >= q as i64 { r - q as i64 } else { r }) as u64;
+        }
+    }
+}
+
+/// Adds `round(b_j·scale)` (times `1 + i` for complex packing) to output `j`.
+fn add_bias(
+    params: &CkksParams,
+    cts: &mut [Ciphertext],
+    bias: &[f64],
+    complex: bool,
+) -> Result<()> {
+    let n = params.n();
+    let level = cts.first().map_or(0, |c| c.level());
+    let moduli = &params.moduli()[..=level];
+    let one_plus_i: Vec<Vec<u64>> = if complex {
+        moduli
+            .iter()
+            .enumerate()
+            .map(|(i, m)| params.x_half_ntt(i).iter().map(|&x| m.add(x, 1)).collect())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    cts.par_iter_mut()
+        .zip(bias.par_iter())
+        .try_for_each(|(ct, &b)| -> Result<()> {
+            if b == 0.0 {
+                return Ok(());
+            }
+            let v = (b * ct.scale()).round();
+            if v.abs() >= 2f64.powi(126) {
+                return Err(KernelError::InvalidOperands(format!(
+                    "bias {b} at scale {:e} exceeds 126 bits",
+                    ct.scale()
+                )));
+            }
+            let v = v as i128;
+            let c0 = &mut ct.parts_mut()[0];
+            for (i, m) in moduli.iter().enumerate() {
+                let r = m.reduce_i128(v);
+                let limb = &mut c0.data_mut()[i * n..(i + 1) * n];
+                if complex {
+                    vecops::mul_scalar_add_assign(limb, &one_plus_i[i], r, m.shoup(r), m);
+                } else {
+                    vecops::add_scalar_assign(limb, r, m.q);
+                }
+            }
+            Ok(())
+        })
+}
+
+/// Per-thread tiles: centered inputs (low digit), high digit, and one register block of
+/// output for each digit.
+struct Buffers {
+    x: Vec<f64>,
+    x_hi: Vec<f64>,
+    y: Vec<f64>,
+    y_hi: Vec<f64>,
+}
+
+impl Buffers {
+    fn new(in_count: usize, digits: usize) -> Self {
+        let hi = if digits == 2 { in_count * TILE } else { 0 };
+        Self {
+            x: vec![0.0; in_count * TILE],
+            x_hi: vec![0.0; hi],
+            y: vec![0.0; MR * NR],
+            y_hi: vec![0.0; MR * NR],
+        }
+    }
+}
+
+/// A raw pointer to output data shared by the tasks of one [`LinearLayer::apply`], which
+/// write disjoint ranges.
+#[derive(Clone, Copy)]
+struct SyncPtr(*mut u64);
+// SAFETY: used only inside `apply`, whose tasks write pairwise disjoint ranges of live buffers.
+unsafe impl Send for SyncPtr {}
+unsafe impl Sync for SyncPtr {}

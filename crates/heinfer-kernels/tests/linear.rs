@@ -1,0 +1,167 @@
+//! The batch-axis linear layer against the plaintext matrix product.
+
+use heinfer_ckks::{
+    CkksParams, CkksParamsLiteral, Decryptor, Encoder, KeyGenerator, SecurityLevel,
+};
+use heinfer_kernels::linear::{GroupSpec, LinearLayer};
+use heinfer_kernels::KernelError;
+use num_complex::Complex64;
+
+fn params(log_q: Vec<u32>) -> CkksParams {
+    CkksParams::new_insecure_for_tests(CkksParamsLiteral {
+        log_n: 10,
+        log_q,
+        log_p: vec![],
+        log_scale: 20,
+        digits: None,
+        security: SecurityLevel::InsecureTestOnly,
+    })
+    .unwrap()
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    }
+}
+
+/// Runs a random layer (two groups: a dense block and a sparse one) and compares with numpy-
+/// style plaintext arithmetic.
+fn check(log_q: Vec<u32>, digits: usize, weight_bits: i32, complex: bool) {
+    let p = params(log_q);
+    let kg = KeyGenerator::new(&p).unwrap();
+    let enc = Encoder::new(&p);
+    let dec = Decryptor::new(&p, kg.secret_key()).unwrap();
+    let mut rng = Rng(0x9e3779b97f4a7c15);
+    let (k, m, slots) = (37usize, 9usize, p.slots());
+    let level = p.max_level();
+    let x: Vec<Vec<Complex64>> = (0..k)
+        .map(|_| {
+            (0..slots)
+                .map(|_| Complex64::new(rng.next(), if complex { rng.next() } else { 0.0 }))
+                .collect()
+        })
+        .collect();
+    let scale = 2f64.powi(22);
+    let cts: Vec<_> = x
+        .iter()
+        .map(|v| {
+            kg.encrypt_symmetric(&enc.encode(v, scale, level).unwrap())
+                .unwrap()
+        })
+        .collect();
+    let ws = 2f64.powi(weight_bits);
+    let w: Vec<f64> = (0..m * k).map(|_| (rng.next() * ws).round()).collect();
+    let bias: Vec<f64> = (0..m).map(|_| rng.next()).collect();
+    // rows 0..6 dense over all inputs, rows 6..8 over inputs {3, 5, 30}; row 8 in no group
+    let sparse_cols = [3u32, 5, 30];
+    let groups = vec![
+        GroupSpec {
+            rows: (0..6).collect(),
+            cols: (0..k as u32).collect(),
+            weights: w[..6 * k].to_vec(),
+        },
+        GroupSpec {
+            rows: vec![6, 7],
+            cols: sparse_cols.to_vec(),
+            weights: [6usize, 7]
+                .iter()
+                .flat_map(|&r| sparse_cols.iter().map(move |&c| (r, c)))
+                .map(|(r, c)| w[r * k + c as usize])
+                .collect(),
+        },
+    ];
+    let layer = LinearLayer::new(m, k, groups, ws, digits).unwrap();
+    let out = layer.apply(&p, &cts, Some(&bias), complex).unwrap();
+    assert_eq!(out.len(), m);
+    let mut worst = 0f64;
+    for j in 0..m {
+        let got = enc.decode(&dec.decrypt(&out[j]).unwrap()).unwrap();
+        let cols: Vec<usize> = match j {
+            0..=5 => (0..k).collect(),
+            6 | 7 => sparse_cols.iter().map(|&c| c as usize).collect(),
+            _ => vec![],
+        };
+        for s in 0..slots {
+            let mut want: Complex64 = cols.iter().map(|&c| x[c][s] * (w[j * k + c] / ws)).sum();
+            want += Complex64::new(bias[j], if complex { bias[j] } else { 0.0 });
+            worst = worst.max((got[s] - want).norm());
+        }
+    }
+    assert!(worst < 1e-3, "worst error {worst}");
+}
+
+#[test]
+fn one_digit_30_bit_primes_real() {
+    check(vec![30, 30], 1, 12, false);
+}
+
+#[test]
+fn one_digit_complex_bias() {
+    check(vec![30, 30], 1, 12, true);
+}
+
+#[test]
+fn two_digits_50_bit_prime() {
+    check(vec![50], 2, 16, true);
+}
+
+#[test]
+fn inexact_layers_are_refused() {
+    let p = params(vec![50]);
+    let kg = KeyGenerator::new(&p).unwrap();
+    let enc = Encoder::new(&p);
+    let ct = kg
+        .encrypt_symmetric(&enc.encode_real(&[1.0], 2f64.powi(20), 0).unwrap())
+        .unwrap();
+    // one digit of a 50-bit prime times weights of 2^10: 2^59 > 2^53
+    let layer = LinearLayer::new(
+        1,
+        1,
+        vec![GroupSpec {
+            rows: vec![0],
+            cols: vec![0],
+            weights: vec![1024.0],
+        }],
+        1024.0,
+        1,
+    )
+    .unwrap();
+    assert!(matches!(
+        layer.apply(&p, &[ct], None, false),
+        Err(KernelError::Inexact(_))
+    ));
+}
+
+#[test]
+fn malformed_layers_are_refused() {
+    let g = |rows: Vec<u32>, cols: Vec<u32>, weights: Vec<f64>| {
+        vec![GroupSpec {
+            rows,
+            cols,
+            weights,
+        }]
+    };
+    assert!(LinearLayer::new(2, 2, g(vec![0, 1], vec![0], vec![1.0]), 1.0, 1).is_err());
+    assert!(LinearLayer::new(2, 2, g(vec![0], vec![2], vec![1.0]), 1.0, 1).is_err());
+    assert!(LinearLayer::new(2, 2, g(vec![0], vec![0], vec![0.5]), 1.0, 1).is_err());
+    assert!(LinearLayer::new(2, 2, g(vec![0], vec![0], vec![f64::NAN]), 1.0, 1).is_err());
+    assert!(LinearLayer::new(2, 2, g(vec![0], vec![0], vec![1.0]), 1.0, 3).is_err());
+    let two = vec![
+        GroupSpec {
+            rows: vec![0],
+            cols: vec![0],
+            weights: vec![1.0],
+        },
+        GroupSpec {
+            rows: vec![0],
+            cols: vec![1],
+            weights: vec![1.0],
+        },
+    ];
+    assert!(LinearLayer::new(2, 2, two, 1.0, 1).is_err());
+}

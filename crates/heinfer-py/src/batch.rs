@@ -1,0 +1,415 @@
+//! Batches of ciphertexts (one per tensor element, slots = batch items) and the batch-axis
+//! kernels of `heinfer-kernels`: one Python call per layer, never one per ciphertext.
+
+use crate::errors::{check_max_bytes, to_py, OperandError};
+use crate::keygen::{Decryptor, KeyGenerator};
+use crate::objects::RelinKey;
+use crate::params::Params;
+use crate::pool::{current, run};
+use heinfer_ckks as ckks;
+use heinfer_ckks::{serialize, CkksParams, Encoder, Evaluator};
+use heinfer_kernels::linear::GroupSpec;
+use heinfer_kernels::{batch, naive, KernelError};
+use num_complex::Complex64;
+use numpy::{PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use rayon::prelude::*;
+
+/// Magic and version of a serialized batch: `b"HEBT"`, u16 version, u32 count, then per
+/// ciphertext a u32 length and the ciphertext's own validated format.
+const MAGIC: &[u8; 4] = b"HEBT";
+const VERSION: u16 = 1;
+
+/// Maps a kernel error onto a Python exception.
+fn kerr(e: KernelError) -> PyErr {
+    match e {
+        KernelError::Ckks(c) => to_py(c),
+        other => OperandError::new_err(other.to_string()),
+    }
+}
+
+/// Runs kernel work on the pool with the GIL released.
+fn run_k<T: Send, F: FnOnce() -> heinfer_kernels::Result<T> + Send>(
+    py: Python<'_>,
+    f: F,
+) -> PyResult<T> {
+    let pool = current()?;
+    py.detach(move || pool.install(f)).map_err(kerr)
+}
+
+/// An ordered batch of ciphertexts sharing parameters, level, size and scale.
+#[pyclass(module = "heinfer._native", name = "CiphertextBatch", frozen)]
+pub struct CiphertextBatch {
+    pub cts: Vec<ckks::Ciphertext>,
+    pub params: CkksParams,
+}
+
+impl CiphertextBatch {
+    fn wrap(cts: Vec<ckks::Ciphertext>, params: &CkksParams) -> Self {
+        Self {
+            cts,
+            params: params.clone(),
+        }
+    }
+    fn first(&self) -> PyResult<&ckks::Ciphertext> {
+        self.cts
+            .first()
+            .ok_or_else(|| OperandError::new_err("the batch is empty"))
+    }
+}
+
+#[pymethods]
+impl CiphertextBatch {
+    fn __len__(&self) -> usize {
+        self.cts.len()
+    }
+    /// Level of the ciphertexts.
+    #[getter]
+    fn level(&self) -> PyResult<usize> {
+        Ok(self.first()?.level())
+    }
+    /// Scale of the ciphertexts.
+    #[getter]
+    fn scale(&self) -> PyResult<f64> {
+        Ok(self.first()?.scale())
+    }
+    /// Number of polynomials per ciphertext (2, or 3 before relinearization).
+    #[getter]
+    fn size(&self) -> PyResult<usize> {
+        Ok(self.first()?.size())
+    }
+    /// The ciphertexts at `indices` (in that order; repeats allowed): permutations and
+    /// window gathers for the client-aided protocol.
+    fn take(&self, indices: Vec<usize>) -> PyResult<Self> {
+        if let Some(&i) = indices.iter().find(|&&i| i >= self.cts.len()) {
+            return Err(OperandError::new_err(format!(
+                "index {i} out of range for a batch of {}",
+                self.cts.len()
+            )));
+        }
+        Ok(Self::wrap(
+            indices.iter().map(|&i| self.cts[i].clone()).collect(),
+            &self.params,
+        ))
+    }
+    /// Overrides the scale of every ciphertext (the caller asserts the messages were
+    /// multiplied accordingly).
+    fn with_scale(&self, scale: f64) -> PyResult<Self> {
+        let mut cts = self.cts.clone();
+        for c in &mut cts {
+            c.set_scale(scale).map_err(to_py)?;
+        }
+        Ok(Self::wrap(cts, &self.params))
+    }
+    /// One message: the batch in the validated wire format.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let parts: Vec<Vec<u8>> = run(py, || {
+            self.cts
+                .par_iter()
+                .map(|c| serialize::ciphertext_to_bytes(&self.params, c))
+                .collect()
+        })?;
+        let total = 10 + parts.iter().map(|p| 4 + p.len()).sum::<usize>();
+        let mut out = Vec::with_capacity(total);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&(parts.len() as u32).to_le_bytes());
+        for p in &parts {
+            out.extend_from_slice(&(p.len() as u32).to_le_bytes());
+            out.extend_from_slice(p);
+        }
+        Ok(PyBytes::new(py, &out))
+    }
+    /// Decodes and validates a batch: header, count ≤ `max_count`, total ≤ `max_bytes`, every
+    /// ciphertext (parameters, residues below moduli) and that all share level, size, scale.
+    #[staticmethod]
+    fn from_bytes(
+        py: Python<'_>,
+        params: &Params,
+        data: &[u8],
+        max_bytes: usize,
+        max_count: usize,
+    ) -> PyResult<Self> {
+        let err = |m: String| {
+            crate::errors::SerializationError::new_err(format!(
+                "cannot deserialize ciphertext batch: {m}"
+            ))
+        };
+        let max_bytes = check_max_bytes(max_bytes).map_err(to_py)?;
+        if data.len() > max_bytes {
+            return Err(err(format!(
+                "{} bytes exceed the limit of {max_bytes}",
+                data.len()
+            )));
+        }
+        if data.len() < 10 || &data[..4] != MAGIC {
+            return Err(err("bad magic (not a heinfer ciphertext batch)".into()));
+        }
+        let version = u16::from_le_bytes([data[4], data[5]]);
+        if version != VERSION {
+            return Err(err(format!(
+                "version {version}, this build reads {VERSION}"
+            )));
+        }
+        let count = u32::from_le_bytes(data[6..10].try_into().expect("4 bytes")) as usize;
+        if count == 0 || count > max_count {
+            return Err(err(format!(
+                "{count} ciphertexts (allowed 1..={max_count})"
+            )));
+        }
+        let mut slices = Vec::with_capacity(count);
+        let mut pos = 10usize;
+        for i in 0..count {
+            let len_bytes = data
+                .get(pos..pos + 4)
+                .ok_or_else(|| err(format!("truncated before ciphertext {i}")))?;
+            let len = u32::from_le_bytes(len_bytes.try_into().expect("4 bytes")) as usize;
+            let body = data
+                .get(pos + 4..pos + 4 + len)
+                .ok_or_else(|| err(format!("ciphertext {i} is truncated")))?;
+            slices.push(body);
+            pos += 4 + len;
+        }
+        if pos != data.len() {
+            return Err(err(format!("{} trailing bytes", data.len() - pos)));
+        }
+        let p = params.inner.clone();
+        let cts: Vec<ckks::Ciphertext> = run(py, || {
+            slices
+                .par_iter()
+                .map(|s| serialize::ciphertext_from_bytes(&p, s, max_bytes))
+                .collect()
+        })?;
+        let f = &cts[0];
+        if let Some((i, c)) = cts.iter().enumerate().find(|(_, c)| {
+            c.level() != f.level()
+                || c.size() != f.size()
+                || ((c.scale() - f.scale()) / f.scale()).abs() > 1e-9
+        }) {
+            return Err(err(format!(
+                "ciphertext {i} differs from ciphertext 0 in level, size or scale ({} {} {:e})",
+                c.level(),
+                c.size(),
+                c.scale()
+            )));
+        }
+        Ok(Self::wrap(cts, &p))
+    }
+    /// Concatenation of batches (same parameters, level, size and scale).
+    #[staticmethod]
+    fn concat(batches: Vec<PyRef<'_, CiphertextBatch>>) -> PyResult<Self> {
+        let first = batches
+            .first()
+            .ok_or_else(|| OperandError::new_err("nothing to concatenate"))?;
+        let params = first.params.clone();
+        let mut cts = Vec::new();
+        for b in &batches {
+            params.check_id(b.params.id()).map_err(to_py)?;
+            cts.extend(b.cts.iter().cloned());
+        }
+        Ok(Self::wrap(cts, &params))
+    }
+    fn __repr__(&self) -> String {
+        match self.cts.first() {
+            Some(c) => format!(
+                "CiphertextBatch(len={}, level={}, size={}, scale=2^{:.2})",
+                self.cts.len(),
+                c.level(),
+                c.size(),
+                c.scale().log2()
+            ),
+            None => "CiphertextBatch(len=0)".into(),
+        }
+    }
+}
+
+/// Encodes each row of `values` (`count × slots` complex) at `scale`, `level` and encrypts it
+/// with the secret key (seed-compressed), in parallel.
+#[pyfunction]
+pub fn encrypt_batch(
+    py: Python<'_>,
+    kg: &KeyGenerator,
+    values: PyReadonlyArray2<'_, Complex64>,
+    scale: f64,
+    level: usize,
+) -> PyResult<CiphertextBatch> {
+    let params = kg.params.clone();
+    let shape = values.shape().to_vec();
+    if shape[0] == 0 || shape[1] > params.slots() {
+        return Err(OperandError::new_err(format!(
+            "values of shape {shape:?}: need ≥ 1 row of ≤ {} slots",
+            params.slots()
+        )));
+    }
+    let data: Vec<Complex64> = values.as_array().iter().copied().collect();
+    let cols = shape[1];
+    let cts = run(py, || {
+        let enc = Encoder::new(&params);
+        data.par_chunks(cols)
+            .map(|row| kg.inner.encrypt_symmetric(&enc.encode(row, scale, level)?))
+            .collect()
+    })?;
+    Ok(CiphertextBatch::wrap(cts, &kg.params))
+}
+
+/// Decrypts and decodes every ciphertext: a `count × slots` complex array.
+#[pyfunction]
+pub fn decrypt_batch<'py>(
+    py: Python<'py>,
+    dec: &Decryptor,
+    batch: &CiphertextBatch,
+) -> PyResult<Bound<'py, PyArray2<Complex64>>> {
+    let params = dec.params.clone();
+    let rows: Vec<Vec<Complex64>> = run(py, || {
+        let enc = Encoder::new(&params);
+        batch
+            .cts
+            .par_iter()
+            .map(|c| enc.decode(&dec.inner.decrypt(c)?))
+            .collect()
+    })?;
+    PyArray2::from_vec2(py, &rows).map_err(|e| OperandError::new_err(e.to_string()))
+}
+
+/// A batch-axis linear layer with integer weights (see `heinfer_kernels::linear`).
+#[pyclass(module = "heinfer._native", name = "LinearLayer", frozen)]
+pub struct LinearLayer {
+    inner: heinfer_kernels::LinearLayer,
+}
+
+#[pymethods]
+impl LinearLayer {
+    /// `groups`: list of `(rows uint32[r], cols uint32[c], weights float64[r, c])`.
+    #[new]
+    fn new(
+        out_count: usize,
+        in_count: usize,
+        groups: Vec<(
+            PyReadonlyArray1<'_, u32>,
+            PyReadonlyArray1<'_, u32>,
+            PyReadonlyArray2<'_, f64>,
+        )>,
+        weight_scale: f64,
+        digits: usize,
+    ) -> PyResult<Self> {
+        let specs = groups
+            .iter()
+            .map(|(r, c, w)| GroupSpec {
+                rows: r.as_array().to_vec(),
+                cols: c.as_array().to_vec(),
+                weights: w.as_array().iter().copied().collect(),
+            })
+            .collect();
+        let inner =
+            heinfer_kernels::LinearLayer::new(out_count, in_count, specs, weight_scale, digits)
+                .map_err(kerr)?;
+        Ok(Self { inner })
+    }
+    #[getter]
+    fn nnz(&self) -> usize {
+        self.inner.nnz()
+    }
+    #[getter]
+    fn l1_max(&self) -> f64 {
+        self.inner.l1_max()
+    }
+    /// Applies the layer; `bias` (one per output) is added at the output scale, times
+    /// `1 + i` when `complex_bias`.
+    #[pyo3(signature = (batch, bias=None, complex_bias=false))]
+    fn apply(
+        &self,
+        py: Python<'_>,
+        batch: &CiphertextBatch,
+        bias: Option<PyReadonlyArray1<'_, f64>>,
+        complex_bias: bool,
+    ) -> PyResult<CiphertextBatch> {
+        let b: Option<Vec<f64>> = bias.map(|b| b.as_array().to_vec());
+        let cts = run_k(py, || {
+            self.inner
+                .apply(&batch.params, &batch.cts, b.as_deref(), complex_bias)
+        })?;
+        Ok(CiphertextBatch::wrap(cts, &batch.params))
+    }
+}
+
+/// `ct²` for every ciphertext (size 3, not relinearized).
+#[pyfunction]
+pub fn batch_square(py: Python<'_>, batch: &CiphertextBatch) -> PyResult<CiphertextBatch> {
+    let ev = Evaluator::new(&batch.params);
+    Ok(CiphertextBatch::wrap(
+        run_k(py, || batch::square(&ev, &batch.cts))?,
+        &batch.params,
+    ))
+}
+
+/// Relinearizes every ciphertext.
+#[pyfunction]
+pub fn batch_relinearize(
+    py: Python<'_>,
+    batch: &CiphertextBatch,
+    rlk: &RelinKey,
+) -> PyResult<CiphertextBatch> {
+    let ev = Evaluator::new(&batch.params);
+    let mut cts = batch.cts.clone();
+    run_k(py, || batch::relinearize(&ev, &mut cts, &rlk.inner))?;
+    Ok(CiphertextBatch::wrap(cts, &batch.params))
+}
+
+/// Rescales every ciphertext `times` times.
+#[pyfunction]
+pub fn batch_rescale(
+    py: Python<'_>,
+    batch: &CiphertextBatch,
+    times: usize,
+) -> PyResult<CiphertextBatch> {
+    let ev = Evaluator::new(&batch.params);
+    let mut cts = batch.cts.clone();
+    run_k(py, || batch::rescale(&ev, &mut cts, times))?;
+    Ok(CiphertextBatch::wrap(cts, &batch.params))
+}
+
+/// Drops every ciphertext to `level`.
+#[pyfunction]
+pub fn batch_drop_to_level(
+    py: Python<'_>,
+    batch: &CiphertextBatch,
+    level: usize,
+) -> PyResult<CiphertextBatch> {
+    let ev = Evaluator::new(&batch.params);
+    let mut cts = batch.cts.clone();
+    run_k(py, || batch::drop_to_level(&ev, &mut cts, level))?;
+    Ok(CiphertextBatch::wrap(cts, &batch.params))
+}
+
+/// The baseline linear layer (general plaintext products, optional rescale per product) on
+/// the output rows `rows` of the dense `weights`.
+#[pyfunction]
+pub fn naive_linear_rows(
+    py: Python<'_>,
+    batch: &CiphertextBatch,
+    weights: PyReadonlyArray2<'_, f64>,
+    bias: PyReadonlyArray1<'_, f64>,
+    rows: Vec<usize>,
+    weight_scale: f64,
+    rescale_each: bool,
+) -> PyResult<CiphertextBatch> {
+    let w: Vec<f64> = weights.as_array().iter().copied().collect();
+    let b = bias.as_array().to_vec();
+    let p = batch.params.clone();
+    let cts = run_k(py, || {
+        let ev = Evaluator::new(&p);
+        let enc = Encoder::new(&p);
+        naive::linear_rows(
+            &ev,
+            &enc,
+            &batch.cts,
+            &w,
+            &b,
+            &rows,
+            weight_scale,
+            rescale_each,
+        )
+    })?;
+    Ok(CiphertextBatch::wrap(cts, &batch.params))
+}

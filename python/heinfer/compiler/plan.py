@@ -1,0 +1,233 @@
+"""Throughput-mode planning: scales, rescales, levels and parameters of every segment.
+
+A *segment* is a run of :class:`Linear` and :class:`Square` ops that the server evaluates
+without the client. For each candidate prime size ``b`` and ring degree, the planner:
+
+1. picks every linear layer's weight scale ``Δ_w = 2^e`` and digit count so that the integer
+   product of ``heinfer_kernels::linear`` is exact in f64 (``‖W_j‖₁·Δ_w·(largest digit) <
+   2^52``) while the largest weight keeps ``weight_bits`` bits;
+2. tracks ``log2`` of the scale through the segment (``+e`` per linear layer, ``×2`` per
+   square) and the bits each value needs, ``log2(scale) + log2(bound) + guard``;
+3. places the rescales — **lazy rescaling** generalized (nGraph-HE2 §3.3.1): every subset of
+   the points between two ops is tried, each rescale dividing by as many primes as bring the
+   scale back to the input scale, never before a decryption or a client step; limbs that no
+   later value needs are dropped as early as possible (free), so the client encrypts at the
+   lowest level that suffices (depth-aware encoding, §3.3.2, with scalar weights at every
+   level for free);
+4. costs the plan with per-coefficient unit costs of the kernels and keeps the cheapest plan
+   whose modulus fits the security bound.
+
+Squares leave 3-part ciphertexts; they are relinearized only when squared again (lazy
+relinearization: a linear layer is linear in each part, so it runs on 3 parts).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from heinfer.compiler.ir import Linear, Square
+from heinfer.errors import CompileError
+
+__all__ = ["LayerPlan", "SegmentPlan", "plan_segment", "max_log_qp", "GUARD_BITS"]
+
+#: Bits kept above a value's bound for the sign and the noise.
+GUARD_BITS = 2.0
+
+#: HomomorphicEncryption.org table (ternary secrets), as in ``heinfer-ckks``.
+_MAX_LOG_QP = {
+    128: {11: 54, 12: 109, 13: 218, 14: 438, 15: 881, 16: 1772},
+    192: {11: 37, 12: 75, 13: 152, 14: 305, 15: 611},
+    256: {11: 29, 12: 58, 13: 118, 14: 237, 15: 476},
+}
+
+# Unit costs (nanoseconds per ring coefficient, one thread, measured on the development
+# machine with the kernels' benchmarks): integer multiply-add of the linear kernel, square
+# (tensor product), rescale (per limb and part: inverse + forward NTT and a pass), key
+# switching (per limb²), secret-key encryption and decryption (per limb).
+UNIT_FMA = 0.1
+UNIT_SQUARE = 1.5
+UNIT_RESCALE = 6.0
+UNIT_RELIN = 8.0
+UNIT_ENCRYPT = 10.0
+UNIT_DECRYPT = 4.0
+UNIT_BYTE = 0.3  # serialization and transport, per byte per coefficient position
+
+
+def max_log_qp(log_n: int, security: int) -> int | None:
+    """Largest ``log2(QP)`` for ``N = 2^log_n`` at ``security`` bits, or ``None``."""
+    return _MAX_LOG_QP.get(security, {}).get(log_n)
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """Weight scale exponent and digits of one linear layer."""
+
+    exponent: int
+    digits: int
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    """The plan of one segment for one prime size: limbs at every op, rescales, cost."""
+
+    prime_bits: int
+    layers: tuple[LayerPlan | None, ...]
+    rescales: tuple[int, ...]  # primes divided after op t (0: none)
+    limbs: tuple[int, ...]  # limbs each op runs on
+    relin_before: tuple[bool, ...]
+    top_limbs: int
+    end_limbs: int
+    end_parts: int
+    cost: float  # per ring coefficient
+    log_scales: tuple[float, ...]  # log2 scale at each op output (before its rescale)
+
+    @property
+    def needs_relin(self) -> bool:
+        """Whether the segment relinearizes (then the parameters need a special prime)."""
+        return any(self.relin_before)
+
+
+def _digit_bits(prime_bits: int, digits: int) -> float:
+    """log2 of the largest centered digit of a residue modulo a ``prime_bits``-bit prime."""
+    return prime_bits - 1.0 if digits == 1 else math.ceil(prime_bits / 2)
+
+
+def layer_plan(op: Linear, prime_bits: int, weight_bits: int, hide: float) -> LayerPlan:
+    """Weight scale and digits for ``op`` (weights possibly scaled by up to ``hide``)."""
+    w = abs(op.matrix)
+    l1 = float(np.asarray(w.sum(axis=1)).max()) * hide if op.nnz else 0.0
+    wmax = float(w.max()) * hide if op.nnz else 0.0
+    if wmax == 0.0:
+        return LayerPlan(0, 1)
+    target = weight_bits - math.ceil(math.log2(wmax))
+    for digits in (1, 2):
+        room = math.floor(52.0 - _digit_bits(prime_bits, digits) - math.log2(l1))
+        if room >= target or (digits == 1 and room >= target - 2):
+            return LayerPlan(min(room, target), digits)
+    room = math.floor(52.0 - _digit_bits(prime_bits, 2) - math.log2(l1))
+    if room + math.ceil(math.log2(wmax)) < 8:
+        raise CompileError(
+            f"layer {op.name!r}: ‖W‖₁ = {l1:.3g} is too large for exact evaluation with "
+            f"{prime_bits}-bit primes (fewer than 8 bits of weight precision)"
+        )
+    return LayerPlan(room, 2)
+
+
+def plan_segment(
+    ops: list,
+    bounds: list[float],
+    log_input_scale: float,
+    prime_bits: int,
+    weight_bits: int,
+    hides: list[float],
+    lazy: bool = True,
+) -> SegmentPlan:
+    """The cheapest plan of a segment with ``prime_bits``-bit primes.
+
+    ``bounds[t]`` bounds ``|value|`` after op ``t`` (``bounds[-1]`` of the segment input is not
+    needed: the input is encrypted at its scale). ``hides[t]``: largest factor the hiding
+    scales multiply op ``t``'s weights by (1 when none). ``lazy=False`` is the baseline:
+    weights at scale ``≈ q`` and one rescale after every op, the last one included.
+    """
+    b = float(prime_bits)
+    n_ops = len(ops)
+    layers = tuple(
+        layer_plan(op, prime_bits, weight_bits, hides[t]) if isinstance(op, Linear) else None
+        for t, op in enumerate(ops)
+    )
+    if not lazy:
+        layers = tuple(LayerPlan(prime_bits, 1) if lp else None for lp in layers)
+    candidates = list(range(n_ops - 1))
+    if lazy and len(candidates) > 14:
+        raise CompileError(f"a segment of {n_ops} ops is too long to plan (at most 15)")
+    subsets = (
+        [frozenset(c for c, bit in zip(candidates, mask) if bit) for mask in itertools.product((0, 1), repeat=len(candidates))]
+        if lazy
+        else [frozenset(range(n_ops))]
+    )
+    best: SegmentPlan | None = None
+    for chosen in subsets:
+        plan = _simulate(ops, bounds, log_input_scale, b, layers, chosen, lazy)
+        if plan is not None and (best is None or plan.cost < best.cost):
+            best = plan
+    if best is None:
+        raise CompileError("no rescale schedule keeps the scale of this segment above its input scale")
+    return best
+
+
+def _simulate(ops, bounds, s_in, b, layers, chosen, lazy) -> SegmentPlan | None:
+    """Scales, limbs and cost of one rescale schedule (``None`` if it underflows)."""
+    n_ops = len(ops)
+    s = s_in
+    parts = 2
+    scales, rescales, relin, need = [], [], [], []
+    parts_at = []
+    for t, op in enumerate(ops):
+        r = False
+        if isinstance(op, Square):
+            if parts == 3:
+                r, parts = True, 2
+            s, parts = 2 * s, 3
+        else:
+            s += layers[t].exponent
+        relin.append(r)
+        parts_at.append(parts)
+        scales.append(s)
+        need.append(math.ceil((s + math.log2(bounds[t]) + GUARD_BITS) / b))
+        k = 0
+        if t in chosen:
+            k = 1 if not lazy else int(math.floor((s - s_in + 1.0) / b))
+            if k < 1:
+                return None
+            s -= k * b
+        rescales.append(k)
+    # limbs each op runs on: enough for every later requirement plus the primes rescaled away
+    limbs = [0] * n_ops
+    limbs[-1] = max(need[-1], rescales[-1] + 1)
+    for t in range(n_ops - 2, -1, -1):
+        limbs[t] = max(need[t], limbs[t + 1] + rescales[t])
+    cost = 0.0
+    for t, op in enumerate(ops):
+        L, p = limbs[t], parts_at[t]
+        if isinstance(op, Linear):
+            cost += UNIT_FMA * op.nnz * p * L * layers[t].digits
+            # the kernel's reduction and packing: per output and input element
+            cost += 0.6 * (op.matrix.shape[0] + op.matrix.shape[1]) * p * L
+        else:
+            size = int(np.prod(op.shape))
+            if relin[t]:
+                cost += UNIT_RELIN * size * L * (L + 1)
+            cost += UNIT_SQUARE * size * L
+        if rescales[t]:
+            cost += UNIT_RESCALE * op_out_size(op) * p * (L + rescales[t])
+    in_size = op_in_size(ops[0])
+    out_size = op_out_size(ops[-1])
+    cost += UNIT_ENCRYPT * in_size * limbs[0] + UNIT_BYTE * b / 8 * (in_size * limbs[0])
+    cost += UNIT_DECRYPT * out_size * limbs[-1] * parts_at[-1]
+    cost += UNIT_BYTE * b / 8 * out_size * limbs[-1] * parts_at[-1]
+    return SegmentPlan(
+        prime_bits=int(b),
+        layers=layers,
+        rescales=tuple(rescales),
+        limbs=tuple(limbs),
+        relin_before=tuple(relin),
+        top_limbs=limbs[0],
+        end_limbs=limbs[-1],
+        end_parts=parts_at[-1],
+        cost=cost,
+        log_scales=tuple(scales),
+    )
+
+
+def op_in_size(op) -> int:
+    """Number of input values of a Linear or Square op."""
+    return int(op.matrix.shape[1]) if isinstance(op, Linear) else int(np.prod(op.shape))
+
+
+def op_out_size(op) -> int:
+    """Number of output values of a Linear or Square op."""
+    return int(op.matrix.shape[0]) if isinstance(op, Linear) else int(np.prod(op.shape))

@@ -1,0 +1,267 @@
+"""Compiling a graph for throughput mode (batch-axis packing): graph → :class:`Program`.
+
+Passes, in order (each a function of this module or of its imports, tested on its own):
+
+1. :func:`heinfer.compiler.fuse.fold_linear` — folds BatchNorm/constants (already linear ops)
+   and fuses adjacent linear layers (LoLa §3);
+2. :func:`split_segments` — leading client functions become client pre-processing, trailing
+   ones post-processing, the rest client-aided steps between server segments;
+3. :func:`heinfer.compiler.ranges.tensor_bounds` — value ranges;
+4. :func:`heinfer.compiler.plan.plan_segment` per segment and prime size — weight scales,
+   lazy rescaling, levels, and :func:`choose_parameters` — the ring degree and prime chain at
+   the requested security;
+5. :func:`build_program` — instructions, key manifest and predicted errors.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from heinfer.compiler.fuse import fold_linear
+from heinfer.compiler.ir import ClientFunction, Graph, Linear, Square
+from heinfer.compiler.plan import max_log_qp, op_in_size, op_out_size, plan_segment
+from heinfer.compiler.ranges import tensor_bounds
+from heinfer.errors import CompileError, NotSupportedYetError
+from heinfer.program.model import ClientStep, Instr, LinearStep, Program, Segment
+
+__all__ = ["Options", "compile_graph", "split_segments"]
+
+#: Standard deviation of the error distribution (as in the engine).
+SIGMA = 3.19
+
+
+@dataclass(frozen=True)
+class Options:
+    """Compiler options (every field has a safe default).
+
+    ``security``: 128, 192 or 256 bits. ``input_bits``: bits of the largest input value at
+    its encryption scale (the input precision). ``weight_bits``: bits of the largest weight
+    of a layer once quantized. ``headroom``: factor over calibrated maxima. ``hide_range``:
+    the client-aided hiding scales are drawn in ``[1/hide_range, hide_range]``.
+    ``complex_packing``: ``None`` uses it whenever no segment squares (nGraph-HE2 §3.1.2).
+    ``lazy``: ``False`` builds the baseline without the nGraph-HE2 optimizations (weights at
+    scale ``q``, a rescale after every multiplication, real packing).
+    """
+
+    security: int = 128
+    input_bits: int = 24
+    weight_bits: int = 16
+    headroom: float = 4.0
+    hide_range: float = 2.0
+    complex_packing: bool | None = None
+    lazy: bool = True
+    prime_bits: tuple[int, ...] = (30, 36, 42, 50)
+
+
+def split_segments(ops: list) -> tuple[list, list[list], list[list], list]:
+    """``(pre, segments, steps, post)``: client functions before the first server op, the
+    runs of server ops, the client functions between runs, the client functions after."""
+    pre, post = [], []
+    i, j = 0, len(ops)
+    while i < j and isinstance(ops[i], ClientFunction):
+        pre.append(ops[i])
+        i += 1
+    while j > i and isinstance(ops[j - 1], ClientFunction):
+        post.insert(0, ops[j - 1])
+        j -= 1
+    segments: list[list] = [[]]
+    steps: list[list] = []
+    for op in ops[i:j]:
+        if isinstance(op, ClientFunction):
+            if segments[-1]:
+                steps.append([])
+                segments.append([])
+            steps[-1].append(op)
+        else:
+            segments[-1].append(op)
+    if not segments[0]:
+        raise CompileError("the model has no linear layer or square to evaluate on encrypted data")
+    for st in steps:
+        if sum(f.groups is not None for f in st) > 1:
+            raise NotSupportedYetError(
+                "two pooling/softmax functions in one client step (" + ", ".join(f.name for f in st) + ") are not supported yet"
+            )
+    return pre, segments, steps, post
+
+
+def _components(step: list[ClientFunction], in_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Component id of every input and output of a step: values that a max-pooling window
+    combines must share one hiding scale (union of overlapping windows)."""
+    parent = np.arange(in_size)
+
+    def find(a: int) -> int:
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    g = next((f for f in step if f.groups is not None), None)
+    if g is None:
+        comp = np.arange(in_size)
+        return comp, comp.copy()
+    for row in g.groups:
+        idx = [int(k) for k in row if k >= 0]
+        for k in idx[1:]:
+            ra, rb = find(idx[0]), find(k)
+            if ra != rb:
+                parent[rb] = ra
+    comp = np.array([find(a) for a in range(in_size)])
+    out = np.array([comp[int(row[row >= 0][0])] for row in g.groups]) if g.kind == "maxpool" else comp.copy()
+    return comp, out
+
+
+def compile_graph(graph: Graph, calibration: np.ndarray | None = None, input_bound: float | None = None, options: Options = Options()) -> Program:
+    """Compiles ``graph`` for throughput mode (see the module documentation).
+
+    ``calibration``: sample inputs ``(batch, *input_shape)`` used for value ranges (strongly
+    recommended: without them only sound interval bounds are used, which are loose after
+    wide layers). ``input_bound``: largest ``|input|`` (default: from the calibration).
+    """
+    if options.security not in (128, 192, 256):
+        raise CompileError(f"security must be 128, 192 or 256 bits, got {options.security}")
+    g = fold_linear(graph)
+    if calibration is not None:
+        calibration = np.asarray(calibration, dtype=np.float64)
+        if calibration.shape[1:] != g.input_shape or len(calibration) == 0:
+            raise CompileError(f"calibration inputs have shape {calibration.shape}, expected (n, *{g.input_shape})")
+    if input_bound is None:
+        if calibration is None:
+            raise CompileError("give calibration inputs or an input_bound")
+        input_bound = float(np.abs(calibration).max())
+    bounds = tensor_bounds(g, calibration, max(input_bound, 1e-6), options.headroom)
+    pre, seg_ops, step_fns, post = split_segments(g.ops)
+    # index of every op in g.ops → its output bound
+    pos = {id(op): i + 1 for i, op in enumerate(g.ops)}
+    R = options.hide_range if options.lazy else 1.0
+    hide = []
+    for k, st in enumerate(step_fns):
+        hide.append(
+            options.lazy
+            and all(f.positively_homogeneous for f in st)
+            and isinstance(seg_ops[k][-1], Linear)
+            and isinstance(seg_ops[k + 1][0], Linear)
+        )
+    seg_bounds, seg_hides, seg_in_bounds = [], [], []
+    for k, ops in enumerate(seg_ops):
+        bs = [bounds[pos[id(op)]] for op in ops]
+        hs = [1.0] * len(ops)
+        in_b = bounds[pos[id(pre[-1])]] if (k == 0 and pre) else (bounds[0] if k == 0 else bounds[pos[id(step_fns[k - 1][-1])]])
+        if k > 0 and hide[k - 1]:
+            hs[0] *= R
+            in_b *= R
+        if k < len(step_fns) and hide[k]:
+            hs[-1] *= R
+            bs[-1] *= R
+        seg_bounds.append(bs)
+        seg_hides.append(hs)
+        seg_in_bounds.append(in_b)
+    has_square = any(isinstance(op, Square) for ops in seg_ops for op in ops)
+    complex_packing = (not has_square) if options.complex_packing is None else options.complex_packing
+    if complex_packing and has_square:
+        raise CompileError("complex packing cannot evaluate squares (ciphertext × ciphertext products)")
+    if not options.lazy:
+        complex_packing = False
+    best = None
+    for b in options.prime_bits:
+        plans = []
+        for k, ops in enumerate(seg_ops):
+            s_in = (b - 2) if not options.lazy else options.input_bits - math.ceil(math.log2(seg_in_bounds[k]))
+            plans.append((s_in, plan_segment(ops, seg_bounds[k], s_in, b, options.weight_bits, seg_hides[k], options.lazy)))
+        top = max(p.top_limbs for _, p in plans)
+        p_bits = b if any(p.needs_relin for _, p in plans) else 0
+        log_n = next((n for n in range(11, 17) if (m := max_log_qp(n, options.security)) and top * b + p_bits <= m), None)
+        if log_n is None:
+            continue
+        cost = sum(p.cost for _, p in plans)
+        if best is None or cost < best[0]:
+            best = (cost, b, log_n, plans, p_bits)
+    if best is None:
+        raise CompileError(
+            f"no parameters at {options.security}-bit security hold this network's depth and precision "
+            "(try fewer input_bits/weight_bits or a smaller model)"
+        )
+    _, b, log_n, plans, p_bits = best
+    return build_program(g, pre, seg_ops, step_fns, post, plans, hide, b, log_n, p_bits, complex_packing, seg_bounds, seg_in_bounds, options)
+
+
+def build_program(g, pre, seg_ops, step_fns, post, plans, hide, b, log_n, p_bits, complex_packing, seg_bounds, seg_in_bounds, options) -> Program:
+    """Lowers the chosen plans to a :class:`Program` (instructions, layers, steps, errors)."""
+    top = max(p.top_limbs for _, p in plans)
+    n = 1 << log_n
+    fresh = 6.0 * SIGMA * math.sqrt(n)  # slot-domain bound on fresh encryption noise (6σ√N)
+    layers: list[LinearStep] = []
+    segments: list[Segment] = []
+    err = 0.0
+    for k, ((s_in, plan), ops) in enumerate(zip(plans, seg_ops)):
+        scale_in = 2.0**s_in
+        err += fresh / scale_in
+        instrs: list[Instr] = []
+        level = plan.top_limbs - 1
+        in_b = seg_in_bounds[k]
+        for t, op in enumerate(ops):
+            if plan.limbs[t] - 1 < level:
+                level = plan.limbs[t] - 1
+                instrs.append(Instr("drop", level))
+            if plan.relin_before[t]:
+                instrs.append(Instr("relinearize"))
+            if isinstance(op, Linear):
+                lp = plan.layers[t]
+                bias = op.bias if np.any(op.bias) else None
+                layers.append(LinearStep(op.name, op.matrix, bias, 2.0**lp.exponent, lp.digits))
+                instrs.append(Instr("linear", len(layers) - 1))
+                # independent errors add in quadrature: the row 2-norm propagates them
+                l2 = float(np.sqrt(np.asarray(op.matrix.multiply(op.matrix).sum(axis=1)).max())) if op.nnz else 0.0
+                per_row = float(np.diff(op.matrix.indptr).max()) if op.nnz else 0.0
+                err = l2 * err + math.sqrt(per_row) * in_b / 2.0**lp.exponent
+            else:
+                instrs.append(Instr("square"))
+                err = 2 * in_b * err + err * err
+            in_b = seg_bounds[k][t]
+            if plan.rescales[t]:
+                instrs.append(Instr("rescale", plan.rescales[t]))
+                level -= plan.rescales[t]
+                err += 6.0 * math.sqrt(n) / 2.0 ** (plan.log_scales[t] - plan.rescales[t] * b)
+        segments.append(
+            Segment(
+                in_size=op_in_size(ops[0]),
+                input_level=plan.top_limbs - 1,
+                input_scale=scale_in,
+                instrs=instrs,
+                out_size=op_out_size(ops[-1]),
+                output_level=level,
+                output_bound=seg_bounds[k][-1],
+                predicted_error=err,
+            )
+        )
+    steps = []
+    for k, st in enumerate(step_fns):
+        comp, out_comp = _components(st, segments[k].out_size)
+        steps.append(ClientStep(list(st), segments[k].out_size, segments[k + 1].in_size, bool(hide[k]), comp, out_comp))
+    params = {
+        "log_n": log_n,
+        "log_q": [b] * top,
+        "log_p": [p_bits] if p_bits else [],
+        "log_scale": min(b - 1, 60),
+        "security": options.security,
+    }
+    return Program(
+        mode="throughput",
+        params=params,
+        packing="complex" if complex_packing else "real",
+        input_name=g.input_name,
+        input_shape=tuple(g.input_shape),
+        output_name=g.output_name,
+        output_shape=tuple(g.output_shape),
+        input_bound=float(seg_in_bounds[0]),
+        pre=list(pre),
+        segments=segments,
+        steps=steps,
+        post=list(post),
+        layers=layers,
+        hide_range=options.hide_range if options.lazy else 1.0,
+        needs_relin_key=bool(p_bits),
+        meta={"lazy": options.lazy, "prime_bits": b, "graph": g.summary(), "cost_ns_per_coeff": sum(p.cost for _, p in plans)},
+    )

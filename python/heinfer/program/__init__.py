@@ -1,0 +1,13 @@
+"""The compiled program: the contract between compiler, runtime and protocol.
+
+A :class:`Program` holds everything a client and a server need and nothing secret: the CKKS
+parameters, the packing, the instructions of every server segment (with the weights of its
+linear layers), the client steps between segments, the key manifest, and the ranges and
+errors the compiler predicted. It is versioned and validated when loaded from bytes
+(:func:`load` / :meth:`Program.to_bytes`).
+"""
+
+from heinfer.program.model import ClientStep, Instr, LinearStep, Program, Segment
+from heinfer.program.serialize import load
+
+__all__ = ["ClientStep", "Instr", "LinearStep", "Program", "Segment", "load"]

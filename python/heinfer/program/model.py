@@ -1,0 +1,176 @@
+"""The dataclasses of a compiled program (see :mod:`heinfer.program`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from heinfer.compiler.ir import ClientFunction
+from heinfer.errors import CompileError
+
+__all__ = ["ClientStep", "Instr", "LinearStep", "Program", "Segment"]
+
+#: Version of the program format; :func:`heinfer.program.load` refuses any other.
+FORMAT_VERSION = 1
+
+#: Server instructions.
+OPS = ("linear", "square", "relinearize", "rescale", "drop")
+
+
+@dataclass(eq=False)
+class LinearStep:
+    """A batch-axis linear layer: ``y = matrix @ x + bias``.
+
+    The server quantizes ``matrix`` to integers at ``weight_scale`` (``Δ_w``) for every query
+    (after folding in the hiding scales of the client-aided protocol) and evaluates it with
+    ``digits`` digits per residue (see ``heinfer_kernels::linear``).
+    """
+
+    name: str
+    matrix: sp.csr_matrix
+    bias: np.ndarray | None
+    weight_scale: float
+    digits: int
+
+    @property
+    def in_size(self) -> int:
+        """Number of inputs."""
+        return int(self.matrix.shape[1])
+
+    @property
+    def out_size(self) -> int:
+        """Number of outputs."""
+        return int(self.matrix.shape[0])
+
+
+@dataclass(frozen=True)
+class Instr:
+    """One server instruction: ``linear`` (``arg`` = index into ``Program.layers``),
+    ``square``, ``relinearize``, ``rescale`` (``arg`` = number of primes), or ``drop``
+    (``arg`` = the level to drop to, without scaling)."""
+
+    op: str
+    arg: int = 0
+
+
+@dataclass(eq=False)
+class Segment:
+    """A run of server instructions between two client interactions.
+
+    The client encrypts the segment's ``in_size`` inputs at ``input_level`` and
+    ``input_scale``; the server runs ``instrs``; the ``out_size`` results (at ``output_level``)
+    go to the next client step or to the client as the answer. ``output_bound`` is the
+    largest ``|value|`` the compiler planned for (the client refuses results beyond it),
+    ``predicted_error`` the compiler's bound on the absolute error of each result.
+    """
+
+    in_size: int
+    input_level: int
+    input_scale: float
+    instrs: list[Instr]
+    out_size: int
+    output_level: int
+    output_bound: float
+    predicted_error: float
+
+
+@dataclass(eq=False)
+class ClientStep:
+    """A client-aided round (nGraph-HE2 §4.1) between two segments.
+
+    The client applies ``functions`` (in order; at most one grouping function — max-pooling
+    or softmax) to the decrypted values. ``hide_scale``: the server multiplies the values of
+    each *component* (``components[j]`` for input ``j``; values pooled together share one) by
+    a random positive factor in ``[1/hide_range, hide_range]`` folded into the weights around
+    the step — exact for positively homogeneous functions.
+    """
+
+    functions: list[ClientFunction]
+    in_size: int
+    out_size: int
+    hide_scale: bool
+    components: np.ndarray
+    out_components: np.ndarray
+
+    @property
+    def grouping(self) -> ClientFunction | None:
+        """The max-pooling or softmax function of the step, if any."""
+        return next((f for f in self.functions if f.groups is not None), None)
+
+    def apply(self, x: np.ndarray) -> np.ndarray:
+        """The step on plaintext values: ``(batch, in_size) → (batch, out_size)``."""
+        for f in self.functions:
+            x = f.apply(x)
+        return x
+
+
+@dataclass(eq=False)
+class Program:
+    """A compiled network (throughput mode): see :mod:`heinfer.program`."""
+
+    mode: str
+    params: dict
+    packing: str
+    input_name: str
+    input_shape: tuple[int, ...]
+    output_name: str
+    output_shape: tuple[int, ...]
+    input_bound: float
+    pre: list[ClientFunction]
+    segments: list[Segment]
+    steps: list[ClientStep]
+    post: list[ClientFunction]
+    layers: list[LinearStep]
+    hide_range: float
+    needs_relin_key: bool
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @property
+    def slots(self) -> int:
+        """Slots per ciphertext (``N/2``)."""
+        return 1 << (int(self.params["log_n"]) - 1)
+
+    @property
+    def batch_capacity(self) -> int:
+        """Items per query: the slots, twice that with complex packing."""
+        return self.slots * (2 if self.packing == "complex" else 1)
+
+    @property
+    def security(self) -> int:
+        """Classical security level in bits."""
+        return int(self.params["security"])
+
+    def validate(self) -> None:
+        """Checks internal consistency; raises :class:`CompileError` naming the problem."""
+
+        def bad(msg: str) -> None:
+            raise CompileError(f"invalid program: {msg}")
+
+        if self.mode != "throughput":
+            bad(f"mode {self.mode!r}")
+        if self.packing not in ("real", "complex"):
+            bad(f"packing {self.packing!r}")
+        p = self.params
+        if not (11 <= int(p.get("log_n", 0)) <= 16) or not p.get("log_q"):
+            bad(f"parameters {p}")
+        if len(self.segments) != len(self.steps) + 1:
+            bad(f"{len(self.segments)} segments for {len(self.steps)} client steps")
+        levels = len(p["log_q"])
+        for i, s in enumerate(self.segments):
+            if not (0 <= s.output_level <= s.input_level < levels):
+                bad(f"segment {i} levels {s.input_level} → {s.output_level} (top {levels - 1})")
+            for ins in s.instrs:
+                if ins.op not in OPS:
+                    bad(f"segment {i}: unknown instruction {ins.op!r}")
+                if ins.op == "linear" and not 0 <= ins.arg < len(self.layers):
+                    bad(f"segment {i}: layer {ins.arg} does not exist")
+                if ins.op == "relinearize" and not self.needs_relin_key:
+                    bad(f"segment {i} relinearizes without a relinearization key")
+        for i, st in enumerate(self.steps):
+            if st.in_size != self.segments[i].out_size or st.out_size != self.segments[i + 1].in_size:
+                bad(f"client step {i} sizes {st.in_size} → {st.out_size} do not chain")

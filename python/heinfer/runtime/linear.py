@@ -1,0 +1,54 @@
+"""Preparing a :class:`~heinfer.program.model.LinearStep` for the native kernel.
+
+The kernel takes a layer as groups of output rows that read the same inputs (one
+convolution window for every output channel, or all inputs of a dense layer). The grouping
+is computed once per layer; every query then only rescales and rounds the weights — the
+client-aided protocol folds fresh random hiding factors into them per query.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from heinfer import _native
+from heinfer.program.model import LinearStep
+
+__all__ = ["PreparedLinear"]
+
+
+class PreparedLinear:
+    """A linear layer grouped by shared input support, ready to quantize per query."""
+
+    def __init__(self, step: LinearStep) -> None:
+        m = step.matrix.tocsr()
+        m.sort_indices()
+        self.step = step
+        self.rows_of_entry = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
+        self.cols_of_entry = m.indices.astype(np.int64)
+        self.data = m.data
+        groups: dict[bytes, list[int]] = {}
+        for r in range(m.shape[0]):
+            cols = m.indices[m.indptr[r] : m.indptr[r + 1]]
+            if len(cols):
+                groups.setdefault(cols.astype(np.uint32).tobytes(), []).append(r)
+        self.groups = []
+        for key, rows in groups.items():
+            cols = np.frombuffer(key, dtype=np.uint32)
+            gather = np.concatenate([np.arange(m.indptr[r], m.indptr[r + 1]) for r in rows])
+            self.groups.append((np.array(rows, dtype=np.uint32), cols.copy(), gather.reshape(len(rows), len(cols))))
+
+    def build(self, row_scale: np.ndarray | None = None, col_scale: np.ndarray | None = None) -> tuple[_native.LinearLayer, np.ndarray | None]:
+        """The native layer for ``diag(row_scale)·W·diag(1/col_scale)`` quantized at the
+        layer's weight scale, and the bias scaled by ``row_scale``."""
+        data = self.data
+        if row_scale is not None:
+            data = data * row_scale[self.rows_of_entry]
+        if col_scale is not None:
+            data = data / col_scale[self.cols_of_entry]
+        q = np.rint(data * self.step.weight_scale)
+        groups = [(rows, cols, np.ascontiguousarray(q[g])) for rows, cols, g in self.groups]
+        layer = _native.LinearLayer(self.step.out_size, self.step.in_size, groups, self.step.weight_scale, self.step.digits)
+        bias = self.step.bias
+        if bias is not None and row_scale is not None:
+            bias = bias * row_scale
+        return layer, bias

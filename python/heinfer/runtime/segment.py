@@ -1,0 +1,58 @@
+"""Running one segment of a program on a batch of ciphertexts (server side)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from heinfer import _native
+from heinfer.program.model import Program, Segment
+from heinfer.runtime.linear import PreparedLinear
+
+__all__ = ["run_segment"]
+
+
+def run_segment(
+    program: Program,
+    seg: Segment,
+    batch: _native.CiphertextBatch,
+    prepared: list[PreparedLinear],
+    relin_key: _native.RelinKey | None,
+    scales: dict[int, tuple[np.ndarray | None, np.ndarray | None]] | None = None,
+    baseline: bool = False,
+    baseline_rows: dict[int, list[int]] | None = None,
+) -> _native.CiphertextBatch:
+    """Executes ``seg.instrs`` on ``batch`` and returns the segment's output batch.
+
+    ``scales[layer] = (row_scale, col_scale)``: the hiding factors folded into that layer for
+    this query. ``baseline`` runs linear layers with the naive kernel (general plaintext
+    products, a rescale after each) — only the rows in ``baseline_rows[layer]`` when given,
+    for benchmarks that extrapolate its cost.
+    """
+    complex_bias = program.packing == "complex"
+    skip_rescale = False
+    for ins in seg.instrs:
+        if ins.op == "linear":
+            step = program.layers[ins.arg]
+            if baseline:
+                dense = step.matrix.toarray()
+                bias = step.bias if step.bias is not None else np.zeros(step.out_size)
+                rows = (baseline_rows or {}).get(ins.arg, list(range(step.out_size)))
+                batch = _native.naive_linear_rows(batch, dense, bias, rows, step.weight_scale, True)
+                skip_rescale = True
+                continue
+            row_s, col_s = (scales or {}).get(ins.arg, (None, None))
+            layer, bias = prepared[ins.arg].build(row_s, col_s)
+            batch = layer.apply(batch, bias, complex_bias)
+        elif ins.op == "square":
+            batch = _native.batch_square(batch)
+        elif ins.op == "relinearize":
+            batch = _native.batch_relinearize(batch, relin_key)
+        elif ins.op == "rescale":
+            if skip_rescale:
+                skip_rescale = False
+                continue
+            batch = _native.batch_rescale(batch, ins.arg)
+        elif ins.op == "drop":
+            batch = _native.batch_drop_to_level(batch, ins.arg)
+        skip_rescale = skip_rescale and ins.op == "linear"
+    return batch
