@@ -103,6 +103,16 @@ fn main() {
                 encryptor.encrypt(&pt).unwrap();
             })
         );
+        let zs: Vec<num_complex::Complex64> = x
+            .iter()
+            .map(|&v| num_complex::Complex64::new(v, 0.0))
+            .collect();
+        println!(
+            "ckks/encrypt_values_sk/{tag}: {:9.1} us",
+            median_us(reps, || {
+                kg.encrypt_values(&enc, &zs, s, l).unwrap();
+            })
+        );
         println!(
             "ckks/decrypt/{tag}: {:9.1} us",
             median_us(reps, || {

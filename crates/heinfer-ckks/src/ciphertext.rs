@@ -83,6 +83,23 @@ impl Ciphertext {
         &mut self.parts
     }
 
+    /// Drops the primes above `level` in place (modulus switching without scaling: the
+    /// message and scale are unchanged).
+    pub fn truncate_to_level(&mut self, level: usize) -> Result<()> {
+        if level > self.level {
+            return Err(CkksError::LevelTooLow {
+                op: "drop_to_level",
+                level: self.level,
+                needed: level,
+            });
+        }
+        for p in self.parts_mut() {
+            p.truncate(level + 1);
+        }
+        self.level = level;
+        Ok(())
+    }
+
     /// All polynomials.
     pub fn parts(&self) -> &[RnsPoly] {
         &self.parts

@@ -134,7 +134,12 @@ impl Encoder {
     }
 
     /// `⌊Δ·σ^{-1}(z)⌉` as f64 integers, checked against `Q_ℓ/2`.
-    fn embed_inverse(&self, values: &[Complex64], scale: f64, level: usize) -> Result<Vec<f64>> {
+    pub(crate) fn embed_inverse(
+        &self,
+        values: &[Complex64],
+        scale: f64,
+        level: usize,
+    ) -> Result<Vec<f64>> {
         let n = self.params.n();
         let slots = n / 2;
         check_scale(scale)?;
@@ -185,7 +190,15 @@ impl Encoder {
         let n = self.params.n();
         let slots = n / 2;
         let inner = self.params.inner();
-        let limbs = pt.level + 1;
+        // Enough limbs for |m| < 2^61 at this scale: Q_k ≥ Δ·2^62 (fewer inverse NTTs and a
+        // cheaper reconstruction than all ℓ+1 limbs, same result for every such message).
+        let need = pt.scale.log2() + 62.0;
+        let mut limbs = 1;
+        let mut bits = (inner.q[0] as f64).log2();
+        while limbs <= pt.level && bits < need {
+            bits += (inner.q[limbs] as f64).log2();
+            limbs += 1;
+        }
         let mut coef: Vec<Vec<u64>> = (0..limbs).map(|i| pt.poly.limb(i).to_vec()).collect();
         for (i, c) in coef.iter_mut().enumerate() {
             inner.ntt[i].inverse(c);
@@ -285,7 +298,7 @@ fn bit_reverse_permute<T>(v: &mut [T]) {
 }
 
 /// The centered integers `x ∈ (−Q/2, Q/2]` of the residues `coef[i][c] = x mod q_i`, as f64,
-/// over every limb (Garner's mixed-radix reconstruction).
+/// over the given limbs (Garner's mixed-radix reconstruction).
 ///
 /// With `h = ⌊Q/2⌋`, whose mixed-radix digits are `(q_i − 1)/2`, the residues of
 /// `y = x + h mod Q ∈ [0, Q)` are turned into digits `t_i`, and `x = y − h = Σ (t_i − h_i)·W_i`
@@ -322,13 +335,17 @@ pub(crate) fn centered_crt(moduli: &[heinfer_math::Modulus], coef: &[Vec<u64>]) 
         })
         .collect();
     // inv[i][j] = q_j^{-1} mod q_i for j < i
-    let inv: Vec<Vec<u64>> = (0..k)
+    let inv: Vec<Vec<(u64, u64)>> = (0..k)
         .map(|i| {
             (0..i)
-                .map(|j| moduli[i].inv(moduli[j].q % moduli[i].q))
+                .map(|j| {
+                    let v = moduli[i].inv(moduli[j].q % moduli[i].q);
+                    (v, moduli[i].shoup(v))
+                })
                 .collect()
         })
         .collect();
+    let one: Vec<u64> = moduli.iter().map(|m| m.shoup(1)).collect();
     let mut out = vec![0f64; n];
     let mut t = vec![0u64; k];
     for (c, o) in out.iter_mut().enumerate() {
@@ -336,7 +353,9 @@ pub(crate) fn centered_crt(moduli: &[heinfer_math::Modulus], coef: &[Vec<u64>]) 
             let m = &moduli[i];
             let mut x = m.add(coef[i][c], h_mod[i]);
             for j in 0..i {
-                x = m.mul(m.sub(x, t[j] % m.q), inv[i][j]);
+                let (w, ws) = inv[i][j];
+                // Shoup multiplication by 1 reduces any 64-bit word (no division)
+                x = m.mul_shoup(m.sub(x, m.mul_shoup(t[j], 1, one[i])), w, ws);
             }
             t[i] = x;
         }

@@ -29,7 +29,8 @@ use crate::error::{KernelError, Result};
 use crate::gemm::{self, MR, NR};
 use heinfer_ckks::poly::RnsPoly;
 use heinfer_ckks::{Ciphertext, CkksParams};
-use heinfer_math::{vecops, Modulus};
+use heinfer_math::vecops::{self, BarrettConst};
+use heinfer_math::Modulus;
 use rayon::prelude::*;
 
 /// Coefficients per column tile (a multiple of [`NR`]; every ring degree ≥ 2^10 is a multiple).
@@ -218,8 +219,39 @@ impl LinearLayer {
         bias: Option<&[f64]>,
         complex_bias: bool,
     ) -> Result<Vec<Ciphertext>> {
+        self.apply_inner(params, inputs, bias, complex_bias, false)
+    }
+
+    /// `out_j = Σ_k W_jk·in_k² (+ b_j)`: the square of every input fused into the product
+    /// (the squared ciphertexts are computed tile by tile, never stored). Inputs must have
+    /// 2 parts; outputs have 3 (not relinearized), at scale `Δ_in²·Δ_w`.
+    pub fn apply_squared(
+        &self,
+        params: &CkksParams,
+        inputs: &[Ciphertext],
+        bias: Option<&[f64]>,
+        complex_bias: bool,
+    ) -> Result<Vec<Ciphertext>> {
+        self.apply_inner(params, inputs, bias, complex_bias, true)
+    }
+
+    fn apply_inner(
+        &self,
+        params: &CkksParams,
+        inputs: &[Ciphertext],
+        bias: Option<&[f64]>,
+        complex_bias: bool,
+        square: bool,
+    ) -> Result<Vec<Ciphertext>> {
         let first = self.check_inputs(params, inputs, bias)?;
-        let (level, parts, n) = (first.level(), first.size(), params.n());
+        if square && first.size() != 2 {
+            return Err(KernelError::InvalidOperands(format!(
+                "a fused square needs 2-part inputs, got {} parts",
+                first.size()
+            )));
+        }
+        let (level, n) = (first.level(), params.n());
+        let parts = if square { 3 } else { first.size() };
         let limbs = level + 1;
         for (i, &q) in params.q()[..limbs].iter().enumerate() {
             if !self.is_exact_for(q) {
@@ -232,7 +264,12 @@ impl LinearLayer {
                 )));
             }
         }
-        let scale = first.scale() * self.weight_scale;
+        let in_scale = if square {
+            first.scale() * first.scale()
+        } else {
+            first.scale()
+        };
+        let scale = in_scale * self.weight_scale;
         let mut out: Vec<Vec<RnsPoly>> = (0..self.out_count)
             .map(|_| (0..parts).map(|_| RnsPoly::zero(n, limbs)).collect())
             .collect();
@@ -246,13 +283,25 @@ impl LinearLayer {
             .collect();
         let tiles = n / TILE;
         let moduli = params.moduli();
+        let barrett: Vec<BarrettConst> = moduli[..limbs]
+            .iter()
+            .map(|m| BarrettConst::new(m.q))
+            .collect();
         (0..parts * limbs * tiles).into_par_iter().for_each_init(
             || Buffers::new(self.in_count, self.digits),
             |buf, task| {
                 let (p, rest) = (task / (limbs * tiles), task % (limbs * tiles));
                 let (i, t) = (rest / tiles, rest % tiles);
                 let off = i * n + t * TILE;
-                self.tile(inputs, p, off, &moduli[i], buf, &ptrs);
+                self.tile(
+                    inputs,
+                    p,
+                    off,
+                    &moduli[i],
+                    square.then_some(&barrett[i]),
+                    buf,
+                    &ptrs,
+                );
             },
         );
         let mut cts = Vec::with_capacity(self.out_count);
@@ -327,42 +376,74 @@ impl LinearLayer {
         p: usize,
         off: usize,
         m: &Modulus,
+        square: Option<&BarrettConst>,
         buf: &mut Buffers,
         out: &[Vec<SyncPtr>],
     ) {
         let q = m.q;
         let s = split_bits(q);
+        let k_count = inputs.len();
+        // chunk-major tile: chunk c of input k at [c·K·NR + k·NR, +NR), so the micro-kernel
+        // streams consecutive inputs of one chunk through contiguous memory
+        let mut sq = [0u64; TILE];
         for (k, ct) in inputs.iter().enumerate() {
-            let src = &ct.parts()[p].data()[off..off + TILE];
-            let row = &mut buf.x[k * TILE..(k + 1) * TILE];
-            if self.digits == 1 {
-                simd::center(src, q, row);
-            } else {
-                simd::split(src, q, s, row, &mut buf.x_hi[k * TILE..(k + 1) * TILE]);
+            let parts = ct.parts();
+            let src: &[u64] = match square {
+                None => &parts[p].data()[off..off + TILE],
+                Some(bc) => {
+                    // the square's part p, computed on the fly: (a0², 2·a0·a1, a1²)
+                    let a0 = &parts[0].data()[off..off + TILE];
+                    let a1 = &parts[1].data()[off..off + TILE];
+                    match p {
+                        0 => vecops::mul_into(&mut sq, a0, a0, bc),
+                        1 => {
+                            vecops::mul_into(&mut sq, a0, a1, bc);
+                            vecops::add_self_assign(&mut sq, q);
+                        }
+                        _ => vecops::mul_into(&mut sq, a1, a1, bc),
+                    }
+                    &sq
+                }
+            };
+            for c in 0..TILE / NR {
+                let at = c * k_count * NR + k * NR;
+                let row = &mut buf.x[at..at + NR];
+                let chunk = &src[c * NR..(c + 1) * NR];
+                if self.digits == 1 {
+                    simd::center(chunk, q, row);
+                } else {
+                    simd::split(chunk, q, s, row, &mut buf.x_hi[at..at + NR]);
+                }
             }
         }
         let shift = m.reduce(1u64 << s);
         let shift_shoup = m.shoup(shift);
-        for g in &self.groups {
-            for (b, w) in g.packed.iter().enumerate() {
-                let rows = &g.rows[b * MR..(b * MR + MR).min(g.rows.len())];
-                let mr = rows.len();
-                for c in (0..TILE).step_by(NR) {
-                    gemm::block(mr, w, &g.cols, &buf.x, TILE, c, &mut buf.y);
+        for c in 0..TILE / NR {
+            let xs = &buf.x[c * k_count * NR..(c + 1) * k_count * NR];
+            let xs_hi = if self.digits == 2 {
+                &buf.x_hi[c * k_count * NR..(c + 1) * k_count * NR]
+            } else {
+                &buf.x_hi[..0]
+            };
+            for g in &self.groups {
+                for (b, w) in g.packed.iter().enumerate() {
+                    let rows = &g.rows[b * MR..(b * MR + MR).min(g.rows.len())];
+                    let mr = rows.len();
+                    gemm::block(mr, w, &g.cols, xs, NR, 0, &mut buf.y);
                     if self.digits == 2 {
-                        gemm::block(mr, w, &g.cols, &buf.x_hi, TILE, c, &mut buf.y_hi);
+                        gemm::block(mr, w, &g.cols, xs_hi, NR, 0, &mut buf.y_hi);
                     }
                     for (r, &row) in rows.iter().enumerate() {
                         // SAFETY: each (output, part, limb, column range) is written by exactly
                         // one task (tasks partition parts × limbs × tiles), inside its allocation.
                         let dst = unsafe {
-                            std::slice::from_raw_parts_mut(out[row as usize][p].0.add(off + c), NR)
+                            std::slice::from_raw_parts_mut(
+                                out[row as usize][p].0.add(off + c * NR),
+                                NR,
+                            )
                         };
-                        let y = &buf.y[r * NR..(r + 1) * NR];
-                        if self.digits == 1 {
-                            simd::reduce(y, q, dst);
-                        } else {
-                            simd::reduce(y, q, dst);
+                        simd::reduce(&buf.y[r * NR..(r + 1) * NR], q, dst);
+                        if self.digits == 2 {
                             let mut hi = [0u64; NR];
                             simd::reduce(&buf.y_hi[r * NR..(r + 1) * NR], q, &mut hi);
                             for (d, &h) in dst.iter_mut().zip(&hi) {

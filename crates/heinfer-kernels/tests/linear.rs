@@ -165,3 +165,59 @@ fn malformed_layers_are_refused() {
     ];
     assert!(LinearLayer::new(2, 2, two, 1.0, 1).is_err());
 }
+
+/// The fused square: `Σ_k W_jk·x_k²` from 2-part inputs, 3-part outputs at scale `Δ²·Δ_w`.
+#[test]
+fn fused_square_matches_square_then_linear() {
+    let p = params(vec![30, 30, 30]);
+    let kg = KeyGenerator::new(&p).unwrap();
+    let enc = Encoder::new(&p);
+    let dec = Decryptor::new(&p, kg.secret_key()).unwrap();
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let (k, m, slots) = (20usize, 7usize, p.slots());
+    let x: Vec<Vec<f64>> = (0..k)
+        .map(|_| (0..slots).map(|_| rng.next()).collect())
+        .collect();
+    let cts: Vec<_> = x
+        .iter()
+        .map(|v| {
+            kg.encrypt_symmetric(&enc.encode_real(v, 2f64.powi(20), 2).unwrap())
+                .unwrap()
+        })
+        .collect();
+    let ws = 2f64.powi(10);
+    let w: Vec<f64> = (0..m * k).map(|_| (rng.next() * ws).round()).collect();
+    let layer = LinearLayer::new(
+        m,
+        k,
+        vec![GroupSpec {
+            rows: (0..m as u32).collect(),
+            cols: (0..k as u32).collect(),
+            weights: w.clone(),
+        }],
+        ws,
+        1,
+    )
+    .unwrap();
+    let out = layer.apply_squared(&p, &cts, None, false).unwrap();
+    assert_eq!(out[0].size(), 3);
+    assert!((out[0].scale() - 2f64.powi(50)).abs() < 1.0);
+    for j in 0..m {
+        let got = enc.decode_real(&dec.decrypt(&out[j]).unwrap()).unwrap();
+        for s in 0..slots {
+            let want: f64 = (0..k).map(|c| x[c][s] * x[c][s] * w[j * k + c] / ws).sum();
+            assert!(
+                (got[s] - want).abs() < 1e-3,
+                "output {j} slot {s}: {} vs {want}",
+                got[s]
+            );
+        }
+    }
+    let three = layer.apply(
+        &p,
+        &out.iter().take(0).cloned().collect::<Vec<_>>(),
+        None,
+        false,
+    );
+    assert!(three.is_err());
+}

@@ -38,8 +38,10 @@ fn run_k<T: Send, F: FnOnce() -> heinfer_kernels::Result<T> + Send>(
     py.detach(move || pool.install(f)).map_err(kerr)
 }
 
-/// An ordered batch of ciphertexts sharing parameters, level, size and scale.
-#[pyclass(module = "heinfer._native", name = "CiphertextBatch", frozen)]
+/// An ordered batch of ciphertexts sharing parameters, level, size and scale. The batch
+/// operations below work in place (the runtime owns each batch): no fresh memory for
+/// squares, rescales, relinearizations and level drops.
+#[pyclass(module = "heinfer._native", name = "CiphertextBatch")]
 pub struct CiphertextBatch {
     pub cts: Vec<ckks::Ciphertext>,
     pub params: CkksParams,
@@ -315,71 +317,67 @@ impl LinearLayer {
         self.inner.l1_max()
     }
     /// Applies the layer; `bias` (one per output) is added at the output scale, times
-    /// `1 + i` when `complex_bias`.
-    #[pyo3(signature = (batch, bias=None, complex_bias=false))]
+    /// `1 + i` when `complex_bias`. With `square`, every input is squared first, fused into
+    /// the product (2-part inputs, 3-part outputs).
+    #[pyo3(signature = (batch, bias=None, complex_bias=false, square=false))]
     fn apply(
         &self,
         py: Python<'_>,
         batch: &CiphertextBatch,
         bias: Option<PyReadonlyArray1<'_, f64>>,
         complex_bias: bool,
+        square: bool,
     ) -> PyResult<CiphertextBatch> {
         let b: Option<Vec<f64>> = bias.map(|b| b.as_array().to_vec());
         let cts = run_k(py, || {
-            self.inner
-                .apply(&batch.params, &batch.cts, b.as_deref(), complex_bias)
+            if square {
+                self.inner
+                    .apply_squared(&batch.params, &batch.cts, b.as_deref(), complex_bias)
+            } else {
+                self.inner
+                    .apply(&batch.params, &batch.cts, b.as_deref(), complex_bias)
+            }
         })?;
         Ok(CiphertextBatch::wrap(cts, &batch.params))
     }
 }
 
-/// `ct²` for every ciphertext (size 3, not relinearized).
+/// `ct²` for every ciphertext, in place (size 3, not relinearized).
 #[pyfunction]
-pub fn batch_square(py: Python<'_>, batch: &CiphertextBatch) -> PyResult<CiphertextBatch> {
+pub fn batch_square(py: Python<'_>, mut batch: PyRefMut<'_, CiphertextBatch>) -> PyResult<()> {
     let ev = Evaluator::new(&batch.params);
-    Ok(CiphertextBatch::wrap(
-        run_k(py, || batch::square(&ev, &batch.cts))?,
-        &batch.params,
-    ))
+    let cts = &mut batch.cts;
+    run_k(py, || batch::square(&ev, cts))
 }
 
-/// Relinearizes every ciphertext.
+/// Relinearizes every ciphertext, in place.
 #[pyfunction]
 pub fn batch_relinearize(
     py: Python<'_>,
-    batch: &CiphertextBatch,
+    mut batch: PyRefMut<'_, CiphertextBatch>,
     rlk: &RelinKey,
-) -> PyResult<CiphertextBatch> {
+) -> PyResult<()> {
     let ev = Evaluator::new(&batch.params);
-    let mut cts = batch.cts.clone();
-    run_k(py, || batch::relinearize(&ev, &mut cts, &rlk.inner))?;
-    Ok(CiphertextBatch::wrap(cts, &batch.params))
+    let cts = &mut batch.cts;
+    run_k(py, || batch::relinearize(&ev, cts, &rlk.inner))
 }
 
-/// Rescales every ciphertext `times` times.
+/// Rescales every ciphertext `times` times, in place.
 #[pyfunction]
 pub fn batch_rescale(
     py: Python<'_>,
-    batch: &CiphertextBatch,
+    mut batch: PyRefMut<'_, CiphertextBatch>,
     times: usize,
-) -> PyResult<CiphertextBatch> {
+) -> PyResult<()> {
     let ev = Evaluator::new(&batch.params);
-    let mut cts = batch.cts.clone();
-    run_k(py, || batch::rescale(&ev, &mut cts, times))?;
-    Ok(CiphertextBatch::wrap(cts, &batch.params))
+    let cts = &mut batch.cts;
+    run_k(py, || batch::rescale(&ev, cts, times))
 }
 
-/// Drops every ciphertext to `level`.
+/// Drops every ciphertext to `level`, in place.
 #[pyfunction]
-pub fn batch_drop_to_level(
-    py: Python<'_>,
-    batch: &CiphertextBatch,
-    level: usize,
-) -> PyResult<CiphertextBatch> {
-    let ev = Evaluator::new(&batch.params);
-    let mut cts = batch.cts.clone();
-    run_k(py, || batch::drop_to_level(&ev, &mut cts, level))?;
-    Ok(CiphertextBatch::wrap(cts, &batch.params))
+pub fn batch_drop_to_level(mut batch: PyRefMut<'_, CiphertextBatch>, level: usize) -> PyResult<()> {
+    batch::drop_to_level(&mut batch.cts, level).map_err(kerr)
 }
 
 /// The baseline linear layer (general plaintext products, optional rescale per product) on

@@ -23,6 +23,10 @@ def run_segment(
 ) -> _native.CiphertextBatch:
     """Executes ``seg.instrs`` on ``batch`` and returns the segment's output batch.
 
+    ``batch`` is consumed: squares, rescales, relinearizations and drops work in place, and
+    a square followed by a linear layer is fused into it (the squared ciphertexts are never
+    stored).
+
     ``scales[layer] = (row_scale, col_scale)``: the hiding factors folded into that layer for
     this query. ``baseline`` runs linear layers with the naive kernel (general plaintext
     products, a rescale after each) — only the rows in ``baseline_rows[layer]`` when given,
@@ -30,7 +34,12 @@ def run_segment(
     """
     complex_bias = program.packing == "complex"
     skip_rescale = False
-    for ins in seg.instrs:
+    instrs = seg.instrs
+    fuse = False
+    for i, ins in enumerate(instrs):
+        if ins.op == "square" and not baseline and i + 1 < len(instrs) and instrs[i + 1].op == "linear" and batch.size == 2:
+            fuse = True  # the next linear layer squares its inputs on the fly
+            continue
         if ins.op == "linear":
             step = program.layers[ins.arg]
             if baseline:
@@ -42,17 +51,18 @@ def run_segment(
                 continue
             row_s, col_s = (scales or {}).get(ins.arg, (None, None))
             layer, bias = prepared[ins.arg].build(row_s, col_s)
-            batch = layer.apply(batch, bias, complex_bias)
+            batch = layer.apply(batch, bias, complex_bias, fuse)
+            fuse = False
         elif ins.op == "square":
-            batch = _native.batch_square(batch)
+            _native.batch_square(batch)
         elif ins.op == "relinearize":
-            batch = _native.batch_relinearize(batch, relin_key)
+            _native.batch_relinearize(batch, relin_key)
         elif ins.op == "rescale":
             if skip_rescale:
                 skip_rescale = False
                 continue
-            batch = _native.batch_rescale(batch, ins.arg)
+            _native.batch_rescale(batch, ins.arg)
         elif ins.op == "drop":
-            batch = _native.batch_drop_to_level(batch, ins.arg)
+            _native.batch_drop_to_level(batch, ins.arg)
         skip_rescale = skip_rescale and ins.op == "linear"
     return batch

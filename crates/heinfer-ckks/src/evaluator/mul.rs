@@ -29,6 +29,44 @@ impl Evaluator {
         self.tensor(a, a)
     }
 
+    /// In-place [`Self::square`]: `(a_0, a_1) ← (a_0², 2·a_0 a_1, a_1²)`, reusing the two input
+    /// polynomials (one new polynomial instead of three).
+    pub fn square_assign(&self, a: &mut Ciphertext) -> Result<()> {
+        self.check_ct(a)?;
+        self.check_linear("square", a)?;
+        let scale = a.scale * a.scale;
+        check_scale(scale)?;
+        let n = self.params.n();
+        let inner = self.params.inner();
+        let limbs = a.level + 1;
+        let mut d1 = RnsPoly::from_data(crate::scratch::take(limbs * n), n);
+        {
+            let (p0, p1) = a.parts_mut().split_at_mut(1);
+            p0[0]
+                .data
+                .par_chunks_mut(n)
+                .zip(p1[0].data.par_chunks_mut(n))
+                .zip(d1.data.par_chunks_mut(n))
+                .enumerate()
+                .for_each(|(i, ((a0, a1), x1))| {
+                    let bc = &inner.barrett[i];
+                    vecops::mul_into(x1, a0, a1, bc);
+                    vecops::add_self_assign(x1, inner.moduli[i].q);
+                    let mut t = crate::scratch::take(n);
+                    t.copy_from_slice(a0);
+                    vecops::mul_assign(a0, &t, bc);
+                    t.copy_from_slice(a1);
+                    vecops::mul_assign(a1, &t, bc);
+                    crate::scratch::give(t);
+                });
+        }
+        let a1 = a.parts.pop().expect("size 2");
+        a.parts.push(d1);
+        a.parts.push(a1);
+        a.scale = scale;
+        Ok(())
+    }
+
     /// `(a_0 b_0, a_0 b_1 + a_1 b_0, a_1 b_1)`; when `a` and `b` are the same ciphertext the
     /// middle term is `2·a_0 a_1`.
     fn tensor(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {

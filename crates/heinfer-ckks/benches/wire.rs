@@ -1,0 +1,93 @@
+//! Timings of the wire format's residue packing (std-timer harness, medians of repeated runs):
+//! `cargo bench -p heinfer-ckks --bench wire`.
+//!
+//! * `pack`/`unpack` `bits=B`: one plaintext at logN = 13 with six `B`-bit primes
+//!   (6 × 8192 residues), through [`plaintext_to_bytes`] / [`plaintext_from_bytes`]: almost
+//!   all of that time is the bit packing (the header is a few bytes).
+//! * `ct_to_bytes`/`ct_from_bytes`: a seed-compressed fresh symmetric ciphertext at logN = 13
+//!   with six 30-bit primes (one packed part + a seed; decoding also expands the seed).
+use heinfer_ckks::serialize::*;
+use heinfer_ckks::*;
+use std::hint::black_box;
+use std::time::Instant;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn median_us<F: FnMut()>(reps: usize, mut f: F) -> f64 {
+    f();
+    let mut v: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn params(bits: u32) -> CkksParams {
+    CkksParams::new_insecure_for_tests(CkksParamsLiteral {
+        log_n: 13,
+        log_q: vec![bits; 6],
+        log_p: vec![],
+        log_scale: bits - 5,
+        digits: None,
+        security: SecurityLevel::InsecureTestOnly,
+    })
+    .unwrap()
+}
+
+fn main() {
+    let reps = 200;
+    for bits in [30u32, 50] {
+        let p = params(bits);
+        let enc = Encoder::new(&p);
+        let x: Vec<f64> = (0..p.slots()).map(|i| (i % 97) as f64 / 97.0).collect();
+        // an NTT-domain plaintext: residues spread over all of [0, q)
+        let pt = enc
+            .encode_real(&x, p.default_scale(), p.max_level())
+            .unwrap();
+        let bytes = plaintext_to_bytes(&p, &pt).unwrap();
+        assert_eq!(
+            plaintext_from_bytes(&p, &bytes, DEFAULT_MAX_BYTES).unwrap(),
+            pt
+        );
+        let w = median_us(reps, || {
+            black_box(plaintext_to_bytes(&p, black_box(&pt)).unwrap());
+        });
+        let r = median_us(reps, || {
+            black_box(plaintext_from_bytes(&p, black_box(&bytes), DEFAULT_MAX_BYTES).unwrap());
+        });
+        let mb = bytes.len() as f64 / 1e6;
+        println!(
+            "wire/pack/bits={bits}/6x8192    {w:9.1} us  ({:6.0} MB/s)",
+            mb / (w * 1e-6)
+        );
+        println!(
+            "wire/unpack/bits={bits}/6x8192  {r:9.1} us  ({:6.0} MB/s)",
+            mb / (r * 1e-6)
+        );
+    }
+    let p = params(30);
+    let kg = KeyGenerator::new(&p).unwrap();
+    let enc = Encoder::new(&p);
+    let x: Vec<f64> = (0..p.slots()).map(|i| (i % 89) as f64 / 89.0).collect();
+    let pt = enc
+        .encode_real(&x, p.default_scale(), p.max_level())
+        .unwrap();
+    let ct = kg.encrypt_symmetric(&pt).unwrap();
+    let bytes = ciphertext_to_bytes(&p, &ct).unwrap();
+    let w = median_us(reps, || {
+        black_box(ciphertext_to_bytes(&p, black_box(&ct)).unwrap());
+    });
+    let r = median_us(reps, || {
+        black_box(ciphertext_from_bytes(&p, black_box(&bytes), DEFAULT_MAX_BYTES).unwrap());
+    });
+    println!(
+        "wire/ct_to_bytes/seeded/bits=30   {w:9.1} us  ({} bytes)",
+        bytes.len()
+    );
+    println!("wire/ct_from_bytes/seeded/bits=30 {r:9.1} us");
+}
