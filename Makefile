@@ -10,14 +10,14 @@ PY      := $(VENV)/bin/python
 STAMPS  := $(VENV)/.heinfer-stamps
 
 MATURIN_VERSION := 1.16.0
-TEST_DEPS := "numpy>=1.24,<3" "pytest>=8,<10" "hypothesis>=6.100,<7"
+TEST_DEPS := "numpy>=1.24,<3" "pytest>=8,<10" "hypothesis>=6.100,<7" "scipy>=1.11,<2" "onnx>=1.16,<2" "onnxruntime>=1.18,<2"
 
 RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml Cargo.lock
 
 # Cargo and maturin must agree on the interpreter, or pyo3 rebuilds at every switch.
 export PYO3_PYTHON := $(abspath $(PY))
 
-.PHONY: all venv native test test-rust test-python test-slow demo bench bench-quick bench-deps clean
+.PHONY: all venv native test test-rust test-python test-slow demo bench bench-quick bench-throughput bench-deps models clean
 
 all: native
 
@@ -48,7 +48,7 @@ test-slow: $(STAMPS)/native
 	$(PY) -m pytest tests/python -q --run-slow
 
 demo: $(STAMPS)/native
-	$(PY) examples/ckks_demo.py
+	$(PY) examples/demo.py
 
 bench-deps: $(STAMPS)/venv
 	bash bench/setup_compare.sh $(VENV)
@@ -58,6 +58,14 @@ bench: $(STAMPS)/native
 
 bench-quick: $(STAMPS)/native
 	$(PY) bench/primitives.py --quick
+
+bench-throughput: $(STAMPS)/native
+	$(PY) bench/throughput.py
+
+# Regenerates models/*.onnx and models/digits_test.npz (deterministic; scikit-learn's bundled digits).
+models: $(STAMPS)/venv
+	$(PY) -m pip install --quiet --disable-pip-version-check "scikit-learn>=1.4,<2"
+	$(PY) models/train.py
 
 clean:
 	cargo clean
