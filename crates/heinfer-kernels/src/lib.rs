@@ -15,10 +15,13 @@
 //!   multiplication per weight, optionally a rescale after every multiplication.
 
 pub mod batch;
+pub mod chain;
+mod convert;
 pub mod error;
 pub mod gemm;
 pub mod linear;
 pub mod naive;
+mod output;
 
 pub use error::{KernelError, Result};
 pub use linear::LinearLayer;

@@ -25,8 +25,10 @@
 //! (in 127-bit integers). With complex packing every slot holds two batch items (real and
 //! imaginary part), so the bias is `b_j·(1 + i)`: the constant times `1 + NTT(X^{N/2})`.
 
+use crate::convert::{simd, split_bits};
 use crate::error::{KernelError, Result};
 use crate::gemm::{self, MR, NR};
+use crate::output::{add_bias, SyncPtr};
 use heinfer_ckks::poly::RnsPoly;
 use heinfer_ckks::{Ciphertext, CkksParams};
 use heinfer_math::vecops::{self, BarrettConst};
@@ -53,10 +55,10 @@ pub struct GroupSpec {
 /// A group prepared for the micro-kernel: rows split into blocks of at most [`MR`], each
 /// block's weights packed input-major.
 #[derive(Debug, Clone)]
-struct Group {
-    rows: Vec<u32>,
-    cols: Vec<u32>,
-    packed: Vec<Vec<f64>>,
+pub(crate) struct Group {
+    pub(crate) rows: Vec<u32>,
+    pub(crate) cols: Vec<u32>,
+    pub(crate) packed: Vec<Vec<f64>>,
 }
 
 /// A batch-axis linear layer with integer weights at scale `weight_scale`.
@@ -64,7 +66,7 @@ struct Group {
 pub struct LinearLayer {
     out_count: usize,
     in_count: usize,
-    groups: Vec<Group>,
+    pub(crate) groups: Vec<Group>,
     weight_scale: f64,
     digits: usize,
     l1_max: f64,
@@ -314,7 +316,7 @@ impl LinearLayer {
         Ok(cts)
     }
 
-    fn check_inputs<'a>(
+    pub(crate) fn check_inputs<'a>(
         &self,
         params: &CkksParams,
         inputs: &'a [Ciphertext],
@@ -457,121 +459,6 @@ impl LinearLayer {
     }
 }
 
-/// Bits of the low digit when a residue modulo `q` is split in two.
-fn split_bits(q: u64) -> u32 {
-    (64 - q.leading_zeros()).div_ceil(2)
-}
-
-/// Conversions between residues and centered f64 values, compiled for AVX-512 when the CPU
-/// has it (the compiler vectorizes these loops; without `avx512dq` a u64↔f64 conversion is
-/// scalar).
-mod simd {
-    macro_rules! dispatch {
-        ($name:ident, $body:ident, ($($arg:ident: $ty:ty),*)) => {
-            pub(super) fn $name($($arg: $ty),*) {
-                #[cfg(target_arch = "x86_64")]
-                if super::gemm::has_avx512() && std::arch::is_x86_feature_detected!("avx512dq") {
-                    #[target_feature(enable = "avx512f,avx512dq")]
-                    unsafe fn fast($($arg: $ty),*) {
-                        $body($($arg),*)
-                    }
-                    // SAFETY: the CPU supports the enabled features (checked just above).
-                    return unsafe { fast($($arg),*) };
-                }
-                $body($($arg),*)
-            }
-        };
-    }
-    dispatch!(center, center_body, (src: &[u64], q: u64, dst: &mut [f64]));
-    dispatch!(split, split_body, (src: &[u64], q: u64, s: u32, lo: &mut [f64], hi: &mut [f64]));
-    dispatch!(reduce, reduce_body, (y: &[f64], q: u64, dst: &mut [u64]));
-
-    /// `dst = src` centered to `(−q/2, q/2]`, as f64.
-    #[inline(always)]
-    fn center_body(src: &[u64], q: u64, dst: &mut [f64]) {
-        let (half, qf) = ((q / 2) as i64, q as i64);
-        for (d, &x) in dst.iter_mut().zip(src) {
-            let x = x as i64;
-            *d = (if x > half { x - qf } else { x }) as f64;
-        }
-    }
-
-    /// Centered residues split as `hi·2^s + lo` with `lo ∈ [−2^{s−1}, 2^{s−1})`.
-    #[inline(always)]
-    fn split_body(src: &[u64], q: u64, s: u32, lo: &mut [f64], hi: &mut [f64]) {
-        let (half, qf, h) = ((q / 2) as i64, q as i64, 1i64 << (s - 1));
-        for ((l, u), &x) in lo.iter_mut().zip(hi.iter_mut()).zip(src) {
-            let x = x as i64;
-            let c = if x > half { x - qf } else { x };
-            let top = (c + h) >> s;
-            *u = top as f64;
-            *l = (c - (top << s)) as f64;
-        }
-    }
-
-    /// `dst = y mod q` for exact integers `|y| < 2^53` held in f64.
-    #[inline(always)]
-    fn reduce_body(y: &[f64], q: u64, dst: &mut [u64]) {
-        let qf = q as f64;
-        let inv = 1.0 / qf;
-        for (d, &v) in dst.iter_mut().zip(y) {
-            let quot = (v * inv).round_ties_even();
-            // SAFETY: |r| < 2q < 2^63 and finite (the caller guarantees |v| < 2^53); the
-            // unchecked conversion vectorizes where the saturating `as` does not.
-            let r: i64 = unsafe { (-quot).mul_add(qf, v).to_int_unchecked() };
-            let r = if r < 0 { r + q as i64 } else { r };
-            *d = (if r >= q as i64 { r - q as i64 } else { r }) as u64;
-        }
-    }
-}
-
-/// Adds `round(b_j·scale)` (times `1 + i` for complex packing) to output `j`.
-fn add_bias(
-    params: &CkksParams,
-    cts: &mut [Ciphertext],
-    bias: &[f64],
-    complex: bool,
-) -> Result<()> {
-    let n = params.n();
-    let level = cts.first().map_or(0, |c| c.level());
-    let moduli = &params.moduli()[..=level];
-    let one_plus_i: Vec<Vec<u64>> = if complex {
-        moduli
-            .iter()
-            .enumerate()
-            .map(|(i, m)| params.x_half_ntt(i).iter().map(|&x| m.add(x, 1)).collect())
-            .collect()
-    } else {
-        Vec::new()
-    };
-    cts.par_iter_mut()
-        .zip(bias.par_iter())
-        .try_for_each(|(ct, &b)| -> Result<()> {
-            if b == 0.0 {
-                return Ok(());
-            }
-            let v = (b * ct.scale()).round();
-            if v.abs() >= 2f64.powi(126) {
-                return Err(KernelError::InvalidOperands(format!(
-                    "bias {b} at scale {:e} exceeds 126 bits",
-                    ct.scale()
-                )));
-            }
-            let v = v as i128;
-            let c0 = &mut ct.parts_mut()[0];
-            for (i, m) in moduli.iter().enumerate() {
-                let r = m.reduce_i128(v);
-                let limb = &mut c0.data_mut()[i * n..(i + 1) * n];
-                if complex {
-                    vecops::mul_scalar_add_assign(limb, &one_plus_i[i], r, m.shoup(r), m);
-                } else {
-                    vecops::add_scalar_assign(limb, r, m.q);
-                }
-            }
-            Ok(())
-        })
-}
-
 /// Per-thread tiles: centered inputs (low digit), high digit, and one register block of
 /// output for each digit.
 struct Buffers {
@@ -592,11 +479,3 @@ impl Buffers {
         }
     }
 }
-
-/// A raw pointer to output data shared by the tasks of one [`LinearLayer::apply`], which
-/// write disjoint ranges.
-#[derive(Clone, Copy)]
-struct SyncPtr(*mut u64);
-// SAFETY: used only inside `apply`, whose tasks write pairwise disjoint ranges of live buffers.
-unsafe impl Send for SyncPtr {}
-unsafe impl Sync for SyncPtr {}

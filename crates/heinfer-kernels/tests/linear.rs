@@ -221,3 +221,82 @@ fn fused_square_matches_square_then_linear() {
     );
     assert!(three.is_err());
 }
+
+/// The fused chain equals linear → square → linear evaluated step by step (same residues).
+#[test]
+fn square_chain_matches_the_steps() {
+    use heinfer_kernels::chain::square_chain;
+    let p = params(vec![30, 30, 30]);
+    let kg = KeyGenerator::new(&p).unwrap();
+    let enc = Encoder::new(&p);
+    let dec = Decryptor::new(&p, kg.secret_key()).unwrap();
+    let mut rng = Rng(0x0bad_cafe_f00d_1234);
+    let (k, m1, m2, slots) = (12usize, 9usize, 4usize, p.slots());
+    let x: Vec<Vec<f64>> = (0..k)
+        .map(|_| (0..slots).map(|_| rng.next()).collect())
+        .collect();
+    let cts: Vec<_> = x
+        .iter()
+        .map(|v| {
+            kg.encrypt_symmetric(&enc.encode_real(v, 2f64.powi(20), 2).unwrap())
+                .unwrap()
+        })
+        .collect();
+    let w1: Vec<f64> = (0..m1 * k).map(|_| (rng.next() * 256.0).round()).collect();
+    let w2: Vec<f64> = (0..m2 * m1).map(|_| (rng.next() * 256.0).round()).collect();
+    let b1: Vec<f64> = (0..m1).map(|_| rng.next()).collect();
+    let b2: Vec<f64> = (0..m2).map(|_| rng.next()).collect();
+    // first layer: rows 0..8 dense; row 8 in no group (bias only)
+    let first = LinearLayer::new(
+        m1,
+        k,
+        vec![GroupSpec {
+            rows: (0..8).collect(),
+            cols: (0..k as u32).collect(),
+            weights: w1[..8 * k].to_vec(),
+        }],
+        256.0,
+        1,
+    )
+    .unwrap();
+    let second = LinearLayer::new(
+        m2,
+        m1,
+        vec![GroupSpec {
+            rows: (0..m2 as u32).collect(),
+            cols: (0..m1 as u32).collect(),
+            weights: w2.clone(),
+        }],
+        256.0,
+        1,
+    )
+    .unwrap();
+    let fused = square_chain(&p, &first, &second, &cts, Some(&b1), Some(&b2), false).unwrap();
+    let mid = first.apply(&p, &cts, Some(&b1), false).unwrap();
+    let steps = second.apply_squared(&p, &mid, Some(&b2), false).unwrap();
+    assert_eq!(
+        fused, steps,
+        "fused chain and step-by-step evaluation differ"
+    );
+    let got = enc.decode_real(&dec.decrypt(&fused[1]).unwrap()).unwrap();
+    for s in 0..slots {
+        let h: Vec<f64> = (0..m1)
+            .map(|j| {
+                if j < 8 {
+                    (0..k).map(|c| x[c][s] * w1[j * k + c] / 256.0).sum::<f64>() + b1[j]
+                } else {
+                    b1[j]
+                }
+            })
+            .collect();
+        let want: f64 = (0..m1)
+            .map(|j| h[j] * h[j] * w2[m1 + j] / 256.0)
+            .sum::<f64>()
+            + b2[1];
+        assert!(
+            (got[s] - want).abs() < 1e-2,
+            "slot {s}: {} vs {want}",
+            got[s]
+        );
+    }
+}

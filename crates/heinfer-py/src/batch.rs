@@ -316,6 +316,10 @@ impl LinearLayer {
     fn l1_max(&self) -> f64 {
         self.inner.l1_max()
     }
+    #[getter]
+    fn digits(&self) -> usize {
+        self.inner.digits()
+    }
     /// Applies the layer; `bias` (one per output) is added at the output scale, times
     /// `1 + i` when `complex_bias`. With `square`, every input is squared first, fused into
     /// the product (2-part inputs, 3-part outputs).
@@ -340,6 +344,34 @@ impl LinearLayer {
         })?;
         Ok(CiphertextBatch::wrap(cts, &batch.params))
     }
+}
+
+/// `second(square(first(batch) + bias1)) + bias2` fused (see `heinfer_kernels::chain`).
+#[pyfunction]
+#[pyo3(signature = (first, second, batch, bias1=None, bias2=None, complex_bias=false))]
+pub fn square_chain(
+    py: Python<'_>,
+    first: &LinearLayer,
+    second: &LinearLayer,
+    batch: &CiphertextBatch,
+    bias1: Option<PyReadonlyArray1<'_, f64>>,
+    bias2: Option<PyReadonlyArray1<'_, f64>>,
+    complex_bias: bool,
+) -> PyResult<CiphertextBatch> {
+    let b1: Option<Vec<f64>> = bias1.map(|b| b.as_array().to_vec());
+    let b2: Option<Vec<f64>> = bias2.map(|b| b.as_array().to_vec());
+    let cts = run_k(py, || {
+        heinfer_kernels::chain::square_chain(
+            &batch.params,
+            &first.inner,
+            &second.inner,
+            &batch.cts,
+            b1.as_deref(),
+            b2.as_deref(),
+            complex_bias,
+        )
+    })?;
+    Ok(CiphertextBatch::wrap(cts, &batch.params))
 }
 
 /// `ct²` for every ciphertext, in place (size 3, not relinearized).

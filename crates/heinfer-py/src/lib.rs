@@ -52,6 +52,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(batch::encrypt_batch, m)?)?;
     m.add_function(wrap_pyfunction!(batch::decrypt_batch, m)?)?;
     m.add_function(wrap_pyfunction!(batch::batch_square, m)?)?;
+    m.add_function(wrap_pyfunction!(batch::square_chain, m)?)?;
     m.add_function(wrap_pyfunction!(batch::batch_relinearize, m)?)?;
     m.add_function(wrap_pyfunction!(batch::batch_rescale, m)?)?;
     m.add_function(wrap_pyfunction!(batch::batch_drop_to_level, m)?)?;

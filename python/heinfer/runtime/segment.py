@@ -36,8 +36,19 @@ def run_segment(
     skip_rescale = False
     instrs = seg.instrs
     fuse = False
-    for i, ins in enumerate(instrs):
-        if ins.op == "square" and not baseline and i + 1 < len(instrs) and instrs[i + 1].op == "linear" and batch.size == 2:
+    i = 0
+    while i < len(instrs):
+        ins = instrs[i]
+        i += 1
+        if not baseline and _is_chain(program, instrs, i - 1) and batch.size == 2:
+            # linear → square → linear: one fused kernel, intermediates never stored
+            first, second = instrs[i - 1].arg, instrs[i + 1].arg
+            l1, b1 = prepared[first].build(*(scales or {}).get(first, (None, None)))
+            l2, b2 = prepared[second].build(*(scales or {}).get(second, (None, None)))
+            batch = _native.square_chain(l1, l2, batch, b1, b2, complex_bias)
+            i += 2
+            continue
+        if ins.op == "square" and not baseline and i < len(instrs) and instrs[i].op == "linear" and batch.size == 2:
             fuse = True  # the next linear layer squares its inputs on the fly
             continue
         if ins.op == "linear":
@@ -66,3 +77,10 @@ def run_segment(
             _native.batch_drop_to_level(batch, ins.arg)
         skip_rescale = skip_rescale and ins.op == "linear"
     return batch
+
+
+def _is_chain(program: Program, instrs: list, i: int) -> bool:
+    """Whether instructions ``i, i+1, i+2`` are linear → square → linear with one digit each."""
+    if i + 2 >= len(instrs) or [x.op for x in instrs[i : i + 3]] != ["linear", "square", "linear"]:
+        return False
+    return program.layers[instrs[i].arg].digits == 1 and program.layers[instrs[i + 2].arg].digits == 1
