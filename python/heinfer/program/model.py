@@ -141,6 +141,12 @@ class Program:
         return self.slots * (2 if self.packing == "complex" else 1)
 
     @property
+    def key_manifest(self) -> dict:
+        """The evaluation keys a client must generate for this program: throughput mode
+        needs no rotation, and a relinearization key only when a segment squares twice."""
+        return {"relinearization": self.needs_relin_key, "galois_elements": []}
+
+    @property
     def security(self) -> int:
         """Classical security level in bits."""
         return int(self.params["security"])
