@@ -25,7 +25,7 @@ import numpy as np
 from heinfer.compiler.ir import Graph
 from heinfer.compiler.onnx_import import from_torch, load_onnx
 from heinfer.compiler.throughput import Options, compile_graph
-from heinfer.errors import CompileError, NotSupportedYetError
+from heinfer.errors import CompileError, NotSupportedYetError, ProtocolError
 from heinfer.program.model import Program
 from heinfer.protocol.client import Client
 from heinfer.protocol.server import Server
@@ -87,8 +87,10 @@ def infer(program: Program, x: np.ndarray, client: Client | None = None, server:
     parties is serialized and validated, and counted in the report.
     """
     x = np.asarray(x)
-    if x.ndim == len(program.input_shape):
-        raise CompileError(f"x must have a batch axis: (batch, *{program.input_shape}), got {x.shape}")
+    if x.ndim != len(program.input_shape) + 1:
+        raise ProtocolError(f"input has shape {x.shape}, the model takes (batch, *{program.input_shape})")
+    if len(x) == 0:
+        raise ProtocolError("x holds no items")
     t_start = time.perf_counter()
     client = client or Client(program)
     server = server or Server(program)

@@ -61,7 +61,6 @@ def test_higher_security_levels() -> None:
     [
         dict(log_n=17, log_q=[50, 40], log_p=[50], log_scale=40),
         dict(log_n=13, log_q=[], log_p=[50], log_scale=40),
-        dict(log_n=13, log_q=[50, 40], log_p=[], log_scale=40),
         dict(log_n=13, log_q=[40, 40], log_p=[50], log_scale=40),  # base prime ≤ scale
         dict(log_n=13, log_q=[50, 40], log_p=[50], log_scale=5),
         dict(log_n=13, log_q=[50, 40], log_p=[50], log_scale=40, digits=0),
@@ -80,6 +79,14 @@ def test_higher_security_levels() -> None:
 def test_malformed_literals(kwargs: dict) -> None:
     with pytest.raises(ParameterError):
         ckks.CkksParameters(**kwargs)
+
+
+def test_parameters_without_special_primes_refuse_key_switching_keys() -> None:
+    params = ckks.CkksParameters(log_n=13, log_q=[50, 40], log_p=[], log_scale=40)
+    kg = ckks.KeyGenerator(params)
+    for make in (kg.public_key, kg.relin_key, lambda: kg.galois_keys([1])):
+        with pytest.raises(ParameterError, match="special primes"):
+            make()
 
 
 def test_parameter_error_is_value_error() -> None:

@@ -51,7 +51,7 @@ fn malformed_literals_are_refused() {
     let mut a = base.clone();
     a.log_n = 9;
     let mut b = base.clone();
-    b.log_p.clear();
+    b.log_q.clear();
     let mut c = base.clone();
     c.log_q[0] = 40; // base prime not above the scale
     let mut d = base.clone();
@@ -69,6 +69,50 @@ fn malformed_literals_are_refused() {
         CkksParams::new(f),
         Err(CkksError::InvalidParameters(_))
     ));
+}
+
+/// Parameters without special primes: secret-key encryption and every operation without key
+/// switching work; public, relinearization and Galois keys are refused with a clear error.
+#[test]
+fn parameters_without_special_primes() {
+    let mut lit = presets::pn13_qp218();
+    lit.log_p.clear();
+    let params = CkksParams::new(lit).unwrap();
+    let kg = KeyGenerator::new(&params).unwrap();
+    for err in [
+        kg.public_key().err(),
+        kg.relin_key().err(),
+        kg.galois_keys(&[1], false).err(),
+    ] {
+        match err {
+            Some(CkksError::InvalidParameters(m)) => assert!(m.contains("special primes"), "{m}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+    let enc = Encoder::new(&params);
+    let ct = kg
+        .encrypt_symmetric(
+            &enc.encode_real(&[1.5, -2.0], params.default_scale(), params.max_level())
+                .unwrap(),
+        )
+        .unwrap();
+    let ev = Evaluator::new(&params);
+    let sq = ev.rescale(&ev.square(&ct).unwrap()).unwrap();
+    let out = enc
+        .decode_real(
+            &Decryptor::new(&params, kg.secret_key())
+                .unwrap()
+                .decrypt(&sq)
+                .unwrap(),
+        )
+        .unwrap();
+    assert!((out[0] - 2.25).abs() < 1e-3 && (out[1] - 4.0).abs() < 1e-3);
+    let back = heinfer_ckks::serialize::params_from_bytes(
+        &heinfer_ckks::serialize::params_to_bytes(&params),
+        false,
+    )
+    .unwrap();
+    assert_eq!(back.id(), params.id());
 }
 
 #[test]

@@ -31,8 +31,10 @@ def _interval(op: object, bound: np.ndarray) -> np.ndarray:
         return np.minimum(bound, 1.0)
     if kind == "clip":
         lo, hi = op.attrs["min"], op.attrs["max"]
-        lim = max(abs(v) for v in (lo, hi) if v is not None) if (lo, hi) != (None, None) else np.inf
-        return np.minimum(bound, lim)
+        if lo is not None and hi is not None:
+            return np.minimum(np.maximum(bound, 0.0), max(abs(lo), abs(hi)))
+        edge = abs(lo if lo is not None else hi) if (lo, hi) != (None, None) else 0.0
+        return np.maximum(bound, edge)  # max(x, lo) or min(x, hi): |out| ≤ max(|x|, |edge|)
     if kind == "maxpool":
         g = op.groups
         assert g is not None

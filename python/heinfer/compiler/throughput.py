@@ -31,6 +31,10 @@ __all__ = ["Options", "compile_graph", "split_segments"]
 
 #: Standard deviation of the error distribution (as in the engine).
 SIGMA = 3.19
+#: Slot-domain bound of a rescale's rounding error over N: the rounding term times the
+#: ternary secret has variance ≈ N/18 per coefficient and the embedding multiplies by √N, so
+#: its standard deviation is ≈ N/4.2; 6σ ≈ 1.5·N.
+RESCALE_NOISE = 1.5
 
 
 @dataclass(frozen=True)
@@ -165,7 +169,10 @@ def compile_graph(graph: Graph, calibration: np.ndarray | None = None, input_bou
     if not options.lazy:
         complex_packing = False
     best = None
-    for b in options.prime_bits:
+    # the baseline rescales after every product: each rescale adds noise at the running scale,
+    # so it needs primes (and scales) of at least 40 bits to keep its precision
+    prime_candidates = options.prime_bits if options.lazy else tuple(b for b in (40, 45, 50) if b >= 40)
+    for b in prime_candidates:
         plans = []
         for k, ops in enumerate(seg_ops):
             s_in = (b - 2) if not options.lazy else options.input_bits - math.ceil(math.log2(seg_in_bounds[k]))
@@ -207,6 +214,9 @@ def build_program(g, pre, seg_ops, step_fns, post, plans, hide, b, log_n, p_bits
                 instrs.append(Instr("drop", level))
             if plan.relin_before[t]:
                 instrs.append(Instr("relinearize"))
+                # key switching with one-prime digits and a prime-sized P: ≈ the rescale noise
+                s_now = plan.log_scales[t - 1] - plan.rescales[t - 1] * b
+                err += RESCALE_NOISE * n * math.sqrt(plan.limbs[t]) / 2.0**s_now
             if isinstance(op, Linear):
                 lp = plan.layers[t]
                 bias = op.bias if np.any(op.bias) else None
@@ -216,6 +226,8 @@ def build_program(g, pre, seg_ops, step_fns, post, plans, hide, b, log_n, p_bits
                 l2 = float(np.sqrt(np.asarray(op.matrix.multiply(op.matrix).sum(axis=1)).max())) if op.nnz else 0.0
                 per_row = float(np.diff(op.matrix.indptr).max()) if op.nnz else 0.0
                 err = l2 * err + math.sqrt(per_row) * in_b / 2.0**lp.exponent
+                if not options.lazy:  # one rescale per product, each adding rounding noise
+                    err += math.sqrt(per_row) * RESCALE_NOISE * n / 2.0 ** (plan.log_scales[t] - b)
             else:
                 instrs.append(Instr("square"))
                 err = 2 * in_b * err + err * err
@@ -223,7 +235,7 @@ def build_program(g, pre, seg_ops, step_fns, post, plans, hide, b, log_n, p_bits
             if plan.rescales[t]:
                 instrs.append(Instr("rescale", plan.rescales[t]))
                 level -= plan.rescales[t]
-                err += 6.0 * math.sqrt(n) / 2.0 ** (plan.log_scales[t] - plan.rescales[t] * b)
+                err += RESCALE_NOISE * n / 2.0 ** (plan.log_scales[t] - plan.rescales[t] * b)
         segments.append(
             Segment(
                 in_size=op_in_size(ops[0]),

@@ -4,7 +4,7 @@ A :class:`Program` holds everything a client and a server need and nothing secre
 parameters, the packing, the instructions of every server segment (with the weights of its
 linear layers), the client steps between segments, the key manifest, and the ranges and
 errors the compiler predicted. It is versioned and validated when loaded from bytes
-(:func:`load` / :meth:`Program.to_bytes`).
+(:meth:`Program.to_bytes` / :func:`load`).
 """
 
 from heinfer.program.model import ClientStep, Instr, LinearStep, Program, Segment

@@ -140,6 +140,19 @@ class Program:
         """Items per query: the slots, twice that with complex packing."""
         return self.slots * (2 if self.packing == "complex" else 1)
 
+    def to_bytes(self) -> bytes:
+        """The program in its versioned byte format (:func:`heinfer.program.serialize.dump`)."""
+        from heinfer.program.serialize import dump
+
+        return dump(self)
+
+    @staticmethod
+    def from_bytes(data: bytes) -> Program:
+        """Validates and decodes a program (:func:`heinfer.program.serialize.load`)."""
+        from heinfer.program.serialize import load
+
+        return load(data)
+
     @property
     def key_manifest(self) -> dict:
         """The evaluation keys a client must generate for this program: throughput mode
@@ -162,12 +175,26 @@ class Program:
         if self.packing not in ("real", "complex"):
             bad(f"packing {self.packing!r}")
         p = self.params
-        if not (11 <= int(p.get("log_n", 0)) <= 16) or not p.get("log_q"):
+        ints = lambda v: isinstance(v, list) and all(isinstance(b, int) and not isinstance(b, bool) and 10 <= b <= 62 for b in v)  # noqa: E731
+        if not isinstance(p.get("log_n"), int) or not (11 <= p["log_n"] <= 16) or not p.get("log_q") or not ints(p["log_q"]) or not ints(p.get("log_p")):
             bad(f"parameters {p}")
+        if p.get("security") not in (128, 192, 256):
+            bad(f"security {p.get('security')!r}")
+        first_in = int(np.prod(self.pre[-1].out_shape)) if self.pre else int(np.prod(self.input_shape))
+        if first_in != self.segments[0].in_size if self.segments else True:
+            bad(f"input of {first_in} values for a first segment of {self.segments[0].in_size if self.segments else 0}")
+        last_out = int(np.prod(self.post[0].in_shape)) if self.post else int(np.prod(self.output_shape))
+        if last_out != self.segments[-1].out_size:
+            bad(f"last segment gives {self.segments[-1].out_size} values, the output needs {last_out}")
+        finite = lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v > 0  # noqa: E731
+        if not finite(self.input_bound) or not (finite(self.hide_range) and self.hide_range >= 1):
+            bad("input bound and hiding range must be finite and positive")
         if len(self.segments) != len(self.steps) + 1:
             bad(f"{len(self.segments)} segments for {len(self.steps)} client steps")
         levels = len(p["log_q"])
         for i, s in enumerate(self.segments):
+            if not all(finite(v) for v in (s.input_scale, s.output_bound, s.predicted_error)) or s.input_scale < 1:
+                bad(f"segment {i}: scale, bound and predicted error must be finite and positive")
             if not (0 <= s.output_level <= s.input_level < levels):
                 bad(f"segment {i} levels {s.input_level} → {s.output_level} (top {levels - 1})")
             for ins in s.instrs:

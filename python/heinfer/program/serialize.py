@@ -25,6 +25,8 @@ __all__ = ["dump", "load", "MAX_PROGRAM_BYTES"]
 
 #: Largest program accepted by :func:`load` (1 GiB).
 MAX_PROGRAM_BYTES = 1 << 30
+#: Largest ratio of inflated to stored size (weights compress about 4×; zip bombs far more).
+INFLATION = 16
 
 
 def _fn_to_json(f: ClientFunction, arrays: dict, key: str) -> dict:
@@ -92,21 +94,50 @@ def load(data: bytes, max_bytes: int = MAX_PROGRAM_BYTES) -> Program:
     if len(data) > max_bytes:
         raise SerializationError(f"program of {len(data)} bytes exceeds the limit of {max_bytes}")
     try:
+        # the archive's declared sizes bound the work before anything is inflated (zip bombs)
+        with zipfile.ZipFile(io.BytesIO(bytes(data))) as zf:
+            inflated = sum(i.file_size for i in zf.infolist())
+        if inflated > min(MAX_PROGRAM_BYTES, INFLATION * max_bytes):
+            raise SerializationError(f"program inflates to {inflated} bytes, over {INFLATION}× the limit of {max_bytes}")
         with np.load(io.BytesIO(bytes(data)), allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError, KeyError) as e:
-        raise SerializationError(f"cannot read program: not a heinfer program archive ({e})") from None
+            arrays = {}
+            for k in z.files:
+                arrays[k] = z[k]
+                if arrays[k].nbytes > INFLATION * max_bytes:
+                    raise SerializationError(f"array {k!r} declares {arrays[k].nbytes} bytes, over the limit")
+    except SerializationError:
+        raise
+    except Exception as e:  # noqa: BLE001 - untrusted archive: numpy's header parser alone raises
+        # ValueError, SyntaxError, tokenize.TokenError; zipfile/zlib add more — all mean "invalid"
+        raise SerializationError(f"cannot read program: not a valid heinfer program archive ({type(e).__name__}: {e})") from None
     try:
         m = json.loads(bytes(arrays.pop("manifest")).decode())
         if m.get("format") != "heinfer-program":
             raise SerializationError("cannot read program: not a heinfer program")
         if m.get("version") != FORMAT_VERSION:
             raise SerializationError(f"cannot read program: format version {m.get('version')}, this build reads {FORMAT_VERSION}")
-        return _build(m, arrays)
+        used = _Tracking(arrays)
+        program = _build(m, used)
+        extra = sorted(set(arrays) - used.seen)
+        if extra:
+            raise SerializationError(f"cannot read program: unexpected members {extra[:5]}")
+        return program
     except SerializationError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, CompileError) as e:
         raise SerializationError(f"cannot read program: malformed content ({type(e).__name__}: {e})") from None
+
+
+class _Tracking(dict):
+    """The archive's arrays, remembering which ones the manifest used."""
+
+    def __init__(self, arrays: dict) -> None:
+        super().__init__(arrays)
+        self.seen: set[str] = set()
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        self.seen.add(key)
+        return super().__getitem__(key)
 
 
 def _arr(arrays: dict, key: str, dtype) -> np.ndarray:
@@ -157,8 +188,11 @@ def _build(m: dict, arrays: dict) -> Program:
     steps = []
     for i, sj in enumerate(m["steps"]):
         comp, out_comp = _arr(arrays, f"s{i}_comp", np.int64), _arr(arrays, f"s{i}_outcomp", np.int64)
-        if comp.shape != (int(sj["in_size"]),) or out_comp.shape != (int(sj["out_size"]),):
+        n_in = int(sj["in_size"])
+        if comp.shape != (n_in,) or out_comp.shape != (int(sj["out_size"]),):
             raise SerializationError(f"cannot read program: client step {i} has malformed components")
+        if (comp.size and (comp.min() < 0 or comp.max() >= n_in)) or (out_comp.size and (out_comp.min() < 0 or out_comp.max() >= n_in)):
+            raise SerializationError(f"cannot read program: client step {i} has hiding components out of range")
         steps.append(ClientStep([_fn(f, arrays) for f in sj["functions"]], int(sj["in_size"]), int(sj["out_size"]), bool(sj["hide_scale"]), comp, out_comp))
     return Program(
         mode=str(m["mode"]),

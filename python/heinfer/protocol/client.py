@@ -9,6 +9,8 @@ Every value decrypted is checked against the range the program was compiled for
 
 from __future__ import annotations
 
+import secrets
+
 import numpy as np
 
 from heinfer import _native
@@ -32,7 +34,7 @@ class Client:
         self.params = native_params(program)
         self._kg = _native.KeyGenerator(self.params)
         self._dec = _native.Decryptor(self.params, self._kg.secret_key())
-        self._items: dict[str, int] = {}
+        self._outstanding: dict[str, int] = {}  # query reference → items
 
     def __repr__(self) -> str:
         return f"Client(params_id={self.params.id:#018x})"
@@ -63,8 +65,9 @@ class Client:
         seg = p.segments[0]
         self._check(v, p.input_bound * 4.0, "input")
         batch = _native.encrypt_batch(self._kg, self._pack(v.T), seg.input_scale, seg.input_level)
-        self._pending = n
-        return encode(Message("query", {"session": session, "items": n}, batch.to_bytes()))
+        ref = secrets.token_hex(16)
+        self._outstanding[ref] = n
+        return encode(Message("query", {"session": session, "ref": ref, "items": n}, batch.to_bytes()))
 
     def reply_message(self, step_message: bytes, max_bytes: int = 1 << 30) -> bytes:
         """Decrypts a client step's values, applies its functions, re-encrypts fresh at the
@@ -75,13 +78,15 @@ class Client:
         if not 0 <= k < len(p.steps):
             raise ProtocolError(f"step {k} does not exist")
         qid = msg.header["query"]
-        n = self._items.setdefault(qid, self._pending)
+        n = self._items_of(msg)
         step = p.steps[k]
         sizes = msg.header["group_sizes"]
+        if any(not isinstance(s, int) or isinstance(s, bool) or s < 1 for s in sizes):
+            raise ProtocolError(f"step {k}: group sizes must be positive integers")
         count = sum(sizes) if sizes else step.in_size
         batch = _native.CiphertextBatch.from_bytes(self.params, msg.payload, max_bytes, max(count, 1))
-        if len(batch) != count or (sizes and any(not isinstance(s, int) or s < 1 for s in sizes)):
-            raise ProtocolError(f"step {k}: {len(batch)} values for groups {sizes[:8]}…")
+        if len(batch) != count:
+            raise ProtocolError(f"step {k}: {len(batch)} values, expected {count}")
         vals = self._unpack(_native.decrypt_batch(self._dec, batch), n)
         self._check(vals, p.segments[k].output_bound, f"step {k} input")
         out = self._apply(step, vals, sizes)
@@ -95,7 +100,8 @@ class Client:
         """The outputs ``(n, *output_shape)`` of a finished query."""
         msg = decode(result_message, "result")
         p = self.program
-        n = self._items.pop(msg.header["query"], self._pending)
+        n = self._items_of(msg)
+        self._outstanding.pop(msg.header["ref"])
         seg = p.segments[-1]
         batch = _native.CiphertextBatch.from_bytes(self.params, msg.payload, max_bytes, seg.out_size)
         if len(batch) != seg.out_size:
@@ -108,6 +114,15 @@ class Client:
         return y.reshape((n, *p.output_shape))
 
     # ------------------------------------------------------------------ helpers
+    def _items_of(self, msg: Message) -> int:
+        """The item count of the query a server message answers (one this client sent)."""
+        n = self._outstanding.get(msg.header["ref"])
+        if n is None:
+            raise ProtocolError("a message for a query this client did not send (or already finished)")
+        if msg.header["items"] != n:
+            raise ProtocolError(f"the server answers for {msg.header['items']} items, the query had {n}")
+        return n
+
     def _pack(self, values: np.ndarray) -> np.ndarray:
         """``(count, n)`` real values → ``(count, n_slots)`` complex slots."""
         count, n = values.shape

@@ -9,10 +9,13 @@ every failure is a :class:`~heinfer.errors.ProtocolError` naming the problem.
 kind         direction             header fields / payload
 ===========  ====================  =====================================================
 ``keys``     client → server       ``program_id`` / relinearization key (or empty)
-``query``    client → server       ``session``, ``items`` / input ciphertexts
-``step``     server → client       ``query``, ``step``, ``group_sizes`` / pre-activations
+``query``    client → server       ``session``, ``ref``, ``items`` / input ciphertexts
+``step``     server → client       ``query``, ``ref``, ``items``, ``step``, ``group_sizes`` / values
 ``reply``    client → server       ``query``, ``step`` / re-encrypted activations
-``result``   server → client       ``query`` / output ciphertexts
+``result``   server → client       ``query``, ``ref``, ``items`` / output ciphertexts
+
+``ref`` is the client's own reference of a query (echoed by the server): a client refuses
+steps and results of queries it did not send.
 ===========  ====================  =====================================================
 """
 
@@ -32,10 +35,10 @@ VERSION = 1
 MAX_HEADER_BYTES = 16 << 20
 _FIELDS = {
     "keys": {"program_id": str},
-    "query": {"session": str, "items": int},
-    "step": {"query": str, "step": int, "group_sizes": list},
+    "query": {"session": str, "ref": str, "items": int},
+    "step": {"query": str, "ref": str, "items": int, "step": int, "group_sizes": list},
     "reply": {"query": str, "step": int},
-    "result": {"query": str},
+    "result": {"query": str, "ref": str, "items": int},
 }
 
 
@@ -68,10 +71,11 @@ def decode(data: bytes, expect: str | None = None) -> Message:
         raise ProtocolError(f"message header of {n} bytes is truncated or too large")
     try:
         head = json.loads(data[9 : 9 + n].decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ProtocolError(f"message header is not JSON: {e}") from None
-    if not isinstance(head, dict) or head.get("kind") not in _FIELDS:
-        raise ProtocolError(f"unknown message kind {head.get('kind') if isinstance(head, dict) else head!r}")
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise ProtocolError(f"message header is not valid JSON: {type(e).__name__}") from None
+    kind = head.get("kind") if isinstance(head, dict) else None
+    if not isinstance(kind, str) or kind not in _FIELDS:
+        raise ProtocolError(f"unknown message kind {str(kind)[:40]!r}")
     kind = head.pop("kind")
     if expect is not None and kind != expect:
         raise ProtocolError(f"expected a {expect!r} message, got {kind!r}")

@@ -55,6 +55,7 @@ def program_id(program: Program) -> str:
 class _Query:
     session: str
     items: int
+    ref: str
     segment: int = 0
     recv: np.ndarray | None = None
     scales: dict = field(default_factory=dict)
@@ -66,11 +67,17 @@ class Server:
     ``open_session(keys)`` registers a client's evaluation keys and returns a session id;
     ``begin(query)`` starts a query and returns the next message (a client step or the
     result); ``resume(reply)`` continues after a client step. ``baseline=True`` evaluates the
-    linear layers without the nGraph-HE2 optimizations (benchmarks only).
+    linear layers without the nGraph-HE2 optimizations (benchmarks only; the default for a
+    program compiled with ``lazy=False``).
     """
 
-    def __init__(self, program: Program, max_sessions: int = 64, max_message_bytes: int = 1 << 30, baseline: bool = False) -> None:
+    def __init__(self, program: Program, max_sessions: int = 64, max_message_bytes: int = 1 << 30, baseline: bool | None = None) -> None:
         self.program = program
+        lazy = bool(program.meta.get("lazy", True))
+        if baseline is None:
+            baseline = not lazy
+        if not lazy and not baseline:
+            raise ProtocolError("a program compiled with lazy=False (the baseline) runs only on Server(program, baseline=True)")
         self.params = native_params(program)
         self.prepared = [PreparedLinear(layer) for layer in program.layers]
         self.max_sessions = max_sessions
@@ -118,7 +125,7 @@ class Server:
         seg = self.program.segments[0]
         batch = self._batch(msg.payload, seg.in_size, seg.input_level, seg.input_scale)
         qid = secrets.token_hex(16)
-        state = _Query(session, items)
+        state = _Query(session, items, msg.header["ref"][:64])
         state.scales = self._hiding_scales()
         self._queries[qid] = state
         return self._run(qid, state, batch)
@@ -162,12 +169,12 @@ class Server:
         if k == len(self.program.steps):
             self.seconds += time.perf_counter() - t0
             del self._queries[qid]
-            return encode(Message("result", {"query": qid}, out.to_bytes()))
+            return encode(Message("result", {"query": qid, "ref": state.ref, "items": state.items}, out.to_bytes()))
         send, sizes, recv = self._shuffle(self.program.steps[k])
         state.recv = recv
         payload = out.take(send).to_bytes()
         self.seconds += time.perf_counter() - t0
-        return encode(Message("step", {"query": qid, "step": k, "group_sizes": sizes}, payload))
+        return encode(Message("step", {"query": qid, "ref": state.ref, "items": state.items, "step": k, "group_sizes": sizes}, payload))
 
     # ------------------------------------------------------------------ hiding
     def _hiding_scales(self) -> dict:
