@@ -30,7 +30,11 @@ import platform
 import sys
 import time
 
-import numpy as np
+# one core means one core: keep numpy's BLAS from spinning threads beside the measured one
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
@@ -131,7 +135,7 @@ def measure_optimizations(prog, quick: bool) -> dict:
     from heinfer.compiler.plan import layer_plan
     from heinfer.program.model import LinearStep
 
-    lp = layer_plan(heinfer.compiler.Linear(layer.name, layer.matrix, layer.bias if layer.bias is not None else np.zeros(layer.out_size), (layer.in_size,), (layer.out_size,)), 30, 16, 1.0)
+    lp = layer_plan(heinfer.compiler.Linear(layer.name, layer.matrix, layer.bias if layer.bias is not None else np.zeros(layer.out_size), (layer.in_size,), (layer.out_size,)), int(prog.meta["prime_bits"]), 16, 1.0)
     fast_layer = LinearStep(layer.name, layer.matrix, layer.bias, 2.0**lp.exponent, lp.digits)
     rows = list(range(min(2 if quick else 4, layer.out_size)))
     seg = next(s for s in prog.segments if any(i.op == "linear" and prog.layers[i.arg] is layer for i in s.instrs))
