@@ -177,12 +177,17 @@ def test_batch_sizes(name: str, batch: int | str) -> None:
 
 
 def test_batch_capacity_follows_packing() -> None:
-    complex_prog = _program("mlp-matmul-relu-softmax")
-    real_prog = _program("mlp-gemm-square")
+    coeff_prog = _program("mlp-matmul-relu-softmax")
+    assert coeff_prog.packing == "coeff"
+    assert coeff_prog.batch_capacity == 1 << coeff_prog.params["log_n"]
+    complex_prog = heinfer.compile(
+        _model("mlp-matmul-relu-softmax"), calibration=om.random_input((16,), 64, seed=11), packing="complex"
+    )
     assert complex_prog.packing == "complex"
     assert (
         complex_prog.batch_capacity == 2 * complex_prog.slots == 1 << complex_prog.params["log_n"]
     )
+    real_prog = _program("mlp-gemm-square")
     assert real_prog.packing == "real"
     assert real_prog.batch_capacity == real_prog.slots == 1 << (real_prog.params["log_n"] - 1)
 
@@ -452,3 +457,22 @@ def test_cryptonets_relu_calibrated_on_the_test_digits() -> None:
 def test_cryptonets_square_on_the_test_digits() -> None:
     """CryptoNets (x² activations, no client step) at 128-bit security (~5 s)."""
     _bundled("cryptonets", calibration=_digits()[0][:32])
+
+
+@pytest.mark.parametrize("packing", ["real", "complex", "coeff"])
+def test_every_packing_gives_the_plaintext_answer(packing: str) -> None:
+    """The three batch layouts of a network without squares agree with onnxruntime, and the
+    capacity is N/2 (real) or N (complex, coefficients)."""
+    name = "mlp-matmul-relu-softmax"
+    prog = heinfer.compile(_model(name), calibration=om.random_input((16,), 64, seed=11), packing=packing)
+    assert prog.packing == packing
+    x = om.random_input((16,), 7, seed=3)
+    _assert_matches(prog, _model(name), x, heinfer.infer(prog, x).outputs)
+    n = 1 << prog.params["log_n"]
+    assert prog.batch_capacity == (n // 2 if packing == "real" else n)
+
+
+def test_squares_refuse_complex_and_coefficient_packing() -> None:
+    for packing in ("complex", "coeff"):
+        with pytest.raises(heinfer.CompileError, match="squares"):
+            heinfer.compile(_model("mlp-gemm-square"), calibration=om.random_input((16,), 64, seed=11), packing=packing)

@@ -5,8 +5,15 @@ use num_complex::Complex64;
 use std::time::Instant;
 
 fn main() {
-    let args: Vec<u32> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
-    let (log_n, limbs, bits) = (*args.first().unwrap_or(&11), *args.get(1).unwrap_or(&1), *args.get(2).unwrap_or(&50));
+    let args: Vec<u32> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let (log_n, limbs, bits) = (
+        *args.first().unwrap_or(&11),
+        *args.get(1).unwrap_or(&1),
+        *args.get(2).unwrap_or(&50),
+    );
     let params = CkksParams::new(CkksParamsLiteral {
         log_n,
         log_q: vec![bits; limbs as usize],
@@ -19,7 +26,9 @@ fn main() {
     let kg = KeyGenerator::new(&params).unwrap();
     let enc = Encoder::new(&params);
     let dec = Decryptor::new(&params, kg.secret_key()).unwrap();
-    let z: Vec<Complex64> = (0..params.slots()).map(|i| Complex64::new((i % 7) as f64 / 7.0, 0.5)).collect();
+    let z: Vec<Complex64> = (0..params.slots())
+        .map(|i| Complex64::new((i % 7) as f64 / 7.0, 0.5))
+        .collect();
     let level = params.max_level();
     let reps = 2000;
     let time = |f: &mut dyn FnMut()| {
@@ -33,9 +42,24 @@ fn main() {
     let pt = dec.decrypt(&ct).unwrap();
     let mut s = heinfer_math::sampler::Sampler::from_os().unwrap();
     println!("logN={log_n} limbs={limbs} bits={bits}");
-    println!("  encrypt_values {:7.1} µs", time(&mut || drop(kg.encrypt_values(&enc, &z, 2f64.powi(24), level).unwrap())));
-    println!("  encode         {:7.1} µs", time(&mut || drop(enc.encode(&z, 2f64.powi(24), level).unwrap())));
-    println!("  gaussian       {:7.1} µs", time(&mut || drop(s.gaussian(params.n()))));
-    println!("  decrypt        {:7.1} µs", time(&mut || drop(dec.decrypt(&ct).unwrap())));
-    println!("  decode         {:7.1} µs", time(&mut || drop(enc.decode(&pt).unwrap())));
+    println!(
+        "  encrypt_values {:7.1} µs",
+        time(&mut || drop(kg.encrypt_values(&enc, &z, 2f64.powi(24), level).unwrap()))
+    );
+    println!(
+        "  encode         {:7.1} µs",
+        time(&mut || drop(enc.encode(&z, 2f64.powi(24), level).unwrap()))
+    );
+    println!(
+        "  gaussian       {:7.1} µs",
+        time(&mut || drop(s.gaussian(params.n())))
+    );
+    println!(
+        "  decrypt        {:7.1} µs",
+        time(&mut || drop(dec.decrypt(&ct).unwrap()))
+    );
+    println!(
+        "  decode         {:7.1} µs",
+        time(&mut || drop(enc.decode(&pt).unwrap()))
+    );
 }

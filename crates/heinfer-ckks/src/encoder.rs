@@ -190,15 +190,8 @@ impl Encoder {
         let n = self.params.n();
         let slots = n / 2;
         let inner = self.params.inner();
-        // Enough limbs for |m| < 2^61 at this scale: Q_k ≥ Δ·2^62 (fewer inverse NTTs and a
-        // cheaper reconstruction than all ℓ+1 limbs, same result for every such message).
-        let need = pt.scale.log2() + 62.0;
-        let mut limbs = 1;
-        let mut bits = (inner.q[0] as f64).log2();
-        while limbs <= pt.level && bits < need {
-            bits += (inner.q[limbs] as f64).log2();
-            limbs += 1;
-        }
+        // enough limbs for |m| < 2^61 (fewer inverse NTTs than all ℓ+1 limbs, same result)
+        let limbs = self.decode_limbs(pt);
         let mut coef: Vec<Vec<u64>> = (0..limbs).map(|i| pt.poly.limb(i).to_vec()).collect();
         for (i, c) in coef.iter_mut().enumerate() {
             inner.ntt[i].inverse(c);
@@ -210,6 +203,80 @@ impl Encoder {
             .collect();
         self.fft_special(&mut z);
         Ok(z)
+    }
+
+    /// `round(Δ·v_j)` as the coefficients of a plaintext (coefficient packing, see
+    /// [`crate::KeyGenerator::encrypt_coefficients`]), checked like [`Self::encode`]: at most
+    /// `N` finite values whose scaled magnitude stays below `Q_ℓ/2`.
+    pub fn scaled_coefficients(
+        &self,
+        values: &[f64],
+        scale: f64,
+        level: usize,
+    ) -> Result<Vec<f64>> {
+        let n = self.params.n();
+        check_scale(scale)?;
+        if level > self.params.max_level() {
+            return Err(CkksError::LevelOutOfRange {
+                level,
+                max: self.params.max_level(),
+            });
+        }
+        if values.len() > n {
+            return Err(CkksError::Encoding(format!(
+                "{} values do not fit in {n} coefficients",
+                values.len()
+            )));
+        }
+        if values.iter().any(|v| !v.is_finite()) {
+            return Err(CkksError::Encoding("a value is NaN or infinite".into()));
+        }
+        let mut coeffs = vec![0.0f64; n];
+        for (c, &v) in coeffs.iter_mut().zip(values) {
+            *c = round(v * scale);
+        }
+        let max = coeffs.iter().fold(0.0f64, |a, &c| a.max(c.abs()));
+        let log_q: f64 = self.params.q()[..=level]
+            .iter()
+            .map(|&q| (q as f64).log2())
+            .sum();
+        if max > 0.0 && (max.log2() + 1.0 >= log_q || max >= 1.6e38) {
+            return Err(CkksError::Encoding(format!(
+                "scaled coefficients reach 2^{:.1}, beyond Q_{level}/2 = 2^{:.1}: lower the scale or the values",
+                max.log2(),
+                log_q - 1.0
+            )));
+        }
+        Ok(coeffs)
+    }
+
+    /// Decodes a coefficient-packed plaintext: its `N` centered coefficients over the scale.
+    pub fn decode_coefficients(&self, pt: &Plaintext) -> Result<Vec<f64>> {
+        self.params.check_id(pt.params_id)?;
+        let inner = self.params.inner();
+        let limbs = self.decode_limbs(pt);
+        let mut coef: Vec<Vec<u64>> = (0..limbs).map(|i| pt.poly.limb(i).to_vec()).collect();
+        for (i, c) in coef.iter_mut().enumerate() {
+            inner.ntt[i].inverse(c);
+        }
+        let inv_scale = 1.0 / pt.scale;
+        Ok(centered_crt(&inner.moduli[..limbs], &coef)
+            .into_iter()
+            .map(|v| v * inv_scale)
+            .collect())
+    }
+
+    /// Limbs enough to reconstruct `|m| < 2^61` at the plaintext's scale: `Q_k ≥ Δ·2^62`.
+    fn decode_limbs(&self, pt: &Plaintext) -> usize {
+        let inner = self.params.inner();
+        let need = pt.scale.log2() + 62.0;
+        let mut limbs = 1;
+        let mut bits = (inner.q[0] as f64).log2();
+        while limbs <= pt.level && bits < need {
+            bits += (inner.q[limbs] as f64).log2();
+            limbs += 1;
+        }
+        limbs
     }
 
     /// Decodes the real parts.

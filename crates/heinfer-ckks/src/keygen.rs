@@ -249,8 +249,36 @@ impl KeyGenerator {
         scale: f64,
         level: usize,
     ) -> Result<Ciphertext> {
+        let coeffs = enc.embed_inverse(values, scale, level)?;
+        self.encrypt_scaled_coefficients(coeffs, scale, level)
+    }
+
+    /// Encrypts real `values` placed in the **coefficients** of the plaintext
+    /// (`m(X) = Σ round(Δ·v_j)·X^j`, up to `N` values) with the secret key — coefficient
+    /// packing. Additions and products by scalars act on coefficients as on slots, so a
+    /// segment without ciphertext products can use it: no FFT to encode or decode, `N`
+    /// values per ciphertext, and the fresh error stays `e` per value (not `e` spread by the
+    /// canonical embedding, `√N` times larger). Decode with
+    /// [`crate::Encoder::decode_coefficients`].
+    pub fn encrypt_coefficients(
+        &self,
+        enc: &crate::encoder::Encoder,
+        values: &[f64],
+        scale: f64,
+        level: usize,
+    ) -> Result<Ciphertext> {
+        let coeffs = enc.scaled_coefficients(values, scale, level)?;
+        self.encrypt_scaled_coefficients(coeffs, scale, level)
+    }
+
+    /// `(−a·s + e + c, a)` for scaled integer coefficients `c` (as f64), one NTT per limb.
+    fn encrypt_scaled_coefficients(
+        &self,
+        mut coeffs: Vec<f64>,
+        scale: f64,
+        level: usize,
+    ) -> Result<Ciphertext> {
         let params = &self.params;
-        let mut coeffs = enc.embed_inverse(values, scale, level)?;
         let inner = params.inner();
         let n = params.n();
         let idx = basis_indices(params, level, false);

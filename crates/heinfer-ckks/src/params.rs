@@ -99,6 +99,8 @@ pub(crate) struct ParamsInner {
 
     /// NTT of `X^{N/2}` modulo each Q prime (complex-constant multiplication).
     pub x_half_ntt: Vec<Vec<u64>>,
+    /// NTT of `1 + X + … + X^{N−1}` modulo each Q prime (a constant in every coefficient).
+    pub ones_ntt: Vec<Vec<u64>>,
     pub galois_tables: RwLock<HashMap<u64, Arc<Vec<u32>>>>,
 }
 
@@ -268,6 +270,11 @@ impl CkksParams {
     pub fn x_half_ntt(&self, i: usize) -> &[u64] {
         &self.inner.x_half_ntt[i]
     }
+    /// `NTT(1 + X + … + X^{N−1}) mod q_i`: multiplying a constant by it adds the constant to
+    /// every coefficient (a bias under coefficient packing).
+    pub fn ones_ntt(&self, i: usize) -> &[u64] {
+        &self.inner.ones_ntt[i]
+    }
     /// Primes per key-switching digit `α`.
     pub fn alpha(&self) -> usize {
         self.inner.alpha
@@ -435,6 +442,14 @@ fn precompute(
             v
         })
         .collect();
+    let ones_ntt = ntt[..lq]
+        .iter()
+        .map(|plan| {
+            let mut v = vec![1u64; n];
+            plan.forward(&mut v);
+            v
+        })
+        .collect();
     let id = params_id(lit.log_n, &q, &p, alpha, lit.security);
     Ok(ParamsInner {
         lit,
@@ -454,6 +469,7 @@ fn precompute(
         p_inv_mod_q,
         p_mod_q,
         x_half_ntt,
+        ones_ntt,
         galois_tables: RwLock::new(HashMap::new()),
     })
 }

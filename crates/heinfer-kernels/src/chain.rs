@@ -11,7 +11,7 @@ use crate::convert::simd;
 use crate::error::{KernelError, Result};
 use crate::gemm::{self, MR, NR};
 use crate::linear::LinearLayer;
-use crate::output::{add_bias, SyncPtr};
+use crate::output::{add_bias, Packing, SyncPtr};
 use heinfer_ckks::poly::RnsPoly;
 use heinfer_ckks::{Ciphertext, CkksParams};
 use heinfer_math::vecops::{self, BarrettConst};
@@ -22,7 +22,7 @@ use rayon::prelude::*;
 ///
 /// Both layers must use one digit and be exact for every prime of the level. Inputs have 2
 /// parts; outputs have 3 (not relinearized), at scale `(Δ_in·Δ_w1)²·Δ_w2`. `bias1` is added
-/// before the square, `bias2` after the second layer (times `1 + i` when `complex_bias`).
+/// before the square, `bias2` after the second layer (to every item, see [`Packing`]).
 pub fn square_chain(
     params: &CkksParams,
     first: &LinearLayer,
@@ -30,7 +30,7 @@ pub fn square_chain(
     inputs: &[Ciphertext],
     bias1: Option<&[f64]>,
     bias2: Option<&[f64]>,
-    complex_bias: bool,
+    packing: Packing,
 ) -> Result<Vec<Ciphertext>> {
     let head = first.check_inputs(params, inputs, bias1)?;
     if head.size() != 2
@@ -83,17 +83,7 @@ pub fn square_chain(
         })
         .collect();
     let moduli = params.moduli();
-    let ones: Vec<Option<Vec<u64>>> = (0..limbs)
-        .map(|i| {
-            complex_bias.then(|| {
-                params
-                    .x_half_ntt(i)
-                    .iter()
-                    .map(|&x| moduli[i].add(x, 1))
-                    .collect()
-            })
-        })
-        .collect();
+    let ones = packing.bias_vectors(params, level);
     let tiles = n / NR;
     (0..limbs * tiles).into_par_iter().for_each_init(
         || ChainBuffers::new(first.in_count(), first.out_count()),
@@ -104,7 +94,7 @@ pub fn square_chain(
                 off: i * n + t * NR,
                 col: t * NR,
                 bias1: b1.as_deref(),
-                one_plus_i: ones[i].as_deref(),
+                bias_vector: ones[i].as_deref(),
             };
             chain_tile(first, second, inputs, &ctx, buf, &ptrs);
         },
@@ -114,7 +104,7 @@ pub fn square_chain(
         cts.push(Ciphertext::from_parts(params, parts, level, scale)?);
     }
     if let Some(b) = bias2 {
-        add_bias(params, &mut cts, b, complex_bias)?;
+        add_bias(params, &mut cts, b, packing)?;
     }
     Ok(cts)
 }
@@ -125,7 +115,7 @@ struct Tile<'a> {
     off: usize,
     col: usize,
     bias1: Option<&'a [i128]>,
-    one_plus_i: Option<&'a [u64]>,
+    bias_vector: Option<&'a [u64]>,
 }
 
 /// Per-thread buffers: centered inputs (2 parts), first-layer residues (2 parts), centered
@@ -190,7 +180,7 @@ fn chain_tile(
         for (row, &v) in b1.iter().enumerate() {
             let r = t.m.reduce_i128(v);
             let dst = &mut buf.u[0][row * NR..(row + 1) * NR];
-            match t.one_plus_i {
+            match t.bias_vector {
                 Some(v) => {
                     vecops::mul_scalar_add_assign(dst, &v[t.col..t.col + NR], r, t.m.shoup(r), t.m)
                 }

@@ -25,3 +25,4 @@ mod output;
 
 pub use error::{KernelError, Result};
 pub use linear::LinearLayer;
+pub use output::Packing;

@@ -28,7 +28,7 @@
 use crate::convert::{simd, split_bits};
 use crate::error::{KernelError, Result};
 use crate::gemm::{self, MR, NR};
-use crate::output::{add_bias, SyncPtr};
+use crate::output::{add_bias, Packing, SyncPtr};
 use heinfer_ckks::poly::RnsPoly;
 use heinfer_ckks::{Ciphertext, CkksParams};
 use heinfer_math::vecops::{self, BarrettConst};
@@ -211,7 +211,7 @@ impl LinearLayer {
     /// Applies the layer: `out_j = Σ_k W_jk·inputs_k (+ b_j)` at scale `Δ_in·Δ_w`.
     ///
     /// Inputs must share parameters, level, size (2 or 3 parts) and scale. `bias` (one per
-    /// output) is added at the output scale, times `1 + i` when `complex_bias` (complex
+    /// output) is added to every item at the output scale (see [`Packing`]; complex
     /// packing). Fails with [`KernelError::Inexact`] if the f64 bound does not hold for some
     /// prime of the level.
     pub fn apply(
@@ -219,9 +219,9 @@ impl LinearLayer {
         params: &CkksParams,
         inputs: &[Ciphertext],
         bias: Option<&[f64]>,
-        complex_bias: bool,
+        packing: Packing,
     ) -> Result<Vec<Ciphertext>> {
-        self.apply_inner(params, inputs, bias, complex_bias, false)
+        self.apply_inner(params, inputs, bias, packing, false)
     }
 
     /// `out_j = Σ_k W_jk·in_k² (+ b_j)`: the square of every input fused into the product
@@ -232,9 +232,9 @@ impl LinearLayer {
         params: &CkksParams,
         inputs: &[Ciphertext],
         bias: Option<&[f64]>,
-        complex_bias: bool,
+        packing: Packing,
     ) -> Result<Vec<Ciphertext>> {
-        self.apply_inner(params, inputs, bias, complex_bias, true)
+        self.apply_inner(params, inputs, bias, packing, true)
     }
 
     fn apply_inner(
@@ -242,7 +242,7 @@ impl LinearLayer {
         params: &CkksParams,
         inputs: &[Ciphertext],
         bias: Option<&[f64]>,
-        complex_bias: bool,
+        packing: Packing,
         square: bool,
     ) -> Result<Vec<Ciphertext>> {
         let first = self.check_inputs(params, inputs, bias)?;
@@ -311,7 +311,7 @@ impl LinearLayer {
             cts.push(Ciphertext::from_parts(params, parts_j, level, scale)?);
         }
         if let Some(b) = bias {
-            add_bias(params, &mut cts, b, complex_bias)?;
+            add_bias(params, &mut cts, b, packing)?;
         }
         Ok(cts)
     }

@@ -5,25 +5,50 @@ use heinfer_ckks::{Ciphertext, CkksParams};
 use heinfer_math::vecops;
 use rayon::prelude::*;
 
-/// Adds `round(b_j·scale)` (times `1 + i` for complex packing) to output `j`.
+/// How the batch is laid out in a plaintext, which decides what "add a constant to every
+/// item" means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Packing {
+    /// One real item per slot: the constant polynomial `c`.
+    Real,
+    /// Two items per slot (real and imaginary parts): `c·(1 + X^{N/2})`, i.e. `c·(1 + i)`.
+    Complex,
+    /// One item per coefficient: `c·(1 + X + … + X^{N−1})`.
+    Coefficients,
+}
+
+impl Packing {
+    /// Per limb `i ≤ level`, the NTT-form polynomial a bias constant multiplies, or `None`
+    /// for the constant polynomial.
+    pub(crate) fn bias_vectors(self, params: &CkksParams, level: usize) -> Vec<Option<Vec<u64>>> {
+        let moduli = params.moduli();
+        (0..=level)
+            .map(|i| match self {
+                Packing::Real => None,
+                Packing::Complex => Some(
+                    params
+                        .x_half_ntt(i)
+                        .iter()
+                        .map(|&x| moduli[i].add(x, 1))
+                        .collect(),
+                ),
+                Packing::Coefficients => Some(params.ones_ntt(i).to_vec()),
+            })
+            .collect()
+    }
+}
+
+/// Adds `round(b_j·scale)` to every item of output `j` (see [`Packing`]).
 pub(crate) fn add_bias(
     params: &CkksParams,
     cts: &mut [Ciphertext],
     bias: &[f64],
-    complex: bool,
+    packing: Packing,
 ) -> Result<()> {
     let n = params.n();
     let level = cts.first().map_or(0, |c| c.level());
     let moduli = &params.moduli()[..=level];
-    let one_plus_i: Vec<Vec<u64>> = if complex {
-        moduli
-            .iter()
-            .enumerate()
-            .map(|(i, m)| params.x_half_ntt(i).iter().map(|&x| m.add(x, 1)).collect())
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let vectors = packing.bias_vectors(params, level);
     cts.par_iter_mut()
         .zip(bias.par_iter())
         .try_for_each(|(ct, &b)| -> Result<()> {
@@ -42,8 +67,8 @@ pub(crate) fn add_bias(
             for (i, m) in moduli.iter().enumerate() {
                 let r = m.reduce_i128(v);
                 let limb = &mut c0.data_mut()[i * n..(i + 1) * n];
-                if complex {
-                    vecops::mul_scalar_add_assign(limb, &one_plus_i[i], r, m.shoup(r), m);
+                if let Some(v) = &vectors[i] {
+                    vecops::mul_scalar_add_assign(limb, v, r, m.shoup(r), m);
                 } else {
                     vecops::add_scalar_assign(limb, r, m.q);
                 }

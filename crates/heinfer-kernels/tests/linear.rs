@@ -4,7 +4,7 @@ use heinfer_ckks::{
     CkksParams, CkksParamsLiteral, Decryptor, Encoder, KeyGenerator, SecurityLevel,
 };
 use heinfer_kernels::linear::{GroupSpec, LinearLayer};
-use heinfer_kernels::KernelError;
+use heinfer_kernels::{KernelError, Packing};
 use num_complex::Complex64;
 
 fn params(log_q: Vec<u32>) -> CkksParams {
@@ -76,7 +76,18 @@ fn check(log_q: Vec<u32>, digits: usize, weight_bits: i32, complex: bool) {
         },
     ];
     let layer = LinearLayer::new(m, k, groups, ws, digits).unwrap();
-    let out = layer.apply(&p, &cts, Some(&bias), complex).unwrap();
+    let out = layer
+        .apply(
+            &p,
+            &cts,
+            Some(&bias),
+            if complex {
+                Packing::Complex
+            } else {
+                Packing::Real
+            },
+        )
+        .unwrap();
     assert_eq!(out.len(), m);
     let mut worst = 0f64;
     for j in 0..m {
@@ -132,7 +143,7 @@ fn inexact_layers_are_refused() {
     )
     .unwrap();
     assert!(matches!(
-        layer.apply(&p, &[ct], None, false),
+        layer.apply(&p, &[ct], None, Packing::Real),
         Err(KernelError::Inexact(_))
     ));
 }
@@ -199,7 +210,7 @@ fn fused_square_matches_square_then_linear() {
         1,
     )
     .unwrap();
-    let out = layer.apply_squared(&p, &cts, None, false).unwrap();
+    let out = layer.apply_squared(&p, &cts, None, Packing::Real).unwrap();
     assert_eq!(out[0].size(), 3);
     assert!((out[0].scale() - 2f64.powi(50)).abs() < 1.0);
     for j in 0..m {
@@ -217,7 +228,7 @@ fn fused_square_matches_square_then_linear() {
         &p,
         &out.iter().take(0).cloned().collect::<Vec<_>>(),
         None,
-        false,
+        Packing::Real,
     );
     assert!(three.is_err());
 }
@@ -271,9 +282,20 @@ fn square_chain_matches_the_steps() {
         1,
     )
     .unwrap();
-    let fused = square_chain(&p, &first, &second, &cts, Some(&b1), Some(&b2), false).unwrap();
-    let mid = first.apply(&p, &cts, Some(&b1), false).unwrap();
-    let steps = second.apply_squared(&p, &mid, Some(&b2), false).unwrap();
+    let fused = square_chain(
+        &p,
+        &first,
+        &second,
+        &cts,
+        Some(&b1),
+        Some(&b2),
+        Packing::Real,
+    )
+    .unwrap();
+    let mid = first.apply(&p, &cts, Some(&b1), Packing::Real).unwrap();
+    let steps = second
+        .apply_squared(&p, &mid, Some(&b2), Packing::Real)
+        .unwrap();
     assert_eq!(
         fused, steps,
         "fused chain and step-by-step evaluation differ"
@@ -298,5 +320,52 @@ fn square_chain_matches_the_steps() {
             "slot {s}: {} vs {want}",
             got[s]
         );
+    }
+}
+
+/// Coefficient packing: items in coefficients; the layer and the bias act on each.
+#[test]
+fn coefficient_packing_bias() {
+    let p = params(vec![30, 30]);
+    let kg = KeyGenerator::new(&p).unwrap();
+    let enc = Encoder::new(&p);
+    let dec = Decryptor::new(&p, kg.secret_key()).unwrap();
+    let mut rng = Rng(77);
+    let n = p.n();
+    let x: Vec<Vec<f64>> = (0..5)
+        .map(|_| (0..n).map(|_| rng.next()).collect())
+        .collect();
+    let cts: Vec<_> = x
+        .iter()
+        .map(|v| kg.encrypt_coefficients(&enc, v, 2f64.powi(24), 1).unwrap())
+        .collect();
+    let w: Vec<f64> = (0..10).map(|_| (rng.next() * 1024.0).round()).collect();
+    let layer = LinearLayer::new(
+        2,
+        5,
+        vec![GroupSpec {
+            rows: vec![0, 1],
+            cols: (0..5).collect(),
+            weights: w.clone(),
+        }],
+        1024.0,
+        1,
+    )
+    .unwrap();
+    let out = layer
+        .apply(&p, &cts, Some(&[0.25, -3.0]), Packing::Coefficients)
+        .unwrap();
+    for (j, b) in [0.25, -3.0].iter().enumerate() {
+        let got = enc
+            .decode_coefficients(&dec.decrypt(&out[j]).unwrap())
+            .unwrap();
+        for c in 0..n {
+            let want: f64 = (0..5).map(|k| x[k][c] * w[j * 5 + k] / 1024.0).sum::<f64>() + b;
+            assert!(
+                (got[c] - want).abs() < 1e-4,
+                "coefficient {c}: {} vs {want}",
+                got[c]
+            );
+        }
     }
 }

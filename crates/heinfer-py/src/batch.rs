@@ -9,7 +9,7 @@ use crate::pool::{current, run};
 use heinfer_ckks as ckks;
 use heinfer_ckks::{serialize, CkksParams, Encoder, Evaluator};
 use heinfer_kernels::linear::GroupSpec;
-use heinfer_kernels::{batch, naive, KernelError};
+use heinfer_kernels::{batch, naive, KernelError, Packing};
 use num_complex::Complex64;
 use numpy::{PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -227,7 +227,7 @@ impl CiphertextBatch {
 }
 
 /// Encodes each row of `values` (`count × slots` complex) at `scale`, `level` and encrypts it
-/// with the secret key (seed-compressed), in parallel.
+/// with the secret key (seed-compressed, one NTT per limb), in parallel.
 #[pyfunction]
 pub fn encrypt_batch(
     py: Python<'_>,
@@ -249,7 +249,36 @@ pub fn encrypt_batch(
     let cts = run(py, || {
         let enc = Encoder::new(&params);
         data.par_chunks(cols)
-            .map(|row| kg.inner.encrypt_symmetric(&enc.encode(row, scale, level)?))
+            .map(|row| kg.inner.encrypt_values(&enc, row, scale, level))
+            .collect()
+    })?;
+    Ok(CiphertextBatch::wrap(cts, &kg.params))
+}
+
+/// Encrypts each row of `values` (`count × N` real) in the coefficients of a plaintext
+/// (coefficient packing), with the secret key, in parallel.
+#[pyfunction]
+pub fn encrypt_batch_coefficients(
+    py: Python<'_>,
+    kg: &KeyGenerator,
+    values: PyReadonlyArray2<'_, f64>,
+    scale: f64,
+    level: usize,
+) -> PyResult<CiphertextBatch> {
+    let params = kg.params.clone();
+    let shape = values.shape().to_vec();
+    if shape[0] == 0 || shape[1] > params.n() {
+        return Err(OperandError::new_err(format!(
+            "values of shape {shape:?}: need ≥ 1 row of ≤ {} coefficients",
+            params.n()
+        )));
+    }
+    let data: Vec<f64> = values.as_array().iter().copied().collect();
+    let cols = shape[1];
+    let cts = run(py, || {
+        let enc = Encoder::new(&params);
+        data.par_chunks(cols)
+            .map(|row| kg.inner.encrypt_coefficients(&enc, row, scale, level))
             .collect()
     })?;
     Ok(CiphertextBatch::wrap(cts, &kg.params))
@@ -272,6 +301,37 @@ pub fn decrypt_batch<'py>(
             .collect()
     })?;
     PyArray2::from_vec2(py, &rows).map_err(|e| OperandError::new_err(e.to_string()))
+}
+
+/// Decrypts coefficient-packed ciphertexts: a `count × N` real array.
+#[pyfunction]
+pub fn decrypt_batch_coefficients<'py>(
+    py: Python<'py>,
+    dec: &Decryptor,
+    batch: &CiphertextBatch,
+) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let params = dec.params.clone();
+    let rows: Vec<Vec<f64>> = run(py, || {
+        let enc = Encoder::new(&params);
+        batch
+            .cts
+            .par_iter()
+            .map(|c| enc.decode_coefficients(&dec.inner.decrypt(c)?))
+            .collect()
+    })?;
+    PyArray2::from_vec2(py, &rows).map_err(|e| OperandError::new_err(e.to_string()))
+}
+
+/// `"real"`, `"complex"` or `"coeff"` → the kernels' packing.
+fn parse_packing(name: &str) -> PyResult<Packing> {
+    match name {
+        "real" => Ok(Packing::Real),
+        "complex" => Ok(Packing::Complex),
+        "coeff" => Ok(Packing::Coefficients),
+        other => Err(OperandError::new_err(format!(
+            "unknown packing {other:?} (real, complex or coeff)"
+        ))),
+    }
 }
 
 /// A batch-axis linear layer with integer weights (see `heinfer_kernels::linear`).
@@ -321,25 +381,26 @@ impl LinearLayer {
         self.inner.digits()
     }
     /// Applies the layer; `bias` (one per output) is added at the output scale, times
-    /// `1 + i` when `complex_bias`. With `square`, every input is squared first, fused into
+    /// to every item of the `packing` ("real", "complex", "coeff"). With `square`, every input is squared first, fused into
     /// the product (2-part inputs, 3-part outputs).
-    #[pyo3(signature = (batch, bias=None, complex_bias=false, square=false))]
+    #[pyo3(signature = (batch, bias=None, packing="real", square=false))]
     fn apply(
         &self,
         py: Python<'_>,
         batch: &CiphertextBatch,
         bias: Option<PyReadonlyArray1<'_, f64>>,
-        complex_bias: bool,
+        packing: &str,
         square: bool,
     ) -> PyResult<CiphertextBatch> {
         let b: Option<Vec<f64>> = bias.map(|b| b.as_array().to_vec());
+        let pk = parse_packing(packing)?;
         let cts = run_k(py, || {
             if square {
                 self.inner
-                    .apply_squared(&batch.params, &batch.cts, b.as_deref(), complex_bias)
+                    .apply_squared(&batch.params, &batch.cts, b.as_deref(), pk)
             } else {
                 self.inner
-                    .apply(&batch.params, &batch.cts, b.as_deref(), complex_bias)
+                    .apply(&batch.params, &batch.cts, b.as_deref(), pk)
             }
         })?;
         Ok(CiphertextBatch::wrap(cts, &batch.params))
@@ -348,7 +409,7 @@ impl LinearLayer {
 
 /// `second(square(first(batch) + bias1)) + bias2` fused (see `heinfer_kernels::chain`).
 #[pyfunction]
-#[pyo3(signature = (first, second, batch, bias1=None, bias2=None, complex_bias=false))]
+#[pyo3(signature = (first, second, batch, bias1=None, bias2=None, packing="real"))]
 pub fn square_chain(
     py: Python<'_>,
     first: &LinearLayer,
@@ -356,9 +417,10 @@ pub fn square_chain(
     batch: &CiphertextBatch,
     bias1: Option<PyReadonlyArray1<'_, f64>>,
     bias2: Option<PyReadonlyArray1<'_, f64>>,
-    complex_bias: bool,
+    packing: &str,
 ) -> PyResult<CiphertextBatch> {
     let b1: Option<Vec<f64>> = bias1.map(|b| b.as_array().to_vec());
+    let pk = parse_packing(packing)?;
     let b2: Option<Vec<f64>> = bias2.map(|b| b.as_array().to_vec());
     let cts = run_k(py, || {
         heinfer_kernels::chain::square_chain(
@@ -368,7 +430,7 @@ pub fn square_chain(
             &batch.cts,
             b1.as_deref(),
             b2.as_deref(),
-            complex_bias,
+            pk,
         )
     })?;
     Ok(CiphertextBatch::wrap(cts, &batch.params))

@@ -51,6 +51,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<batch::LinearLayer>()?;
     m.add_function(wrap_pyfunction!(batch::encrypt_batch, m)?)?;
     m.add_function(wrap_pyfunction!(batch::decrypt_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(batch::encrypt_batch_coefficients, m)?)?;
+    m.add_function(wrap_pyfunction!(batch::decrypt_batch_coefficients, m)?)?;
     m.add_function(wrap_pyfunction!(batch::batch_square, m)?)?;
     m.add_function(wrap_pyfunction!(batch::square_chain, m)?)?;
     m.add_function(wrap_pyfunction!(batch::batch_relinearize, m)?)?;

@@ -45,7 +45,10 @@ class Options:
     its encryption scale (the input precision). ``weight_bits``: bits of the largest weight
     of a layer once quantized. ``headroom``: factor over calibrated maxima. ``hide_range``:
     the client-aided hiding scales are drawn in ``[1/hide_range, hide_range]``.
-    ``complex_packing``: ``None`` uses it whenever no segment squares (nGraph-HE2 §3.1.2).
+    ``packing``: ``"real"``, ``"complex"`` (two items per slot, nGraph-HE2 §3.1.2),
+    ``"coeff"`` (one item per coefficient: no FFT on the client, √N less fresh noise) or
+    ``None``: coefficient packing when no segment squares (both packings need that), real
+    packing otherwise. ``complex_packing=True/False`` is shorthand for complex/real.
     ``lazy``: ``False`` builds the baseline without the nGraph-HE2 optimizations (weights at
     scale ``q``, a rescale after every multiplication, real packing).
     """
@@ -56,6 +59,7 @@ class Options:
     headroom: float = 4.0
     hide_range: float = 2.0
     complex_packing: bool | None = None
+    packing: str | None = None
     lazy: bool = True
     prime_bits: tuple[int, ...] = (30, 36, 42, 50)
 
@@ -163,11 +167,17 @@ def compile_graph(graph: Graph, calibration: np.ndarray | None = None, input_bou
         seg_hides.append(hs)
         seg_in_bounds.append(in_b)
     has_square = any(isinstance(op, Square) for ops in seg_ops for op in ops)
-    complex_packing = (not has_square) if options.complex_packing is None else options.complex_packing
-    if complex_packing and has_square:
-        raise CompileError("complex packing cannot evaluate squares (ciphertext × ciphertext products)")
-    if not options.lazy:
-        complex_packing = False
+    packing = options.packing
+    if packing is None and options.complex_packing is not None:
+        packing = "complex" if options.complex_packing else "real"
+    if packing is None:
+        packing = "real" if (has_square or not options.lazy) else "coeff"
+    if packing not in ("real", "complex", "coeff"):
+        raise CompileError(f"unknown packing {packing!r}: 'real', 'complex' or 'coeff'")
+    if packing != "real" and has_square:
+        raise CompileError(f"{packing} packing cannot evaluate squares (ciphertext × ciphertext products)")
+    if not options.lazy and packing != "real":
+        raise CompileError("the baseline (lazy=False) uses real packing")
     best = None
     # the baseline rescales after every product: each rescale adds noise at the running scale,
     # so it needs primes (and scales) of at least 40 bits to keep its precision
@@ -191,14 +201,16 @@ def compile_graph(graph: Graph, calibration: np.ndarray | None = None, input_bou
             "(try fewer input_bits/weight_bits or a smaller model)"
         )
     _, b, log_n, plans, p_bits = best
-    return build_program(g, pre, seg_ops, step_fns, post, plans, hide, b, log_n, p_bits, complex_packing, seg_bounds, seg_in_bounds, options)
+    return build_program(g, pre, seg_ops, step_fns, post, plans, hide, b, log_n, p_bits, packing, seg_bounds, seg_in_bounds, options)
 
 
-def build_program(g, pre, seg_ops, step_fns, post, plans, hide, b, log_n, p_bits, complex_packing, seg_bounds, seg_in_bounds, options) -> Program:
+def build_program(g, pre, seg_ops, step_fns, post, plans, hide, b, log_n, p_bits, packing, seg_bounds, seg_in_bounds, options) -> Program:
     """Lowers the chosen plans to a :class:`Program` (instructions, layers, steps, errors)."""
     top = max(p.top_limbs for _, p in plans)
     n = 1 << log_n
-    fresh = 6.0 * SIGMA * math.sqrt(n)  # slot-domain bound on fresh encryption noise (6σ√N)
+    # bound on the fresh encryption error per item: 6σ per coefficient, spread over the slots
+    # by the canonical embedding (×√N) unless the items sit in the coefficients
+    fresh = 6.0 * SIGMA * (1.0 if packing == "coeff" else math.sqrt(n))
     layers: list[LinearStep] = []
     segments: list[Segment] = []
     err = 0.0
@@ -262,7 +274,7 @@ def build_program(g, pre, seg_ops, step_fns, post, plans, hide, b, log_n, p_bits
     return Program(
         mode="throughput",
         params=params,
-        packing="complex" if complex_packing else "real",
+        packing=packing,
         input_name=g.input_name,
         input_shape=tuple(g.input_shape),
         output_name=g.output_name,

@@ -137,8 +137,9 @@ class Program:
 
     @property
     def batch_capacity(self) -> int:
-        """Items per query: the slots, twice that with complex packing."""
-        return self.slots * (2 if self.packing == "complex" else 1)
+        """Items per query: the slots (real packing), or ``N`` (complex packing: two items
+        per slot; coefficient packing: one item per coefficient)."""
+        return self.slots * (1 if self.packing == "real" else 2)
 
     def to_bytes(self) -> bytes:
         """The program in its versioned byte format (:func:`heinfer.program.serialize.dump`)."""
@@ -172,7 +173,7 @@ class Program:
 
         if self.mode != "throughput":
             bad(f"mode {self.mode!r}")
-        if self.packing not in ("real", "complex"):
+        if self.packing not in ("real", "complex", "coeff"):
             bad(f"packing {self.packing!r}")
         p = self.params
         ints = lambda v: isinstance(v, list) and all(isinstance(b, int) and not isinstance(b, bool) and 10 <= b <= 62 for b in v)  # noqa: E731

@@ -32,7 +32,7 @@ def run_segment(
     products, a rescale after each) — only the rows in ``baseline_rows[layer]`` when given,
     for benchmarks that extrapolate its cost.
     """
-    complex_bias = program.packing == "complex"
+    packing = program.packing
     skip_rescale = False
     instrs = seg.instrs
     fuse = False
@@ -45,7 +45,7 @@ def run_segment(
             first, second = instrs[i - 1].arg, instrs[i + 1].arg
             l1, b1 = prepared[first].build(*(scales or {}).get(first, (None, None)))
             l2, b2 = prepared[second].build(*(scales or {}).get(second, (None, None)))
-            batch = _native.square_chain(l1, l2, batch, b1, b2, complex_bias)
+            batch = _native.square_chain(l1, l2, batch, b1, b2, packing)
             i += 2
             continue
         if ins.op == "square" and not baseline and i < len(instrs) and instrs[i].op == "linear" and batch.size == 2:
@@ -62,7 +62,7 @@ def run_segment(
                 continue
             row_s, col_s = (scales or {}).get(ins.arg, (None, None))
             layer, bias = prepared[ins.arg].build(row_s, col_s)
-            batch = layer.apply(batch, bias, complex_bias, fuse)
+            batch = layer.apply(batch, bias, packing, fuse)
             fuse = False
         elif ins.op == "square":
             _native.batch_square(batch)

@@ -131,7 +131,7 @@ def test_cryptonets_relu_is_three_segments_without_rescale() -> None:
         assert seg.input_level == seg.output_level == 0
     assert [[f.kind for f in st.functions] for st in prog.steps] == [["relu"], ["relu"]]
     assert all(st.hide_scale for st in prog.steps)
-    assert prog.packing == "complex"
+    assert prog.packing == "coeff"
     assert prog.params["log_p"] == [] and not prog.needs_relin_key
     assert prog.params["log_n"] == 11 and len(prog.params["log_q"]) == 1
     assert _log_qp(prog) <= max_log_qp(11, 128)
@@ -304,7 +304,7 @@ def test_program_invariants(name: str) -> None:
         if lazy:
             assert seg.instrs[-1].op != "rescale", "a rescale right before a decryption"
     assert prog.needs_relin_key == any_relin == bool(prog.params["log_p"])
-    assert (prog.packing == "complex") == (lazy and not any_square)
+    assert (prog.packing == "coeff") == (lazy and not any_square)
     assert _log_qp(prog) <= max_log_qp(prog.params["log_n"], prog.security)
     for k, st in enumerate(prog.steps):
         assert (

@@ -159,7 +159,7 @@ def test_the_zoo_covers_every_part_of_the_format() -> None:
     assert any(p.needs_relin_key for p in progs) and any(not p.needs_relin_key for p in progs)
     assert any(lay.bias is None for p in progs for lay in p.layers)
     assert any(lay.bias is not None for p in progs for lay in p.layers)
-    assert {p.packing for p in progs} == {"real", "complex"}
+    assert {p.packing for p in progs} == {"real", "coeff"}
     assert any(i.op == "rescale" for p in progs for s in p.segments for i in s.instrs)
 
 
