@@ -14,6 +14,7 @@ mod batch;
 mod encoder;
 mod errors;
 mod evaluator;
+mod kernels;
 mod keygen;
 mod objects;
 mod params;
@@ -48,16 +49,16 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<encoder::Encoder>()?;
     m.add_class::<evaluator::Evaluator>()?;
     m.add_class::<batch::CiphertextBatch>()?;
-    m.add_class::<batch::LinearLayer>()?;
+    m.add_class::<kernels::LinearLayer>()?;
     m.add_function(wrap_pyfunction!(batch::encrypt_batch, m)?)?;
     m.add_function(wrap_pyfunction!(batch::decrypt_batch, m)?)?;
     m.add_function(wrap_pyfunction!(batch::encrypt_batch_coefficients, m)?)?;
     m.add_function(wrap_pyfunction!(batch::decrypt_batch_coefficients, m)?)?;
-    m.add_function(wrap_pyfunction!(batch::batch_square, m)?)?;
-    m.add_function(wrap_pyfunction!(batch::square_chain, m)?)?;
-    m.add_function(wrap_pyfunction!(batch::batch_relinearize, m)?)?;
-    m.add_function(wrap_pyfunction!(batch::batch_rescale, m)?)?;
-    m.add_function(wrap_pyfunction!(batch::batch_drop_to_level, m)?)?;
-    m.add_function(wrap_pyfunction!(batch::naive_linear_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels::batch_square, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels::square_chain, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels::batch_relinearize, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels::batch_rescale, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels::batch_drop_to_level, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels::naive_linear_rows, m)?)?;
     Ok(())
 }

@@ -1,0 +1,195 @@
+//! The batch-axis kernels of `heinfer-kernels` over [`CiphertextBatch`]es: one Python call
+//! per layer, never one per ciphertext.
+
+use crate::batch::{kerr, run_k, CiphertextBatch};
+use crate::errors::OperandError;
+use crate::objects::RelinKey;
+use heinfer_ckks::{Encoder, Evaluator};
+use heinfer_kernels::linear::GroupSpec;
+use heinfer_kernels::{batch, naive, Packing};
+use numpy::{PyReadonlyArray1, PyReadonlyArray2};
+use pyo3::prelude::*;
+
+/// `"real"`, `"complex"` or `"coeff"` → the kernels' packing.
+fn parse_packing(name: &str) -> PyResult<Packing> {
+    match name {
+        "real" => Ok(Packing::Real),
+        "complex" => Ok(Packing::Complex),
+        "coeff" => Ok(Packing::Coefficients),
+        other => Err(OperandError::new_err(format!(
+            "unknown packing {other:?} (real, complex or coeff)"
+        ))),
+    }
+}
+
+/// A batch-axis linear layer with integer weights (see `heinfer_kernels::linear`).
+#[pyclass(module = "heinfer._native", name = "LinearLayer", frozen)]
+pub struct LinearLayer {
+    inner: heinfer_kernels::LinearLayer,
+}
+
+#[pymethods]
+impl LinearLayer {
+    /// `groups`: list of `(rows uint32[r], cols uint32[c], weights float64[r, c])`.
+    #[new]
+    fn new(
+        out_count: usize,
+        in_count: usize,
+        groups: Vec<(
+            PyReadonlyArray1<'_, u32>,
+            PyReadonlyArray1<'_, u32>,
+            PyReadonlyArray2<'_, f64>,
+        )>,
+        weight_scale: f64,
+        digits: usize,
+    ) -> PyResult<Self> {
+        let specs = groups
+            .iter()
+            .map(|(r, c, w)| GroupSpec {
+                rows: r.as_array().to_vec(),
+                cols: c.as_array().to_vec(),
+                weights: w.as_array().iter().copied().collect(),
+            })
+            .collect();
+        let inner =
+            heinfer_kernels::LinearLayer::new(out_count, in_count, specs, weight_scale, digits)
+                .map_err(kerr)?;
+        Ok(Self { inner })
+    }
+    #[getter]
+    fn nnz(&self) -> usize {
+        self.inner.nnz()
+    }
+    #[getter]
+    fn l1_max(&self) -> f64 {
+        self.inner.l1_max()
+    }
+    #[getter]
+    fn digits(&self) -> usize {
+        self.inner.digits()
+    }
+    /// Applies the layer; `bias` (one per output) is added at the output scale, times
+    /// to every item of the `packing` ("real", "complex", "coeff"). With `square`, every input is squared first, fused into
+    /// the product (2-part inputs, 3-part outputs).
+    #[pyo3(signature = (batch, bias=None, packing="real", square=false))]
+    fn apply(
+        &self,
+        py: Python<'_>,
+        batch: &CiphertextBatch,
+        bias: Option<PyReadonlyArray1<'_, f64>>,
+        packing: &str,
+        square: bool,
+    ) -> PyResult<CiphertextBatch> {
+        let b: Option<Vec<f64>> = bias.map(|b| b.as_array().to_vec());
+        let pk = parse_packing(packing)?;
+        let cts = run_k(py, || {
+            if square {
+                self.inner
+                    .apply_squared(&batch.params, &batch.cts, b.as_deref(), pk)
+            } else {
+                self.inner
+                    .apply(&batch.params, &batch.cts, b.as_deref(), pk)
+            }
+        })?;
+        Ok(CiphertextBatch::wrap(cts, &batch.params))
+    }
+}
+
+/// `second(square(first(batch) + bias1)) + bias2` fused (see `heinfer_kernels::chain`).
+#[pyfunction]
+#[pyo3(signature = (first, second, batch, bias1=None, bias2=None, packing="real"))]
+pub fn square_chain(
+    py: Python<'_>,
+    first: &LinearLayer,
+    second: &LinearLayer,
+    batch: &CiphertextBatch,
+    bias1: Option<PyReadonlyArray1<'_, f64>>,
+    bias2: Option<PyReadonlyArray1<'_, f64>>,
+    packing: &str,
+) -> PyResult<CiphertextBatch> {
+    let b1: Option<Vec<f64>> = bias1.map(|b| b.as_array().to_vec());
+    let pk = parse_packing(packing)?;
+    let b2: Option<Vec<f64>> = bias2.map(|b| b.as_array().to_vec());
+    let cts = run_k(py, || {
+        heinfer_kernels::chain::square_chain(
+            &batch.params,
+            &first.inner,
+            &second.inner,
+            &batch.cts,
+            b1.as_deref(),
+            b2.as_deref(),
+            pk,
+        )
+    })?;
+    Ok(CiphertextBatch::wrap(cts, &batch.params))
+}
+
+/// `ct²` for every ciphertext, in place (size 3, not relinearized).
+#[pyfunction]
+pub fn batch_square(py: Python<'_>, mut batch: PyRefMut<'_, CiphertextBatch>) -> PyResult<()> {
+    let ev = Evaluator::new(&batch.params);
+    let cts = &mut batch.cts;
+    run_k(py, || batch::square(&ev, cts))
+}
+
+/// Relinearizes every ciphertext, in place.
+#[pyfunction]
+pub fn batch_relinearize(
+    py: Python<'_>,
+    mut batch: PyRefMut<'_, CiphertextBatch>,
+    rlk: &RelinKey,
+) -> PyResult<()> {
+    let ev = Evaluator::new(&batch.params);
+    let cts = &mut batch.cts;
+    run_k(py, || batch::relinearize(&ev, cts, &rlk.inner))
+}
+
+/// Rescales every ciphertext `times` times, in place.
+#[pyfunction]
+pub fn batch_rescale(
+    py: Python<'_>,
+    mut batch: PyRefMut<'_, CiphertextBatch>,
+    times: usize,
+) -> PyResult<()> {
+    let ev = Evaluator::new(&batch.params);
+    let cts = &mut batch.cts;
+    run_k(py, || batch::rescale(&ev, cts, times))
+}
+
+/// Drops every ciphertext to `level`, in place.
+#[pyfunction]
+pub fn batch_drop_to_level(mut batch: PyRefMut<'_, CiphertextBatch>, level: usize) -> PyResult<()> {
+    batch::drop_to_level(&mut batch.cts, level).map_err(kerr)
+}
+
+/// The baseline linear layer (general plaintext products, optional rescale per product) on
+/// the output rows `rows` of the dense `weights`.
+#[pyfunction]
+pub fn naive_linear_rows(
+    py: Python<'_>,
+    batch: &CiphertextBatch,
+    weights: PyReadonlyArray2<'_, f64>,
+    bias: PyReadonlyArray1<'_, f64>,
+    rows: Vec<usize>,
+    weight_scale: f64,
+    rescale_each: bool,
+) -> PyResult<CiphertextBatch> {
+    let w: Vec<f64> = weights.as_array().iter().copied().collect();
+    let b = bias.as_array().to_vec();
+    let p = batch.params.clone();
+    let cts = run_k(py, || {
+        let ev = Evaluator::new(&p);
+        let enc = Encoder::new(&p);
+        naive::linear_rows(
+            &ev,
+            &enc,
+            &batch.cts,
+            &w,
+            &b,
+            &rows,
+            weight_scale,
+            rescale_each,
+        )
+    })?;
+    Ok(CiphertextBatch::wrap(cts, &batch.params))
+}
