@@ -35,6 +35,9 @@ SIGMA = 3.19
 #: ternary secret has variance ≈ N/18 per coefficient and the embedding multiplies by √N, so
 #: its standard deviation is ≈ N/4.2; 6σ ≈ 1.5·N.
 RESCALE_NOISE = 1.5
+#: Bits of fresh-noise advantage of coefficient packing over slot packing at the smallest
+#: secure ring (√2^11 ≈ 2^5.5), spent on a smaller input scale.
+COEFF_NOISE_BITS = 5
 
 
 @dataclass(frozen=True)
@@ -182,10 +185,13 @@ def compile_graph(graph: Graph, calibration: np.ndarray | None = None, input_bou
     # the baseline rescales after every product: each rescale adds noise at the running scale,
     # so it needs primes (and scales) of at least 40 bits to keep its precision
     prime_candidates = options.prime_bits if options.lazy else tuple(b for b in (40, 45, 50) if b >= 40)
+    # coefficient packing keeps the fresh error per item √N ≥ 2^5.5 times smaller than slot
+    # packing: the same precision above the noise at a 5-bit smaller input scale
+    input_bits = options.input_bits - (COEFF_NOISE_BITS if packing == "coeff" else 0)
     for b in prime_candidates:
         plans = []
         for k, ops in enumerate(seg_ops):
-            s_in = (b - 2) if not options.lazy else options.input_bits - math.ceil(math.log2(seg_in_bounds[k]))
+            s_in = (b - 2) if not options.lazy else input_bits - math.ceil(math.log2(seg_in_bounds[k]))
             plans.append((s_in, plan_segment(ops, seg_bounds[k], s_in, b, options.weight_bits, seg_hides[k], options.lazy)))
         top = max(p.top_limbs for _, p in plans)
         p_bits = b if any(p.needs_relin for _, p in plans) else 0

@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from heinfer.compiler import ClientFunction, Graph, Linear, Square, fold_linear, load_onnx
 from heinfer.compiler.plan import GUARD_BITS, max_log_qp, plan_segment
 from heinfer.compiler.ranges import tensor_bounds
-from heinfer.compiler.throughput import Options, compile_graph, split_segments
+from heinfer.compiler.throughput import COEFF_NOISE_BITS, Options, compile_graph, split_segments
 from heinfer.errors import CompileError, NotSupportedYetError
 
 from . import onnx_models as om
@@ -343,7 +343,8 @@ def test_single_segment_follows_plan_segment(ops: list, lazy: bool) -> None:
     b = prog.meta["prime_bits"]
     folded = fold_linear(g)
     bounds = tensor_bounds(folded, CAL8, float(np.abs(CAL8).max()), opts.headroom)
-    s_in = opts.input_bits - math.ceil(math.log2(bounds[0])) if lazy else b - 2
+    input_bits = opts.input_bits - (COEFF_NOISE_BITS if prog.packing == "coeff" else 0)
+    s_in = input_bits - math.ceil(math.log2(bounds[0])) if lazy else b - 2
     plan = plan_segment(
         folded.ops, bounds[1:], s_in, b, opts.weight_bits, [1.0] * len(folded.ops), lazy
     )
