@@ -28,6 +28,7 @@ from heinfer.compiler.throughput import Options, compile_graph
 from heinfer.errors import CompileError, NotSupportedYetError, ProtocolError
 from heinfer.program.model import Program
 from heinfer.protocol.client import Client
+from heinfer.protocol.messages import peek_kind
 from heinfer.protocol.server import Server
 
 __all__ = ["compile", "infer", "InferenceResult", "Client", "Server", "Options"]
@@ -110,7 +111,7 @@ def infer(program: Program, x: np.ndarray, client: Client | None = None, server:
         up += len(msg)
         reply = server.begin(msg)
         down += len(reply)
-        while reply[:4] == b"HEMS" and _kind(reply) == "step":
+        while peek_kind(reply) == "step":
             rounds += 1
             t0 = time.perf_counter()
             back = client.reply_message(reply)
@@ -144,9 +145,3 @@ def infer(program: Program, x: np.ndarray, client: Client | None = None, server:
         "predicted_error": program.segments[-1].predicted_error,
     }
     return InferenceResult(np.concatenate(outputs), report)
-
-
-def _kind(message: bytes) -> str:
-    from heinfer.protocol.messages import decode
-
-    return decode(message).kind

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from heinfer.errors import ProtocolError
 
-__all__ = ["Message", "encode", "decode", "MAX_HEADER_BYTES"]
+__all__ = ["Message", "encode", "decode", "peek_kind", "MAX_HEADER_BYTES"]
 
 MAGIC = b"HEMS"
 VERSION = 1
@@ -57,29 +57,39 @@ def encode(msg: Message) -> bytes:
     return MAGIC + bytes([VERSION]) + struct.pack("<I", len(head)) + head + bytes(msg.payload)
 
 
+def peek_kind(data: bytes) -> str:
+    """The kind of a message, validating its header but not copying its payload."""
+    return _header(data)[0]
+
+
 def decode(data: bytes, expect: str | None = None) -> Message:
     """Validates and decodes a message; ``expect`` names the kind the caller needs."""
+    kind, head, start = _header(data)
+    if expect is not None and kind != expect:
+        raise ProtocolError(f"expected a {expect!r} message, got {kind!r}")
+    return Message(kind, head, bytes(data[start:]))
+
+
+def _header(data: bytes) -> tuple[str, dict, int]:
+    """``(kind, fields, payload offset)`` of a message, every header check done."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise ProtocolError(f"a message is bytes, got {type(data).__name__}")
-    data = bytes(data)
-    if len(data) < 9 or data[:4] != MAGIC:
+    if len(data) < 9 or bytes(data[:4]) != MAGIC:
         raise ProtocolError("not a heinfer message (bad magic)")
     if data[4] != VERSION:
         raise ProtocolError(f"message version {data[4]}, this build speaks {VERSION}")
-    (n,) = struct.unpack("<I", data[5:9])
+    (n,) = struct.unpack("<I", bytes(data[5:9]))
     if n > MAX_HEADER_BYTES or 9 + n > len(data):
         raise ProtocolError(f"message header of {n} bytes is truncated or too large")
     try:
-        head = json.loads(data[9 : 9 + n].decode())
+        head = json.loads(bytes(data[9 : 9 + n]).decode())
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise ProtocolError(f"message header is not valid JSON: {type(e).__name__}") from None
     kind = head.get("kind") if isinstance(head, dict) else None
     if not isinstance(kind, str) or kind not in _FIELDS:
         raise ProtocolError(f"unknown message kind {str(kind)[:40]!r}")
-    kind = head.pop("kind")
-    if expect is not None and kind != expect:
-        raise ProtocolError(f"expected a {expect!r} message, got {kind!r}")
+    head.pop("kind")
     for name, typ in _FIELDS[kind].items():
         if not isinstance(head.get(name), typ) or isinstance(head.get(name), bool):
             raise ProtocolError(f"{kind!r} message: field {name!r} missing or not {typ.__name__}")
-    return Message(kind, head, data[9 + n :])
+    return kind, head, 9 + n

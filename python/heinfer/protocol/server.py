@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import random
 import secrets
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -159,8 +160,6 @@ class Server:
         return batch
 
     def _run(self, qid: str, state: _Query, batch: _native.CiphertextBatch) -> bytes:
-        import time
-
         k = state.segment
         seg = self.program.segments[k]
         t0 = time.perf_counter()
