@@ -63,9 +63,21 @@ fn main() {
         time(&mut || drop(enc.decode(&pt).unwrap()))
     );
     let reals: Vec<f64> = (0..params.n()).map(|i| (i % 7) as f64 / 7.0).collect();
-    println!("  encrypt_coefficients {:7.1} µs", time(&mut || drop(kg.encrypt_coefficients(&enc, &reals, 2f64.powi(24), level).unwrap())));
-    println!("  decode_coefficients  {:7.1} µs", time(&mut || drop(enc.decode_coefficients(&pt).unwrap())));
+    println!(
+        "  encrypt_coefficients {:7.1} µs",
+        time(&mut || drop(
+            kg.encrypt_coefficients(&enc, &reals, 2f64.powi(24), level)
+                .unwrap()
+        ))
+    );
+    println!(
+        "  decode_coefficients  {:7.1} µs",
+        time(&mut || drop(enc.decode_coefficients(&pt).unwrap()))
+    );
     let mut a = vec![0u64; params.n()];
     let m = params.moduli()[0];
-    println!("  uniform (1 limb)     {:7.1} µs", time(&mut || s.uniform_into(&mut a, &m)));
+    println!(
+        "  uniform (1 limb)     {:7.1} µs",
+        time(&mut || s.uniform_into(&mut a, &m))
+    );
 }

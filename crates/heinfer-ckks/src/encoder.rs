@@ -169,6 +169,12 @@ impl Encoder {
             coeffs[i] = round(v.re * scale);
             coeffs[i + slots] = round(v.im * scale);
         }
+        self.check_fits(&coeffs, level)?;
+        Ok(coeffs)
+    }
+
+    /// Refuses scaled coefficients that reach `Q_ℓ/2` (they would wrap around).
+    fn check_fits(&self, coeffs: &[f64], level: usize) -> Result<()> {
         let max = coeffs.iter().fold(0.0f64, |a, &c| a.max(c.abs()));
         let log_q: f64 = self.params.q()[..=level]
             .iter()
@@ -181,7 +187,7 @@ impl Encoder {
                 log_q - 1.0
             )));
         }
-        Ok(coeffs)
+        Ok(())
     }
 
     /// Decodes a plaintext to `N/2` complex values.
@@ -235,18 +241,7 @@ impl Encoder {
         for (c, &v) in coeffs.iter_mut().zip(values) {
             *c = round(v * scale);
         }
-        let max = coeffs.iter().fold(0.0f64, |a, &c| a.max(c.abs()));
-        let log_q: f64 = self.params.q()[..=level]
-            .iter()
-            .map(|&q| (q as f64).log2())
-            .sum();
-        if max > 0.0 && (max.log2() + 1.0 >= log_q || max >= 1.6e38) {
-            return Err(CkksError::Encoding(format!(
-                "scaled coefficients reach 2^{:.1}, beyond Q_{level}/2 = 2^{:.1}: lower the scale or the values",
-                max.log2(),
-                log_q - 1.0
-            )));
-        }
+        self.check_fits(&coeffs, level)?;
         Ok(coeffs)
     }
 
