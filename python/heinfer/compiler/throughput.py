@@ -232,9 +232,10 @@ def build_program(g, pre, seg_ops, step_fns, post, plans, hide, b, log_n, p_bits
                 instrs.append(Instr("drop", level))
             if plan.relin_before[t]:
                 instrs.append(Instr("relinearize"))
-                # key switching with one-prime digits and a prime-sized P: ≈ the rescale noise
+                # key switching, one-prime digits and a prime-sized P: Σ_j c2_j·e_j/P has
+                # ≈ σ·√N·√β per coefficient, ×√N in the slots (6σ bound)
                 s_now = plan.log_scales[t - 1] - plan.rescales[t - 1] * b
-                err += RESCALE_NOISE * n * math.sqrt(plan.limbs[t]) / 2.0**s_now
+                err += 6.0 * SIGMA * n * math.sqrt(plan.limbs[t]) / 2.0**s_now
             if isinstance(op, Linear):
                 lp = plan.layers[t]
                 bias = op.bias if np.any(op.bias) else None
