@@ -176,22 +176,23 @@ class Program:
         if self.packing not in ("real", "complex", "coeff"):
             bad(f"packing {self.packing!r}")
         p = self.params
-        ints = lambda v: isinstance(v, list) and all(isinstance(b, int) and not isinstance(b, bool) and 10 <= b <= 62 for b in v)  # noqa: E731
-        if not isinstance(p.get("log_n"), int) or not (11 <= p["log_n"] <= 16) or not p.get("log_q") or not ints(p["log_q"]) or not ints(p.get("log_p")):
-            bad(f"parameters {p}")
+        if not _bit_sizes(p.get("log_q"), nonempty=True) or not _bit_sizes(p.get("log_p"), nonempty=False):
+            bad(f"prime sizes in {p}")
+        if not isinstance(p.get("log_n"), int) or isinstance(p["log_n"], bool) or not 11 <= p["log_n"] <= 16:
+            bad(f"ring degree in {p}")
         if p.get("security") not in (128, 192, 256):
             bad(f"security {p.get('security')!r}")
+        if not self.segments or len(self.segments) != len(self.steps) + 1:
+            bad(f"{len(self.segments)} segments for {len(self.steps)} client steps")
         first_in = int(np.prod(self.pre[-1].out_shape)) if self.pre else int(np.prod(self.input_shape))
-        if first_in != self.segments[0].in_size if self.segments else True:
-            bad(f"input of {first_in} values for a first segment of {self.segments[0].in_size if self.segments else 0}")
+        if first_in != self.segments[0].in_size:
+            bad(f"input of {first_in} values for a first segment of {self.segments[0].in_size}")
         last_out = int(np.prod(self.post[0].in_shape)) if self.post else int(np.prod(self.output_shape))
         if last_out != self.segments[-1].out_size:
             bad(f"last segment gives {self.segments[-1].out_size} values, the output needs {last_out}")
-        finite = lambda v: isinstance(v, (int, float)) and np.isfinite(v) and v > 0  # noqa: E731
+        finite = _positive_finite
         if not finite(self.input_bound) or not (finite(self.hide_range) and self.hide_range >= 1):
             bad("input bound and hiding range must be finite and positive")
-        if len(self.segments) != len(self.steps) + 1:
-            bad(f"{len(self.segments)} segments for {len(self.steps)} client steps")
         levels = len(p["log_q"])
         for i, s in enumerate(self.segments):
             if not all(finite(v) for v in (s.input_scale, s.output_bound, s.predicted_error)) or s.input_scale < 1:
@@ -208,3 +209,17 @@ class Program:
         for i, st in enumerate(self.steps):
             if st.in_size != self.segments[i].out_size or st.out_size != self.segments[i + 1].in_size:
                 bad(f"client step {i} sizes {st.in_size} → {st.out_size} do not chain")
+
+
+def _bit_sizes(v: object, nonempty: bool) -> bool:
+    """Whether ``v`` is a list of prime bit sizes (ints in 10..=62), non-empty if asked."""
+    return (
+        isinstance(v, list)
+        and (bool(v) or not nonempty)
+        and all(isinstance(b, int) and not isinstance(b, bool) and 10 <= b <= 62 for b in v)
+    )
+
+
+def _positive_finite(v: object) -> bool:
+    """Whether ``v`` is a finite positive number."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and bool(np.isfinite(v)) and v > 0
