@@ -11,8 +11,7 @@ use crate::convert::simd;
 use crate::error::{KernelError, Result};
 use crate::gemm::{self, MR, NR};
 use crate::linear::LinearLayer;
-use crate::output::{add_bias, Packing, SyncPtr};
-use heinfer_ckks::poly::RnsPoly;
+use crate::output::{alloc_outputs, finish_outputs, Packing, SyncPtr};
 use heinfer_ckks::{Ciphertext, CkksParams};
 use heinfer_math::vecops::{self, BarrettConst};
 use heinfer_math::Modulus;
@@ -71,17 +70,7 @@ pub fn square_chain(
         bias1.map(|b| b.iter().map(|&v| (v * mid_scale).round() as i128).collect());
     let scale = mid_scale * mid_scale * second.weight_scale();
     let m2 = second.out_count();
-    let mut out: Vec<Vec<RnsPoly>> = (0..m2)
-        .map(|_| (0..3).map(|_| RnsPoly::zero(n, limbs)).collect())
-        .collect();
-    let ptrs: Vec<Vec<SyncPtr>> = out
-        .iter_mut()
-        .map(|ps| {
-            ps.iter_mut()
-                .map(|p| SyncPtr(p.data_mut().as_mut_ptr()))
-                .collect()
-        })
-        .collect();
+    let (out, ptrs) = alloc_outputs(m2, 3, n, limbs);
     let moduli = params.moduli();
     let ones = packing.bias_vectors(params, level);
     let tiles = n / NR;
@@ -99,14 +88,7 @@ pub fn square_chain(
             chain_tile(first, second, inputs, &ctx, buf, &ptrs);
         },
     );
-    let mut cts = Vec::with_capacity(m2);
-    for parts in out {
-        cts.push(Ciphertext::from_parts(params, parts, level, scale)?);
-    }
-    if let Some(b) = bias2 {
-        add_bias(params, &mut cts, b, packing)?;
-    }
-    Ok(cts)
+    finish_outputs(params, out, level, scale, bias2, packing)
 }
 
 /// Where one tile task works.

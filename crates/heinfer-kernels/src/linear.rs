@@ -28,8 +28,7 @@
 use crate::convert::{simd, split_bits};
 use crate::error::{KernelError, Result};
 use crate::gemm::{self, MR, NR};
-use crate::output::{add_bias, Packing, SyncPtr};
-use heinfer_ckks::poly::RnsPoly;
+use crate::output::{alloc_outputs, finish_outputs, Packing, SyncPtr};
 use heinfer_ckks::{Ciphertext, CkksParams};
 use heinfer_math::vecops::{self, BarrettConst};
 use heinfer_math::Modulus;
@@ -272,17 +271,7 @@ impl LinearLayer {
             first.scale()
         };
         let scale = in_scale * self.weight_scale;
-        let mut out: Vec<Vec<RnsPoly>> = (0..self.out_count)
-            .map(|_| (0..parts).map(|_| RnsPoly::zero(n, limbs)).collect())
-            .collect();
-        let ptrs: Vec<Vec<SyncPtr>> = out
-            .iter_mut()
-            .map(|ps| {
-                ps.iter_mut()
-                    .map(|p| SyncPtr(p.data_mut().as_mut_ptr()))
-                    .collect()
-            })
-            .collect();
+        let (out, ptrs) = alloc_outputs(self.out_count, parts, n, limbs);
         let tiles = n / TILE;
         let moduli = params.moduli();
         let barrett: Vec<BarrettConst> = moduli[..limbs]
@@ -306,14 +295,7 @@ impl LinearLayer {
                 );
             },
         );
-        let mut cts = Vec::with_capacity(self.out_count);
-        for parts_j in out {
-            cts.push(Ciphertext::from_parts(params, parts_j, level, scale)?);
-        }
-        if let Some(b) = bias {
-            add_bias(params, &mut cts, b, packing)?;
-        }
-        Ok(cts)
+        finish_outputs(params, out, level, scale, bias, packing)
     }
 
     pub(crate) fn check_inputs<'a>(

@@ -1,6 +1,7 @@
 //! Writing kernel outputs: the shared output pointer of parallel tile tasks, and the bias.
 
 use crate::error::{KernelError, Result};
+use heinfer_ckks::poly::RnsPoly;
 use heinfer_ckks::{Ciphertext, CkksParams};
 use heinfer_math::vecops;
 use rayon::prelude::*;
@@ -36,6 +37,47 @@ impl Packing {
             })
             .collect()
     }
+}
+
+/// Zeroed output polynomials (`count` ciphertexts of `parts` parts, `limbs` limbs) and the
+/// raw pointers through which parallel tile tasks write their disjoint ranges.
+pub(crate) fn alloc_outputs(
+    count: usize,
+    parts: usize,
+    n: usize,
+    limbs: usize,
+) -> (Vec<Vec<RnsPoly>>, Vec<Vec<SyncPtr>>) {
+    let mut out: Vec<Vec<RnsPoly>> = (0..count)
+        .map(|_| (0..parts).map(|_| RnsPoly::zero(n, limbs)).collect())
+        .collect();
+    let ptrs = out
+        .iter_mut()
+        .map(|ps| {
+            ps.iter_mut()
+                .map(|p| SyncPtr(p.data_mut().as_mut_ptr()))
+                .collect()
+        })
+        .collect();
+    (out, ptrs)
+}
+
+/// The output ciphertexts at `level` and `scale`, with `bias` added to every item.
+pub(crate) fn finish_outputs(
+    params: &CkksParams,
+    out: Vec<Vec<RnsPoly>>,
+    level: usize,
+    scale: f64,
+    bias: Option<&[f64]>,
+    packing: Packing,
+) -> Result<Vec<Ciphertext>> {
+    let mut cts = out
+        .into_iter()
+        .map(|parts| Ciphertext::from_parts(params, parts, level, scale))
+        .collect::<heinfer_ckks::Result<Vec<_>>>()?;
+    if let Some(b) = bias {
+        add_bias(params, &mut cts, b, packing)?;
+    }
+    Ok(cts)
 }
 
 /// Adds `round(b_j·scale)` to every item of output `j` (see [`Packing`]).
