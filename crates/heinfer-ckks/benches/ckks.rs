@@ -3,23 +3,9 @@
 //! (`encode`, `rotate`, `hoisted`, `mul_relin`) it loops that operation only, for profilers.
 //! Names carry the parameters, e.g. `ckks/rotate/logN=14/L=7`.
 use heinfer_ckks::*;
-use std::time::Instant;
 
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn median_us<F: FnMut()>(reps: usize, mut f: F) -> f64 {
-    f();
-    let mut v: Vec<f64> = (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64() * 1e6
-        })
-        .collect();
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
+mod common;
+use common::median_us;
 
 fn main() {
     // `cargo bench` passes `--bench`; keep only positional arguments

@@ -9,23 +9,9 @@
 use heinfer_ckks::serialize::*;
 use heinfer_ckks::*;
 use std::hint::black_box;
-use std::time::Instant;
 
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn median_us<F: FnMut()>(reps: usize, mut f: F) -> f64 {
-    f();
-    let mut v: Vec<f64> = (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64() * 1e6
-        })
-        .collect();
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
+mod common;
+use common::median_us;
 
 fn params(bits: u32) -> CkksParams {
     CkksParams::new_insecure_for_tests(CkksParamsLiteral {
