@@ -142,25 +142,8 @@ impl Encoder {
     ) -> Result<Vec<f64>> {
         let n = self.params.n();
         let slots = n / 2;
-        check_scale(scale)?;
-        if level > self.params.max_level() {
-            return Err(CkksError::LevelOutOfRange {
-                level,
-                max: self.params.max_level(),
-            });
-        }
-        if values.len() > slots {
-            return Err(CkksError::Encoding(format!(
-                "{} values do not fit in {slots} slots",
-                values.len()
-            )));
-        }
-        if values
-            .iter()
-            .any(|v| !v.re.is_finite() || !v.im.is_finite())
-        {
-            return Err(CkksError::Encoding("a value is NaN or infinite".into()));
-        }
+        let finite = values.iter().all(|v| v.re.is_finite() && v.im.is_finite());
+        self.check_input(values.len(), slots, "slots", finite, scale, level)?;
         let mut z = vec![Complex64::new(0.0, 0.0); slots];
         z[..values.len()].copy_from_slice(values);
         self.fft_special_inv(&mut z);
@@ -171,6 +154,34 @@ impl Encoder {
         }
         self.check_fits(&coeffs, level)?;
         Ok(coeffs)
+    }
+
+    /// Refuses a bad scale or level, more than `capacity` values, or a value not finite.
+    fn check_input(
+        &self,
+        count: usize,
+        capacity: usize,
+        what: &str,
+        finite: bool,
+        scale: f64,
+        level: usize,
+    ) -> Result<()> {
+        check_scale(scale)?;
+        if level > self.params.max_level() {
+            return Err(CkksError::LevelOutOfRange {
+                level,
+                max: self.params.max_level(),
+            });
+        }
+        if count > capacity {
+            return Err(CkksError::Encoding(format!(
+                "{count} values do not fit in {capacity} {what}"
+            )));
+        }
+        if !finite {
+            return Err(CkksError::Encoding("a value is NaN or infinite".into()));
+        }
+        Ok(())
     }
 
     /// Refuses scaled coefficients that reach `Q_ℓ/2` (they would wrap around).
@@ -192,20 +203,10 @@ impl Encoder {
 
     /// Decodes a plaintext to `N/2` complex values.
     pub fn decode(&self, pt: &Plaintext) -> Result<Vec<Complex64>> {
-        self.params.check_id(pt.params_id)?;
-        let n = self.params.n();
-        let slots = n / 2;
-        let inner = self.params.inner();
-        // enough limbs for |m| < 2^61 (fewer inverse NTTs than all ℓ+1 limbs, same result)
-        let limbs = self.decode_limbs(pt);
-        let mut coef: Vec<Vec<u64>> = (0..limbs).map(|i| pt.poly.limb(i).to_vec()).collect();
-        for (i, c) in coef.iter_mut().enumerate() {
-            inner.ntt[i].inverse(c);
-        }
-        let values = centered_crt(&inner.moduli[..limbs], &coef);
-        let inv_scale = 1.0 / pt.scale;
+        let slots = self.params.slots();
+        let values = self.decode_coefficients(pt)?;
         let mut z: Vec<Complex64> = (0..slots)
-            .map(|i| Complex64::new(values[i] * inv_scale, values[i + slots] * inv_scale))
+            .map(|i| Complex64::new(values[i], values[i + slots]))
             .collect();
         self.fft_special(&mut z);
         Ok(z)
@@ -221,22 +222,8 @@ impl Encoder {
         level: usize,
     ) -> Result<Vec<f64>> {
         let n = self.params.n();
-        check_scale(scale)?;
-        if level > self.params.max_level() {
-            return Err(CkksError::LevelOutOfRange {
-                level,
-                max: self.params.max_level(),
-            });
-        }
-        if values.len() > n {
-            return Err(CkksError::Encoding(format!(
-                "{} values do not fit in {n} coefficients",
-                values.len()
-            )));
-        }
-        if values.iter().any(|v| !v.is_finite()) {
-            return Err(CkksError::Encoding("a value is NaN or infinite".into()));
-        }
+        let finite = values.iter().all(|v| v.is_finite());
+        self.check_input(values.len(), n, "coefficients", finite, scale, level)?;
         let mut coeffs = vec![0.0f64; n];
         for (c, &v) in coeffs.iter_mut().zip(values) {
             *c = round(v * scale);
@@ -249,6 +236,7 @@ impl Encoder {
     pub fn decode_coefficients(&self, pt: &Plaintext) -> Result<Vec<f64>> {
         self.params.check_id(pt.params_id)?;
         let inner = self.params.inner();
+        // enough limbs for |m| < 2^61 (fewer inverse NTTs than all ℓ+1 limbs, same result)
         let limbs = self.decode_limbs(pt);
         let mut coef: Vec<Vec<u64>> = (0..limbs).map(|i| pt.poly.limb(i).to_vec()).collect();
         for (i, c) in coef.iter_mut().enumerate() {

@@ -224,6 +224,57 @@ impl CiphertextBatch {
     }
 }
 
+/// Encrypts each row of `values` (at most `width` entries) with `encrypt`, in parallel.
+fn encrypt_rows<T>(
+    py: Python<'_>,
+    kg: &KeyGenerator,
+    values: PyReadonlyArray2<'_, T>,
+    width: usize,
+    what: &str,
+    encrypt: impl Fn(&Encoder, &[T]) -> ckks::Result<ckks::Ciphertext> + Sync,
+) -> PyResult<CiphertextBatch>
+where
+    T: numpy::Element + Copy + Send + Sync,
+{
+    let shape = values.shape().to_vec();
+    if shape[0] == 0 || shape[1] == 0 || shape[1] > width {
+        return Err(OperandError::new_err(format!(
+            "values of shape {shape:?}: need ≥ 1 row of ≤ {width} {what}"
+        )));
+    }
+    let data: Vec<T> = values.as_array().iter().copied().collect();
+    let params = kg.params.clone();
+    let cts = run(py, || {
+        let enc = Encoder::new(&params);
+        data.par_chunks(shape[1])
+            .map(|row| encrypt(&enc, row))
+            .collect()
+    })?;
+    Ok(CiphertextBatch::wrap(cts, &kg.params))
+}
+
+/// Decrypts every ciphertext and decodes it with `decode`: one row per ciphertext.
+fn decrypt_rows<'py, T>(
+    py: Python<'py>,
+    dec: &Decryptor,
+    batch: &CiphertextBatch,
+    decode: impl Fn(&Encoder, &ckks::Plaintext) -> ckks::Result<Vec<T>> + Sync,
+) -> PyResult<Bound<'py, PyArray2<T>>>
+where
+    T: numpy::Element + Copy + Send,
+{
+    let params = dec.params.clone();
+    let rows: Vec<Vec<T>> = run(py, || {
+        let enc = Encoder::new(&params);
+        batch
+            .cts
+            .par_iter()
+            .map(|c| decode(&enc, &dec.inner.decrypt(c)?))
+            .collect()
+    })?;
+    PyArray2::from_vec2(py, &rows).map_err(|e| OperandError::new_err(e.to_string()))
+}
+
 /// Encodes each row of `values` (`count × slots` complex) at `scale`, `level` and encrypts it
 /// with the secret key (seed-compressed, one NTT per limb), in parallel.
 #[pyfunction]
@@ -234,23 +285,10 @@ pub fn encrypt_batch(
     scale: f64,
     level: usize,
 ) -> PyResult<CiphertextBatch> {
-    let params = kg.params.clone();
-    let shape = values.shape().to_vec();
-    if shape[0] == 0 || shape[1] > params.slots() {
-        return Err(OperandError::new_err(format!(
-            "values of shape {shape:?}: need ≥ 1 row of ≤ {} slots",
-            params.slots()
-        )));
-    }
-    let data: Vec<Complex64> = values.as_array().iter().copied().collect();
-    let cols = shape[1];
-    let cts = run(py, || {
-        let enc = Encoder::new(&params);
-        data.par_chunks(cols)
-            .map(|row| kg.inner.encrypt_values(&enc, row, scale, level))
-            .collect()
-    })?;
-    Ok(CiphertextBatch::wrap(cts, &kg.params))
+    let slots = kg.params.slots();
+    encrypt_rows(py, kg, values, slots, "slots", |enc, row| {
+        kg.inner.encrypt_values(enc, row, scale, level)
+    })
 }
 
 /// Encrypts each row of `values` (`count × N` real) in the coefficients of a plaintext
@@ -263,23 +301,10 @@ pub fn encrypt_batch_coefficients(
     scale: f64,
     level: usize,
 ) -> PyResult<CiphertextBatch> {
-    let params = kg.params.clone();
-    let shape = values.shape().to_vec();
-    if shape[0] == 0 || shape[1] > params.n() {
-        return Err(OperandError::new_err(format!(
-            "values of shape {shape:?}: need ≥ 1 row of ≤ {} coefficients",
-            params.n()
-        )));
-    }
-    let data: Vec<f64> = values.as_array().iter().copied().collect();
-    let cols = shape[1];
-    let cts = run(py, || {
-        let enc = Encoder::new(&params);
-        data.par_chunks(cols)
-            .map(|row| kg.inner.encrypt_coefficients(&enc, row, scale, level))
-            .collect()
-    })?;
-    Ok(CiphertextBatch::wrap(cts, &kg.params))
+    let n = kg.params.n();
+    encrypt_rows(py, kg, values, n, "coefficients", |enc, row| {
+        kg.inner.encrypt_coefficients(enc, row, scale, level)
+    })
 }
 
 /// Decrypts and decodes every ciphertext: a `count × slots` complex array.
@@ -289,16 +314,7 @@ pub fn decrypt_batch<'py>(
     dec: &Decryptor,
     batch: &CiphertextBatch,
 ) -> PyResult<Bound<'py, PyArray2<Complex64>>> {
-    let params = dec.params.clone();
-    let rows: Vec<Vec<Complex64>> = run(py, || {
-        let enc = Encoder::new(&params);
-        batch
-            .cts
-            .par_iter()
-            .map(|c| enc.decode(&dec.inner.decrypt(c)?))
-            .collect()
-    })?;
-    PyArray2::from_vec2(py, &rows).map_err(|e| OperandError::new_err(e.to_string()))
+    decrypt_rows(py, dec, batch, |enc, pt| enc.decode(pt))
 }
 
 /// Decrypts coefficient-packed ciphertexts: a `count × N` real array.
@@ -308,14 +324,5 @@ pub fn decrypt_batch_coefficients<'py>(
     dec: &Decryptor,
     batch: &CiphertextBatch,
 ) -> PyResult<Bound<'py, PyArray2<f64>>> {
-    let params = dec.params.clone();
-    let rows: Vec<Vec<f64>> = run(py, || {
-        let enc = Encoder::new(&params);
-        batch
-            .cts
-            .par_iter()
-            .map(|c| enc.decode_coefficients(&dec.inner.decrypt(c)?))
-            .collect()
-    })?;
-    PyArray2::from_vec2(py, &rows).map_err(|e| OperandError::new_err(e.to_string()))
+    decrypt_rows(py, dec, batch, |enc, pt| enc.decode_coefficients(pt))
 }
