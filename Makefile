@@ -10,7 +10,8 @@ PY      := $(VENV)/bin/python
 STAMPS  := $(VENV)/.heinfer-stamps
 
 MATURIN_VERSION := 1.16.0
-TEST_DEPS := "numpy>=1.24,<3" "pytest>=8,<10" "hypothesis>=6.100,<7" "scipy>=1.11,<2" "onnx>=1.16,<2" "onnxruntime>=1.18,<2"
+TEST_DEPS := "numpy>=1.24,<3" "pytest>=8,<10" "hypothesis>=6.100,<7" "scipy>=1.11,<2" "onnx>=1.16,<2" "onnxruntime>=1.18,<2" \
+             "grpcio>=1.60,<2" "click>=8.1,<9" "rich>=13,<16"
 
 RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml Cargo.lock
 
