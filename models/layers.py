@@ -1,15 +1,21 @@
-"""Numpy building blocks for training the bundled CryptoNets models (no torch).
+"""Numpy building blocks for training the bundled models (no torch).
 
-The network shape is fixed (nGraph-HE2, Appendix A.1):
+Two network shapes share the same convolution. With a hidden layer (CryptoNets, nGraph-HE2,
+Appendix A.1):
 
     Conv(1->5, 5x5, stride 2, pad 1) -> act -> Flatten -> Gemm(845->100) -> act -> Gemm(100->10)
 
 with ``act`` either ``x**2`` (CryptoNets, no biases) or ReLU (CryptoNets-ReLU, with biases).
+Without it (LoLa-Small, LoLa paper, Section 3):
+
+    Conv(1->5, 5x5, stride 2, pad 1) -> x**2 -> Flatten -> Gemm(845->10)
+
 Parameters live in a dict with the ONNX layouts, so export is a plain copy:
 
     conv_w (5, 1, 5, 5)   conv_b (5,)
     fc1_w  (100, 845)     fc1_b  (100,)     # Gemm with transB=1: y = x @ W.T + b
     fc2_w  (10, 100)      fc2_b  (10,)
+    fc_w   (10, 845)      fc_b   (10,)      # instead of fc1/fc2 when there is no hidden layer
 
 The flattened conv output is channel-major ``(c, h, w)``, exactly what ONNX ``Flatten`` yields.
 """
@@ -46,19 +52,26 @@ def activation_grad(z, kind):
     return 2.0 * z if kind == "square" else (z > 0).astype(z.dtype)
 
 
-def init_params(rng, bias, act):
-    """Random initial parameters; biases (zeros) only if ``bias``.
+def init_params(rng, bias, act, hidden=True):
+    """Random initial parameters; biases (zeros) only if ``bias``; the 100-unit hidden layer
+    (``fc1``, ``fc2``) only if ``hidden``, else a single dense layer ``fc``.
 
     Weights are Gaussian with std ``gain / sqrt(fan_in)``. For ReLU ``gain = sqrt(2)`` (He).
     For x**2 a smaller gain keeps pre-activations O(1): squaring amplifies large values and
     would otherwise make the first steps explode.
     """
     gain = np.sqrt(2.0) if act == "relu" else 0.5
-    shapes = {"conv_w": (C_OUT, 1, K, K), "fc1_w": (HIDDEN, FLAT), "fc2_w": (CLASSES, HIDDEN)}
-    fans = {"conv_w": K * K, "fc1_w": FLAT, "fc2_w": HIDDEN}
+    if hidden:
+        shapes = {"conv_w": (C_OUT, 1, K, K), "fc1_w": (HIDDEN, FLAT), "fc2_w": (CLASSES, HIDDEN)}
+        fans = {"conv_w": K * K, "fc1_w": FLAT, "fc2_w": HIDDEN}
+        biases = {"conv_b": C_OUT, "fc1_b": HIDDEN, "fc2_b": CLASSES}
+    else:
+        shapes = {"conv_w": (C_OUT, 1, K, K), "fc_w": (CLASSES, FLAT)}
+        fans = {"conv_w": K * K, "fc_w": FLAT}
+        biases = {"conv_b": C_OUT, "fc_b": CLASSES}
     p = {n: rng.normal(0.0, gain / np.sqrt(fans[n]), s) for n, s in shapes.items()}
     if bias:
-        p.update(conv_b=np.zeros(C_OUT), fc1_b=np.zeros(HIDDEN), fc2_b=np.zeros(CLASSES))
+        p.update({n: np.zeros(size) for n, size in biases.items()})
     return p
 
 
@@ -67,7 +80,8 @@ def forward(p, x, act):
 
     ``cache`` holds the im2col patches and every pre-activation: ``z1`` (N, 5, 13, 13) after
     the conv, ``z2`` (N, 100) after the first Gemm, plus the activations ``a1`` (N, 845) and
-    ``a2`` (N, 100). Computation follows the dtype of ``x`` and ``p``.
+    ``a2`` (N, 100); without a hidden layer (no ``fc1_w`` in ``p``) only ``cols``, ``z1`` and
+    ``a1``. Computation follows the dtype of ``x`` and ``p``.
     """
     n = x.shape[0]
     cols = im2col(x)
@@ -76,6 +90,9 @@ def forward(p, x, act):
     if "conv_b" in p:
         z1 = z1 + p["conv_b"][None, :, None, None]
     a1 = activation(z1, act).reshape(n, FLAT)
+    if "fc1_w" not in p:
+        logits = a1 @ p["fc_w"].T + p.get("fc_b", 0.0)
+        return logits, {"cols": cols, "z1": z1, "a1": a1}
     z2 = a1 @ p["fc1_w"].T + p.get("fc1_b", 0.0)
     a2 = activation(z2, act)
     logits = a2 @ p["fc2_w"].T + p.get("fc2_b", 0.0)
@@ -95,15 +112,24 @@ def softmax_xent(logits, y):
 
 def backward(p, cache, dlogits, act):
     """Gradients of the loss w.r.t. every parameter, given ``dlogits`` and the forward cache."""
-    g = {"fc2_w": dlogits.T @ cache["a2"]}
-    dz2 = (dlogits @ p["fc2_w"]) * activation_grad(cache["z2"], act)
-    g["fc1_w"] = dz2.T @ cache["a1"]
-    n = dz2.shape[0]
-    dz1 = (dz2 @ p["fc1_w"]).reshape(cache["z1"].shape) * activation_grad(cache["z1"], act)
+    n = dlogits.shape[0]
+    if "fc1_w" in p:
+        g = {"fc2_w": dlogits.T @ cache["a2"]}
+        dz2 = (dlogits @ p["fc2_w"]) * activation_grad(cache["z2"], act)
+        g["fc1_w"] = dz2.T @ cache["a1"]
+        da1 = dz2 @ p["fc1_w"]
+    else:
+        g = {"fc_w": dlogits.T @ cache["a1"]}
+        da1 = dlogits @ p["fc_w"]
+    dz1 = da1.reshape(cache["z1"].shape) * activation_grad(cache["z1"], act)
     dz1 = dz1.reshape(n, C_OUT, OUT_HW * OUT_HW)  # (N, 5, 169)
     g["conv_w"] = np.einsum("ncp,npk->ck", dz1, cache["cols"]).reshape(C_OUT, 1, K, K)
     if "conv_b" in p:
-        g.update(conv_b=dz1.sum(axis=(0, 2)), fc1_b=dz2.sum(axis=0), fc2_b=dlogits.sum(axis=0))
+        g["conv_b"] = dz1.sum(axis=(0, 2))
+        if "fc1_w" in p:
+            g.update(fc1_b=dz2.sum(axis=0), fc2_b=dlogits.sum(axis=0))
+        else:
+            g["fc_b"] = dlogits.sum(axis=0)
     return g
 
 
