@@ -32,6 +32,7 @@ from heinfer.errors import (
     SerializationError,
     UnsupportedOperatorError,
 )
+from heinfer.explain import explain
 from heinfer.inference import Client, InferenceResult, Options, Server, compile, infer
 from heinfer.program import Program
 from heinfer.program import load as load_program
@@ -44,6 +45,7 @@ __all__ = [
     "ckks",
     "compile",
     "infer",
+    "explain",
     "InferenceResult",
     "Options",
     "Program",

@@ -9,8 +9,10 @@
 ``infer`` exchanges exactly the serialized messages the network service carries
 (:mod:`heinfer.protocol.messages`). Throughput mode packs the batch axis (nGraph-HE2):
 one query holds up to ``prog.batch_capacity`` items; larger inputs run as several queries.
-Latency mode (``mode="latency"``/``"auto"``) has not landed and raises
-:class:`~heinfer.errors.NotSupportedYetError`.
+Latency mode (``mode="latency"``) packs one item across the slots of a few ciphertexts
+(LoLa, GAZELLE) with kernels chosen by a packing search over measured primitive costs; each
+item is one query. ``mode="auto"`` picks the mode with the lower predicted time for
+``batch_size`` items.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import numpy as np
 from heinfer.compiler.ir import Graph
 from heinfer.compiler.onnx_import import from_torch, load_onnx
 from heinfer.compiler.throughput import Options, compile_graph
-from heinfer.errors import CompileError, NotSupportedYetError, ProtocolError
+from heinfer.errors import CompileError, ProtocolError
+from heinfer.program.latency import LatencyProgram
 from heinfer.program.model import Program
 from heinfer.protocol.client import Client
 from heinfer.protocol.messages import peek_kind
@@ -42,20 +45,25 @@ def compile(  # noqa: A001 - the API name is the contract
     calibration: np.ndarray | None = None,
     input_bound: float | None = None,
     security: int = 128,
+    batch_size: int = 1,
     **options: Any,
-) -> Program:
+) -> Program | LatencyProgram:
     """Compiles an ONNX model (path, bytes or ``onnx.ModelProto``), a :class:`Graph`, or a
     ``torch.nn.Module`` (with ``example_input``) into a :class:`Program`.
 
     ``calibration``: sample inputs ``(n, *input_shape)`` that size the encryption scales
     (recommended; without them ``input_bound`` is required and the bounds are the sound but
     loose interval bounds). Other keyword arguments are fields of
-    :class:`~heinfer.compiler.throughput.Options` (``input_bits``, ``weight_bits``, …).
+    :class:`~heinfer.compiler.throughput.Options` (``input_bits``, ``weight_bits``, …) in
+    throughput mode, of :class:`~heinfer.compiler.latency.compile.LatencyOptions`
+    (``strategy``, ``scale_bits``, ``log_n``) in latency mode. ``batch_size``: the number of
+    items ``mode="auto"`` plans for. Latency mode micro-benchmarks the engine's primitives
+    for its parameters on first use (cached, see :mod:`heinfer.runtime.costs`).
     """
-    if mode in ("latency", "auto"):
-        raise NotSupportedYetError(f"mode={mode!r} is not supported yet (latency mode is the next milestone); use mode='throughput'")
-    if mode != "throughput":
-        raise CompileError(f"unknown mode {mode!r}: 'throughput' ('latency' and 'auto' are coming)")
+    if mode not in ("throughput", "latency", "auto"):
+        raise CompileError(f"unknown mode {mode!r}: 'throughput', 'latency' or 'auto'")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise CompileError(f"batch_size must be a positive integer, got {batch_size!r}")
     if isinstance(model, Graph):
         graph = model
     elif isinstance(model, (str, bytes, bytearray, os.PathLike)) or type(model).__name__ == "ModelProto":
@@ -66,11 +74,60 @@ def compile(  # noqa: A001 - the API name is the contract
         graph = from_torch(model, example_input)
     else:
         raise CompileError(f"cannot compile a {type(model).__name__}: give an ONNX path/bytes/ModelProto or a torch.nn.Module")
+    if mode == "latency":
+        return _compile_latency(graph, calibration, input_bound, security, options)
     try:
         opts = Options(security=security, **options)
     except TypeError as e:
         raise CompileError(f"unknown compiler option: {e}") from None
-    return compile_graph(graph, calibration=calibration, input_bound=input_bound, options=opts)
+    prog = compile_graph(graph, calibration=calibration, input_bound=input_bound, options=opts)
+    if mode == "throughput":
+        return prog
+    lat = _compile_latency(graph, calibration, input_bound, security, {})
+    t_lat = batch_size * lat.predicted_s
+    t_thr = -(-batch_size // prog.batch_capacity) * throughput_seconds(prog)
+    chosen = lat if t_lat <= t_thr else prog
+    chosen.meta["auto"] = {"batch_size": batch_size, "latency_s": t_lat, "throughput_s": t_thr}
+    return chosen
+
+
+#: Multiply-adds per second of the throughput kernels on one core (issue 3's measurement:
+#: the AVX-512 micro-kernel at 13.7 G/s, ~60% of it sustained over a network).
+THROUGHPUT_MAC_RATE = 8e9
+
+
+def throughput_seconds(prog: Program) -> float:
+    """Predicted server seconds of one throughput-mode query: every linear layer is an
+    integer product over ``limbs × N`` residues per non-zero weight (×digits), every square
+    about 3 multiply-adds per residue."""
+    n = 1 << int(prog.params["log_n"])
+    macs = 0.0
+    for seg in prog.segments:
+        level = seg.input_level
+        for ins in seg.instrs:
+            if ins.op == "linear":
+                lay = prog.layers[ins.arg]
+                macs += lay.matrix.nnz * (level + 1) * n * lay.digits
+            elif ins.op == "square":
+                macs += 3.0 * seg.in_size * (level + 1) * n
+            elif ins.op == "rescale":
+                level -= max(1, ins.arg)
+            elif ins.op == "drop":
+                level = ins.arg
+    return macs / THROUGHPUT_MAC_RATE
+
+
+def _compile_latency(graph: Graph, calibration, input_bound, security: int, options: dict) -> LatencyProgram:
+    from heinfer.compiler.latency.compile import LatencyOptions, compile_latency
+    from heinfer.runtime.costs import measure_costs
+
+    options = dict(options)
+    measured = options.pop("measure_costs", True)
+    try:
+        opts = LatencyOptions(security=security, **options)
+    except TypeError as e:
+        raise CompileError(f"unknown latency-mode option: {e}") from None
+    return compile_latency(graph, calibration, input_bound, opts, measure_costs if measured else None)
 
 
 @dataclass
@@ -141,7 +198,8 @@ def infer(program: Program, x: np.ndarray, client: Client | None = None, server:
         "bytes_per_item_down": down / n,
         "params": dict(program.params),
         "packing": program.packing,
+        "mode": program.mode,
         "security_bits": program.security,
-        "predicted_error": program.segments[-1].predicted_error,
+        "predicted_error": getattr(program.segments[-1], "predicted_error", None),
     }
     return InferenceResult(np.concatenate(outputs), report)

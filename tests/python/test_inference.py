@@ -250,10 +250,11 @@ def test_reused_client_and_server() -> None:
 
 
 # ---------------------------------------------------------------------------------- misuse
-@pytest.mark.parametrize("mode", ["latency", "auto"])
-def test_latency_and_auto_modes_are_not_supported_yet(mode: str) -> None:
-    with pytest.raises(heinfer.NotSupportedYetError, match="not supported yet"):
-        heinfer.compile(_model("mlp-gemm-square"), mode=mode, input_bound=1.0)
+def test_unknown_mode_and_bad_batch_size_are_refused() -> None:
+    with pytest.raises(heinfer.CompileError, match="unknown mode 'fast'"):
+        heinfer.compile(_model("mlp-gemm-square"), mode="fast", input_bound=1.0)
+    with pytest.raises(heinfer.CompileError, match="batch_size"):
+        heinfer.compile(_model("mlp-gemm-square"), mode="auto", input_bound=1.0, batch_size=0)
 
 
 def test_not_supported_yet_is_a_heinfer_error_and_not_implemented() -> None:

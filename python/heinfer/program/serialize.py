@@ -19,6 +19,7 @@ import scipy.sparse as sp
 
 from heinfer.compiler.ir import ClientFunction
 from heinfer.errors import CompileError, SerializationError
+from heinfer.program.latency import LatencyProgram
 from heinfer.program.model import FORMAT_VERSION, ClientStep, Instr, LinearStep, Program, Segment
 
 __all__ = ["dump", "load", "MAX_PROGRAM_BYTES"]
@@ -87,8 +88,9 @@ def dump(program: Program) -> bytes:
     return buf.getvalue()
 
 
-def load(data: bytes, max_bytes: int = MAX_PROGRAM_BYTES) -> Program:
-    """Validates and decodes a program written by :func:`dump`."""
+def load(data: bytes, max_bytes: int = MAX_PROGRAM_BYTES) -> Program | LatencyProgram:
+    """Validates and decodes a program written by :func:`dump` (or, for ``mode = "latency"``,
+    by :func:`heinfer.program.latency_format.dump`)."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise SerializationError(f"a program is bytes, got {type(data).__name__}")
     if len(data) > max_bytes:
@@ -117,7 +119,12 @@ def load(data: bytes, max_bytes: int = MAX_PROGRAM_BYTES) -> Program:
         if m.get("version") != FORMAT_VERSION:
             raise SerializationError(f"cannot read program: format version {m.get('version')}, this build reads {FORMAT_VERSION}")
         used = _Tracking(arrays)
-        program = _build(m, used)
+        if m.get("mode") == "latency":
+            from heinfer.program.latency_format import build
+
+            program = build(m, used)
+        else:
+            program = _build(m, used)
         extra = sorted(set(arrays) - used.seen)
         if extra:
             raise SerializationError(f"cannot read program: unexpected members {extra[:5]}")

@@ -28,8 +28,16 @@ class Client:
     """The key owner's side of encrypted queries on ``program``.
 
     The secret key is generated from the OS random source on construction and never leaves
-    this object (it is not serializable through this class).
+    this object (it is not serializable through this class). For a latency-mode program
+    ``Client(program)`` returns a :class:`heinfer.protocol.latency.LatencyClient` (same methods).
     """
+
+    def __new__(cls, program: Program, *args, **kwargs):  # noqa: D102 - one entry point per mode
+        if cls is Client and getattr(program, "mode", None) == "latency":
+            from heinfer.protocol.latency import LatencyClient
+
+            return LatencyClient(program, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, program: Program) -> None:
         self.program = program

@@ -69,8 +69,16 @@ class Server:
     ``begin(query)`` starts a query and returns the next message (a client step or the
     result); ``resume(reply)`` continues after a client step. ``baseline=True`` evaluates the
     linear layers without the nGraph-HE2 optimizations (benchmarks only; the default for a
-    program compiled with ``lazy=False``).
+    program compiled with ``lazy=False``). For a latency-mode program ``Server(program)``
+    returns a :class:`heinfer.protocol.latency.LatencyServer` (same methods).
     """
+
+    def __new__(cls, program: Program, *args, **kwargs):  # noqa: D102 - one entry point per mode
+        if cls is Server and getattr(program, "mode", None) == "latency":
+            from heinfer.protocol.latency import LatencyServer
+
+            return LatencyServer(program, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, program: Program, max_sessions: int = 64, max_message_bytes: int = 1 << 30, baseline: bool | None = None) -> None:
         self.program = program

@@ -1,0 +1,161 @@
+"""Compiling a graph for latency mode: graph → :class:`~heinfer.program.latency.LatencyProgram`.
+
+Layer: ``heinfer.compiler`` (pure Python + numpy; the cost table is passed in). Passes:
+
+1. the throughput front end: :func:`~heinfer.compiler.fuse.fold_linear`,
+   :func:`~heinfer.compiler.throughput.split_segments`, value ranges;
+2. :func:`choose_parameters` — one level per linear layer and per square (a plaintext
+   product at scale ``q_ℓ`` followed by a rescale keeps the scale), the largest scale that
+   fits the smallest secure ring;
+3. the **packing search** (:mod:`heinfer.compiler.latency.search`) per layer, with costs
+   micro-benchmarked for those parameters (``cost_fn``);
+4. the program: gather maps, lowered transforms, placements, exact rotation-key list.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from heinfer.compiler.fuse import fold_linear
+from heinfer.compiler.ir import Graph, Linear, Square
+from heinfer.compiler.latency.cost import CostTable, analytic_costs, square_cost
+from heinfer.compiler.latency.search import STRATEGIES, choose_input, choose_kernel
+from heinfer.compiler.plan import max_log_qp
+from heinfer.compiler.ranges import tensor_bounds
+from heinfer.compiler.throughput import split_segments
+from heinfer.errors import CompileError
+from heinfer.program.latency import LatencyProgram, LatencySegment, LatencyStep
+
+__all__ = ["LatencyOptions", "compile_latency", "choose_parameters"]
+
+
+@dataclass(frozen=True)
+class LatencyOptions:
+    """Options of latency mode. ``security``: 128/192/256 bits. ``scale_bits``: candidate
+    bits of the scale (the primes ``q_1..q_L`` and ``Δ``), largest first; the first that fits
+    the smallest secure ring wins. ``headroom``: factor over calibrated maxima.
+    ``strategy``: ``None`` runs the packing search; a name of :data:`STRATEGIES` applies one
+    fixed kernel to every layer (the benchmarks' baselines). ``log_n``: force a ring degree."""
+
+    security: int = 128
+    scale_bits: tuple[int, ...] = (40, 36, 33, 30, 28)
+    headroom: float = 4.0
+    strategy: str | None = None
+    log_n: int | None = None
+
+
+def choose_parameters(depth: int, out_bound: float, options: LatencyOptions, min_slots: int = 1) -> dict:
+    """The smallest ring (≥ ``2·min_slots``) and largest scale such that ``depth`` levels,
+    a base prime holding ``out_bound`` at the scale, and one special prime as large as the
+    largest prime fit the security bound."""
+    out_bits = max(1, math.ceil(math.log2(max(out_bound, 1.0)))) + 2
+    rings = [options.log_n] if options.log_n else range(max(12, math.ceil(math.log2(2 * min_slots))), 17)
+    for log_n in rings:
+        limit = max_log_qp(log_n, options.security)
+        for s in options.scale_bits:
+            q0 = min(s + out_bits, 60)
+            log_q = [q0] + [s] * depth
+            log_p = [max(log_q)]
+            if limit and sum(log_q) + sum(log_p) <= limit and q0 > s:
+                return {"log_n": log_n, "log_q": log_q, "log_p": log_p, "log_scale": s, "security": options.security}
+    raise CompileError(f"no {options.security}-bit parameters hold {depth} levels at a scale of at least {min(options.scale_bits)} bits")
+
+
+def compile_latency(
+    graph: Graph,
+    calibration: np.ndarray | None = None,
+    input_bound: float | None = None,
+    options: LatencyOptions = LatencyOptions(),
+    cost_fn: Callable[[dict], CostTable] | None = None,
+) -> LatencyProgram:
+    """Compiles ``graph`` for single-item latency (see the module documentation).
+
+    ``cost_fn(params) → CostTable`` measures primitive costs for the chosen parameters
+    (``heinfer.compile`` passes :func:`heinfer.runtime.costs.measure_costs`); without it the
+    analytic NTT-count model is used."""
+    if options.security not in (128, 192, 256):
+        raise CompileError(f"security must be 128, 192 or 256 bits, got {options.security}")
+    if options.strategy is not None and options.strategy not in STRATEGIES:
+        raise CompileError(f"unknown strategy {options.strategy!r}: one of {sorted(STRATEGIES)}")
+    g = fold_linear(graph)
+    if calibration is not None:
+        calibration = np.asarray(calibration, dtype=np.float64)
+        if calibration.shape[1:] != g.input_shape or len(calibration) == 0:
+            raise CompileError(f"calibration inputs have shape {calibration.shape}, expected (n, *{g.input_shape})")
+    if input_bound is None:
+        if calibration is None:
+            raise CompileError("give calibration inputs or an input_bound")
+        input_bound = float(np.abs(calibration).max())
+    bounds = tensor_bounds(g, calibration, max(input_bound, 1e-6), options.headroom)
+    pos = {id(op): i + 1 for i, op in enumerate(g.ops)}
+    pre, seg_ops, step_fns, post = split_segments(g.ops)
+    depth = max(len(ops) for ops in seg_ops)
+    seg_out_bounds = [bounds[pos[id(ops[-1])]] for ops in seg_ops]
+    widest = max(max(_in_size(op), _out_size(op)) for ops in seg_ops for op in ops)
+    min_slots = min(widest, 1 << 13)
+    params = choose_parameters(depth, max(seg_out_bounds), options, min_slots=1 if options.log_n else min(min_slots, 4096))
+    levels = len(params["log_q"])
+    costs = cost_fn(params) if cost_fn else analytic_costs(params["log_n"], levels, len(params["log_p"]))
+    slots = 1 << (params["log_n"] - 1)
+    segments = []
+    for k, ops in enumerate(seg_ops):
+        segments.append(_segment(ops, slots, costs, options.strategy, seg_out_bounds[k] * 2.0))
+    steps = sorted({s for seg in segments for st in seg.steps if st.transform is not None for s in st.transform.rotation_steps()})
+    needs_relin = any(st.op == "square" for seg in segments for st in seg.steps)
+    return LatencyProgram(
+        params=params,
+        input_name=graph.input_name,
+        input_shape=tuple(graph.input_shape),
+        output_name=graph.output_name,
+        output_shape=tuple(graph.output_shape),
+        input_bound=float(input_bound) * options.headroom,
+        pre=pre,
+        segments=segments,
+        steps=step_fns,
+        post=post,
+        galois_steps=steps,
+        needs_relin_key=needs_relin,
+        meta={"strategy": options.strategy or "search", "levels": levels, "cost_source": costs.get("source", "analytic") if isinstance(costs, dict) else "analytic"},
+    )
+
+
+def _in_size(op) -> int:
+    return int(np.prod(op.in_shape))
+
+
+def _out_size(op) -> int:
+    return int(np.prod(op.out_shape))
+
+
+def _segment(ops: list, slots: int, costs: CostTable, strategy: str | None, out_bound: float) -> LatencySegment:
+    """Lowers one segment: the input layout and every layer's kernel, chosen by cost."""
+    level = len(ops)
+    first = ops[0]
+    gather, placement, first_step = choose_input(first, slots, level, costs, strategy)
+    first_out = None
+    if first_step is not None:
+        first_step, first_out = first_step
+    steps: list[LatencyStep] = []
+    total = 0.0
+    n_cts = len(gather)
+    for i, op in enumerate(ops):
+        if isinstance(op, Linear):
+            if i == 0 and first_step is not None:
+                step, placement = first_step, first_out
+            else:
+                step, placement = choose_kernel(op, placement, level, costs, strategy)
+            n_cts = step.transform.n_out
+            total += step.plan["predicted_s"]
+            steps.append(step)
+        elif isinstance(op, Square):
+            t = square_cost(n_cts, level, costs)
+            total += t
+            steps.append(LatencyStep("square", level, None, {"layer": op.name, "kind": "square", "cts": n_cts, "predicted_s": t}))
+        else:  # pragma: no cover - split_segments leaves only Linear and Square
+            raise CompileError(f"latency mode cannot place {type(op).__name__} {op.name!r} on the server")
+        level -= 1
+    return LatencySegment(_in_size(first), len(ops), gather, steps, placement, out_bound, total)

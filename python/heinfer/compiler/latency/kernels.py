@@ -1,0 +1,108 @@
+"""Linear kernels of latency mode: each one a choice of layouts for :func:`build_transform`.
+
+Layer: ``heinfer.compiler`` (pure numpy). A kernel takes a layer ``y = A x + c`` (sparse
+``A``), the placement of ``x`` and the slot count, and returns the lowered
+:class:`~heinfer.compiler.latency.transform.Transform` and the placement of ``y``:
+
+* :func:`diagonal` — Halevi–Shoup generalized diagonals between the two placements, with a
+  giant-step modulus ``M`` (GAZELLE §5 "diagonal"; baby-step giant-step with double
+  hoisting; for a convolution in channel-packed layout, ``M ≥ S`` is GAZELLE's *input
+  rotations* and ``M`` = the channel block its *output rotations*, Table 4);
+* :func:`hybrid` — GAZELLE's hybrid for squat matrices: products are accumulated into the
+  partial-sum slots ``t ≡ r (mod m)`` right after each input, so only ``m`` diagonals are
+  needed, then ``log2(T)`` rotate-and-add steps fold them into slot ``r``;
+* :func:`naive` — GAZELLE's naive method: one product and a rotate-and-sum per row (every
+  output in its own ciphertext; the baseline of ``bench/kernels.py``);
+* :func:`expanded` — LoLa's convolution representation: the client sends the expanded input
+  of :func:`~heinfer.compiler.latency.layout.expanded_input`, so the layer needs ``t − 1``
+  rotations for ``t`` taps per ciphertext.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from heinfer.compiler.latency.layout import Placement, expanded_input
+from heinfer.compiler.latency.transform import Transform, build_transform
+from heinfer.errors import CompileError
+
+__all__ = ["diagonal", "hybrid", "naive", "expanded", "bias_slots"]
+
+
+def _coo(matrix: sp.spmatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    m = sp.csr_matrix(matrix)
+    rows = np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
+    return rows, m.indices.astype(np.int64), m.data.astype(np.float64)
+
+
+def bias_slots(bias: np.ndarray | None, out: Placement) -> np.ndarray | None:
+    """The bias vector laid out in the output placement (``None`` when it is all zero)."""
+    if bias is None or not np.any(bias):
+        return None
+    v = np.zeros((out.n_cts, out.slots))
+    v[out.ct, out.slot] = bias
+    return v
+
+
+def diagonal(matrix: sp.spmatrix, bias: np.ndarray | None, inp: Placement, giant_modulus: int) -> tuple[Transform, Placement]:
+    """Generalized diagonals from ``inp`` to the dense row-major placement of ``y``."""
+    rows, cols, w = _coo(matrix)
+    out = Placement.dense(matrix.shape[0], inp.slots)
+    t = build_transform(
+        inp.n_cts, out.n_cts, inp.slots, inp.ct[cols], inp.slot[cols], out.ct[rows], out.slot[rows], w,
+        giant_modulus, bias_slots(bias, out),
+    )
+    return t, out
+
+
+def hybrid(matrix: sp.spmatrix, bias: np.ndarray | None, inp: Placement, giant_modulus: int) -> tuple[Transform, Placement] | None:
+    """GAZELLE's hybrid method (``None`` when ``y`` or the partial sums do not fit one
+    ciphertext): ``m`` = the power of two ``≥`` rows, entry ``(r, c)`` accumulates into slot
+    ``s_c + ((r − s_c) mod m)`` (a diagonal in ``(−m, 0]``), then a fold by ``m, 2m, …``."""
+    S = inp.slots
+    n_out = matrix.shape[0]
+    m = 1 << max(0, math.ceil(math.log2(n_out)))
+    rows, cols, w = _coo(matrix)
+    target = inp.slot[cols] + (rows - inp.slot[cols]) % m
+    top = int(target.max(initial=0)) + 1
+    chunks = 1 << max(0, math.ceil(math.log2(-(-top // m))))
+    if m >= S or chunks * m > S or chunks == 1:
+        return None
+    out = Placement(1, S, np.zeros(n_out, np.int64), np.arange(n_out, dtype=np.int64))
+    fold = tuple(m << i for i in range(int(math.log2(chunks))))
+    t = build_transform(
+        inp.n_cts, 1, S, inp.ct[cols], inp.slot[cols], np.zeros_like(rows), target, w, giant_modulus,
+        bias_slots(bias, out), fold,
+    )
+    return t, out
+
+
+def naive(matrix: sp.spmatrix, bias: np.ndarray | None, inp: Placement) -> tuple[Transform, Placement]:
+    """One product per row and a rotate-and-sum over the input's span: output ``r`` at slot
+    0 of ciphertext ``r`` (GAZELLE §5, the naive method; input in one ciphertext)."""
+    if inp.n_cts != 1:
+        raise CompileError("the naive method takes an input in one ciphertext")
+    S = inp.slots
+    rows, cols, w = _coo(matrix)
+    span = 1 << max(0, math.ceil(math.log2(int(inp.slot.max(initial=0)) + 1)))
+    n_out = matrix.shape[0]
+    out = Placement(n_out, S, np.arange(n_out, dtype=np.int64), np.zeros(n_out, np.int64))
+    fold = tuple(1 << i for i in range(int(math.log2(span))))
+    t = build_transform(1, n_out, S, inp.ct[cols], inp.slot[cols], rows, inp.slot[cols], w, 1, bias_slots(bias, out), fold)
+    return t, out
+
+
+def expanded(
+    matrix: sp.spmatrix, bias: np.ndarray | None, slots: int, giant_modulus: int, taps_per_ct: int | None = None
+) -> tuple[np.ndarray, Transform, Placement]:
+    """The first layer on the client's expanded input: ``(gather map, transform, output placement)``."""
+    gather, where, w = expanded_input(matrix, slots, taps_per_ct)
+    out = Placement.dense(matrix.shape[0], slots)
+    r, ct, slot = where.T
+    t = build_transform(
+        len(gather), 1, slots, ct, slot, np.zeros_like(r), r, w, giant_modulus, bias_slots(bias, out)
+    )
+    return gather, t, out

@@ -1,0 +1,184 @@
+"""The packing search: every legal kernel of a layer, costed, the cheapest kept.
+
+Layer: ``heinfer.compiler`` (pure numpy). Generalizes packing-configurations §IV-C to every
+layer of a segment: for a linear layer the candidates are the kernels of
+:mod:`heinfer.compiler.latency.kernels` — generalized diagonals and GAZELLE's hybrid — with
+every giant-step modulus ``M ∈ {1, 2, 4, …, S}`` (``M = S``: input rotations only, ``M = 1``:
+output rotations only, in between: baby-step giant-step), and for the first layer of a
+segment the client-side input layouts (dense, or LoLa's expanded convolution representation
+with ``t`` taps per ciphertext, whose extra ciphertexts cost client encryptions). Every
+candidate's primitive operations are counted exactly (without building its plaintexts) and
+priced with the measured :data:`~heinfer.compiler.latency.cost.CostTable`; layouts between
+layers are dense, so conversions (the hybrid's fold) are part of the kernel's price.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from heinfer.compiler.ir import Linear
+from heinfer.compiler.latency import kernels
+from heinfer.compiler.latency.cost import CostTable, transform_cost
+from heinfer.compiler.latency.layout import Placement, dense_input
+from heinfer.compiler.latency.transform import OP_KINDS
+from heinfer.errors import CompileError
+from heinfer.program.latency import LatencyStep
+
+__all__ = ["STRATEGIES", "choose_input", "choose_kernel", "candidate_counts"]
+
+#: Fixed strategies (one kernel for every layer; the search's baselines).
+STRATEGIES = {
+    "input_rotations": "generalized diagonals, every rotation on the input (hoisted), M = S",
+    "output_rotations": "generalized diagonals, every rotation on the output, M = 1",
+    "bsgs": "generalized diagonals, baby-step giant-step with M ≈ √(#diagonals)",
+    "hybrid": "GAZELLE's hybrid where it applies, else baby-step giant-step",
+}
+
+
+def _moduli(slots: int) -> list[int]:
+    return [1 << i for i in range(int(math.log2(slots)) + 1)]
+
+
+def candidate_counts(o: np.ndarray, a: np.ndarray, d: np.ndarray, fold: int, n_out: int, slots: int, modulus: int) -> dict[str, int]:
+    """The operation counts of :meth:`Transform.counts` for the diagonals ``(o, a, d)``
+    (unique triples) split with giant-step ``modulus`` — without building plaintexts."""
+    b = d % modulus
+    g = d - b
+    grp = o * slots + g
+    order = np.lexsort((b, a, grp))
+    grp, a, b = grp[order], a[order], b[order]
+    c = dict.fromkeys(OP_KINDS, 0)
+    uniq, start, count = np.unique(grp, return_index=True, return_counts=True)
+    ext_group = np.maximum.reduceat((b != 0).astype(np.int64), start) > 0 if len(grp) else np.zeros(0, bool)
+    ext_mask = np.repeat(ext_group, count)
+    c["mul_plain_ext"] = int(ext_mask.sum())
+    c["mul_plain"] = int((~ext_mask).sum())
+    c["mod_down"] = int(ext_group.sum())
+    c["rotate"] = int(((uniq % slots) != 0).sum())
+    outs = len(np.unique(uniq // slots))
+    c["add"] = len(grp) - len(uniq) + (len(uniq) - outs)
+    ab = np.unique(a[ext_mask] * slots + b[ext_mask])
+    aa, bb = ab // slots, ab % slots
+    c["rotate_ext"] = int((bb != 0).sum())
+    c["decompose"] = len(np.unique(aa[bb != 0]))
+    c["times_p"] = len(np.unique(aa[bb == 0]))
+    c["fold"] = fold * n_out
+    return c
+
+
+def _price(c: dict, level: int, costs: CostTable, n_out: int, bias: bool) -> float:
+    s = sum(c[k] * costs[k][level] for k in OP_KINDS)
+    s += n_out * costs["rescale"][level]
+    if level > 0:
+        s += c["fold"] * (costs["rotate"][level - 1] + costs["add"][level - 1]) + (n_out * costs["add"][level - 1] if bias else 0)
+    return s
+
+
+def _keys(in_ct, in_slot, out_ct, out_slot, slots):
+    d = (in_slot - out_slot) % slots
+    key = np.unique((out_ct * (1 << 20) + in_ct) * slots + d)
+    return key // slots // (1 << 20), (key // slots) % (1 << 20), key % slots
+
+
+def _geometry(op: Linear, inp: Placement, method: str):
+    """``(in_ct, in_slot, out_ct, out_slot, n_out_cts, fold_len)`` of a kernel, or ``None``."""
+    m = op.matrix
+    rows = np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
+    cols = m.indices.astype(np.int64)
+    S = inp.slots
+    if method == "diagonal":
+        out = Placement.dense(m.shape[0], S)
+        return inp.ct[cols], inp.slot[cols], out.ct[rows], out.slot[rows], out.n_cts, 0
+    mm = 1 << max(0, math.ceil(math.log2(m.shape[0])))
+    target = inp.slot[cols] + (rows - inp.slot[cols]) % mm
+    chunks = 1 << max(0, math.ceil(math.log2(-(-(int(target.max(initial=0)) + 1) // mm))))
+    if mm >= S or chunks * mm > S or chunks == 1:
+        return None
+    return inp.ct[cols], inp.slot[cols], np.zeros_like(rows), target, 1, int(math.log2(chunks))
+
+
+def _strategy_moduli(strategy: str | None, n_diag: int, slots: int) -> list[int]:
+    if strategy is None:
+        return _moduli(slots)
+    if strategy == "input_rotations":
+        return [slots]
+    if strategy == "output_rotations":
+        return [1]
+    return [1 << max(0, round(math.log2(max(math.sqrt(n_diag), 1))))]
+
+
+def choose_kernel(op: Linear, inp: Placement, level: int, costs: CostTable, strategy: str | None = None) -> tuple[LatencyStep, Placement]:
+    """The cheapest kernel for ``op`` on input placement ``inp`` (or the fixed ``strategy``)."""
+    bias = bool(np.any(op.bias))
+    best = None
+    methods = {None: ["diagonal", "hybrid"], "hybrid": ["hybrid", "diagonal"]}.get(strategy, ["diagonal"])
+    for method in methods:
+        geo = _geometry(op, inp, method)
+        if geo is None:
+            continue
+        ic, isl, oc, osl, n_out, fold = geo
+        o, a, d = _keys(ic, isl, oc, osl, inp.slots)
+        for mod in _strategy_moduli(strategy, len(d), inp.slots):
+            c = candidate_counts(o, a, d, fold, n_out, inp.slots, mod)
+            t = _price(c, level, costs, n_out, bias)
+            if best is None or t < best[0]:
+                best = (t, method, mod, c)
+        if strategy == "hybrid":
+            break  # hybrid applies: keep it
+    if best is None:
+        raise CompileError(f"no latency kernel applies to layer {op.name!r}")
+    t, method, mod, c = best
+    if method == "hybrid":
+        trans, out = kernels.hybrid(op.matrix, op.bias, inp, mod)
+    else:
+        trans, out = kernels.diagonal(op.matrix, op.bias, inp, mod)
+    plan = _plan(op, method, mod, c, t, trans, level)
+    return LatencyStep("transform", level, trans, plan), out
+
+
+def _plan(op: Linear, method: str, mod: int, counts: dict, t: float, trans, level: int, **extra) -> dict:
+    return {
+        "layer": op.name, "kind": "linear", "method": method, "giant_modulus": mod, "level": level,
+        "shape": [int(v) for v in op.matrix.shape], "in_cts": trans.n_in, "out_cts": trans.n_out,
+        "rotations": int(counts["rotate_ext"] + counts["rotate"] + counts["fold"]),
+        "key_switches": int(counts["decompose"] + counts["rotate"] + counts["fold"]),
+        "plaintexts": len(trans.terms), "predicted_s": float(t), **extra,
+    }
+
+
+def choose_input(first, slots: int, level: int, costs: CostTable, strategy: str | None):
+    """``(gather, placement, first)``: the client's input layout for a segment starting
+    with ``first``; ``first`` is ``None`` or ``(step, out_placement)`` when the chosen layout
+    (LoLa's expanded representation) already fixes the first layer's kernel."""
+    n = int(np.prod(first.in_shape))
+    gather, place = dense_input(n, slots)
+    if not isinstance(first, Linear):
+        return gather, place, None
+    enc = costs.get("encrypt", [0.0] * (level + 1))[level]
+    step, out = choose_kernel(first, place, level, costs, strategy)
+    best = (step.plan["predicted_s"] + enc * len(gather), gather, place, None)
+    rows = first.matrix.shape[0]
+    if strategy is None and rows <= slots // 2:
+        bias = bool(np.any(first.bias))
+        taps = int(np.diff(first.matrix.indptr).max(initial=1))
+        t = 1
+        while t <= min(slots // rows, taps):
+            g, trans, out_e = kernels.expanded(first.matrix, first.bias, slots, slots, t)
+            o, a, d = trans.terms[:, 0], trans.terms[:, 2], (trans.terms[:, 1] + trans.terms[:, 3]) % slots
+            for mod in _moduli(slots):
+                c = candidate_counts(o, a, d, 0, 1, slots, mod)
+                cost = _price(c, level, costs, 1, bias) + enc * len(g)
+                if cost < best[0]:
+                    best = (cost, g, None, (t, mod, c, cost - enc * len(g)))
+            t *= 2
+    cost, g, pl, exp = best
+    if exp is None:
+        return gather, place, None
+    t, mod, c, tcost = exp
+    g, trans, out_e = kernels.expanded(first.matrix, first.bias, slots, mod, t)
+    plan = _plan(first, "expanded", mod, c, tcost, trans, level, taps_per_ct=t, client_cts=len(g))
+    dummy = Placement(len(g), slots, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    return g, dummy, (LatencyStep("transform", level, trans, plan), out_e)

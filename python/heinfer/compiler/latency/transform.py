@@ -1,0 +1,159 @@
+"""A linear map between slot layouts, lowered to rotations and plaintext products.
+
+Layer: ``heinfer.compiler`` (pure numpy). Every linear kernel of latency mode — Halevi–Shoup
+diagonals with baby-step giant-step, GAZELLE's hybrid and its convolutions with input or
+output rotations, LoLa's convolution representation — is one :class:`Transform` with a
+particular input layout, output layout and giant-step modulus (see
+:mod:`heinfer.compiler.latency.kernels`).
+
+**The math.** With ``rot(x, d)[t] = x[(t + d) mod S]``, any linear map from the slots of
+ciphertexts ``x_a`` to the slots of ``y_o`` is ``y_o = Σ_{a,d} v_{a,o,d} ⊙ rot(x_a, d)``
+where the *generalized diagonal* ``v_{a,o,d}[t]`` is the weight from slot ``t + d`` of
+``x_a`` to slot ``t`` of ``y_o``. Split ``d = g + b`` with ``b = d mod M`` (baby step) and
+``g = d − b`` (giant step)::
+
+    y_o = Σ_g rot( Σ_{a,b} rot(v_{a,o,g+b}, −g) ⊙ rot(x_a, b), g )
+
+The baby rotations of each ``x_a`` share one decomposition (hoisting) and stay in the
+extended basis ``Q·P`` until one ModDown per ``(o, g)`` (double hoisting); each non-zero
+giant step costs one rotation per output ciphertext. ``M ≥ S`` rotates only inputs (GAZELLE's
+input rotations), ``M = 1`` only outputs (output rotations), ``M ≈ √(#diagonals)`` is the
+classic baby-step giant-step. After the sum, an optional *fold* ``y ← y + rot(y, s)`` per
+step ``s`` adds partial sums (GAZELLE's hybrid method), then the bias is added.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from heinfer.errors import CompileError
+
+__all__ = ["Transform", "build_transform", "OP_KINDS"]
+
+#: Kinds of primitive operations a transform is costed in (see :meth:`Transform.counts`).
+OP_KINDS = ("decompose", "rotate_ext", "times_p", "mul_plain_ext", "mod_down", "mul_plain", "rotate", "add")
+
+
+@dataclass(frozen=True, eq=False)
+class Transform:
+    """``y_o = Σ_g rot(Σ_{(a,b)} vectors[i] ⊙ rot(x_a, b), g)``, then fold, then bias.
+
+    ``terms[i] = (o, g, a, b)`` sorted; ``vectors[i]`` is the plaintext of term ``i`` (already
+    rotated by ``−g``). ``bias``: ``(n_out, S)`` or ``None``; ``fold``: rotate-and-sum steps.
+    """
+
+    n_in: int
+    n_out: int
+    slots: int
+    terms: np.ndarray
+    vectors: np.ndarray
+    bias: np.ndarray | None
+    fold: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        t, v, S = self.terms, self.vectors, self.slots
+        if t.ndim != 2 or t.shape[1] != 4 or v.shape != (len(t), S):
+            raise CompileError(f"transform: {t.shape} terms for vectors of shape {v.shape}")
+        if len(t) and not (
+            0 <= t[:, 0].min() and t[:, 0].max() < self.n_out and 0 <= t[:, 2].min() and t[:, 2].max() < self.n_in
+            and 0 <= t[:, 1].min() and t[:, 1].max() < S and 0 <= t[:, 3].min() and t[:, 3].max() < S
+        ):
+            raise CompileError("transform: a term names a ciphertext or a step out of range")
+        if self.bias is not None and self.bias.shape != (self.n_out, S):
+            raise CompileError(f"transform: bias of shape {self.bias.shape}, expected {(self.n_out, S)}")
+        if any(not 0 < s < S for s in self.fold):
+            raise CompileError(f"transform: fold steps {self.fold} out of range")
+
+    def groups(self) -> list[tuple[int, int, np.ndarray]]:
+        """``(o, g, term indices)`` for every output ciphertext and giant step."""
+        if not len(self.terms):
+            return []
+        key = self.terms[:, 0] * self.slots + self.terms[:, 1]
+        cut = np.flatnonzero(np.diff(key)) + 1
+        return [(int(self.terms[ix[0], 0]), int(self.terms[ix[0], 1]), ix) for ix in np.split(np.arange(len(key)), cut)]
+
+    def babies(self) -> dict[int, list[int]]:
+        """Baby steps each input ciphertext is rotated by, among groups that need the
+        extended basis (a group whose terms all have ``b = 0`` multiplies ``x_a`` directly)."""
+        out: dict[int, set[int]] = {}
+        for _, _, ix in self.groups():
+            if (self.terms[ix, 3] != 0).any():
+                for a, b in self.terms[ix][:, 2:4]:
+                    out.setdefault(int(a), set()).add(int(b))
+        return {a: sorted(s) for a, s in sorted(out.items())}
+
+    def rotation_steps(self) -> set[int]:
+        """Every rotation step the transform performs (its Galois keys)."""
+        steps = {b for bs in self.babies().values() for b in bs if b}
+        steps |= {g for _, g, _ in self.groups() if g}
+        return steps | set(self.fold)
+
+    def counts(self) -> dict[str, int]:
+        """Primitive operations at the transform's input level (fold: after the rescale)."""
+        c = dict.fromkeys(OP_KINDS, 0)
+        for a, bs in self.babies().items():
+            c["decompose"] += 1 if any(bs) else 0
+            c["rotate_ext"] += sum(1 for b in bs if b)
+            c["times_p"] += 1 if 0 in bs else 0
+        outs_with_terms = set()
+        for o, g, ix in self.groups():
+            ext = bool((self.terms[ix, 3] != 0).any())
+            c["mul_plain_ext" if ext else "mul_plain"] += len(ix)
+            c["mod_down"] += 1 if ext else 0
+            c["add"] += len(ix) - 1 + (1 if o in outs_with_terms else 0)
+            c["rotate"] += 1 if g else 0
+            outs_with_terms.add(o)
+        c["fold"] = len(self.fold) * self.n_out
+        return c
+
+    def simulate(self, x: np.ndarray) -> np.ndarray:
+        """The transform on slot values ``x`` ``(n_in, S)`` in float64 (no noise), before the
+        fold and bias: ``(n_out, S)``. :meth:`finish` applies fold and bias."""
+        y = np.zeros((self.n_out, self.slots))
+        for o, g, ix in self.groups():
+            acc = np.zeros(self.slots)
+            for i in ix:
+                _, _, a, b = self.terms[i]
+                acc += self.vectors[i] * np.roll(x[a], -int(b))
+            y[o] += np.roll(acc, -g)
+        return self.finish(y)
+
+    def finish(self, y: np.ndarray) -> np.ndarray:
+        """Fold and bias on output slot values ``(n_out, S)``."""
+        for s in self.fold:
+            y = y + np.roll(y, -s, axis=1)
+        return y if self.bias is None else y + self.bias
+
+
+def build_transform(
+    n_in: int,
+    n_out: int,
+    slots: int,
+    in_ct: np.ndarray,
+    in_slot: np.ndarray,
+    out_ct: np.ndarray,
+    out_slot: np.ndarray,
+    weights: np.ndarray,
+    giant_modulus: int,
+    bias: np.ndarray | None = None,
+    fold: tuple[int, ...] = (),
+) -> Transform:
+    """Lowers the products ``weight × (slot in_slot of x_{in_ct})`` accumulated into slot
+    ``out_slot`` of ``y_{out_ct}`` (one entry per non-zero weight) with giant-step modulus
+    ``giant_modulus`` (see the module documentation)."""
+    S = slots
+    if giant_modulus < 1:
+        raise CompileError(f"giant-step modulus must be positive, got {giant_modulus}")
+    d = (np.asarray(in_slot, np.int64) - np.asarray(out_slot, np.int64)) % S
+    b = d % giant_modulus
+    g = d - b
+    o, a = np.asarray(out_ct, np.int64), np.asarray(in_ct, np.int64)
+    key = ((o * S + g) * n_in + a) * S + b
+    uniq, inv = np.unique(key, return_inverse=True)
+    terms = np.stack([uniq // S // n_in // S, (uniq // S // n_in) % S, (uniq // S) % n_in, uniq % S], axis=1)
+    vectors = np.zeros((len(uniq), S))
+    # rot(v, −g)[t + g] = v[t]: the weight for output slot t lands at t + g
+    np.add.at(vectors, (inv, (np.asarray(out_slot, np.int64) + g) % S), np.asarray(weights, np.float64))
+    return Transform(n_in, n_out, S, terms.astype(np.int64), vectors, bias, tuple(fold))
