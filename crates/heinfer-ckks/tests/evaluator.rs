@@ -276,6 +276,77 @@ fn extended_hoisting_sums_with_one_mod_down() {
 }
 
 #[test]
+fn dot_products_equal_the_sum_of_products() {
+    let f = fx_alpha2();
+    let n = f.params.slots();
+    let x = vector(n, 11);
+    let ct = f.encrypt(&x);
+    let scale = f.params.default_scale();
+    let cplx = |v: &[f64]| {
+        v.iter()
+            .map(|&d| Complex64::new(d, 0.0))
+            .collect::<Vec<_>>()
+    };
+    let diags: Vec<Vec<f64>> = (0..3).map(|k| vector(n, 20 + k)).collect();
+    let steps = [0i64, 1, 3];
+    // extended basis: Σ_t rot(x, k_t) ⊙ d_t with one ModDown
+    let ext = f.ev.rotate_hoisted_extended(&ct, &steps, &f.gks).unwrap();
+    let pts: Vec<_> = diags
+        .iter()
+        .map(|d| f.enc.encode_extended(&cplx(d), scale, ct.level()).unwrap())
+        .collect();
+    let out =
+        f.ev.dot_plain_extended(
+            &ext.iter().collect::<Vec<_>>(),
+            &pts.iter().collect::<Vec<_>>(),
+        )
+        .unwrap();
+    let want: Vec<f64> = (0..n)
+        .map(|i| (0..3).map(|t| roll(&x, steps[t])[i] * diags[t][i]).sum())
+        .collect();
+    assert_precision(
+        "dot_plain_extended",
+        &f.decrypt(&f.ev.rescale(&out).unwrap()),
+        &want,
+        17.0,
+    );
+    // ordinary basis: Σ_t x_t ⊙ d_t
+    let cts: Vec<_> = (0..3).map(|k| f.encrypt(&vector(n, 30 + k))).collect();
+    let pts: Vec<_> = diags
+        .iter()
+        .map(|d| f.enc.encode(&cplx(d), scale, ct.level()).unwrap())
+        .collect();
+    let out =
+        f.ev.dot_plain(
+            &cts.iter().collect::<Vec<_>>(),
+            &pts.iter().collect::<Vec<_>>(),
+        )
+        .unwrap();
+    let want: Vec<f64> = (0..n)
+        .map(|i| {
+            (0..3)
+                .map(|t| vector(n, 30 + t as u64)[i] * diags[t][i])
+                .sum()
+        })
+        .collect();
+    assert_precision(
+        "dot_plain",
+        &f.decrypt(&f.ev.rescale(&out).unwrap()),
+        &want,
+        17.0,
+    );
+    // refusals: empty, length mismatch, mixed levels, plaintext without P limbs
+    assert!(f.ev.dot_plain(&[], &[]).is_err());
+    assert!(f.ev.dot_plain(&[&cts[0]], &[]).is_err());
+    let low = f.ev.drop_level(&cts[1], 1).unwrap();
+    assert!(matches!(
+        f.ev.dot_plain(&[&cts[0], &low], &[&pts[0], &pts[1]]),
+        Err(CkksError::LevelMismatch { .. })
+    ));
+    assert!(f.ev.dot_plain_extended(&[&ext[0]], &[&pts[0]]).is_err());
+}
+
+#[test]
 fn mismatches_are_errors_not_panics() {
     let f = fx();
     let x = vector(8, 9);

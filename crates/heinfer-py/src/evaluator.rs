@@ -280,4 +280,24 @@ impl Evaluator {
     fn mod_down_extended(&self, py: Python<'_>, x: &ExtendedCiphertext) -> PyResult<Ciphertext> {
         self.ct(py, |e| e.mod_down_extended(&x.inner))
     }
+    fn dot_plain(
+        &self,
+        py: Python<'_>,
+        cts: Vec<PyRef<'_, Ciphertext>>,
+        pts: Vec<PyRef<'_, Plaintext>>,
+    ) -> PyResult<Ciphertext> {
+        let c: Vec<&ckks::Ciphertext> = cts.iter().map(|c| &c.inner).collect();
+        let p: Vec<&ckks::Plaintext> = pts.iter().map(|p| &p.inner).collect();
+        self.ct(py, |e| e.dot_plain(&c, &p))
+    }
+    fn dot_plain_extended(
+        &self,
+        py: Python<'_>,
+        exts: Vec<PyRef<'_, ExtendedCiphertext>>,
+        pts: Vec<PyRef<'_, Plaintext>>,
+    ) -> PyResult<Ciphertext> {
+        let x: Vec<&ckks::ExtendedCiphertext> = exts.iter().map(|c| &c.inner).collect();
+        let p: Vec<&ckks::Plaintext> = pts.iter().map(|p| &p.inner).collect();
+        self.ct(py, |e| e.dot_plain_extended(&x, &p))
+    }
 }

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numbers
 import operator
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Sequence
 
 from heinfer import _native
 from heinfer.ckks.objects import (
@@ -280,6 +280,23 @@ class Evaluator:
     def mod_down_extended(self, e: ExtendedCiphertext) -> Ciphertext:
         """Divides by ``P`` (with rounding) and returns to ``Q_ℓ``: one ModDown per part."""
         return self._wrap(self._raw.mod_down_extended(_r(e, ExtendedCiphertext, "e")))
+
+    def dot_plain(self, cts: Sequence[Ciphertext], pts: Sequence[Plaintext]) -> Ciphertext:
+        """``Σ_t cts[t] · pts[t]`` in one pass (no intermediate ciphertexts, no rescale): the
+        inner sum of a linear transform. Same level, size and scale for all ciphertexts, one
+        scale for all plaintexts."""
+        return self._wrap(
+            self._raw.dot_plain([_r(c, Ciphertext, "cts") for c in cts], [_r(p, Plaintext, "pts") for p in pts])
+        )
+
+    def dot_plain_extended(self, exts: Sequence[ExtendedCiphertext], pts: Sequence[Plaintext]) -> Ciphertext:
+        """``ModDown(Σ_t exts[t] · pts[t])``: a giant step of a double-hoisted baby-step
+        giant-step transform (plaintexts from :meth:`Encoder.encode_extended`)."""
+        return self._wrap(
+            self._raw.dot_plain_extended(
+                [_r(e, ExtendedCiphertext, "exts") for e in exts], [_r(p, Plaintext, "pts") for p in pts]
+            )
+        )
 
     def __repr__(self) -> str:
         return f"Evaluator(params_id={self._params.id:#018x})"

@@ -5,6 +5,7 @@
 //! Work over independent limbs runs on the current rayon pool.
 
 mod arith;
+mod dot;
 mod extended;
 pub(crate) mod keyswitch;
 mod mul;
