@@ -41,7 +41,9 @@ def dump(program: LatencyProgram) -> bytes:
                 arrays[f"{k}_terms"], arrays[f"{k}_vectors"] = t.terms, t.vectors
                 if t.bias is not None:
                     arrays[f"{k}_bias"] = t.bias
-                sj["transform"] = {"n_in": t.n_in, "n_out": t.n_out, "fold": list(t.fold), "bias": t.bias is not None}
+                sj["transform"] = {
+                    "n_in": t.n_in, "n_out": t.n_out, "fold": list(t.fold), "replicate": list(t.replicate), "bias": t.bias is not None,
+                }
             steps.append(sj)
         segs.append({
             "in_size": seg.in_size, "input_level": seg.input_level, "steps": steps,
@@ -91,7 +93,7 @@ def build(m: dict, arrays: dict) -> LatencyProgram:
                     raise SerializationError(f"cannot read program: transform {k} has non-finite weights")
                 t = Transform(
                     int(tj["n_in"]), int(tj["n_out"]), slots, _arr(arrays, f"{k}_terms", np.int64), vectors, bias,
-                    tuple(int(s) for s in tj["fold"]),
+                    tuple(int(s) for s in tj["fold"]), tuple(int(s) for s in tj["replicate"]),
                 )
             plan = st.get("plan", {})
             if not isinstance(plan, dict):

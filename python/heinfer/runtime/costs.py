@@ -22,7 +22,7 @@ from heinfer.compiler.latency.cost import KINDS, CostTable
 
 __all__ = ["measure_costs", "cpu_model"]
 
-_VERSION = 1
+_VERSION = 2
 
 
 def cpu_model() -> str:
@@ -97,6 +97,10 @@ def _measure(params: dict, reps: int) -> CostTable:
         pt = enc.encode_real(x, float(p.q[lvl]), lvl, False)
         pte = enc.encode_real(x, float(p.q[lvl]), lvl, True)
         e = ev.rotate_hoisted_extended(ct, [1], gk)[0]
+        d1 = _median(lambda: ev.dot_plain_extended([e], [pte]), reps)
+        d9 = _median(lambda: ev.dot_plain_extended([e] * 9, [pte] * 9), reps)
+        p1 = _median(lambda: ev.dot_plain([ct], [pt]), reps)
+        p9 = _median(lambda: ev.dot_plain([ct] * 9, [pt] * 9), reps)
         t1 = _median(lambda: ev.rotate_hoisted_extended(ct, [1], gk), reps)
         t4 = _median(lambda: ev.rotate_hoisted_extended(ct, [1, 2, 3, 4], gk), reps)
         t01 = _median(lambda: ev.rotate_hoisted_extended(ct, [0, 1], gk), reps)
@@ -105,9 +109,10 @@ def _measure(params: dict, reps: int) -> CostTable:
             "rotate_ext": ext,
             "decompose": max(t1 - ext, 0.0),
             "times_p": max(t01 - t1, 0.0),
-            "mul_plain_ext": _median(lambda: ev.mul_plain_extended(e, pte), reps),
-            "mod_down": _median(lambda: ev.mod_down_extended(e), reps),
-            "mul_plain": _median(lambda: ev.mul_plain(ct, pt), reps),
+            "mul_plain_ext": max((d9 - d1) / 8, 0.0),
+            "mod_down": max(d1 - (d9 - d1) / 8, 0.0),
+            "mul_plain": max((p9 - p1) / 8, 0.0),
+            "dot": max(p1 - (p9 - p1) / 8, 0.0),
             "rotate": _median(lambda: ev.rotate(ct, 1, gk), reps),
             "add": _median(lambda: ev.add(ct, ct), reps),
             "square_relin": _median(lambda: ev.relinearize(ev.square(ct), rlk), reps),

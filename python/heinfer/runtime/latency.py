@@ -5,8 +5,8 @@ once (setup: the kernels' diagonals at the exact scale ``q_ℓ`` of the prime th
 removes, so the ciphertext scale is unchanged by a linear layer; biases at the scale the
 ciphertext has after it). :meth:`PreparedSegment.run` executes the steps with the engine's
 hoisted rotations: the baby steps of every input ciphertext share one decomposition and
-stay in the extended basis ``Q·P`` through the plaintext products and sums, with one ModDown
-per output ciphertext and giant step (double hoisting, see
+stay in the extended basis ``Q·P`` through the plaintext products and sums, with one fused
+dot product and one ModDown per output ciphertext and giant step (double hoisting, see
 :mod:`heinfer.compiler.latency.transform`).
 """
 
@@ -78,26 +78,18 @@ class PreparedSegment:
     def _transform(self, ev: _native.Evaluator, k: int, x: list, galois) -> list:
         t = self.seg.steps[k].transform
         pts = self.plain[k]
+        for r in t.replicate:
+            for a in range(len(x)):
+                ev.add_assign(x[a], ev.rotate(x[a], r, galois))
         ext = {a: dict(zip(bs, ev.rotate_hoisted_extended(x[a], bs, galois))) for a, bs in t.babies().items()}
         out: list = [None] * t.n_out
         for o, g, ix in t.groups():
-            acc = None
-            if (t.terms[ix, 3] != 0).any():
-                for i in ix:
-                    _, _, a, b = (int(v) for v in t.terms[i])
-                    e = ev.mul_plain_extended(ext[a][b], pts[i])
-                    if acc is None:
-                        acc = e
-                    else:
-                        ev.add_extended_assign(acc, e)
-                acc = ev.mod_down_extended(acc)
+            terms = [(int(t.terms[i, 2]), int(t.terms[i, 3])) for i in ix]
+            group_pts = [pts[i] for i in ix]
+            if any(b for _, b in terms):
+                acc = ev.dot_plain_extended([ext[a][b] for a, b in terms], group_pts)
             else:
-                for i in ix:
-                    m = ev.mul_plain(x[int(t.terms[i, 2])], pts[i])
-                    if acc is None:
-                        acc = m
-                    else:
-                        ev.add_assign(acc, m)
+                acc = ev.dot_plain([x[a] for a, _ in terms], group_pts)
             if g:
                 acc = ev.rotate(acc, g, galois)
             if out[o] is None:

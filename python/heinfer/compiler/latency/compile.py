@@ -142,12 +142,13 @@ def _segment(ops: list, slots: int, costs: CostTable, strategy: str | None, out_
     steps: list[LatencyStep] = []
     total = 0.0
     n_cts = len(gather)
+    clean = True  # zero outside the placement (the client's layout, and every diagonal kernel's)
     for i, op in enumerate(ops):
         if isinstance(op, Linear):
             if i == 0 and first_step is not None:
-                step, placement = first_step, first_out
+                step, placement, clean = first_step, first_out, True
             else:
-                step, placement = choose_kernel(op, placement, level, costs, strategy)
+                step, placement, clean = choose_kernel(op, placement, level, costs, strategy, clean)
             n_cts = step.transform.n_out
             total += step.plan["predicted_s"]
             steps.append(step)

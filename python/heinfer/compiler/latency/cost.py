@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import math
 
-from heinfer.compiler.latency.transform import Transform
+from heinfer.compiler.latency.transform import OP_KINDS, Transform
 
-__all__ = ["CostTable", "KINDS", "analytic_costs", "transform_cost", "square_cost"]
+__all__ = ["CostTable", "KINDS", "analytic_costs", "price", "transform_cost", "square_cost", "key_bytes"]
 
 CostTable = dict
 #: Every primitive a plan is costed in.
 KINDS = (
-    "decompose", "rotate_ext", "times_p", "mul_plain_ext", "mod_down", "mul_plain",
+    "decompose", "rotate_ext", "times_p", "mul_plain_ext", "mod_down", "mul_plain", "dot",
     "rotate", "add", "square_relin", "rescale", "encrypt", "decrypt",
 )
 
@@ -38,7 +38,7 @@ def analytic_costs(log_n: int, levels: int, special: int) -> CostTable:
         md = 2 * (k + L) * ntt
         row = {
             "decompose": dec, "rotate_ext": ext, "times_p": 0.1 * L * ntt,
-            "mul_plain_ext": 0.12 * (L + k) * ntt, "mod_down": md, "mul_plain": 0.12 * L * ntt,
+            "mul_plain_ext": 0.12 * (L + k) * ntt, "mod_down": md, "mul_plain": 0.12 * L * ntt, "dot": 0.1 * L * ntt,
             "rotate": dec + ext + md, "add": 0.05 * L * ntt,
             "square_relin": 0.3 * L * ntt + dec + ext + md, "rescale": 2 * (L + 1) * ntt,
             "encrypt": (3 * L + 2) * ntt, "decrypt": (L + 2) * ntt,
@@ -48,16 +48,21 @@ def analytic_costs(log_n: int, levels: int, special: int) -> CostTable:
     return table
 
 
-def transform_cost(t: Transform, level: int, costs: CostTable) -> float:
-    """Predicted seconds of a transform at ``level``, its rescale and its fold (one level down)."""
-    c = t.counts()
-    s = sum(c[k] * costs[k][level] for k in ("decompose", "rotate_ext", "times_p", "mul_plain_ext", "mod_down", "mul_plain", "rotate", "add"))
-    s += t.n_out * costs["rescale"][level]
+def price(counts: dict, level: int, costs: CostTable, n_out: int, bias: bool) -> float:
+    """Predicted seconds of a transform with operation ``counts`` at ``level``: its
+    operations, one rescale per output ciphertext, then (one level down) its fold and bias."""
+    s = sum(counts[k] * costs[k][level] for k in OP_KINDS)
+    s += counts.get("replicate", 0) * (costs["rotate"][level] + costs["add"][level])
+    s += n_out * costs["rescale"][level]
     if level > 0:
-        s += c["fold"] * (costs["rotate"][level - 1] + costs["add"][level - 1])
-        if t.bias is not None:
-            s += t.n_out * costs["add"][level - 1]
+        s += counts["fold"] * (costs["rotate"][level - 1] + costs["add"][level - 1])
+        s += n_out * costs["add"][level - 1] if bias else 0.0
     return s
+
+
+def transform_cost(t: Transform, level: int, costs: CostTable) -> float:
+    """Predicted seconds of a transform at ``level`` (see :func:`price`)."""
+    return price(t.counts(), level, costs, t.n_out, t.bias is not None)
 
 
 def square_cost(n_cts: int, level: int, costs: CostTable) -> float:

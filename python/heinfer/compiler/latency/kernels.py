@@ -29,7 +29,7 @@ from heinfer.compiler.latency.layout import Placement, expanded_input
 from heinfer.compiler.latency.transform import Transform, build_transform
 from heinfer.errors import CompileError
 
-__all__ = ["diagonal", "hybrid", "naive", "expanded", "bias_slots"]
+__all__ = ["diagonal", "hybrid", "hybrid_geometry", "naive", "expanded", "bias_slots"]
 
 
 def _coo(matrix: sp.spmatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -58,24 +58,57 @@ def diagonal(matrix: sp.spmatrix, bias: np.ndarray | None, inp: Placement, giant
     return t, out
 
 
-def hybrid(matrix: sp.spmatrix, bias: np.ndarray | None, inp: Placement, giant_modulus: int) -> tuple[Transform, Placement] | None:
-    """GAZELLE's hybrid method (``None`` when ``y`` or the partial sums do not fit one
-    ciphertext): ``m`` = the power of two ``≥`` rows, entry ``(r, c)`` accumulates into slot
-    ``s_c + ((r − s_c) mod m)`` (a diagonal in ``(−m, 0]``), then a fold by ``m, 2m, …``."""
+def hybrid_geometry(matrix: sp.spmatrix, inp: Placement, copies: int = 1):
+    """Where GAZELLE's hybrid method puts every product: ``(rows, in_ct, in_slot, target,
+    fold steps, replication steps)``, or ``None`` when it does not apply.
+
+    ``m`` = the power of two ``≥`` rows; entry ``(r, c)`` accumulates into the partial-sum slot
+    ``p + ((r − p) mod m)`` right after the position ``p`` it reads (a diagonal in
+    ``(−m, 0]``), and ``log2(T)`` rotate-and-add steps by ``m, 2m, …`` fold the ``T``
+    partial-sum chunks into slot ``r``. With ``copies = c > 1`` (a clean input in one
+    ciphertext) the input is first replicated to shifts ``j·s`` with ``s ≡ −m/c (mod m)``
+    (``log2 c`` rotate-and-add steps); reading copy ``j`` moves the diagonal by ``j·m/c``, so
+    choosing the copy per entry leaves only ``m/c`` diagonals (LoLa's stacked representation)."""
     S = inp.slots
     n_out = matrix.shape[0]
     m = 1 << max(0, math.ceil(math.log2(n_out)))
     rows, cols, w = _coo(matrix)
-    target = inp.slot[cols] + (rows - inp.slot[cols]) % m
+    pos = inp.slot[cols]
+    replicate: tuple[int, ...] = ()
+    if copies > 1:
+        if inp.n_cts != 1 or copies > m or copies & (copies - 1):
+            return None
+        span = int(inp.slot.max(initial=0)) + 1
+        step = m // copies
+        shift = span + ((m - step) - span) % m
+        if (copies - 1) * shift + span + m > S:
+            return None
+        j = ((m - (rows - pos) % m) % m) // step  # the copy whose partial sum lies within `step`
+        pos = pos + j * shift
+        replicate = tuple((-(shift << i)) % S for i in range(int(math.log2(copies))))
+    target = pos + (rows - pos) % m
     top = int(target.max(initial=0)) + 1
     chunks = 1 << max(0, math.ceil(math.log2(-(-top // m))))
     if m >= S or chunks * m > S or chunks == 1:
         return None
-    out = Placement(1, S, np.zeros(n_out, np.int64), np.arange(n_out, dtype=np.int64))
     fold = tuple(m << i for i in range(int(math.log2(chunks))))
+    return rows, inp.ct[cols], pos, target, w, fold, replicate
+
+
+def hybrid(
+    matrix: sp.spmatrix, bias: np.ndarray | None, inp: Placement, giant_modulus: int, copies: int = 1
+) -> tuple[Transform, Placement] | None:
+    """GAZELLE's hybrid method (see :func:`hybrid_geometry`; ``None`` when it does not apply):
+    output ``r`` at slot ``r`` of one ciphertext."""
+    geo = hybrid_geometry(matrix, inp, copies)
+    if geo is None:
+        return None
+    rows, in_ct, in_slot, target, w, fold, replicate = geo
+    S = inp.slots
+    out = Placement(1, S, np.zeros(matrix.shape[0], np.int64), np.arange(matrix.shape[0], dtype=np.int64))
     t = build_transform(
-        inp.n_cts, 1, S, inp.ct[cols], inp.slot[cols], np.zeros_like(rows), target, w, giant_modulus,
-        bias_slots(bias, out), fold,
+        inp.n_cts, 1, S, in_ct, in_slot, np.zeros_like(rows), target, w, giant_modulus,
+        bias_slots(bias, out), fold, replicate,
     )
     return t, out
 

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 
 from heinfer.compiler.ir import Linear
 from heinfer.compiler.latency import kernels
-from heinfer.compiler.latency.cost import CostTable, transform_cost
+from heinfer.compiler.latency.cost import CostTable, price
 from heinfer.compiler.latency.layout import Placement, dense_input
 from heinfer.compiler.latency.transform import OP_KINDS
 from heinfer.errors import CompileError
@@ -42,9 +42,12 @@ def _moduli(slots: int) -> list[int]:
     return [1 << i for i in range(int(math.log2(slots)) + 1)]
 
 
-def candidate_counts(o: np.ndarray, a: np.ndarray, d: np.ndarray, fold: int, n_out: int, slots: int, modulus: int) -> dict[str, int]:
+def candidate_counts(
+    o: np.ndarray, a: np.ndarray, d: np.ndarray, fold: int, n_out: int, slots: int, modulus: int, replicate: int = 0, n_in: int = 1
+) -> dict[str, int]:
     """The operation counts of :meth:`Transform.counts` for the diagonals ``(o, a, d)``
-    (unique triples) split with giant-step ``modulus`` — without building plaintexts."""
+    (unique triples) split with giant-step ``modulus``, with ``fold`` fold steps and
+    ``replicate`` replication steps — without building plaintexts."""
     b = d % modulus
     g = d - b
     grp = o * slots + g
@@ -57,24 +60,18 @@ def candidate_counts(o: np.ndarray, a: np.ndarray, d: np.ndarray, fold: int, n_o
     c["mul_plain_ext"] = int(ext_mask.sum())
     c["mul_plain"] = int((~ext_mask).sum())
     c["mod_down"] = int(ext_group.sum())
+    c["dot"] = int((~ext_group).sum())
     c["rotate"] = int(((uniq % slots) != 0).sum())
     outs = len(np.unique(uniq // slots))
-    c["add"] = len(grp) - len(uniq) + (len(uniq) - outs)
+    c["add"] = len(uniq) - outs
     ab = np.unique(a[ext_mask] * slots + b[ext_mask])
     aa, bb = ab // slots, ab % slots
     c["rotate_ext"] = int((bb != 0).sum())
     c["decompose"] = len(np.unique(aa[bb != 0]))
     c["times_p"] = len(np.unique(aa[bb == 0]))
     c["fold"] = fold * n_out
+    c["replicate"] = replicate * n_in
     return c
-
-
-def _price(c: dict, level: int, costs: CostTable, n_out: int, bias: bool) -> float:
-    s = sum(c[k] * costs[k][level] for k in OP_KINDS)
-    s += n_out * costs["rescale"][level]
-    if level > 0:
-        s += c["fold"] * (costs["rotate"][level - 1] + costs["add"][level - 1]) + (n_out * costs["add"][level - 1] if bias else 0)
-    return s
 
 
 def _keys(in_ct, in_slot, out_ct, out_slot, slots):
@@ -83,21 +80,20 @@ def _keys(in_ct, in_slot, out_ct, out_slot, slots):
     return key // slots // (1 << 20), (key // slots) % (1 << 20), key % slots
 
 
-def _geometry(op: Linear, inp: Placement, method: str):
-    """``(in_ct, in_slot, out_ct, out_slot, n_out_cts, fold_len)`` of a kernel, or ``None``."""
+def _geometry(op: Linear, inp: Placement, method: str, copies: int = 1):
+    """``(in_ct, in_slot, out_ct, out_slot, n_out_cts, fold steps, replication steps)`` of a
+    kernel, or ``None`` when it does not apply."""
     m = op.matrix
-    rows = np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
-    cols = m.indices.astype(np.int64)
-    S = inp.slots
     if method == "diagonal":
-        out = Placement.dense(m.shape[0], S)
-        return inp.ct[cols], inp.slot[cols], out.ct[rows], out.slot[rows], out.n_cts, 0
-    mm = 1 << max(0, math.ceil(math.log2(m.shape[0])))
-    target = inp.slot[cols] + (rows - inp.slot[cols]) % mm
-    chunks = 1 << max(0, math.ceil(math.log2(-(-(int(target.max(initial=0)) + 1) // mm))))
-    if mm >= S or chunks * mm > S or chunks == 1:
+        rows = np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
+        cols = m.indices.astype(np.int64)
+        out = Placement.dense(m.shape[0], inp.slots)
+        return inp.ct[cols], inp.slot[cols], out.ct[rows], out.slot[rows], out.n_cts, (), ()
+    geo = kernels.hybrid_geometry(m, inp, copies)
+    if geo is None:
         return None
-    return inp.ct[cols], inp.slot[cols], np.zeros_like(rows), target, 1, int(math.log2(chunks))
+    rows, in_ct, in_slot, target, _, fold, replicate = geo
+    return in_ct, in_slot, np.zeros_like(rows), target, 1, fold, replicate
 
 
 def _strategy_moduli(strategy: str | None, n_diag: int, slots: int) -> list[int]:
@@ -110,41 +106,51 @@ def _strategy_moduli(strategy: str | None, n_diag: int, slots: int) -> list[int]
     return [1 << max(0, round(math.log2(max(math.sqrt(n_diag), 1))))]
 
 
-def choose_kernel(op: Linear, inp: Placement, level: int, costs: CostTable, strategy: str | None = None) -> tuple[LatencyStep, Placement]:
-    """The cheapest kernel for ``op`` on input placement ``inp`` (or the fixed ``strategy``)."""
+def choose_kernel(
+    op: Linear, inp: Placement, level: int, costs: CostTable, strategy: str | None = None, clean: bool = False
+) -> tuple[LatencyStep, Placement, bool]:
+    """The cheapest kernel for ``op`` on input placement ``inp`` (or the fixed ``strategy``):
+    ``(step, output placement, whether the output is clean)``. ``clean``: the input is zero
+    outside its placement, so the hybrid method may replicate it (LoLa's stacking)."""
     bias = bool(np.any(op.bias))
     best = None
     methods = {None: ["diagonal", "hybrid"], "hybrid": ["hybrid", "diagonal"]}.get(strategy, ["diagonal"])
     for method in methods:
-        geo = _geometry(op, inp, method)
-        if geo is None:
-            continue
-        ic, isl, oc, osl, n_out, fold = geo
-        o, a, d = _keys(ic, isl, oc, osl, inp.slots)
-        for mod in _strategy_moduli(strategy, len(d), inp.slots):
-            c = candidate_counts(o, a, d, fold, n_out, inp.slots, mod)
-            t = _price(c, level, costs, n_out, bias)
-            if best is None or t < best[0]:
-                best = (t, method, mod, c)
-        if strategy == "hybrid":
+        copies_list = [1]
+        if method == "hybrid" and clean and strategy is None and inp.n_cts == 1:
+            copies_list += [1 << i for i in range(1, int(math.log2(inp.slots)))]
+        found = False
+        for copies in copies_list:
+            geo = _geometry(op, inp, method, copies)
+            if geo is None:
+                continue
+            found = True
+            ic, isl, oc, osl, n_out, fold, rep = geo
+            o, a, d = _keys(ic, isl, oc, osl, inp.slots)
+            for mod in _strategy_moduli(strategy, len(d), inp.slots):
+                c = candidate_counts(o, a, d, len(fold), n_out, inp.slots, mod, len(rep), inp.n_cts)
+                t = price(c, level, costs, n_out, bias)
+                if best is None or t < best[0]:
+                    best = (t, method, mod, c, copies)
+        if strategy == "hybrid" and found:
             break  # hybrid applies: keep it
     if best is None:
         raise CompileError(f"no latency kernel applies to layer {op.name!r}")
-    t, method, mod, c = best
+    t, method, mod, c, copies = best
     if method == "hybrid":
-        trans, out = kernels.hybrid(op.matrix, op.bias, inp, mod)
+        trans, out = kernels.hybrid(op.matrix, op.bias, inp, mod, copies)
     else:
         trans, out = kernels.diagonal(op.matrix, op.bias, inp, mod)
-    plan = _plan(op, method, mod, c, t, trans, level)
-    return LatencyStep("transform", level, trans, plan), out
+    plan = _plan(op, method, mod, c, t, trans, level, copies=copies)
+    return LatencyStep("transform", level, trans, plan), out, method == "diagonal"
 
 
 def _plan(op: Linear, method: str, mod: int, counts: dict, t: float, trans, level: int, **extra) -> dict:
     return {
         "layer": op.name, "kind": "linear", "method": method, "giant_modulus": mod, "level": level,
         "shape": [int(v) for v in op.matrix.shape], "in_cts": trans.n_in, "out_cts": trans.n_out,
-        "rotations": int(counts["rotate_ext"] + counts["rotate"] + counts["fold"]),
-        "key_switches": int(counts["decompose"] + counts["rotate"] + counts["fold"]),
+        "rotations": int(counts["rotate_ext"] + counts["rotate"] + counts["fold"] + counts.get("replicate", 0)),
+        "key_switches": int(counts["decompose"] + counts["rotate"] + counts["fold"] + counts.get("replicate", 0)),
         "plaintexts": len(trans.terms), "predicted_s": float(t), **extra,
     }
 
@@ -158,7 +164,7 @@ def choose_input(first, slots: int, level: int, costs: CostTable, strategy: str 
     if not isinstance(first, Linear):
         return gather, place, None
     enc = costs.get("encrypt", [0.0] * (level + 1))[level]
-    step, out = choose_kernel(first, place, level, costs, strategy)
+    step, out, _ = choose_kernel(first, place, level, costs, strategy, clean=True)
     best = (step.plan["predicted_s"] + enc * len(gather), gather, place, None)
     rows = first.matrix.shape[0]
     if strategy is None and rows <= slots // 2:
@@ -170,7 +176,7 @@ def choose_input(first, slots: int, level: int, costs: CostTable, strategy: str 
             o, a, d = trans.terms[:, 0], trans.terms[:, 2], (trans.terms[:, 1] + trans.terms[:, 3]) % slots
             for mod in _moduli(slots):
                 c = candidate_counts(o, a, d, 0, 1, slots, mod)
-                cost = _price(c, level, costs, 1, bias) + enc * len(g)
+                cost = price(c, level, costs, 1, bias) + enc * len(g)
                 if cost < best[0]:
                     best = (cost, g, None, (t, mod, c, cost - enc * len(g)))
             t *= 2

@@ -33,7 +33,9 @@ from heinfer.errors import CompileError
 __all__ = ["Transform", "build_transform", "OP_KINDS"]
 
 #: Kinds of primitive operations a transform is costed in (see :meth:`Transform.counts`).
-OP_KINDS = ("decompose", "rotate_ext", "times_p", "mul_plain_ext", "mod_down", "mul_plain", "rotate", "add")
+OP_KINDS = ("decompose", "rotate_ext", "times_p", "mul_plain_ext", "mod_down", "mul_plain", "dot", "rotate", "add")
+#: Rotate-and-add counts priced at a level other than the products' (see cost.price).
+EXTRA_KINDS = ("fold", "replicate")
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,6 +44,9 @@ class Transform:
 
     ``terms[i] = (o, g, a, b)`` sorted; ``vectors[i]`` is the plaintext of term ``i`` (already
     rotated by ``−g``). ``bias``: ``(n_out, S)`` or ``None``; ``fold``: rotate-and-sum steps.
+    ``replicate``: rotate-and-add steps applied to every input first (``x ← x + rot(x, r)``),
+    which copy a *clean* input (zero outside its placement) to more slots — LoLa's stacked
+    representation, which lets one plaintext carry several diagonals.
     """
 
     n_in: int
@@ -51,6 +56,7 @@ class Transform:
     vectors: np.ndarray
     bias: np.ndarray | None
     fold: tuple[int, ...] = ()
+    replicate: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         t, v, S = self.terms, self.vectors, self.slots
@@ -63,8 +69,8 @@ class Transform:
             raise CompileError("transform: a term names a ciphertext or a step out of range")
         if self.bias is not None and self.bias.shape != (self.n_out, S):
             raise CompileError(f"transform: bias of shape {self.bias.shape}, expected {(self.n_out, S)}")
-        if any(not 0 < s < S for s in self.fold):
-            raise CompileError(f"transform: fold steps {self.fold} out of range")
+        if any(not 0 < s < S for s in self.fold + self.replicate):
+            raise CompileError(f"transform: fold steps {self.fold} or replication steps {self.replicate} out of range")
 
     def groups(self) -> list[tuple[int, int, np.ndarray]]:
         """``(o, g, term indices)`` for every output ciphertext and giant step."""
@@ -88,10 +94,14 @@ class Transform:
         """Every rotation step the transform performs (its Galois keys)."""
         steps = {b for bs in self.babies().values() for b in bs if b}
         steps |= {g for _, g, _ in self.groups() if g}
-        return steps | set(self.fold)
+        return steps | set(self.fold) | set(self.replicate)
 
     def counts(self) -> dict[str, int]:
-        """Primitive operations at the transform's input level (fold: after the rescale)."""
+        """Primitive operations at the transform's input level (fold: after the rescale).
+
+        ``mul_plain``/``mul_plain_ext`` count the terms of the fused dot products (one pass,
+        no intermediate ciphertexts), ``dot`` the dot products outside the extended basis
+        (those inside it are counted by ``mod_down``); ``add`` the sums of giant-step results."""
         c = dict.fromkeys(OP_KINDS, 0)
         for a, bs in self.babies().items():
             c["decompose"] += 1 if any(bs) else 0
@@ -102,15 +112,19 @@ class Transform:
             ext = bool((self.terms[ix, 3] != 0).any())
             c["mul_plain_ext" if ext else "mul_plain"] += len(ix)
             c["mod_down"] += 1 if ext else 0
-            c["add"] += len(ix) - 1 + (1 if o in outs_with_terms else 0)
+            c["dot"] += 0 if ext else 1
+            c["add"] += 1 if o in outs_with_terms else 0  # the terms are summed inside the dot product
             c["rotate"] += 1 if g else 0
             outs_with_terms.add(o)
         c["fold"] = len(self.fold) * self.n_out
+        c["replicate"] = len(self.replicate) * self.n_in
         return c
 
     def simulate(self, x: np.ndarray) -> np.ndarray:
         """The transform on slot values ``x`` ``(n_in, S)`` in float64 (no noise), before the
         fold and bias: ``(n_out, S)``. :meth:`finish` applies fold and bias."""
+        for s in self.replicate:
+            x = x + np.roll(x, -s, axis=1)
         y = np.zeros((self.n_out, self.slots))
         for o, g, ix in self.groups():
             acc = np.zeros(self.slots)
@@ -139,10 +153,12 @@ def build_transform(
     giant_modulus: int,
     bias: np.ndarray | None = None,
     fold: tuple[int, ...] = (),
+    replicate: tuple[int, ...] = (),
 ) -> Transform:
     """Lowers the products ``weight × (slot in_slot of x_{in_ct})`` accumulated into slot
     ``out_slot`` of ``y_{out_ct}`` (one entry per non-zero weight) with giant-step modulus
-    ``giant_modulus`` (see the module documentation)."""
+    ``giant_modulus`` (see the module documentation); ``in_slot`` refers to the input after
+    the ``replicate`` steps."""
     S = slots
     if giant_modulus < 1:
         raise CompileError(f"giant-step modulus must be positive, got {giant_modulus}")
@@ -156,4 +172,4 @@ def build_transform(
     vectors = np.zeros((len(uniq), S))
     # rot(v, −g)[t + g] = v[t]: the weight for output slot t lands at t + g
     np.add.at(vectors, (inv, (np.asarray(out_slot, np.int64) + g) % S), np.asarray(weights, np.float64))
-    return Transform(n_in, n_out, S, terms.astype(np.int64), vectors, bias, tuple(fold))
+    return Transform(n_in, n_out, S, terms.astype(np.int64), vectors, bias, tuple(fold), tuple(replicate))
