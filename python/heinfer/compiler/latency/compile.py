@@ -23,7 +23,7 @@ import numpy as np
 from heinfer.compiler.fuse import fold_linear
 from heinfer.compiler.ir import Graph, Linear, Square
 from heinfer.compiler.latency.cost import CostTable, analytic_costs, square_cost
-from heinfer.compiler.latency.search import STRATEGIES, choose_input, choose_kernel
+from heinfer.compiler.latency.search import STRATEGIES, choose_kernel, input_candidates
 from heinfer.compiler.plan import max_log_qp
 from heinfer.compiler.ranges import tensor_bounds
 from heinfer.compiler.throughput import split_segments
@@ -132,21 +132,29 @@ def _out_size(op) -> int:
 
 
 def _segment(ops: list, slots: int, costs: CostTable, strategy: str | None, out_bound: float) -> LatencySegment:
-    """Lowers one segment: the input layout and every layer's kernel, chosen by cost."""
+    """Lowers one segment: every client input layout is priced with the whole segment (the
+    cheapest kernel per layer given the placement and whether its other slots are zero), and
+    the cheapest total wins — client encryptions included."""
+    best = None
+    for cand in input_candidates(ops[0], slots, len(ops), costs, strategy):
+        steps, total = _lower(ops, cand, slots, costs, strategy)
+        total_with_client = total + cand["encrypt_s"]
+        if best is None or total_with_client < best[0]:
+            best = (total_with_client, cand, steps, total)
+    _, cand, (steps, placement), total = best
+    return LatencySegment(_in_size(ops[0]), len(ops), cand["gather"], steps, placement, out_bound, total)
+
+
+def _lower(ops: list, cand: dict, slots: int, costs: CostTable, strategy: str | None):
+    """``((steps, output placement), predicted server seconds)`` of a segment on one input layout."""
     level = len(ops)
-    first = ops[0]
-    gather, placement, first_step = choose_input(first, slots, level, costs, strategy)
-    first_out = None
-    if first_step is not None:
-        first_step, first_out = first_step
+    placement, clean, n_cts = cand["placement"], True, len(cand["gather"])
     steps: list[LatencyStep] = []
     total = 0.0
-    n_cts = len(gather)
-    clean = True  # zero outside the placement (the client's layout, and every diagonal kernel's)
     for i, op in enumerate(ops):
         if isinstance(op, Linear):
-            if i == 0 and first_step is not None:
-                step, placement, clean = first_step, first_out, True
+            if i == 0 and "step" in cand:
+                step, placement, clean = cand["step"], cand["out"], cand["clean"]
             else:
                 step, placement, clean = choose_kernel(op, placement, level, costs, strategy, clean)
             n_cts = step.transform.n_out
@@ -159,4 +167,4 @@ def _segment(ops: list, slots: int, costs: CostTable, strategy: str | None, out_
         else:  # pragma: no cover - split_segments leaves only Linear and Square
             raise CompileError(f"latency mode cannot place {type(op).__name__} {op.name!r} on the server")
         level -= 1
-    return LatencySegment(_in_size(first), len(ops), gather, steps, placement, out_bound, total)
+    return (steps, placement), total

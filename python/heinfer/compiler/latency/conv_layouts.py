@@ -37,26 +37,29 @@ element ``(y, x)`` sits at ``y·row + x`` (``row``: the grid's row length).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
 from heinfer.compiler.latency.kernels import bias_slots
 from heinfer.compiler.latency.layout import Placement
-from heinfer.compiler.latency.transform import Transform, build_transform
+from heinfer.compiler.latency.transform import Transform
 from heinfer.compiler.onnx_ops import _window_indices
 from heinfer.errors import CompileError
 
 __all__ = [
+    "Diagonals",
     "channel_blocked",
-    "interleaved",
-    "strided",
-    "split",
-    "polyphase",
-    "unbatched",
     "conv_matrix",
     "conv_output_shape",
+    "diagonals",
+    "interleaved",
+    "polyphase",
+    "split",
+    "strided",
     "to_placement",
+    "unbatched",
 ]
 
 
@@ -221,15 +224,91 @@ def conv_matrix(weight: np.ndarray, H: int, W: int, stride=1, pad=0) -> sp.csr_m
     begin, _ = _pads(pad)
     idx = _window_indices((H, W), (kh, kw), np.array(_pair(stride, "stride")), begin, (ho, wo))
     o_i, k_i = np.nonzero(idx >= 0)  # (output position, tap) pairs that read the input
-    n_pos = ho * wo
-    shape = (co, ci, len(o_i))
-    rows = np.broadcast_to(np.arange(co, dtype=np.int64)[:, None, None] * n_pos + o_i, shape)
-    cols = np.broadcast_to(np.arange(ci, dtype=np.int64)[None, :, None] * (H * W) + idx[o_i, k_i], shape)
-    data = w.reshape(co, ci, kh * kw)[:, :, k_i]
-    m = sp.csr_matrix((data.ravel(), (rows.ravel(), cols.ravel())), shape=(co * n_pos, ci * H * W))
-    m.sum_duplicates()
+    n_pos, taps = ho * wo, len(o_i)
+    # one output channel's rows, entries in CSR order (position, input channel, tap); every
+    # output channel repeats the pattern with its own weights
+    c, t = (v.ravel() for v in np.meshgrid(np.arange(ci, dtype=np.int64), np.arange(taps), indexing="ij"))
+    order = np.lexsort((t, c, o_i[t]))
+    c, t = c[order], t[order]
+    cols = c * (H * W) + idx[o_i[t], k_i[t]]
+    weight_ix = c * (kh * kw) + k_i[t]
+    row_len = np.tile(np.bincount(o_i, minlength=n_pos) * ci, co)
+    indptr = np.concatenate([[0], np.cumsum(row_len)])
+    data = w.reshape(co, ci * kh * kw)[:, weight_ix].ravel()
+    m = sp.csr_matrix((data, np.tile(cols, co), indptr), shape=(co * n_pos, ci * H * W))
     m.eliminate_zeros()
     return m
+
+
+@dataclass(frozen=True, eq=False)
+class Diagonals:
+    """A linear map between two placements as its generalized diagonals, before the split
+    into baby and giant steps: ``y_o[t] += Σ u_i[t] · x_{a_i}[t + d_i]`` over the unique
+    ``(o_i, a_i, d_i)`` (sorted). :meth:`lower` turns it into a
+    :class:`~heinfer.compiler.latency.transform.Transform` for any giant-step modulus, so a
+    layer is analysed once and lowered for many moduli."""
+
+    n_in: int
+    n_out: int
+    slots: int
+    o: np.ndarray
+    a: np.ndarray
+    d: np.ndarray
+    u: np.ndarray
+
+    def lower(self, giant_modulus: int, bias: np.ndarray | None = None) -> Transform:
+        """The transform with giant-step modulus ``M`` (``bias``: ``(n_out, S)`` slot values
+        or ``None``) — the same terms and plaintexts as
+        :func:`~heinfer.compiler.latency.transform.build_transform` gives."""
+        if giant_modulus < 1:
+            raise CompileError(f"giant-step modulus must be positive, got {giant_modulus}")
+        b = self.d % giant_modulus
+        g = self.d - b
+        order = np.lexsort((b, self.a, g, self.o))
+        o, g, a, b = self.o[order], g[order], self.a[order], b[order]
+        u = self.u[order]
+        vectors = np.empty_like(u)
+        for step in np.unique(g):  # rot(v, −g)[t + g] = v[t]
+            sel = g == step
+            vectors[sel] = np.roll(u[sel], int(step), axis=1)
+        terms = np.stack([o, g, a, b], axis=1).astype(np.int64)
+        return Transform(self.n_in, self.n_out, self.slots, terms, vectors, bias)
+
+
+#: Largest (output ct × input ct × slots) range indexed by a dense table in :func:`diagonals`.
+_DENSE_KEYS = 1 << 26
+
+
+def diagonals(matrix: sp.spmatrix, inp: Placement, out: Placement) -> Diagonals:
+    """The generalized diagonals of ``y = A x`` from placement ``inp`` to ``out``, in time
+    linear in the non-zeros (a convolution of 128 to 128 channels of 16×16 with a 3×3 filter,
+    35 million of them, takes seconds)."""
+    m = sp.csr_matrix(matrix)
+    if m.shape != (out.size, inp.size):
+        raise CompileError(f"diagonals: a {m.shape} matrix between placements of {inp.size} and {out.size} elements")
+    if inp.slots != out.slots:
+        raise CompileError(f"diagonals: input of {inp.slots} slots, output of {out.slots}")
+    S = inp.slots
+    rows = np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
+    cols = m.indices.astype(np.int64)
+    out_slot = out.slot[rows]
+    key = (out.ct[rows] * inp.n_cts + inp.ct[cols]) * S + (inp.slot[cols] - out_slot) % S
+    del rows
+    span = out.n_cts * inp.n_cts * S
+    if span <= _DENSE_KEYS:
+        present = np.zeros(span, bool)
+        present[key] = True
+        uniq = np.flatnonzero(present)
+        rank = np.cumsum(present, dtype=np.int64) - 1
+        inv = rank[key]
+        del present, rank
+    else:
+        uniq, inv = np.unique(key, return_inverse=True)
+    del key
+    u = np.bincount(inv * S + out_slot, weights=m.data, minlength=len(uniq) * S).reshape(len(uniq), S)
+    d = uniq % S
+    oa = uniq // S
+    return Diagonals(inp.n_cts, out.n_cts, S, oa // inp.n_cts, oa % inp.n_cts, d, u)
 
 
 def to_placement(
@@ -238,15 +317,6 @@ def to_placement(
     """``y = A x + bias`` lowered from placement ``inp`` to an arbitrary output placement
     ``out`` (:func:`~heinfer.compiler.latency.kernels.diagonal` always outputs dense):
     generalized diagonals with giant-step modulus ``M`` (``M ≥ S``: input rotations only,
-    ``M = 1``: output rotations only)."""
-    m = sp.csr_matrix(matrix)
-    if m.shape != (out.size, inp.size):
-        raise CompileError(f"to_placement: a {m.shape} matrix between placements of {inp.size} and {out.size} elements")
-    if inp.slots != out.slots:
-        raise CompileError(f"to_placement: input of {inp.slots} slots, output of {out.slots}")
-    rows = np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
-    cols = m.indices.astype(np.int64)
-    return build_transform(
-        inp.n_cts, out.n_cts, inp.slots, inp.ct[cols], inp.slot[cols], out.ct[rows], out.slot[rows],
-        m.data, giant_modulus, bias_slots(bias, out),
-    )
+    ``M = 1``: output rotations only) — :func:`~heinfer.compiler.latency.transform.build_transform`
+    with the rows mapped through ``out``, computed by :func:`diagonals` in linear time."""
+    return diagonals(matrix, inp, out).lower(giant_modulus, bias_slots(bias, out))

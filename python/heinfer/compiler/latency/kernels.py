@@ -129,13 +129,29 @@ def naive(matrix: sp.spmatrix, bias: np.ndarray | None, inp: Placement) -> tuple
 
 
 def expanded(
-    matrix: sp.spmatrix, bias: np.ndarray | None, slots: int, giant_modulus: int, taps_per_ct: int | None = None
+    matrix: sp.spmatrix, bias: np.ndarray | None, slots: int, giant_modulus: int, taps_per_ct: int | None = None,
+    fold: bool = False,
 ) -> tuple[np.ndarray, Transform, Placement]:
-    """The first layer on the client's expanded input: ``(gather map, transform, output placement)``."""
+    """The first layer on the client's expanded input: ``(gather map, transform, output placement)``.
+
+    Tap ``j`` of row ``r`` sits in chunk ``j mod t`` at slot ``(j mod t)·R + r``. Either every
+    chunk is rotated onto slot ``r`` (diagonals ``(j mod t)·R``, split by ``giant_modulus``:
+    the output is clean, zero outside slots ``0..R−1``), or (``fold=True``, ``t`` a power of
+    two) all ciphertexts are multiplied and summed in place and ``log2 t`` rotate-and-add
+    steps by ``R, 2R, …`` fold the chunks (fewer rotations, but the other slots keep partial
+    sums)."""
     gather, where, w = expanded_input(matrix, slots, taps_per_ct)
-    out = Placement.dense(matrix.shape[0], slots)
+    rows = matrix.shape[0]
+    out = Placement.dense(rows, slots)
     r, ct, slot = where.T
-    t = build_transform(
+    if fold:
+        t = -(-int(where[:, 2].max(initial=0) + 1) // rows)
+        if t & (t - 1):
+            raise CompileError(f"a folded expanded input needs a power-of-two number of taps per ciphertext, got {t}")
+        steps = tuple(rows << i for i in range(int(math.log2(t))))
+        trans = build_transform(len(gather), 1, slots, ct, slot, np.zeros_like(r), slot, w, 1, bias_slots(bias, out), steps)
+        return gather, trans, out
+    trans = build_transform(
         len(gather), 1, slots, ct, slot, np.zeros_like(r), r, w, giant_modulus, bias_slots(bias, out)
     )
-    return gather, t, out
+    return gather, trans, out

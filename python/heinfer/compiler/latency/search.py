@@ -27,7 +27,7 @@ from heinfer.compiler.latency.transform import OP_KINDS
 from heinfer.errors import CompileError
 from heinfer.program.latency import LatencyStep
 
-__all__ = ["STRATEGIES", "choose_input", "choose_kernel", "candidate_counts"]
+__all__ = ["STRATEGIES", "input_candidates", "choose_kernel", "candidate_counts"]
 
 #: Fixed strategies (one kernel for every layer; the search's baselines).
 STRATEGIES = {
@@ -155,36 +155,43 @@ def _plan(op: Linear, method: str, mod: int, counts: dict, t: float, trans, leve
     }
 
 
-def choose_input(first, slots: int, level: int, costs: CostTable, strategy: str | None):
-    """``(gather, placement, first)``: the client's input layout for a segment starting
-    with ``first``; ``first`` is ``None`` or ``(step, out_placement)`` when the chosen layout
-    (LoLa's expanded representation) already fixes the first layer's kernel."""
+def input_candidates(first, slots: int, level: int, costs: CostTable, strategy: str | None) -> list[dict]:
+    """The client's input layouts for a segment starting with ``first``, each a dict with
+    ``gather`` (the map the client fills), ``placement`` (of the input), ``encrypt_s`` (the
+    client's encryptions) and, for LoLa's expanded representation, ``step``/``out``/``clean``
+    (the first layer's kernel, fixed by the layout). The caller prices each with the rest of
+    the segment, since a layout that leaves partial sums (not clean) can make the next layer
+    dearer."""
     n = int(np.prod(first.in_shape))
     gather, place = dense_input(n, slots)
-    if not isinstance(first, Linear):
-        return gather, place, None
     enc = costs.get("encrypt", [0.0] * (level + 1))[level]
-    step, out, _ = choose_kernel(first, place, level, costs, strategy, clean=True)
-    best = (step.plan["predicted_s"] + enc * len(gather), gather, place, None)
+    out = [{"gather": gather, "placement": place, "encrypt_s": enc * len(gather)}]
+    if not isinstance(first, Linear) or strategy is not None or first.matrix.shape[0] > slots // 2:
+        return out
     rows = first.matrix.shape[0]
-    if strategy is None and rows <= slots // 2:
-        bias = bool(np.any(first.bias))
-        taps = int(np.diff(first.matrix.indptr).max(initial=1))
-        t = 1
-        while t <= min(slots // rows, taps):
-            g, trans, out_e = kernels.expanded(first.matrix, first.bias, slots, slots, t)
+    bias = bool(np.any(first.bias))
+    taps = int(np.diff(first.matrix.indptr).max(initial=1))
+    t = 1
+    while t <= min(slots // rows, taps) or (t == 1):
+        for fold in (False, True):
+            if fold and t == 1:
+                continue
+            g, trans, out_e = kernels.expanded(first.matrix, first.bias, slots, slots, t, fold)
             o, a, d = trans.terms[:, 0], trans.terms[:, 2], (trans.terms[:, 1] + trans.terms[:, 3]) % slots
-            for mod in _moduli(slots):
-                c = candidate_counts(o, a, d, 0, 1, slots, mod)
-                cost = price(c, level, costs, 1, bias) + enc * len(g)
-                if cost < best[0]:
-                    best = (cost, g, None, (t, mod, c, cost - enc * len(g)))
-            t *= 2
-    cost, g, pl, exp = best
-    if exp is None:
-        return gather, place, None
-    t, mod, c, tcost = exp
-    g, trans, out_e = kernels.expanded(first.matrix, first.bias, slots, mod, t)
-    plan = _plan(first, "expanded", mod, c, tcost, trans, level, taps_per_ct=t, client_cts=len(g))
-    dummy = Placement(len(g), slots, np.zeros(0, np.int64), np.zeros(0, np.int64))
-    return g, dummy, (LatencyStep("transform", level, trans, plan), out_e)
+            best = None
+            for mod in [1] if fold else _moduli(slots):
+                c = candidate_counts(o, a, d, len(trans.fold), 1, slots, mod)
+                cost = price(c, level, costs, 1, bias)
+                if best is None or cost < best[0]:
+                    best = (cost, mod, c)
+            cost, mod, c = best
+            if not fold:
+                g, trans, out_e = kernels.expanded(first.matrix, first.bias, slots, mod, t)
+            plan = _plan(first, "expanded" + ("+fold" if fold else ""), mod, c, cost, trans, level, taps_per_ct=t, client_cts=len(g))
+            dummy = Placement(len(g), slots, np.zeros(0, np.int64), np.zeros(0, np.int64))
+            out.append({
+                "gather": g, "placement": dummy, "encrypt_s": enc * len(g),
+                "step": LatencyStep("transform", level, trans, plan), "out": out_e, "clean": not fold,
+            })
+        t *= 2
+    return out
