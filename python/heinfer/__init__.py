@@ -30,6 +30,7 @@ from heinfer.errors import (
     RangeError,
     ScaleError,
     SerializationError,
+    ServiceError,
     UnsupportedOperatorError,
 )
 from heinfer.explain import explain
@@ -56,6 +57,7 @@ __all__ = [
     "set_num_threads",
     "get_num_threads",
     "HeinferError",
+    "ServiceError",
     "ParameterError",
     "LevelError",
     "ScaleError",

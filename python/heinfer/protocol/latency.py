@@ -27,6 +27,7 @@ from heinfer import _native
 from heinfer.errors import ProtocolError, RangeError
 from heinfer.program.latency import LatencyProgram
 from heinfer.protocol.messages import Message, decode, encode
+from heinfer.protocol.server import QueryTable
 from heinfer.runtime.latency import PreparedSegment
 
 __all__ = ["LatencyClient", "LatencyServer", "pack_cts", "unpack_cts"]
@@ -198,7 +199,7 @@ def _unpack_any(params: _native.Params, data: bytes, count: int, max_bytes: int)
     return out
 
 
-class LatencyServer:
+class LatencyServer(QueryTable):
     """Evaluates a :class:`LatencyProgram` for any number of sessions (evaluation keys only);
     same methods as :class:`heinfer.protocol.server.Server`."""
 
@@ -214,8 +215,7 @@ class LatencyServer:
         self.max_sessions = max_sessions
         self.max_message_bytes = max_message_bytes
         self._ev = _native.Evaluator(self.params)
-        self._sessions: dict[str, tuple] = {}
-        self._queries: dict[str, dict] = {}
+        super().__init__()
         self.seconds = 0.0
 
     def open_session(self, keys_message: bytes) -> str:
@@ -244,12 +244,6 @@ class LatencyServer:
         sid = secrets.token_hex(16)
         self._sessions[sid] = (gk, rlk)
         return sid
-
-    def close_session(self, session: str) -> None:
-        """Forgets a session and its queries."""
-        self._sessions.pop(session, None)
-        for q in [q for q, st in self._queries.items() if st["session"] == session]:
-            del self._queries[q]
 
     def begin(self, query_message: bytes) -> bytes:
         """Starts a query and runs until the first client step or the result."""
@@ -297,7 +291,7 @@ class LatencyServer:
         payload = pack_cts(out)
         self.seconds += time.perf_counter() - t0
         if k == len(self.program.steps):
-            del self._queries[qid]
+            self._queries.pop(qid, None)
             return encode(Message("result", {"query": qid, "ref": state["ref"], "items": 1}, payload))
         state["waiting"] = True
         return encode(Message("step", {"query": qid, "ref": state["ref"], "items": 1, "step": k, "group_sizes": []}, payload))

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from heinfer.errors import ProtocolError
 
-__all__ = ["Message", "encode", "decode", "peek_kind", "MAX_HEADER_BYTES"]
+__all__ = ["Message", "encode", "decode", "peek_kind", "peek_header", "MAX_HEADER_BYTES"]
 
 MAGIC = b"HEMS"
 VERSION = 1
@@ -60,6 +60,12 @@ def encode(msg: Message) -> bytes:
 def peek_kind(data: bytes) -> str:
     """The kind of a message, validating its header but not copying its payload."""
     return _header(data)[0]
+
+
+def peek_header(data: bytes) -> tuple[str, dict]:
+    """``(kind, header fields)`` of a message, validated, without copying its payload."""
+    kind, head, _ = _header(data)
+    return kind, head
 
 
 def decode(data: bytes, expect: str | None = None) -> Message:

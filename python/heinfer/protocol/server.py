@@ -52,6 +52,40 @@ def program_id(program: Program) -> str:
     return f"{native_params(program).id:016x}"
 
 
+class QueryTable:
+    """Sessions and in-flight queries of a protocol server, safe to use from several threads
+    for independent sessions (each dict operation is atomic; iteration works on copies)."""
+
+    def __init__(self) -> None:
+        self._sessions: dict = {}
+        self._queries: dict = {}
+
+    def close_session(self, session: str) -> None:
+        """Forgets a session and its queries."""
+        self._sessions.pop(session, None)
+        for q, st in list(self._queries.items()):
+            if _session_of(st) == session:
+                self._queries.pop(q, None)
+
+    def cancel(self, query_id: str) -> None:
+        """Forgets an in-flight query (a client that vanished mid-protocol); idempotent."""
+        self._queries.pop(query_id, None)
+
+    @property
+    def query_count(self) -> int:
+        """Queries started and not yet finished or cancelled."""
+        return len(self._queries)
+
+    @property
+    def session_count(self) -> int:
+        """Open sessions."""
+        return len(self._sessions)
+
+
+def _session_of(state) -> str:
+    return state["session"] if isinstance(state, dict) else state.session
+
+
 @dataclass
 class _Query:
     session: str
@@ -62,7 +96,7 @@ class _Query:
     scales: dict = field(default_factory=dict)
 
 
-class Server:
+class Server(QueryTable):
     """Evaluates a program for any number of sessions; never holds a secret key.
 
     ``open_session(keys)`` registers a client's evaluation keys and returns a session id;
@@ -92,8 +126,7 @@ class Server:
         self.max_sessions = max_sessions
         self.max_message_bytes = max_message_bytes
         self.baseline = baseline
-        self._sessions: dict[str, _native.RelinKey | None] = {}
-        self._queries: dict[str, _Query] = {}
+        super().__init__()
         self.seconds = 0.0  # time spent evaluating, for reports
 
     # ------------------------------------------------------------------ sessions
@@ -115,12 +148,6 @@ class Server:
         self._sessions[sid] = rlk
         return sid
 
-    def close_session(self, session: str) -> None:
-        """Forgets a session and its queries."""
-        self._sessions.pop(session, None)
-        for q in [q for q, st in self._queries.items() if st.session == session]:
-            del self._queries[q]
-
     # ------------------------------------------------------------------ queries
     def begin(self, query_message: bytes) -> bytes:
         """Starts a query: validates the input batch and runs until the first client step."""
@@ -137,7 +164,11 @@ class Server:
         state = _Query(session, items, msg.header["ref"][:64])
         state.scales = self._hiding_scales()
         self._queries[qid] = state
-        return self._run(qid, state, batch)
+        try:
+            return self._run(qid, state, batch)
+        except Exception:
+            self._queries.pop(qid, None)
+            raise
 
     def resume(self, reply_message: bytes) -> bytes:
         """Continues a query with the client's reply to its step."""
@@ -156,7 +187,11 @@ class Server:
             raise
         batch = batch.take([int(i) for i in np.argsort(state.recv)])
         state.recv = None
-        return self._run(qid, state, batch)
+        try:
+            return self._run(qid, state, batch)
+        except Exception:
+            self._queries.pop(qid, None)
+            raise
 
     def _batch(self, payload: bytes, count: int, level: int, scale: float) -> _native.CiphertextBatch:
         batch = _native.CiphertextBatch.from_bytes(self.params, payload, self.max_message_bytes, count)
@@ -175,7 +210,7 @@ class Server:
         state.segment += 1
         if k == len(self.program.steps):
             self.seconds += time.perf_counter() - t0
-            del self._queries[qid]
+            self._queries.pop(qid, None)
             return encode(Message("result", {"query": qid, "ref": state.ref, "items": state.items}, out.to_bytes()))
         send, sizes, recv = self._shuffle(self.program.steps[k])
         state.recv = recv
