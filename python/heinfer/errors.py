@@ -25,6 +25,8 @@ class                      raised when
 ``ProtocolError``          a client/server exchange is malformed or out of order
 ``RangeError``             decrypted values exceed the range a program was compiled for
                            (recompile with calibration inputs that cover them)
+``ServiceError``           a call to (or inside) the network service failed; ``code`` names
+                           the gRPC status and the message is the server's
 =========================  ==============================================================
 """
 
@@ -44,6 +46,7 @@ __all__ = [
     "CompileError",
     "ProtocolError",
     "RangeError",
+    "ServiceError",
 ]
 
 
@@ -113,3 +116,17 @@ class RangeError(HeinferError, ArithmeticError):
     range would decrypt to garbage. The client checks every decrypted tensor against the
     compiler's bound and raises this error instead of returning a wrong answer.
     """
+
+
+class ServiceError(HeinferError):
+    """A call to the network service (:mod:`heinfer.serve`) failed.
+
+    ``code`` is the name of the gRPC status (``"UNAUTHENTICATED"``, ``"RESOURCE_EXHAUSTED"``,
+    ``"NOT_FOUND"``, ``"UNAVAILABLE"``, …) and the message is the one the server sent (or the
+    transport's, when the server was not reached). Inside the service the same class carries
+    the status a refusal is answered with.
+    """
+
+    def __init__(self, message: str = "", *, code: str = "UNKNOWN") -> None:
+        super().__init__(message)
+        self.code = code

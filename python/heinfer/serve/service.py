@@ -1,0 +1,163 @@
+"""Running the service: :func:`serve` and the handle it returns (layer: ``heinfer.serve``).
+
+>>> handle = serve(program, "127.0.0.1:0")             # doctest: +SKIP
+>>> with connect(handle.address, program) as s:          # doctest: +SKIP
+...     s.infer(x).outputs
+>>> handle.stop()                                        # doctest: +SKIP
+
+The server is gRPC's synchronous server on a thread pool of ``max_workers`` threads: each
+running call holds one (a query holds it for its whole exchange, client-aided rounds
+included), further calls wait in gRPC's queue, and calls beyond
+``max_workers + Limits.max_concurrent_queries + Limits.max_sessions`` running or waiting
+are refused by gRPC with ``RESOURCE_EXHAUSTED``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import threading
+from concurrent import futures
+
+import grpc
+
+from heinfer.errors import ServiceError
+from heinfer.program.model import Program
+from heinfer.serve import wire
+from heinfer.serve.handlers import Servicer
+from heinfer.serve.limits import Limits
+from heinfer.serve.tls import TlsConfig
+from heinfer.serve.watchdog import Reaper, SendWatch
+
+__all__ = ["ServiceHandle", "serve"]
+
+_LOG = logging.getLogger("heinfer.serve")
+
+
+class ServiceHandle:
+    """A running service: its address, counters, and how to stop it.
+
+    Also a context manager that stops the service on exit.
+    """
+
+    def __init__(
+        self,
+        server: grpc.Server,
+        pool: futures.ThreadPoolExecutor,
+        servicer: Servicer,
+        reaper: Reaper,
+        host: str,
+        port: int,
+    ) -> None:
+        self._server = server
+        self._pool = pool
+        self._servicer = servicer
+        self._reaper = reaper
+        self._stopped = threading.Event()
+        #: The port the service listens on (the one chosen when asked for port 0).
+        self.port = port
+        #: ``"host:port"`` to give to :func:`heinfer.serve.connect`.
+        self.address = f"{host}:{port}"
+
+    def __repr__(self) -> str:
+        return f"ServiceHandle(address={self.address!r})"
+
+    def __enter__(self) -> ServiceHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def limits(self) -> Limits:
+        """The limits the service enforces."""
+        return self._servicer.limits
+
+    def stats(self) -> dict:
+        """Counters: ``sessions`` (open), ``queries_running``, ``queries_done``, ``errors``
+        (calls that failed, cancelled queries included), ``bytes_in``/``bytes_out`` (frames),
+        ``sessions_opened`` and ``sessions_expired``."""
+        return self._servicer.registry.stats()
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stops accepting calls, lets running ones finish for ``grace`` seconds (cancels
+        them at once when ``None``), and waits until the server has stopped. Idempotent."""
+        if self._stopped.is_set():
+            return
+        self._server.stop(grace).wait()
+        self._reaper.stop()
+        self._pool.shutdown(wait=True)
+        self._stopped.set()
+
+    def wait_for_termination(self, timeout: float | None = None) -> bool:
+        """Blocks until the service stops (or ``timeout`` seconds pass); whether it stopped
+        (note: gRPC's own method answers the opposite, whether it timed out)."""
+        return not self._server.wait_for_termination(timeout)
+
+
+def serve(
+    program: Program,
+    address: str = "127.0.0.1:0",
+    *,
+    limits: Limits = Limits(),  # noqa: B008 - immutable
+    tls: TlsConfig | None = None,
+    token: str | None = None,
+    max_workers: int = 8,
+) -> ServiceHandle:
+    """Starts serving ``program`` on ``address`` (``"host:port"``, port 0 picks a free one).
+
+    ``tls``: serve over TLS with ``tls.cert_chain``/``tls.private_key`` (and require client
+    certificates signed by ``tls.root_cert`` when ``tls.require_client_cert``). ``token``:
+    every call must carry ``authorization: Bearer <token>`` (use it with TLS: without TLS the
+    token travels in clear). Returns at once; the service runs on background threads.
+
+    Raises :class:`ValueError` (:class:`TypeError` for ``limits``) for bad arguments and
+    :class:`~heinfer.errors.ServiceError` (``UNAVAILABLE``) when the address cannot be bound.
+    """
+    if not isinstance(limits, Limits):
+        raise TypeError(f"limits must be a heinfer.serve.Limits, got {type(limits).__name__}")
+    if token is not None and (not isinstance(token, str) or not token or not token.isprintable()):
+        raise ValueError("token must be a non-empty printable string")
+    if not isinstance(max_workers, int) or max_workers < 1:
+        raise ValueError(f"max_workers must be a positive integer, got {max_workers!r}")
+    host, _, port_text = address.rpartition(":")
+    if not host or not port_text.isdigit():
+        raise ValueError(f"address must be 'host:port', got {address!r}")
+    if token is not None and tls is None and not _is_loopback(host):
+        _LOG.warning("serving a token without TLS on %s: the token travels in clear", host)
+    watch = SendWatch()
+    servicer = Servicer(program, limits, token, watch)
+    pool = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="heinfer-serve")
+    server = grpc.server(
+        pool,
+        handlers=(servicer.handler(),),
+        options=wire.server_options(limits),
+        maximum_concurrent_rpcs=max_workers + limits.max_concurrent_queries + limits.max_sessions,
+    )
+    try:
+        if tls is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, tls.server_credentials())
+    except RuntimeError as e:
+        port, why = 0, str(e)
+    else:
+        why = "the port is in use or the address is not local"
+    if not port:
+        server.stop(None)
+        pool.shutdown(wait=False)
+        raise ServiceError(f"cannot listen on {address}: {why}", code="UNAVAILABLE")
+    server.start()
+    period = min(1.0, limits.idle_timeout_s / 4, limits.query_timeout_s / 4)
+    reaper = Reaper(servicer.registry, watch, max(period, 0.01))
+    return ServiceHandle(server, pool, servicer, reaper, host, port)
+
+
+def _is_loopback(host: str) -> bool:
+    h = host.strip("[]")
+    if h == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,242 @@
+"""Fixtures of the service tests: programs compiled once, running services, raw gRPC calls,
+and a throwaway certificate authority.
+
+Programs: the bundled CryptoNets-ReLU (throughput mode, two client-aided ReLU rounds) for the
+end-to-end checks, a tiny ReLU MLP (one round, milliseconds per query) for limits and bad
+input, and a tiny network with squares (needs a 2 MB relinearization key) for key uploads.
+Certificates are made at test time with the ``openssl`` command line (tests that need them
+skip when it is absent); no private key is ever committed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import heinfer
+import numpy as np
+import pytest
+from compiler import onnx_models as om
+from compiler.onnx_models import ModelBuilder
+from heinfer.program import Program
+from heinfer.protocol import Client
+from heinfer.serve import Limits, ServiceHandle, serve, wire
+from heinfer.serve.framing import frames
+
+ROOT = Path(__file__).resolve().parents[3]
+#: Limits of most tests: small chunks (so that every message spans several frames) and short
+#: timeouts (so that expiry tests are quick).
+SMALL = Limits(max_chunk_bytes=16 << 10, idle_timeout_s=30.0, query_timeout_s=10.0)
+
+
+# ---------------------------------------------------------------------------------- programs
+@pytest.fixture(scope="session")
+def digits() -> tuple[np.ndarray, np.ndarray]:
+    """The held-out digits ``(x, y)``."""
+    d = np.load(ROOT / "models" / "digits_test.npz")
+    return d["x"], d["y"]
+
+
+@pytest.fixture(scope="session")
+def cryptonets(digits) -> Program:
+    """CryptoNets-ReLU compiled in throughput mode."""
+    x, _ = digits
+    return heinfer.compile(
+        str(ROOT / "models" / "cryptonets_relu.onnx"), mode="throughput", calibration=x[:64]
+    )
+
+
+@pytest.fixture(scope="session")
+def cryptonets_reference(cryptonets, digits) -> heinfer.InferenceResult:
+    """In-process inference of every held-out digit (the reference of the remote runs)."""
+    return heinfer.infer(cryptonets, digits[0])
+
+
+@pytest.fixture(scope="session")
+def mlp() -> Program:
+    """A tiny 8 → 16 → ReLU → 4 network: one client-aided round, milliseconds a query."""
+    return heinfer.compile(om.mlp((8, 16, 4), act="relu", seed=1), calibration=mlp_input(64, 11))
+
+
+@pytest.fixture(scope="session")
+def mlp_other() -> Program:
+    """The same shapes and parameters as ``mlp`` with other weights."""
+    return heinfer.compile(om.mlp((8, 16, 4), act="relu", seed=2), calibration=mlp_input(64, 11))
+
+
+@pytest.fixture(scope="session")
+def squares() -> Program:
+    """Gemm → x² → Gemm → x² → Gemm → ReLU → Gemm: needs a relinearization key."""
+    b = ModelBuilder((8,), seed=5)
+    for i, (k, m) in enumerate([(8, 8), (8, 8), (8, 8), (8, 4)]):
+        if i in (1, 2):
+            b.node("Mul", [b.last, b.last])
+        if i == 3:
+            b.node("Relu", [b.last])
+        b.node("Gemm", [b.last, b.weight(m, k), b.weight(m, fan_in=k)], transB=1)
+    return heinfer.compile(b.build(), calibration=mlp_input(64, 11))
+
+
+def mlp_input(n: int = 5, seed: int = 3) -> np.ndarray:
+    """``n`` inputs of the tiny networks."""
+    return om.random_input((8,), n, seed=seed)
+
+
+# ---------------------------------------------------------------------------------- services
+@pytest.fixture
+def start() -> Iterator[Callable[..., ServiceHandle]]:
+    """``start(program, **serve_kwargs)``: a running service, stopped after the test."""
+    handles: list[ServiceHandle] = []
+
+    def _start(program: Program, **kwargs) -> ServiceHandle:
+        kwargs.setdefault("limits", SMALL)
+        h = serve(program, "127.0.0.1:0", **kwargs)
+        handles.append(h)
+        return h
+
+    yield _start
+    for h in handles:
+        h.stop()
+
+
+def _identity(b: bytes) -> bytes:
+    return b
+
+
+@dataclass
+class Raw:
+    """Raw calls on a service: any bytes, no client-side checks."""
+
+    channel: grpc.Channel
+    metadata: list
+
+    def open_session(self, requests, timeout: float = 10.0) -> bytes:
+        call = self.channel.stream_unary(wire.OPEN_SESSION, _identity, _identity)
+        return call(iter(requests), timeout=timeout, metadata=self.metadata)
+
+    def infer(self, requests, timeout: float = 10.0, metadata: list | None = None):
+        call = self.channel.stream_stream(wire.INFER, _identity, _identity)
+        return call(iter(requests), timeout=timeout, metadata=self.metadata + (metadata or []))
+
+    def close_session(self, request: bytes, timeout: float = 10.0) -> bytes:
+        call = self.channel.unary_unary(wire.CLOSE_SESSION, _identity, _identity)
+        return call(request, timeout=timeout, metadata=self.metadata)
+
+    def info(self, timeout: float = 10.0) -> bytes:
+        call = self.channel.unary_unary(wire.GET_INFO, _identity, _identity)
+        return call(b"", timeout=timeout, metadata=self.metadata)
+
+    def session(self, client: Client, chunk: int = 16 << 10) -> str:
+        """Opens a session with ``client``'s keys."""
+        return wire.parse_session_reply(self.open_session(frames(client.keys_message(), chunk)))
+
+
+@pytest.fixture
+def raw() -> Iterator[Callable[..., Raw]]:
+    """``raw(handle, token=None, limits=SMALL)``: raw calls on a service (channel closed after)."""
+    channels: list[grpc.Channel] = []
+
+    def _raw(handle: ServiceHandle, token: str | None = None, limits: Limits = SMALL) -> Raw:
+        ch = grpc.insecure_channel(handle.address, options=wire.channel_options(limits))
+        channels.append(ch)
+        return Raw(ch, [] if token is None else [("authorization", f"Bearer {token}")])
+
+    yield _raw
+    for ch in channels:
+        ch.close()
+
+
+# ---------------------------------------------------------------------------------- TLS
+@dataclass
+class Pki:
+    """A throwaway CA, a server certificate for localhost/127.0.0.1, a client certificate,
+    and a second CA that signed nothing here (all PEM file paths)."""
+
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+    other_ca: Path
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def _make_ca(d: Path, name: str) -> None:
+    _openssl(
+        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", f"{name}.key", "-out", f"{name}.crt", "-days", "1", "-subj", f"/CN={name}",
+        "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        cwd=d,
+    )  # fmt: skip
+
+
+def _make_cert(d: Path, name: str, ext: str) -> None:
+    (d / f"{name}.ext").write_text(ext)
+    _openssl(
+        "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}",
+        cwd=d,
+    )  # fmt: skip
+    _openssl(
+        "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", f"{name}.crt", "-days", "1", "-extfile", f"{name}.ext",
+        cwd=d,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """Certificates made now with ``openssl`` (skips the test when it is absent)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command line is not installed")
+    d = tmp_path_factory.mktemp("pki")
+    os.chmod(d, 0o700)
+    try:
+        _make_ca(d, "ca")
+        _make_ca(d, "other")
+        _make_cert(
+            d, "server", "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"
+        )
+        _make_cert(d, "client", "extendedKeyUsage=clientAuth\n")
+    except (subprocess.SubprocessError, OSError) as e:
+        pytest.skip(f"openssl could not make test certificates: {e}")
+    return Pki(
+        d / "ca.crt",
+        d / "server.crt",
+        d / "server.key",
+        d / "client.crt",
+        d / "client.key",
+        d / "other.crt",
+    )
+
+
+# ---------------------------------------------------------------------------------- waiting
+def wait_until(
+    predicate: Callable[[], bool], timeout: float = 5.0, what: str = "condition"
+) -> None:
+    """Polls ``predicate`` until it holds (fails the test after ``timeout`` seconds)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not hold within {timeout} s")
+        time.sleep(0.02)
+
+
+def assert_idle(handle: ServiceHandle, timeout: float = 5.0) -> None:
+    """No query runs and the protocol server holds no query state (nothing leaked)."""
+    wait_until(
+        lambda: handle.stats()["queries_running"] == 0 and handle.stats()["query_states"] == 0,
+        timeout,
+        f"no running query and no query state ({handle.stats()})",
+    )
