@@ -18,7 +18,7 @@ RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null
 # Cargo and maturin must agree on the interpreter, or pyo3 rebuilds at every switch.
 export PYO3_PYTHON := $(abspath $(PY))
 
-.PHONY: all venv native test test-rust test-python test-slow demo bench bench-quick bench-throughput bench-deps models clean
+.PHONY: all venv native test test-rust test-python test-slow demo bench bench-quick bench-throughput bench-latency bench-kernels bench-service bench-deps models clean
 
 all: native
 
@@ -62,6 +62,15 @@ bench-quick: $(STAMPS)/native
 
 bench-throughput: $(STAMPS)/native
 	$(PY) bench/throughput.py
+
+bench-latency: $(STAMPS)/native
+	$(PY) bench/latency.py
+
+bench-kernels: $(STAMPS)/native
+	$(PY) bench/kernels.py
+
+bench-service: $(STAMPS)/native
+	$(PY) bench/service.py
 
 # Regenerates models/*.onnx and models/digits_test.npz (deterministic; scikit-learn's bundled digits).
 models: $(STAMPS)/venv

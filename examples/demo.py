@@ -1,61 +1,125 @@
-"""The encrypted-inference demo (``make demo``): CryptoNets-ReLU on held-out digits.
+"""The encrypted-inference demo over the wire (``make demo``): two processes, gRPC on localhost.
 
-Compiles the bundled ONNX model (``models/cryptonets_relu.onnx``, trained by
-``models/train.py`` on scikit-learn's digits upscaled to 28×28), then a real client encrypts
-the 360 held-out digits under its own secret key, a real server (evaluation keys only)
-classifies them on ciphertexts with two client-aided ReLU rounds, and the client decrypts.
-Prints accuracy against the labels, agreement with plaintext inference (onnxruntime),
-throughput, latency and bytes on the wire.
+1. ``heinfer compile`` turns the bundled CryptoNets-ReLU model (``models/cryptonets_relu.onnx``,
+   trained by ``models/train.py`` on scikit-learn's digits upscaled to 28×28) into a
+   throughput-mode program in a temporary directory;
+2. ``heinfer serve`` runs it in a server process on a free localhost port (evaluation keys
+   only: the server never sees a secret key or a digit);
+3. ``heinfer predict``, a second process, generates the keys, uploads the evaluation keys,
+   encrypts the 360 held-out digits, answers the two client-aided ReLU rounds and decrypts;
+4. this script prints accuracy against the labels, agreement with plaintext inference
+   (onnxruntime), latency, throughput and bytes on the wire, and stops the server (also when
+   something failed).
+
+Every command is launched as ``python -m heinfer.serve.cli`` with this interpreter, so the
+demo runs before and after the ``heinfer`` script is installed.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import tempfile
 import time
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODEL = os.path.join(ROOT, "models", "cryptonets_relu.onnx")
+DIGITS = os.path.join(ROOT, "models", "digits_test.npz")
+
+
+def plaintext_logits(x: np.ndarray) -> tuple[np.ndarray, str]:
+    """The model's logits on plaintext digits, and the name of the reference used."""
+    try:
+        import onnxruntime as ort
+    except ImportError:  # the compiler's float64 reference of the same graph
+        import heinfer
+
+        return heinfer.compiler.load_onnx(MODEL).run(x), "numpy reference"
+    sess = ort.InferenceSession(MODEL, providers=["CPUExecutionProvider"])
+    return sess.run(None, {sess.get_inputs()[0].name: x})[0], "onnxruntime"
+
+
+def show(*args: str, tmp: str = "") -> None:
+    """Prints a command as a user would type it (repository paths relative, the temporary
+    directory as ``$TMP``)."""
+    shown = []
+    for a in args:
+        if tmp and a.startswith(tmp):
+            a = "$TMP" + a[len(tmp) :]
+        elif os.path.isabs(a) and a.startswith(ROOT):
+            a = os.path.relpath(a, ROOT)
+        shown.append(a)
+    print("$ heinfer " + " ".join(shown), flush=True)
 
 
 def main() -> None:
-    import heinfer
+    """Runs the demo; exits non-zero when the encrypted predictions differ from plaintext."""
+    from heinfer.serve.cli_process import ServerProcess, run_cli
 
-    model = os.path.join(ROOT, "models", "cryptonets_relu.onnx")
-    data = np.load(os.path.join(ROOT, "models", "digits_test.npz"))
+    data = np.load(DIGITS)
     x, y = data["x"], data["y"]
-    t = time.perf_counter()
-    prog = heinfer.compile(model, mode="throughput", calibration=x[:64])
-    t_compile = time.perf_counter() - t
-    p = prog.params
-    print(f"compiled {os.path.relpath(model, ROOT)} in {t_compile:.2f} s")
-    print(
-        f"  CKKS N=2^{p['log_n']}, q = {p['log_q']} bits, P = {p['log_p'] or 'none'}, "
-        f"{p['security']}-bit security; {prog.packing} packing: {prog.batch_capacity} images per query"
-    )
-    print(f"  {len(prog.segments)} server segments, {len(prog.steps)} client-aided ReLU rounds")
-    result = heinfer.infer(prog, x)
-    r = result.report
-    try:
-        import onnxruntime as ort
+    with tempfile.TemporaryDirectory(prefix="heinfer-demo-") as tmp:
+        program = os.path.join(tmp, "cryptonets_relu.hep")
+        out = os.path.join(tmp, "logits.npy")
+        compile_args = ("compile", MODEL, "-o", program, "--mode", "throughput")
+        compile_args += ("--calibration", DIGITS)
+        show(*compile_args, tmp=tmp)
+        print(run_cli(*compile_args).stdout.rstrip())
+        show("serve", program, "--host", "127.0.0.1", "--port", "0", tmp=tmp)
+        t0 = time.perf_counter()
+        with ServerProcess(program) as server:
+            print(
+                f"server pid {server.pid} listening on {server.address} "
+                f"(ready in {time.perf_counter() - t0:.1f} s)"
+            )
+            predict_args = ("predict", "--server", server.address, "--model", program, DIGITS)
+            predict_args += ("-o", out, "--json")
+            show(*predict_args, tmp=tmp)
+            report = json.loads(run_cli(*predict_args).stdout.strip().splitlines()[-1])
+            logits = np.load(out)
+        print(f"server stopped (exit status {server.proc.returncode})")
+    summarize(x, y, logits, report)
 
-        sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-        plain = sess.run(None, {sess.get_inputs()[0].name: x})[0]
-        ref_name = "onnxruntime"
-    except ImportError:  # the compiler's float64 reference of the same graph
-        plain = heinfer.compiler.load_onnx(model).run(x)
-        ref_name = "numpy reference"
-    pred = result.outputs.argmax(1)
+
+def summarize(x: np.ndarray, y: np.ndarray, logits: np.ndarray, r: dict) -> None:
+    """Prints accuracy, agreement with plaintext, latency, throughput and bytes."""
+    plain, ref_name = plaintext_logits(x)
+    pred = logits.argmax(1)
     n = len(x)
-    print(f"\nclassified {n} encrypted digits")
-    print(f"  accuracy vs labels:              {np.mean(pred == y):.4f}")
-    print(f"  agreement with plaintext ({ref_name}): {np.mean(pred == plain.argmax(1)):.4f}")
-    print(f"  max |logit difference|:          {np.abs(result.outputs - plain).max():.2e}")
-    print(f"  total latency:                   {r['queries_s']:.3f} s (client {r['client_s']:.3f} s, server {r['server_s']:.3f} s, {r['rounds']} rounds)")
-    print(f"  throughput:                      {n / r['queries_s']:.0f} images/s ({heinfer.get_num_threads()} threads; a full batch of {prog.batch_capacity} amortizes better)")
-    print(f"  bytes per image:                 {r['bytes_per_item_up'] / 1e3:.1f} kB up, {r['bytes_per_item_down'] / 1e3:.1f} kB down")
-    if np.mean(pred == plain.argmax(1)) < 1.0:
+    agree = float(np.mean(pred == plain.argmax(1)))
+    up, down = r.get("wire_bytes_up", r["bytes_up"]), r.get("wire_bytes_down", r["bytes_down"])
+    error = f"{np.abs(logits - plain).max():.2e} (compiler's bound {r['predicted_error']:.2e})"
+    latency = (
+        f"{r['queries_s']:.3f} s for the batch (client {r['client_s']:.3f} s, server "
+        f"{r['server_s']:.3f} s); session set-up {r.get('session_s', 0.0):.3f} s"
+    )
+    rate = (
+        f"{n / r['queries_s']:.0f} images/s (one query holds up to "
+        f"{r.get('batch_capacity', '?')}: a full batch amortizes better)"
+    )
+    traffic = (
+        f"{up / 1e6:.2f} MB up, {down / 1e6:.2f} MB down "
+        f"({up / n / 1e3:.1f} kB + {down / n / 1e3:.1f} kB per image)"
+    )
+    rows = [
+        ("accuracy vs labels", f"{np.mean(pred == y):.4f}"),
+        (f"agreement with plaintext ({ref_name})", f"{agree:.4f}"),
+        ("max |logit difference|", error),
+        ("latency", latency),
+        ("throughput", rate),
+        ("bytes on the wire", traffic),
+    ]
+    print(
+        f"\nclassified {n} encrypted digits over gRPC ({r['queries']} query, "
+        f"{r['rounds']} client-aided rounds)"
+    )
+    width = max(len(k) for k, _ in rows) + 2
+    for k, v in rows:
+        print(f"  {k + ':':<{width}}{v}")
+    if agree < 1.0:
         sys.exit("encrypted predictions differ from plaintext inference")
 
 

@@ -1,0 +1,252 @@
+"""The ``heinfer`` command line (layer: ``heinfer.serve``).
+
+::
+
+    heinfer compile model.onnx -o model.hep [--mode throughput] [--calibration x.npz]
+    heinfer inspect model.hep [--json]
+    heinfer serve model.hep --port 50051 [--tls-cert C --tls-key K [--tls-client-ca CA]]
+    heinfer predict --server HOST:PORT --model model.hep inputs.npy -o out.npy [--json]
+    heinfer bench [--quick] [--duration 60]        # runs bench/service.py of a source checkout
+
+Every user error (a bad file, a wrong model, a server that is down, a gRPC failure) prints
+one line ``error: …`` on stderr and exits with status 1 (2 for usage errors and for features
+this build does not have, :class:`~heinfer.errors.NotSupportedYetError`); no traceback. The
+shared token is read from ``--token-file`` or the ``HEINFER_TOKEN`` environment variable,
+never from the command line.
+Run as ``heinfer`` (console script) or ``python -m heinfer.serve.cli``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+import click
+
+from heinfer.serve.cli_io import (
+    EXIT_USAGE,
+    CliError,
+    error_line,
+    load_array,
+    load_program,
+    to_json,
+    write_atomic,
+)
+from heinfer.serve.cli_remote import predict, serve
+
+__all__ = ["cli", "main"]
+
+
+class _Group(click.Group):
+    """A click group that prints user errors as one line and exits non-zero."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Runs the command; turns the errors of :func:`error_line` into ``error: …``."""
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except KeyboardInterrupt:
+            click.echo("error: interrupted", err=True)
+            ctx.exit(130)
+        except Exception as e:
+            line = error_line(e)
+            if line is None:
+                raise
+            message, code = line
+            click.echo(f"error: {message}", err=True)
+            ctx.exit(code)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="heinfer", prog_name="heinfer", message="%(prog)s %(version)s")
+def cli() -> None:
+    """heinfer: neural-network inference on homomorphically encrypted data."""
+
+
+@cli.command("compile")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Where to write the compiled program (.hep).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["throughput", "latency", "auto"]),
+    default="throughput",
+    show_default=True,
+    help="throughput: a batch per query; latency: one input, now; auto: the faster for "
+    "--batch-size items.",
+)
+@click.option(
+    "--security",
+    type=click.Choice(["128", "192", "256"]),
+    default="128",
+    show_default=True,
+    help="Classical security level in bits.",
+)
+@click.option(
+    "--calibration",
+    type=click.Path(dir_okay=False),
+    help="Sample inputs sizing the scales: .npy, or .npz with array 'x'.",
+)
+@click.option("--input-bound", type=float, help="Largest |input| (without --calibration).")
+@click.option("--packing", help="Throughput mode's batch layout: real, complex or coeff.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Items per request that --mode auto plans for.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def compile_cmd(
+    model: str,
+    output: str,
+    mode: str,
+    security: str,
+    calibration: str | None,
+    input_bound: float | None,
+    packing: str | None,
+    batch_size: int,
+    as_json: bool,
+) -> None:
+    """Compiles an ONNX MODEL into a program for encrypted inference.
+
+    Latency mode measures the engine's primitives on first use (cached), which takes a few
+    seconds once.
+    """
+    import heinfer
+
+    if not os.path.isfile(model):
+        raise CliError(f"model file {model!r} does not exist")
+    calib = load_array(calibration, what="calibration") if calibration else None
+    options: dict[str, Any] = {"packing": packing} if packing else {}
+    t0 = time.perf_counter()
+    with _Spinner("compiling", enabled=not as_json):
+        program = heinfer.compile(
+            model,
+            mode=mode,
+            calibration=calib,
+            input_bound=input_bound,
+            security=int(security),
+            batch_size=batch_size,
+            **options,
+        )
+    seconds = time.perf_counter() - t0
+    data = program.to_bytes()
+    write_atomic(output, data)
+    p = program.params
+    summary = {
+        "output": output,
+        "bytes": len(data),
+        "seconds": seconds,
+        "mode": program.mode,
+        "packing": program.packing,
+        "batch_capacity": program.batch_capacity,
+        "params": dict(p),
+        "segments": len(program.segments),
+        "client_steps": len(program.steps),
+        "key_manifest": program.key_manifest,
+        "predicted_error": getattr(program.segments[-1], "predicted_error", None),
+    }
+    if program.mode == "latency":
+        summary["predicted_s"] = program.predicted_s
+    if "auto" in program.meta:
+        summary["auto"] = program.meta["auto"]
+    if as_json:
+        click.echo(to_json(summary))
+        return
+    click.echo(
+        f"wrote {output} ({len(data) / 1e3:.1f} kB) in {seconds:.2f} s: {program.mode} mode, "
+        f"{program.packing} packing, {program.batch_capacity} item(s) per query\n"
+        f"  CKKS N = 2^{p['log_n']}, q = {p['log_q']} bits, P = {p['log_p'] or 'none'}, "
+        f"{p['security']}-bit security; {len(program.segments)} server segment(s), "
+        f"{len(program.steps)} client-aided step(s)"
+    )
+
+
+@cli.command("inspect")
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def inspect_cmd(program: str, as_json: bool) -> None:
+    """Shows a compiled PROGRAM: parameters, levels, client steps, plan, keys and sizes."""
+    from heinfer.serve.cli_describe import describe, render
+
+    prog = load_program(program)
+    desc = describe(prog, size_bytes=os.path.getsize(program))
+    if as_json:
+        click.echo(to_json(desc))
+        return
+    from rich.console import Console
+
+    render(desc, Console(soft_wrap=True))
+
+
+@cli.command("bench", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def bench_cmd(args: tuple[str, ...]) -> None:
+    """Runs the service benchmark (bench/service.py of a source checkout) with ARGS.
+
+    The benchmark is a script of the repository, not part of the installed package: this
+    command runs it with the current interpreter, e.g. ``heinfer bench --quick``; see
+    ``heinfer bench --help-bench`` for its options.
+    """
+    script = _bench_script()
+    args = tuple("--help" if a == "--help-bench" else a for a in args)
+    rc = subprocess.call([sys.executable, script, *args])
+    if rc != 0:
+        raise CliError(f"the benchmark failed (exit status {rc})", code=rc if rc > 0 else 1)
+
+
+def _bench_script() -> str:
+    """``bench/service.py`` next to the ``python/`` source directory of this package."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+    script = os.path.join(root, "bench", "service.py")
+    if not os.path.isfile(script):
+        raise CliError(
+            "heinfer bench runs bench/service.py of a source checkout (install with "
+            "`maturin develop` from the repository); it was not found next to "
+            f"{here}",
+            code=EXIT_USAGE,
+        )
+    return script
+
+
+class _Spinner:
+    """A rich spinner on stderr while a step runs (nothing when not a terminal)."""
+
+    def __init__(self, text: str, enabled: bool = True) -> None:
+        self.text, self.enabled = text, enabled and sys.stderr.isatty()
+        self._status: Any = None
+
+    def __enter__(self) -> None:
+        if self.enabled:
+            from rich.console import Console
+
+            self._status = Console(stderr=True).status(self.text)
+            self._status.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.__exit__(*exc)
+
+
+cli.add_command(serve)
+cli.add_command(predict)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``heinfer`` console script."""
+    cli.main(args=argv, prog_name="heinfer")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,327 @@
+"""What ``heinfer inspect`` shows about a compiled program (layer: ``heinfer.serve``).
+
+:func:`describe` turns a :class:`~heinfer.program.Program` into a plain, JSON-ready dict:
+parameters, mode and packing, segments with their levels, client-aided steps, the per-layer
+plan, and the evaluation keys of the key manifest with their sizes. :func:`render` prints it
+with rich tables.
+
+Key sizes come from the parameters (see :func:`switching_key_bytes`); on the wire a key is
+seed-compressed (its uniform half is a 32-byte seed) and bit-packed at each prime's width, in
+memory it holds ``β`` digits × 2 polynomials × ``(ℓ+1+k)`` limbs × ``N`` × 8 bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any
+
+from heinfer.program.latency import LatencyProgram
+from heinfer.program.model import Program
+
+__all__ = ["describe", "galois_keys_bytes", "render", "switching_key_bytes"]
+
+#: A compiled program of either mode.
+AnyProgram = Program | LatencyProgram
+
+#: Bytes of an engine object's header: magic, version, kind, flags, parameter id.
+HEADER_BYTES = 16
+#: Bytes of the seed that replaces the uniform half of a key or fresh ciphertext.
+SEED_BYTES = 32
+
+
+def _moduli(params: Any) -> list[int]:
+    return list(params.q) + list(params.p)
+
+
+def _digit_wire_bytes(params: Any) -> int:
+    """One key-switching digit on the wire: ``b`` bit-packed over Q·P, plus the seed of ``a``."""
+    n = int(params.n)
+    return sum(math.ceil(n * int(m).bit_length() / 8) for m in _moduli(params)) + SEED_BYTES
+
+
+def switching_key_bytes(params: Any) -> dict[str, int]:
+    """Sizes of one relinearization key: ``{"wire": serialized bytes, "memory": bytes held}``.
+
+    ``params``: native or :class:`~heinfer.ckks.CkksParameters` (anything with ``n``, ``q``,
+    ``p`` and ``beta``). The wire size is exact (header, digit count, ``β`` digits); memory is
+    ``β × 2 × (ℓ+1+k) × N × 8``.
+    """
+    beta = int(params.beta)
+    wire = HEADER_BYTES + 4 + beta * _digit_wire_bytes(params)
+    memory = beta * 2 * len(_moduli(params)) * int(params.n) * 8
+    return {"wire": wire, "memory": memory}
+
+
+def galois_keys_bytes(params: Any, count: int) -> dict[str, int]:
+    """Sizes of a set of ``count`` Galois keys (each: element, digit count, ``β`` digits)."""
+    one = switching_key_bytes(params)
+    wire = HEADER_BYTES + 4 + count * (8 + 4 + int(params.beta) * _digit_wire_bytes(params))
+    return {"wire": wire, "memory": count * one["memory"]}
+
+
+def _params(program: AnyProgram) -> tuple[dict, Any]:
+    from heinfer.protocol.server import native_params
+
+    p = program.params
+    raw = native_params(program)
+    return {
+        "log_n": int(p["log_n"]),
+        "n": int(raw.n),
+        "log_q": list(p["log_q"]),
+        "log_p": list(p["log_p"]),
+        "log_scale": int(p["log_scale"]),
+        "log_qp": round(float(raw.log_qp), 2),
+        "levels": len(p["log_q"]),
+        "key_switching_digits": int(raw.beta),
+        "security_bits": int(p["security"]),
+        "params_id": f"{raw.id:016x}",
+    }, raw
+
+
+def _segments(program: Program) -> list[dict]:
+    out = []
+    for i, s in enumerate(program.segments):
+        instrs = []
+        for ins in s.instrs:
+            if ins.op == "linear":
+                instrs.append(f"linear {program.layers[ins.arg].name}")
+            elif ins.op in ("rescale", "drop"):
+                instrs.append(f"{ins.op} {ins.arg}")
+            else:
+                instrs.append(ins.op)
+        out.append(
+            {
+                "index": i,
+                "in_size": s.in_size,
+                "out_size": s.out_size,
+                "input_level": s.input_level,
+                "output_level": s.output_level,
+                "input_scale_bits": round(math.log2(s.input_scale), 2),
+                "output_bound": s.output_bound,
+                "predicted_error": s.predicted_error,
+                "instructions": instrs,
+            }
+        )
+    return out
+
+
+def _latency_segments(program: LatencyProgram) -> list[dict]:
+    out = []
+    for i, s in enumerate(program.segments):
+        steps = []
+        for st in s.steps:
+            plan = {k: v for k, v in st.plan.items() if isinstance(v, (int, float, str, bool))}
+            steps.append({"op": st.op, "level": st.level, **plan})
+        out.append(
+            {
+                "index": i,
+                "in_size": s.in_size,
+                "input_ciphertexts": s.n_input_cts,
+                "input_level": s.input_level,
+                "output_level": s.input_level - len(s.steps),
+                "out_size": s.output.size,
+                "output_bound": s.output_bound,
+                "predicted_s": s.predicted_s,
+                "steps": steps,
+            }
+        )
+    return out
+
+
+def _keys(program: AnyProgram, raw: Any) -> dict:
+    manifest = dict(program.key_manifest)
+    galois = len(manifest.get("galois_elements", [])) + len(manifest.get("rotation_steps", []))
+    keys: dict[str, Any] = {"manifest": manifest, "total_wire_bytes": 0, "total_memory_bytes": 0}
+    if manifest.get("relinearization"):
+        keys["relinearization"] = switching_key_bytes(raw)
+    if galois:
+        keys["galois"] = {"count": galois, **galois_keys_bytes(raw, galois)}
+    for k in ("relinearization", "galois"):
+        if k in keys:
+            keys["total_wire_bytes"] += keys[k]["wire"]
+            keys["total_memory_bytes"] += keys[k]["memory"]
+    return keys
+
+
+def _function(f: Any) -> dict:
+    return {"name": f.name, "kind": f.kind}
+
+
+def describe(program: AnyProgram, size_bytes: int | None = None) -> dict:
+    """Everything ``heinfer inspect`` reports about ``program`` (either mode), as a JSON-ready
+    dict. Latency programs add ``plan``: the text of :func:`heinfer.explain`."""
+    params, raw = _params(program)
+    desc: dict[str, Any] = {
+        "mode": program.mode,
+        "packing": program.packing,
+        "batch_capacity": program.batch_capacity,
+        "slots": program.slots,
+        "params": params,
+        "input": {
+            "name": program.input_name,
+            "shape": list(program.input_shape),
+            "bound": program.input_bound,
+        },
+        "output": {"name": program.output_name, "shape": list(program.output_shape)},
+        "pre": [_function(f) for f in program.pre],
+        "post": [_function(f) for f in program.post],
+        "keys": _keys(program, raw),
+    }
+    if size_bytes is not None:
+        desc["program_bytes"] = size_bytes
+    if isinstance(program, LatencyProgram):
+        desc["segments"] = _latency_segments(program)
+        desc["client_steps"] = [
+            {"index": i, "functions": [_function(f) for f in fns]}
+            for i, fns in enumerate(program.steps)
+        ]
+        desc["predicted_s"] = program.predicted_s
+        desc["plan"] = _explain(program)
+        if "auto" in program.meta:
+            desc["auto"] = dict(program.meta["auto"])
+        return desc
+    desc["segments"] = _segments(program)
+    desc["client_steps"] = [
+        {
+            "index": i,
+            "functions": [_function(f) for f in st.functions],
+            "in_size": st.in_size,
+            "out_size": st.out_size,
+            "hide_scale": st.hide_scale,
+        }
+        for i, st in enumerate(program.steps)
+    ]
+    desc["layers"] = [
+        {
+            "name": lay.name,
+            "shape": [lay.out_size, lay.in_size],
+            "nnz": int(lay.matrix.nnz),
+            "weight_scale_bits": round(math.log2(lay.weight_scale), 2),
+            "digits": lay.digits,
+        }
+        for lay in program.layers
+    ]
+    desc["predicted_error"] = program.segments[-1].predicted_error
+    if "auto" in program.meta:
+        desc["auto"] = dict(program.meta["auto"])
+    return desc
+
+
+def _explain(program: LatencyProgram) -> str:
+    """The per-layer plan of :func:`heinfer.explain`, without its first line (the
+    parameters, which ``inspect`` shows itself)."""
+    from heinfer.explain import explain
+
+    text = explain(program, file=io.StringIO())
+    return "\n".join(text.splitlines()[1:])
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"  # pragma: no cover - the loop returns
+
+
+def render(desc: dict, console: Any) -> None:
+    """Prints a :func:`describe` dict on a rich ``console`` (titles and tables)."""
+    p = desc["params"]
+    console.print(
+        f"[bold]{desc['mode']}[/bold] program, {desc['packing']} packing: "
+        f"{desc['batch_capacity']} item(s) per query"
+        + (f" ({_fmt_bytes(desc['program_bytes'])})" if "program_bytes" in desc else "")
+    )
+    console.print(
+        f"CKKS N = 2^{p['log_n']}, q = {p['log_q']} bits, P = {p['log_p'] or 'none'}, "
+        f"log QP = {p['log_qp']}, scale 2^{p['log_scale']}, {p['levels']} levels, "
+        f"{p['key_switching_digits']} key-switching digit(s), {p['security_bits']}-bit security "
+        f"(params id {p['params_id']})"
+    )
+    tail = (
+        f"predicted error ≤ {desc['predicted_error']:.2e}"
+        if "predicted_error" in desc
+        else f"predicted server time {1e3 * desc.get('predicted_s', 0.0):.1f} ms per query"
+    )
+    console.print(
+        f"input {desc['input']['name']!r} {tuple(desc['input']['shape'])} "
+        f"(|x| ≤ {desc['input']['bound']:.3g}) → output {desc['output']['name']!r} "
+        f"{tuple(desc['output']['shape'])}; {tail}"
+    )
+    if "plan" in desc:  # latency mode: heinfer.explain's per-layer plan
+        console.print(desc["plan"], markup=False, highlight=False)
+    else:
+        _render_throughput(desc, console)
+    _render_keys(desc["keys"], console)
+    if "auto" in desc:
+        a = desc["auto"]
+        console.print(
+            f"mode chosen by auto for {a['batch_size']} item(s): latency {a['latency_s']:.3f} s "
+            f"vs throughput {a['throughput_s']:.3f} s predicted"
+        )
+
+
+def _render_throughput(desc: dict, console: Any) -> None:
+    from rich.table import Table
+
+    t = Table(title="server segments", title_justify="left")
+    for col in ("#", "in → out", "levels", "scale", "instructions", "error bound"):
+        t.add_column(col)
+    for s in desc["segments"]:
+        t.add_row(
+            str(s["index"]),
+            f"{s['in_size']} → {s['out_size']}",
+            f"{s['input_level']} → {s['output_level']}",
+            f"2^{s['input_scale_bits']:g}",
+            ", ".join(s["instructions"]),
+            f"{s['predicted_error']:.2e}",
+        )
+    console.print(t)
+    if desc["client_steps"] or desc["pre"] or desc["post"]:
+        t = Table(title="client-side steps", title_justify="left")
+        for col in ("where", "functions", "in → out", "hiding scale"):
+            t.add_column(col)
+        if desc["pre"]:
+            t.add_row("before", ", ".join(f["kind"] for f in desc["pre"]), "", "")
+        for st in desc["client_steps"]:
+            t.add_row(
+                f"after segment {st['index']}",
+                ", ".join(f["kind"] for f in st["functions"]),
+                f"{st['in_size']} → {st['out_size']}",
+                "yes" if st["hide_scale"] else "no",
+            )
+        if desc["post"]:
+            t.add_row("after", ", ".join(f["kind"] for f in desc["post"]), "", "")
+        console.print(t)
+    t = Table(title="layers (plan)", title_justify="left")
+    for col in ("layer", "out × in", "non-zeros", "weight scale", "digits"):
+        t.add_column(col)
+    for lay in desc["layers"]:
+        t.add_row(
+            lay["name"],
+            f"{lay['shape'][0]} × {lay['shape'][1]}",
+            str(lay["nnz"]),
+            f"2^{lay['weight_scale_bits']:g}",
+            str(lay["digits"]),
+        )
+    console.print(t)
+
+
+def _render_keys(keys: dict, console: Any) -> None:
+    m = keys["manifest"]
+    count = keys.get("galois", {}).get("count", 0)
+    rotations = m.get("rotation_steps", [])
+    console.print(
+        f"evaluation keys: relinearization {'yes' if m.get('relinearization') else 'no'}, "
+        f"{count} Galois key(s)" + (f" (rotations {rotations})" if rotations else "")
+    )
+    for name in ("relinearization", "galois"):
+        if name in keys:
+            k = keys[name]
+            console.print(
+                f"  {name}: {_fmt_bytes(k['wire'])} on the wire, "
+                f"{_fmt_bytes(k['memory'])} in server memory"
+            )
+    if "relinearization" not in keys and "galois" not in keys:
+        console.print("  (none: a session uploads no key material)")

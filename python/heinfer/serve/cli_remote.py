@@ -1,0 +1,384 @@
+"""``heinfer serve`` and ``heinfer predict``: the two network commands (layer: ``heinfer.serve``).
+
+``serve`` runs the gRPC service (:func:`heinfer.serve.serve`) on a compiled program until
+SIGINT or SIGTERM, then stops with a grace period; its first line on stdout is
+``listening on HOST:PORT`` (``--port 0`` picks a free port). ``predict`` opens a session
+(:func:`heinfer.serve.connect`: keys generated locally, evaluation keys uploaded), runs the
+inputs as encrypted queries, writes the decrypted outputs and prints a summary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+import click
+import numpy as np
+
+from heinfer.errors import HeinferError
+from heinfer.serve.cli_io import (
+    CliError,
+    load_array,
+    load_program,
+    read_pem,
+    read_token,
+    to_json,
+)
+
+__all__ = ["LIMIT_OPTIONS", "predict", "serve"]
+
+#: ``(Limits field, option, type, help)`` of every limit ``heinfer serve`` can set.
+LIMIT_OPTIONS = (
+    ("max_message_bytes", "--max-message-bytes", int, "Largest message (bytes)."),
+    ("max_key_bytes", "--max-key-bytes", int, "Largest evaluation-key upload (bytes)."),
+    ("max_chunk_bytes", "--max-chunk-bytes", int, "Largest stream chunk (bytes)."),
+    ("max_chunks", "--max-chunks", int, "Most chunks in one message."),
+    ("max_sessions", "--max-sessions", int, "Sessions open at once."),
+    ("max_concurrent_queries", "--max-concurrent-queries", int, "Queries running at once."),
+    ("idle_timeout_s", "--idle-timeout", float, "Seconds before an idle session is closed."),
+    ("query_timeout_s", "--query-timeout", float, "Seconds to wait for a client message."),
+)
+
+
+def _limit_options(f: Any) -> Any:
+    from heinfer.serve.limits import Limits
+
+    defaults = Limits()
+    for field, opt, typ, text in reversed(LIMIT_OPTIONS):
+        shown = getattr(defaults, field, None)
+        f = click.option(opt, field, type=typ, default=None, help=f"{text} [default: {shown}]")(f)
+    return f
+
+
+def _limits(given: dict[str, Any]) -> Any:
+    """A :class:`heinfer.serve.Limits` with the given fields over its defaults."""
+    from heinfer.serve import Limits
+
+    known = {f.name for f in dataclasses.fields(Limits)}
+    set_ = {k: v for k, v in given.items() if v is not None}
+    for k, v in set_.items():
+        if k not in known:
+            raise CliError(f"this server has no limit {k!r}")
+        if v <= 0:
+            raise CliError(f"--{k.replace('_', '-')} must be positive, got {v}")
+    try:
+        return Limits(**set_)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+
+
+@click.command("serve")
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Interface to listen on (0.0.0.0: every interface).",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=50051,
+    show_default=True,
+    help="TCP port (0 picks a free one; the first line printed names it).",
+)
+@click.option("--tls-cert", type=click.Path(dir_okay=False), help="Server certificate chain (PEM).")
+@click.option("--tls-key", type=click.Path(dir_okay=False), help="Server private key (PEM).")
+@click.option(
+    "--tls-client-ca",
+    type=click.Path(dir_okay=False),
+    help="CA of client certificates: require mutual TLS.",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False),
+    help="File holding the shared token clients must present (default: $HEINFER_TOKEN, if set).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    default=8,
+    show_default=True,
+    help="gRPC worker threads.",
+)
+@click.option(
+    "--threads", type=click.IntRange(1, 1024), help="Threads of the HE engine (default: all cores)."
+)
+@click.option(
+    "--grace",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="Seconds running queries get to finish on SIGINT/SIGTERM.",
+)
+@_limit_options
+@click.option("--json", "as_json", is_flag=True, help="Print events as JSON lines.")
+def serve(
+    program: str,
+    host: str,
+    port: int,
+    tls_cert: str | None,
+    tls_key: str | None,
+    tls_client_ca: str | None,
+    token_file: str | None,
+    workers: int,
+    threads: int | None,
+    grace: float,
+    as_json: bool,
+    **limits: Any,
+) -> None:
+    """Serves encrypted inference on a compiled PROGRAM until SIGINT or SIGTERM."""
+    import heinfer
+
+    prog = load_program(program)
+    tls = _server_tls(tls_cert, tls_key, tls_client_ca)
+    token = read_token(token_file)
+    limits_ = _limits(limits)
+    if threads is not None:
+        heinfer.set_num_threads(threads)
+    from heinfer.serve import serve as start
+
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            handle = start(
+                prog,
+                f"{_host(host)}:{port}",
+                limits=limits_,
+                tls=tls,
+                token=token,
+                max_workers=workers,
+            )
+        except ValueError as e:  # the service refuses an argument
+            raise CliError(f"cannot serve: {e}") from None
+        security = ("mutual TLS" if tls_client_ca else "TLS") if tls else "no TLS (plaintext)"
+        facts = {"tls": tls is not None, "mtls": bool(tls_client_ca), "token": token is not None}
+        address = f"{_host(host)}:{handle.port}"
+        if as_json:
+            event = {"event": "listening", "address": address, "port": handle.port, **facts}
+            click.echo(to_json({**event, "pid": os.getpid()}))
+        else:
+            click.echo(f"listening on {address}")
+            click.echo(
+                f"  program {program}: {prog.mode} mode, {prog.batch_capacity} item(s)/query; "
+                f"{security}; token {'required' if token else 'not required'}; "
+                f"{workers} workers. Stop with Ctrl-C or SIGTERM."
+            )
+        sys.stdout.flush()
+        while not stop.wait(0.5):
+            pass
+        _stop(handle, grace, as_json)
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _stop(handle: Any, grace: float, as_json: bool) -> None:
+    """Stops the service (running queries get ``grace`` seconds) and prints its counters."""
+    t0 = time.perf_counter()
+    handle.stop(grace)
+    seconds = time.perf_counter() - t0
+    stats = _stats(handle)
+    if as_json:
+        click.echo(to_json({"event": "stopped", "seconds": seconds, "stats": stats}))
+    else:
+        click.echo(f"stopped ({seconds:.1f} s)" + (f": {_stats_line(stats)}" if stats else ""))
+
+
+def _host(host: str) -> str:
+    """An IPv6 literal in brackets, as gRPC addresses want it."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def _stats(handle: Any) -> dict:
+    try:
+        return dict(handle.stats())
+    except Exception:  # noqa: BLE001 - statistics are a courtesy at shutdown
+        return {}
+
+
+def _stats_line(stats: dict) -> str:
+    return ", ".join(
+        f"{k.replace('_', ' ')} {v}" for k, v in stats.items() if isinstance(v, (int, float, str))
+    )
+
+
+def _server_tls(cert: str | None, key: str | None, client_ca: str | None) -> Any:
+    if cert is None and key is None:
+        if client_ca is not None:
+            raise CliError("--tls-client-ca needs --tls-cert and --tls-key")
+        return None
+    if cert is None or key is None:
+        raise CliError("TLS needs both --tls-cert and --tls-key")
+    from heinfer.serve import TlsConfig
+
+    return TlsConfig(
+        cert_chain=read_pem(cert, "CERTIFICATE", "--tls-cert"),
+        private_key=read_pem(key, "PRIVATE KEY", "--tls-key"),
+        root_cert=read_pem(client_ca, "CERTIFICATE", "--tls-client-ca") if client_ca else None,
+        require_client_cert=client_ca is not None,
+    )
+
+
+def _client_tls(ca: str | None, cert: str | None, key: str | None) -> Any:
+    if ca is None:
+        if cert is not None or key is not None:
+            raise CliError("a client certificate needs --tls-ca (the server's CA)")
+        return None
+    if (cert is None) != (key is None):
+        raise CliError("a client certificate needs both --tls-cert and --tls-key")
+    from heinfer.serve import TlsConfig
+
+    return TlsConfig(
+        root_cert=read_pem(ca, "CERTIFICATE", "--tls-ca"),
+        cert_chain=read_pem(cert, "CERTIFICATE", "--tls-cert") if cert else None,
+        private_key=read_pem(key, "PRIVATE KEY", "--tls-key") if key else None,
+    )
+
+
+def _check_address(server: str) -> None:
+    host, sep, port = server.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise CliError(f"--server must be HOST:PORT (e.g. 127.0.0.1:50051), got {server!r}")
+
+
+@click.command("predict")
+@click.argument("inputs", type=click.Path(dir_okay=False))
+@click.option("--server", required=True, help="HOST:PORT of a `heinfer serve`.")
+@click.option(
+    "--model",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The compiled program the server runs (.hep).",
+)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Where to write the decrypted outputs (.npy).",
+)
+@click.option("--input-key", default="x", show_default=True, help="Array of an .npz input.")
+@click.option("--tls-ca", type=click.Path(dir_okay=False), help="CA of the server (PEM): use TLS.")
+@click.option("--tls-cert", type=click.Path(dir_okay=False), help="Client certificate (mTLS).")
+@click.option("--tls-key", type=click.Path(dir_okay=False), help="Client private key (mTLS).")
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False),
+    help="File holding the shared token (default: $HEINFER_TOKEN, if set).",
+)
+@click.option(
+    "--timeout", type=float, default=600.0, show_default=True, help="Seconds each call may take."
+)
+@click.option("--threads", type=click.IntRange(1, 1024), help="Client threads (default: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object; no progress bars.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars.")
+def predict(
+    inputs: str,
+    server: str,
+    model: str,
+    output: str,
+    input_key: str,
+    tls_ca: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    token_file: str | None,
+    timeout: float,
+    threads: int | None,
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    """Encrypts INPUTS (.npy, or .npz with array 'x'), runs them on a server, decrypts."""
+    import heinfer
+    from heinfer.serve.cli_progress import ProgressBars
+
+    _check_address(server)
+    prog = load_program(model)
+    x = load_array(inputs, key=input_key)
+    if x.shape == prog.input_shape:
+        x = x[None]
+    if x.ndim != len(prog.input_shape) + 1 or x.shape[1:] != prog.input_shape:
+        raise CliError(f"inputs have shape {x.shape}; the model takes (n, *{prog.input_shape})")
+    if threads is not None:
+        heinfer.set_num_threads(threads)
+    tls = _client_tls(tls_ca, tls_cert, tls_key)
+    token = read_token(token_file)
+    from heinfer.serve import connect
+
+    t0 = time.perf_counter()
+    bars = ProgressBars(enabled=False if (as_json or quiet) else None)
+    try:
+        with bars, connect(server, prog, tls=tls, token=token, timeout_s=timeout,
+                           progress=bars) as s:  # fmt: skip
+            result = s.infer(x)
+    except HeinferError as e:
+        if getattr(e, "code", None) != "UNAVAILABLE":
+            raise
+        hint = (
+            "with TLS: is --tls-ca the server's CA, and does the server want a client "
+            "certificate (--tls-cert/--tls-key)?"
+            if tls is not None
+            else "is the server running there, and does it use TLS (then give --tls-ca)?"
+        )
+        raise CliError(f"unavailable: {e} ({hint})") from None
+    wall = time.perf_counter() - t0
+    out = np.asarray(result.outputs)
+    _save(output, out)
+    r = dict(result.report)
+    n = int(r.get("items", len(x)))
+    summary = {
+        "server": server,
+        "model": model,
+        "output": output,
+        "output_shape": list(out.shape),
+        "wall_s": wall,
+        **r,
+    }
+    latency = float(r.get("queries_s", wall))
+    summary["items_per_s"] = n / latency if latency > 0 else None
+    if as_json:
+        click.echo(to_json(summary))
+    else:
+        click.echo(_summary_text(summary))
+
+
+def _save(path: str, out: np.ndarray) -> None:
+    try:
+        with open(path, "wb") as f:
+            np.save(f, out, allow_pickle=False)
+    except OSError as e:
+        raise CliError(f"cannot write {path!r}: {e.strerror or e}") from None
+
+
+def _plural(queries: object) -> str:
+    return "query" if queries == 1 else "queries"
+
+
+def _summary_text(s: dict) -> str:
+    n = s.get("items", 0)
+    up = s.get("wire_bytes_up", s.get("bytes_up", 0))
+    down = s.get("wire_bytes_down", s.get("bytes_down", 0))
+    queries = s.get("queries", "?")
+    rate = f"{s['items_per_s']:.0f} items/s" if s.get("items_per_s") else "n/a"
+    return "\n".join(
+        [
+            f"{n} items in {queries} encrypted {_plural(queries)} on {s['server']}",
+            (
+                f"  latency:     {s.get('queries_s', s['wall_s']):.3f} s for the queries, "
+                f"{s.get('rounds', 0)} client-aided rounds (session set-up: keys generated and "
+                f"uploaded in {s.get('session_s', 0.0):.3f} s; {s['wall_s']:.3f} s in all)"
+            ),
+            f"  throughput:  {rate}",
+            (
+                f"  on the wire: {up / 1e6:.2f} MB up, {down / 1e6:.2f} MB down "
+                f"({(up + down) / max(n, 1) / 1e3:.1f} kB per item)"
+            ),
+            f"  outputs:     {s['output']} {tuple(s['output_shape'])}",
+        ]
+    )
