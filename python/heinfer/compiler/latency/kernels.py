@@ -83,7 +83,8 @@ def hybrid_geometry(matrix: sp.spmatrix, inp: Placement, copies: int = 1):
         shift = span + ((m - step) - span) % m
         if (copies - 1) * shift + span + m > S:
             return None
-        j = ((m - (rows - pos) % m) % m) // step  # the copy whose partial sum lies within `step`
+        # copy j reads at pos − j·step (mod m): the one with (r − pos + j·step) mod m < step
+        j = (-(-(m - (rows - pos) % m) // step)) % copies
         pos = pos + j * shift
         replicate = tuple((-(shift << i)) % S for i in range(int(math.log2(copies))))
     target = pos + (rows - pos) % m

@@ -23,7 +23,7 @@ from heinfer.compiler.ir import Linear
 from heinfer.compiler.latency import kernels
 from heinfer.compiler.latency.cost import CostTable, price
 from heinfer.compiler.latency.layout import Placement, dense_input
-from heinfer.compiler.latency.transform import OP_KINDS
+from heinfer.compiler.latency.transform import OP_KINDS, split
 from heinfer.errors import CompileError
 from heinfer.program.latency import LatencyStep
 
@@ -39,7 +39,10 @@ STRATEGIES = {
 
 
 def _moduli(slots: int) -> list[int]:
-    return [1 << i for i in range(int(math.log2(slots)) + 1)]
+    """Giant-step moduli to try: ``1, 2, …, S`` with non-negative baby steps, and the same
+    with non-positive ones (:func:`~heinfer.compiler.latency.transform.split`)."""
+    pos = [1 << i for i in range(int(math.log2(slots)) + 1)]
+    return pos + [-m for m in pos[1:-1]]
 
 
 def candidate_counts(
@@ -48,8 +51,7 @@ def candidate_counts(
     """The operation counts of :meth:`Transform.counts` for the diagonals ``(o, a, d)``
     (unique triples) split with giant-step ``modulus``, with ``fold`` fold steps and
     ``replicate`` replication steps — without building plaintexts."""
-    b = d % modulus
-    g = d - b
+    b, g = split(d, modulus, slots)
     grp = o * slots + g
     order = np.lexsort((b, a, grp))
     grp, a, b = grp[order], a[order], b[order]

@@ -30,7 +30,7 @@ import numpy as np
 
 from heinfer.errors import CompileError
 
-__all__ = ["Transform", "build_transform", "OP_KINDS"]
+__all__ = ["Transform", "build_transform", "split", "OP_KINDS"]
 
 #: Kinds of primitive operations a transform is costed in (see :meth:`Transform.counts`).
 OP_KINDS = ("decompose", "rotate_ext", "times_p", "mul_plain_ext", "mod_down", "mul_plain", "dot", "rotate", "add")
@@ -141,6 +141,20 @@ class Transform:
         return y if self.bias is None else y + self.bias
 
 
+def split(d: np.ndarray, modulus: int, slots: int) -> tuple[np.ndarray, np.ndarray]:
+    """Baby and giant steps ``(b, g)`` (both mod ``S``) of diagonals ``d`` with ``d ≡ b + g``.
+
+    ``modulus = M > 0``: ``b = d mod M`` (babies ``0..M−1``). ``M < 0``: babies in
+    ``(−|M|, 0]`` of the centered diagonal — for diagonals just below zero (GAZELLE's hybrid
+    reads them) this leaves the giant step 0 to one group, saving its rotation."""
+    if modulus > 0:
+        b = d % modulus
+    else:
+        centered = np.where(d > slots // 2, d - slots, d)
+        b = (-((-centered) % -modulus)) % slots
+    return b, (d - b) % slots
+
+
 def build_transform(
     n_in: int,
     n_out: int,
@@ -157,14 +171,13 @@ def build_transform(
 ) -> Transform:
     """Lowers the products ``weight × (slot in_slot of x_{in_ct})`` accumulated into slot
     ``out_slot`` of ``y_{out_ct}`` (one entry per non-zero weight) with giant-step modulus
-    ``giant_modulus`` (see the module documentation); ``in_slot`` refers to the input after
+    ``giant_modulus`` (see the module documentation and :func:`split`); ``in_slot`` refers to the input after
     the ``replicate`` steps."""
     S = slots
-    if giant_modulus < 1:
-        raise CompileError(f"giant-step modulus must be positive, got {giant_modulus}")
+    if giant_modulus == 0:
+        raise CompileError("giant-step modulus must be non-zero")
     d = (np.asarray(in_slot, np.int64) - np.asarray(out_slot, np.int64)) % S
-    b = d % giant_modulus
-    g = d - b
+    b, g = split(d, giant_modulus, S)
     o, a = np.asarray(out_ct, np.int64), np.asarray(in_ct, np.int64)
     key = ((o * S + g) * n_in + a) * S + b
     uniq, inv = np.unique(key, return_inverse=True)
