@@ -17,6 +17,7 @@ item is one query. ``mode="auto"`` picks the mode with the lower predicted time 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from heinfer.compiler.ir import Graph
+from heinfer.compiler.latency.compile import LatencyOptions, compile_latency
 from heinfer.compiler.onnx_import import from_torch, load_onnx
 from heinfer.compiler.throughput import Options, compile_graph
 from heinfer.errors import CompileError, ProtocolError
@@ -76,6 +78,11 @@ def compile(  # noqa: A001 - the API name is the contract
         raise CompileError(f"cannot compile a {type(model).__name__}: give an ONNX path/bytes/ModelProto or a torch.nn.Module")
     if mode == "latency":
         return _compile_latency(graph, calibration, input_bound, security, options)
+    lat_options = {}
+    if mode == "auto":  # each mode takes its own options
+        latency_fields = {f.name for f in dataclasses.fields(LatencyOptions)} | {"measure_costs"}
+        lat_options = {k: v for k, v in options.items() if k in latency_fields and k != "security"}
+        options = {k: v for k, v in options.items() if k not in lat_options}
     try:
         opts = Options(security=security, **options)
     except TypeError as e:
@@ -83,7 +90,7 @@ def compile(  # noqa: A001 - the API name is the contract
     prog = compile_graph(graph, calibration=calibration, input_bound=input_bound, options=opts)
     if mode == "throughput":
         return prog
-    lat = _compile_latency(graph, calibration, input_bound, security, {})
+    lat = _compile_latency(graph, calibration, input_bound, security, lat_options)
     t_lat = batch_size * lat.predicted_s
     t_thr = -(-batch_size // prog.batch_capacity) * throughput_seconds(prog)
     chosen = lat if t_lat <= t_thr else prog
@@ -97,10 +104,16 @@ THROUGHPUT_MAC_RATE = 8e9
 
 
 def throughput_seconds(prog: Program) -> float:
-    """Predicted server seconds of one throughput-mode query: every linear layer is an
-    integer product over ``limbs × N`` residues per non-zero weight (×digits), every square
-    about 3 multiply-adds per residue."""
+    """Predicted seconds of one throughput-mode query: every linear layer is an integer
+    product over ``limbs × N`` residues per non-zero weight (×digits), every square about 3
+    multiply-adds per residue; the client encrypts one ciphertext per input value of every
+    segment (``≈ (ℓ + 2)`` transforms of ``N`` points each) and decrypts one per output value
+    (``≈ ℓ/2 + 1``), so a one-item query still pays for a full tensor of ciphertexts."""
     n = 1 << int(prog.params["log_n"])
+    ntt = 5e-9 * n * int(prog.params["log_n"])
+    client = 0.0
+    for seg in prog.segments:
+        client += seg.in_size * (seg.input_level + 2) * ntt + seg.out_size * (seg.output_level / 2 + 1) * ntt
     macs = 0.0
     for seg in prog.segments:
         level = seg.input_level
@@ -114,11 +127,10 @@ def throughput_seconds(prog: Program) -> float:
                 level -= max(1, ins.arg)
             elif ins.op == "drop":
                 level = ins.arg
-    return macs / THROUGHPUT_MAC_RATE
+    return macs / THROUGHPUT_MAC_RATE + client
 
 
 def _compile_latency(graph: Graph, calibration, input_bound, security: int, options: dict) -> LatencyProgram:
-    from heinfer.compiler.latency.compile import LatencyOptions, compile_latency
     from heinfer.runtime.costs import measure_costs
 
     options = dict(options)

@@ -21,6 +21,7 @@ from heinfer.compiler.latency.cost import key_bytes
 from heinfer.compiler.latency.layout import Placement
 from heinfer.compiler.latency.transform import Transform
 from heinfer.errors import CompileError
+from heinfer.program.model import check_io_shapes
 
 __all__ = ["LatencyProgram", "LatencySegment", "LatencyStep"]
 
@@ -184,6 +185,9 @@ class LatencyProgram:
                 bad(f"client step {i} takes {int(np.prod(fns[0].in_shape))} values, segment {i} gives {self.segments[i].output.size}")
             if size_out != self.segments[i + 1].in_size:
                 bad(f"client step {i} gives {size_out} values, segment {i + 1} takes {self.segments[i + 1].in_size}")
+        if not (isinstance(self.input_bound, float) and np.isfinite(self.input_bound) and self.input_bound > 0):
+            bad(f"input bound {self.input_bound!r} (a finite positive number)")
+        check_io_shapes(self.input_shape, self.output_shape, self.pre, self.post, bad)
         first_in = int(np.prod(self.pre[-1].out_shape)) if self.pre else int(np.prod(self.input_shape))
         if first_in != self.segments[0].in_size:
             bad(f"input of {first_in} values for a first segment of {self.segments[0].in_size}")

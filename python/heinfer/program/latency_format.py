@@ -93,7 +93,7 @@ def build(m: dict, arrays: dict) -> LatencyProgram:
                     raise SerializationError(f"cannot read program: transform {k} has non-finite weights")
                 t = Transform(
                     int(tj["n_in"]), int(tj["n_out"]), slots, _arr(arrays, f"{k}_terms", np.int64), vectors, bias,
-                    tuple(int(s) for s in tj["fold"]), tuple(int(s) for s in tj["replicate"]),
+                    tuple(int(s) for s in tj["fold"]), tuple(int(s) for s in tj.get("replicate", ())),
                 )
             plan = st.get("plan", {})
             if not isinstance(plan, dict):

@@ -184,6 +184,7 @@ class Program:
             bad(f"security {p.get('security')!r}")
         if not self.segments or len(self.segments) != len(self.steps) + 1:
             bad(f"{len(self.segments)} segments for {len(self.steps)} client steps")
+        check_io_shapes(self.input_shape, self.output_shape, self.pre, self.post, bad)
         first_in = int(np.prod(self.pre[-1].out_shape)) if self.pre else int(np.prod(self.input_shape))
         if first_in != self.segments[0].in_size:
             bad(f"input of {first_in} values for a first segment of {self.segments[0].in_size}")
@@ -209,6 +210,15 @@ class Program:
         for i, st in enumerate(self.steps):
             if st.in_size != self.segments[i].out_size or st.out_size != self.segments[i + 1].in_size:
                 bad(f"client step {i} sizes {st.in_size} → {st.out_size} do not chain")
+
+
+def check_io_shapes(input_shape: tuple, output_shape: tuple, pre: list, post: list, bad) -> None:
+    """Calls ``bad(message)`` unless the program's input (output) holds as many values as its
+    first pre-processing function takes (its last post-processing function gives)."""
+    if pre and int(np.prod(pre[0].in_shape)) != int(np.prod(input_shape)):
+        bad(f"input shape {tuple(input_shape)} for a pre-processing step taking {tuple(pre[0].in_shape)}")
+    if post and int(np.prod(post[-1].out_shape)) != int(np.prod(output_shape)):
+        bad(f"output shape {tuple(output_shape)} for a post-processing step giving {tuple(post[-1].out_shape)}")
 
 
 def _bit_sizes(v: object, nonempty: bool) -> bool:

@@ -131,7 +131,7 @@ def load(data: bytes, max_bytes: int = MAX_PROGRAM_BYTES) -> Program | LatencyPr
         return program
     except SerializationError:
         raise
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError, CompileError) as e:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError, CompileError) as e:
         raise SerializationError(f"cannot read program: malformed content ({type(e).__name__}: {e})") from None
 
 

@@ -57,10 +57,12 @@ def choose_parameters(depth: int, out_bound: float, options: LatencyOptions, min
     for log_n in rings:
         limit = max_log_qp(log_n, options.security)
         for s in options.scale_bits:
-            q0 = min(s + out_bits, 60)
+            q0 = s + out_bits  # holds |output| · Δ with a bit of margin
+            if q0 > 60:
+                continue  # engine primes stay below 2^61: a smaller scale must do
             log_q = [q0] + [s] * depth
             log_p = [max(log_q)]
-            if limit and sum(log_q) + sum(log_p) <= limit and q0 > s:
+            if limit and sum(log_q) + sum(log_p) <= limit:
                 return {"log_n": log_n, "log_q": log_q, "log_p": log_p, "log_scale": s, "security": options.security}
     raise CompileError(f"no {options.security}-bit parameters hold {depth} levels at a scale of at least {min(options.scale_bits)} bits")
 

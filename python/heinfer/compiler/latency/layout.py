@@ -79,7 +79,8 @@ def expanded_input(
     """Client-side expansion of the input of a first linear layer ``y = A x`` (LoLa's
     convolution representation, generalized to any sparse ``A``).
 
-    Row ``r`` of ``A`` has non-zeros at columns ``c_{r,0} < c_{r,1} < …``; the client sends
+    Row ``r`` of ``A`` has non-zeros at columns ``c_{r,0}, c_{r,1}, …`` (in CSR storage order,
+    increasing for the canonical matrices :class:`~heinfer.compiler.ir.Linear` stores); the client sends
     ``x'_{j,r} = x[c_{r,j}]`` with tap ``j`` of row ``r`` at slot ``(j mod t)·R + r`` of
     ciphertext ``⌊j / t⌋`` (``R`` rows, ``t`` taps per ciphertext). Then
     ``y_r = Σ_j A_{r,c_{r,j}} x'_{j,r}``: every product lies on one of ``t`` diagonals

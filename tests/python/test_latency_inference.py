@@ -1,0 +1,397 @@
+"""Latency mode end to end: ``heinfer.compile(mode="latency"|"auto")`` + ``heinfer.infer``
+against onnxruntime, and ``heinfer.explain``.
+
+Programs are compiled with the analytic cost model (``measure_costs=False``: deterministic and
+fast) except in the ``auto`` tests, which measure primitive costs into a temporary cache.
+
+* The bundled models (CryptoNets with x², CryptoNets-ReLU with client-aided ReLU, LoLa-Small)
+  on test digits: the same argmax as onnxruntime and a relative logit error ≤ 1e-3.
+* Small CNNs and MLPs from the supported operators (convolutions with stride and padding,
+  average and global pooling, batch normalization, dense layers with biases, x², ReLU, Tanh,
+  max-pooling as client steps, softmax after the last layer, activations spanning two
+  ciphertexts): within 1e-2 of onnxruntime relative to the largest output (latency mode has no
+  error model yet: at the 28-bit scale a depth-5 network gets, every rotation adds about
+  N·σ/Δ ≈ 1e-4 of key-switching error, and the deep x² MLP lands near 1e-3).
+* ``mode="auto"`` picks latency mode for one item and throughput mode for a large batch.
+* ``heinfer.explain`` prints one row per layer and the rotation-key line.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import heinfer
+import numpy as np
+import pytest
+from compiler import onnx_models as om
+from compiler.onnx_models import ModelBuilder
+from heinfer.compiler.plan import max_log_qp
+from heinfer.program.latency import LatencyProgram
+
+MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
+
+
+def _digits(start: int, n: int) -> np.ndarray:
+    return np.load(MODELS_DIR / "digits_test.npz")["x"][start : start + n]
+
+
+# ---------------------------------------------------------------------------------- models
+def _square_then_relu() -> bytes:
+    """Conv(stride 2, pad 1) → x² → AvgPool → Gemm → Relu → Gemm → Softmax."""
+    b = ModelBuilder((1, 8, 8), seed=6)
+    b.node("Conv", [b.x, b.weight(4, 1, 3, 3), b.weight(4)], strides=[2, 2], pads=[1, 1, 1, 1])
+    b.node("Mul", [b.last, b.last])
+    b.node("AveragePool", [b.last], kernel_shape=[2, 2], strides=[2, 2])
+    b.node("Flatten", [b.last], axis=1)
+    b.node("Gemm", [b.last, b.weight(12, 16), b.weight(12)], transB=1)
+    b.node("Relu", [b.last])
+    b.node("Gemm", [b.last, b.weight(4, 12), b.weight(4)], transB=1)
+    b.node("Softmax", [b.last])
+    return b.build()
+
+
+def _maxpool_net() -> bytes:
+    """Two input channels: Conv(3×3, pad 1) → Relu → MaxPool(2×2) → Gemm."""
+    b = ModelBuilder((2, 6, 6), seed=4)
+    b.node("Conv", [b.x, b.weight(3, 2, 3, 3), b.weight(3)], pads=[1, 1, 1, 1])
+    b.node("Relu", [b.last])
+    b.node("MaxPool", [b.last], kernel_shape=[2, 2], strides=[2, 2])
+    b.node("Flatten", [b.last], axis=1)
+    b.node("Gemm", [b.last, b.weight(6, 27), b.weight(6)], transB=1)
+    return b.build()
+
+
+SMALL = {
+    # name: (builder, per-item input shape)
+    "conv-s2-p1-square-avgpool": (
+        lambda: om.conv_net(stride=2, pads=1, act="square", pool="avg"),
+        (1, 8, 8),
+    ),
+    "conv-pow-global-avgpool": (lambda: om.conv_net(act="pow", pool="global", seed=1), (1, 8, 8)),
+    "conv-batchnorm-relu": (lambda: om.conv_net(batchnorm=True, act="relu", seed=2), (1, 8, 8)),
+    "conv-s2-relu-maxpool-overlap-pad": (
+        lambda: om.conv_net(stride=2, act="relu", pool="max"),
+        (1, 8, 8),
+    ),
+    "two-channels-relu-maxpool": (_maxpool_net, (2, 6, 6)),
+    "mlp-matmul-relu-softmax": (
+        lambda: om.mlp((16, 12, 8, 5), act="relu", matmul=True, softmax=True),
+        (16,),
+    ),
+    "mlp-gemm-square-depth-5": (lambda: om.mlp((16, 12, 8, 4), act="square"), (16,)),
+    "mlp-transB0-tanh": (lambda: om.mlp((12, 10, 4), act="Tanh", trans_b=0, seed=3), (12,)),
+    "square-then-relu-softmax": (_square_then_relu, (1, 8, 8)),
+    "cryptonets-like-12x12": (lambda: om.cryptonets((1, 12, 12)), (1, 12, 12)),
+}
+#: Slow to compile (a 10 × 4608 layer searched over every layout).
+WIDE = {
+    "conv-relu-two-ciphertexts": (
+        lambda: om.conv_net((1, 24, 24), channels=8, pads=1, act="relu", seed=5),
+        (1, 24, 24),
+    )
+}
+BUNDLED = ["cryptonets", "cryptonets_relu", "lola_small"]
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    """``get(name) → (model bytes, program)``, each compiled once for the module."""
+    cache: dict[str, tuple[bytes, LatencyProgram]] = {}
+
+    def get(name: str) -> tuple[bytes, LatencyProgram]:
+        if name not in cache:
+            if name in BUNDLED:
+                model, cal = (MODELS_DIR / f"{name}.onnx").read_bytes(), _digits(100, 64)
+            else:
+                builder, shape = {**SMALL, **WIDE}[name]
+                model, cal = builder(), om.random_input(shape, 64, seed=11)
+            cache[name] = (
+                model,
+                heinfer.compile(model, mode="latency", calibration=cal, measure_costs=False),
+            )
+        return cache[name]
+
+    return get
+
+
+def _relative_errors(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Per item: the largest output error over the largest output magnitude."""
+    n = len(want)
+    return np.abs(got - want).reshape(n, -1).max(1) / np.abs(want).reshape(n, -1).max(1)
+
+
+# ---------------------------------------------------------------------------------- bundled models
+@pytest.mark.parametrize("name", BUNDLED)
+def test_bundled_models_match_onnxruntime(compiled, name: str) -> None:
+    model, prog = compiled(name)
+    assert isinstance(prog, LatencyProgram) and prog.mode == "latency"
+    x = _digits(0, 3)
+    result = heinfer.infer(prog, x)
+    want = om.run_onnxruntime(model, x.astype(np.float32))
+    assert result.outputs.shape == want.shape
+    err = _relative_errors(result.outputs, want)
+    print(
+        f"{name}: logN={prog.params['log_n']} q={prog.params['log_q']} rel. error {err.max():.2e}, "
+        f"{result.report['server_s'] / len(x) * 1e3:.1f} ms server per digit"
+    )
+    np.testing.assert_array_equal(result.outputs.argmax(1), want.argmax(1))
+    assert err.max() <= 1e-3
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_bundled_models_are_128_bit_secure(compiled, name: str) -> None:
+    p = compiled(name)[1].params
+    assert p["security"] == 128
+    assert sum(p["log_q"]) + sum(p["log_p"]) <= max_log_qp(p["log_n"], 128)
+
+
+def test_report_of_a_latency_run(compiled) -> None:
+    _, prog = compiled("cryptonets_relu")
+    x = _digits(3, 2)
+    r = heinfer.infer(prog, x).report
+    assert (r["mode"], r["packing"], r["batch_capacity"]) == ("latency", "slots", 1)
+    assert r["items"] == 2 and r["queries"] == 2 and r["rounds"] == 2 * len(prog.steps)
+    assert r["bytes_up"] > 0 and r["bytes_down"] > 0 and r["server_s"] > 0
+    assert r["security_bits"] == 128 and r["params"] == prog.params
+
+
+def test_inputs_beyond_the_calibrated_range_are_refused(compiled) -> None:
+    _, prog = compiled("cryptonets_relu")
+    with pytest.raises(heinfer.RangeError):
+        heinfer.infer(prog, _digits(0, 1) * 100)
+
+
+# ---------------------------------------------------------------------------------- small models
+def _check_small(compiled, name: str, shape: tuple, n: int = 3) -> None:
+    model, prog = compiled(name)
+    x = om.random_input(shape, n, seed=5)
+    got = heinfer.infer(prog, x).outputs
+    want = om.run_onnxruntime(model, x)
+    assert got.shape == want.shape
+    err = _relative_errors(got, want)
+    print(
+        f"{name}: logN={prog.params['log_n']} L={len(prog.params['log_q'])} "
+        f"scale 2^{prog.params['log_scale']}, "
+        f"{[s.n_input_cts for s in prog.segments]} input cts, rel. error {err.max():.2e}"
+    )
+    assert err.max() <= 1e-2
+    flat_w, flat_g = want.reshape(n, -1), got.reshape(n, -1)
+    top2 = np.sort(flat_w, axis=1)[:, -2:]
+    clear = (top2[:, 1] - top2[:, 0]) > 2e-2 * np.abs(flat_w).max(1)
+    np.testing.assert_array_equal(flat_g.argmax(1)[clear], flat_w.argmax(1)[clear])
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+def test_small_models_match_onnxruntime(compiled, name: str) -> None:
+    _check_small(compiled, name, SMALL[name][1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(WIDE))
+def test_activations_over_several_ciphertexts_match_onnxruntime(compiled, name: str) -> None:
+    _, prog = compiled(name)
+    assert (
+        max(s.output.n_cts for s in prog.segments) > 1
+        and max(s.n_input_cts for s in prog.segments) > 1
+    )
+    _check_small(compiled, name, WIDE[name][1], n=2)
+
+
+@pytest.mark.parametrize("name", [*BUNDLED, *SMALL])
+def test_rotation_keys_are_exactly_the_kernels_steps(compiled, name: str) -> None:
+    """The client generates exactly the rotation keys the kernels use, no more."""
+    _, prog = compiled(name)
+    used = set()
+    for seg in prog.segments:
+        for st in seg.steps:
+            if st.transform is not None:
+                used |= st.transform.rotation_steps()
+    assert prog.galois_steps == sorted(used)
+    assert prog.needs_relin_key == any(
+        st.op == "square" for seg in prog.segments for st in seg.steps
+    )
+
+
+def test_the_small_models_cover_what_they_should(compiled) -> None:
+    progs = [compiled(n)[1] for n in SMALL]
+    assert any(p.needs_relin_key for p in progs) and any(p.steps for p in progs)
+    assert any(f.kind == "maxpool" for p in progs for fns in p.steps for f in fns)
+    assert any(p.post for p in progs)  # softmax after the last layer
+    assert any(len(p.segments[0].steps) >= 4 for p in progs)  # a deep first segment
+
+
+@pytest.mark.parametrize("strategy", ["input_rotations", "output_rotations", "bsgs", "hybrid"])
+def test_fixed_strategies_compute_the_same_function(strategy: str) -> None:
+    model = om.conv_net(act="relu", seed=2)
+    prog = heinfer.compile(
+        model,
+        mode="latency",
+        calibration=om.random_input((1, 8, 8), 64, seed=11),
+        measure_costs=False,
+        strategy=strategy,
+    )
+    assert prog.meta["strategy"] == strategy
+    assert all(
+        st.plan["method"] in ("diagonal", "hybrid")
+        for s in prog.segments
+        for st in s.steps
+        if st.transform
+    )
+    x = om.random_input((1, 8, 8), 2, seed=5)
+    want = om.run_onnxruntime(model, x)
+    assert _relative_errors(heinfer.infer(prog, x).outputs, want).max() <= 1e-3
+
+
+def test_input_bound_without_calibration() -> None:
+    model = om.mlp((16, 12, 8, 5), act="relu", seed=4)
+    prog = heinfer.compile(model, mode="latency", input_bound=1.0, measure_costs=False)
+    x = om.random_input((16,), 2, seed=5)
+    assert (
+        _relative_errors(heinfer.infer(prog, x).outputs, om.run_onnxruntime(model, x)).max() <= 1e-3
+    )
+
+
+@pytest.mark.parametrize("security", [192, 256])
+def test_higher_security_levels_fit_their_bound(security: int) -> None:
+    prog = heinfer.compile(
+        om.mlp((16, 12, 4), act="relu"),
+        mode="latency",
+        calibration=om.random_input((16,), 8),
+        security=security,
+        measure_costs=False,
+    )
+    p = prog.params
+    assert prog.security == security
+    assert sum(p["log_q"]) + sum(p["log_p"]) <= max_log_qp(p["log_n"], security)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"calibration": None},  # neither calibration nor an input bound
+        {"calibration": np.zeros((4, 15), np.float32)},
+        {"calibration": np.zeros((0, 16), np.float32)},
+        {"frobnicate": True},
+        {"strategy": "fastest"},
+        {"security": 100},
+    ],
+)
+def test_latency_compile_errors(kwargs: dict) -> None:
+    args = {"calibration": om.random_input((16,), 4), "measure_costs": False, **kwargs}
+    with pytest.raises(heinfer.CompileError):
+        heinfer.compile(om.mlp((16, 4), act=None), mode="latency", **args)
+
+
+# ---------------------------------------------------------------------------------- auto
+@pytest.fixture(scope="module")
+def cost_cache(tmp_path_factory):
+    """Measured cost tables go to a temporary cache, not the user's."""
+    path = tmp_path_factory.mktemp("heinfer-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HEINFER_CACHE_DIR", str(path))
+        yield path
+
+
+@pytest.fixture(scope="module")
+def auto_programs(cost_cache):
+    model = (MODELS_DIR / "cryptonets_relu.onnx").read_bytes()
+    cal = _digits(100, 64)
+    one = heinfer.compile(model, mode="auto", batch_size=1, calibration=cal)
+    many = heinfer.compile(model, mode="auto", batch_size=1 << 16, calibration=cal)
+    latency = heinfer.compile(model, mode="latency", calibration=cal)  # measured, from the cache
+    return model, one, many, latency
+
+
+def test_auto_picks_latency_for_one_item(auto_programs) -> None:
+    model, one, _, latency = auto_programs
+    assert isinstance(one, LatencyProgram) and one.mode == "latency"
+    a = one.meta["auto"]
+    assert a["batch_size"] == 1 and a["latency_s"] <= a["throughput_s"]
+    assert a["latency_s"] == pytest.approx(latency.predicted_s, rel=1e-9)
+    x = _digits(7, 1)
+    got = heinfer.infer(one, x).outputs
+    np.testing.assert_array_equal(got.argmax(1), om.run_onnxruntime(model, x).argmax(1))
+
+
+def test_auto_picks_throughput_for_a_large_batch(auto_programs) -> None:
+    _, _, many, latency = auto_programs
+    assert isinstance(many, heinfer.Program) and many.mode == "throughput"
+    a = many.meta["auto"]
+    assert a["batch_size"] == 1 << 16 and a["latency_s"] > a["throughput_s"]
+    assert a["latency_s"] == pytest.approx((1 << 16) * latency.predicted_s, rel=1e-9)
+
+
+def test_auto_measures_costs_into_the_cache(auto_programs, cost_cache) -> None:
+    _, one, _, _ = auto_programs
+    assert (cost_cache / "latency-costs.json").exists()
+    assert one.meta["cost_source"].startswith("measured")
+
+
+@pytest.mark.parametrize("batch_size", [0, -1, 1.5, "2"])
+def test_auto_refuses_a_bad_batch_size(batch_size) -> None:
+    with pytest.raises(heinfer.CompileError, match="batch_size"):
+        heinfer.compile(
+            om.mlp((16, 4), act=None), mode="auto", batch_size=batch_size, input_bound=1.0
+        )
+
+
+@pytest.mark.parametrize("option", [{"measure_costs": False}, {"strategy": "bsgs"}])
+def test_auto_accepts_latency_options(option: dict) -> None:
+    """Latency options reach the latency compiler (and throughput options the throughput one)."""
+    model = MODELS_DIR / "cryptonets_relu.onnx"
+    prog = heinfer.compile(model, mode="auto", batch_size=1, calibration=_digits(0, 16), input_bits=20, **option)
+    assert prog.mode == "latency"
+    if "strategy" in option:
+        assert prog.meta["strategy"] == option["strategy"]
+    if "measure_costs" in option:
+        assert prog.meta["cost_source"] == "analytic"
+
+
+# ---------------------------------------------------------------------------------- explain
+def _layer_rows(text: str) -> list[str]:
+    lines = text.splitlines()
+    return [ln for ln in lines if ln.startswith("  ") and not ln.strip().startswith("layer")]
+
+
+@pytest.mark.parametrize("name", ["cryptonets_relu", "cryptonets"])
+def test_explain_prints_one_row_per_layer_and_the_rotation_keys(
+    compiled, capsys, name: str
+) -> None:
+    _, prog = compiled(name)
+    text = heinfer.explain(prog)
+    assert capsys.readouterr().out == text
+    steps = [st for seg in prog.segments for st in seg.steps]
+    rows = _layer_rows(text)
+    assert len(rows) == len(steps)
+    for row, st in zip(rows, steps):
+        assert row.split()[0] == str(st.plan["layer"])[:21]
+        if st.op == "square":
+            assert "square+relin" in row
+        else:
+            assert st.plan["method"] in row and f"M={st.plan['giant_modulus']}" in row
+    kb = prog.key_bytes()
+    key_lines = [ln for ln in text.splitlines() if ln.startswith("rotation keys:")]
+    assert len(key_lines) == 1 and key_lines[0].startswith(f"rotation keys: {kb['count']} (")
+    assert kb["count"] == len(prog.galois_steps)
+    assert text.splitlines()[0].startswith(f"mode latency: N = 2^{prog.params['log_n']}")
+    assert sum(ln.startswith("segment ") for ln in text.splitlines()) == len(prog.segments)
+    assert sum(ln.startswith("client step ") for ln in text.splitlines()) == len(prog.steps)
+
+
+def test_explain_writes_to_a_file_and_mentions_auto(auto_programs) -> None:
+    _, one, _, _ = auto_programs
+    buf = io.StringIO()
+    text = heinfer.explain(one, file=buf)
+    assert buf.getvalue() == text
+    assert "auto mode for 1 items" in text
+    a = one.meta["auto"]
+    assert f"latency {a['latency_s']:.3f} s" in text
+
+
+def test_explain_of_a_throughput_program(auto_programs) -> None:
+    _, _, many, _ = auto_programs
+    text = heinfer.explain(many, file=io.StringIO())
+    assert text.startswith("mode throughput")
+    assert f"{many.batch_capacity} items per query" in text
+    assert "auto mode" not in text  # the auto line is latency-mode only
