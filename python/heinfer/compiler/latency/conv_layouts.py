@@ -45,6 +45,7 @@ import scipy.sparse as sp
 from heinfer.compiler.latency.kernels import bias_slots
 from heinfer.compiler.latency.layout import Placement
 from heinfer.compiler.latency.transform import Transform
+from heinfer.compiler.latency.transform import split as split_steps
 from heinfer.compiler.onnx_ops import _window_indices
 from heinfer.errors import CompileError
 
@@ -68,11 +69,19 @@ def _pow2(n: int) -> int:
 
 
 def _blocks(
-    block_of: np.ndarray, pos: np.ndarray, n_blocks: int, block: int, slots: int, per_ct: int | None, what: str
+    block_of: np.ndarray,
+    pos: np.ndarray,
+    n_blocks: int,
+    block: int,
+    slots: int,
+    per_ct: int | None,
+    what: str,
 ) -> Placement:
     """Element ``e`` at position ``pos[e]`` of block ``block_of[e]`` (see the module doc)."""
     if len(pos) and int(pos.max()) >= block:
-        raise CompileError(f"{what}: a block of {block} slots cannot hold position {int(pos.max())}")
+        raise CompileError(
+            f"{what}: a block of {block} slots cannot hold position {int(pos.max())}"
+        )
     if block > slots:
         raise CompileError(f"{what}: a block of {block} slots does not fit a ciphertext of {slots}")
     fit = slots // block
@@ -100,8 +109,15 @@ def _grid(C, H, W, slots, step, row, block, pow2, per_ct, what) -> Placement:
 
 
 def channel_blocked(
-    C: int, H: int, W: int, slots: int, block: int | None = None, *, pow2: bool = False,
-    row: int | None = None, per_ct: int | None = None,
+    C: int,
+    H: int,
+    W: int,
+    slots: int,
+    block: int | None = None,
+    *,
+    pow2: bool = False,
+    row: int | None = None,
+    per_ct: int | None = None,
 ) -> Placement:
     """GAZELLE's channel packing (§6, "channel packing"): channel ``c`` in block ``c`` of
     ``block`` slots (default ``H·W``, or the next power of two with ``pow2=True``), the image
@@ -111,8 +127,16 @@ def channel_blocked(
 
 
 def strided(
-    C: int, H: int, W: int, slots: int, data_stride: int, *, row: int | None = None,
-    block: int | None = None, pow2: bool = False, per_ct: int | None = None,
+    C: int,
+    H: int,
+    W: int,
+    slots: int,
+    data_stride: int,
+    *,
+    row: int | None = None,
+    block: int | None = None,
+    pow2: bool = False,
+    per_ct: int | None = None,
 ) -> Placement:
     """Data stride ``s``: element ``(y, x)`` of channel ``c`` at ``(y·s, x·s)`` of a grid
     with rows ``row`` slots long (default ``W·s``; block default ``H·s·row``), channels
@@ -137,8 +161,16 @@ def interleaved(C: int, H: int, W: int, slots: int, channels: int | None = None)
 
 
 def split(
-    C: int, H: int, W: int, slots: int, data_stride: int, *, row: int | None = None,
-    block: int | None = None, pow2: bool = False, per_ct: int | None = None,
+    C: int,
+    H: int,
+    W: int,
+    slots: int,
+    data_stride: int,
+    *,
+    row: int | None = None,
+    block: int | None = None,
+    pow2: bool = False,
+    per_ct: int | None = None,
 ) -> Placement:
     """Packing-configurations' split layout (§IV-A3) with data stride ``d``: the image is cut
     into ``d²`` sub-images, sub-image ``(p, q)`` of channel ``c`` holding the elements
@@ -164,8 +196,16 @@ def split(
 
 
 def polyphase(
-    C: int, H: int, W: int, slots: int, stride: int, *, row: int | None = None,
-    block: int | None = None, pow2: bool = False, per_ct: int | None = None,
+    C: int,
+    H: int,
+    W: int,
+    slots: int,
+    stride: int,
+    *,
+    row: int | None = None,
+    block: int | None = None,
+    pow2: bool = False,
+    per_ct: int | None = None,
 ) -> Placement:
     """GAZELLE §6.1: a convolution of stride ``s`` as ``s²`` convolutions of stride 1, the
     input split into its ``s²`` polyphase sub-images, each a channel block — the
@@ -195,7 +235,9 @@ def _pads(pad) -> tuple[np.ndarray, np.ndarray]:
     if len(p) == 2:
         p = p + p
     if len(p) != 4 or min(p) < 0:
-        raise CompileError(f"convolution: pad must be non-negative: an int, a pair or 4 values, got {pad!r}")
+        raise CompileError(
+            f"convolution: pad must be non-negative: an int, a pair or 4 values, got {pad!r}"
+        )
     return np.array(p[:2], np.int64), np.array(p[2:], np.int64)
 
 
@@ -207,7 +249,9 @@ def conv_output_shape(H: int, W: int, kernel: tuple[int, int], stride=1, pad=0) 
         raise CompileError(f"convolution: stride must be positive, got {stride!r}")
     out = (np.array([H, W]) + begin + end - np.array(kernel)) // s + 1
     if (out < 1).any():
-        raise CompileError(f"convolution: a {kernel} filter does not fit a {H}×{W} input padded by {pad!r}")
+        raise CompileError(
+            f"convolution: a {kernel} filter does not fit a {H}×{W} input padded by {pad!r}"
+        )
     return int(out[0]), int(out[1])
 
 
@@ -227,7 +271,10 @@ def conv_matrix(weight: np.ndarray, H: int, W: int, stride=1, pad=0) -> sp.csr_m
     n_pos, taps = ho * wo, len(o_i)
     # one output channel's rows, entries in CSR order (position, input channel, tap); every
     # output channel repeats the pattern with its own weights
-    c, t = (v.ravel() for v in np.meshgrid(np.arange(ci, dtype=np.int64), np.arange(taps), indexing="ij"))
+    c, t = (
+        v.ravel()
+        for v in np.meshgrid(np.arange(ci, dtype=np.int64), np.arange(taps), indexing="ij")
+    )
     order = np.lexsort((t, c, o_i[t]))
     c, t = c[order], t[order]
     cols = c * (H * W) + idx[o_i[t], k_i[t]]
@@ -257,13 +304,13 @@ class Diagonals:
     u: np.ndarray
 
     def lower(self, giant_modulus: int, bias: np.ndarray | None = None) -> Transform:
-        """The transform with giant-step modulus ``M`` (``bias``: ``(n_out, S)`` slot values
-        or ``None``) — the same terms and plaintexts as
+        """The transform with giant-step modulus ``M`` (negative: baby steps in ``(−|M|, 0]``,
+        see :func:`~heinfer.compiler.latency.transform.split`; ``bias``: ``(n_out, S)`` slot
+        values or ``None``) — the same terms and plaintexts as
         :func:`~heinfer.compiler.latency.transform.build_transform` gives."""
-        if giant_modulus < 1:
-            raise CompileError(f"giant-step modulus must be positive, got {giant_modulus}")
-        b = self.d % giant_modulus
-        g = self.d - b
+        if giant_modulus == 0:
+            raise CompileError("giant-step modulus must be non-zero")
+        b, g = split_steps(self.d, giant_modulus, self.slots)
         order = np.lexsort((b, self.a, g, self.o))
         o, g, a, b = self.o[order], g[order], self.a[order], b[order]
         u = self.u[order]
@@ -285,7 +332,9 @@ def diagonals(matrix: sp.spmatrix, inp: Placement, out: Placement) -> Diagonals:
     35 million of them, takes seconds)."""
     m = sp.csr_matrix(matrix)
     if m.shape != (out.size, inp.size):
-        raise CompileError(f"diagonals: a {m.shape} matrix between placements of {inp.size} and {out.size} elements")
+        raise CompileError(
+            f"diagonals: a {m.shape} matrix between placements of {inp.size} and {out.size} elements"
+        )
     if inp.slots != out.slots:
         raise CompileError(f"diagonals: input of {inp.slots} slots, output of {out.slots}")
     S = inp.slots
@@ -305,7 +354,9 @@ def diagonals(matrix: sp.spmatrix, inp: Placement, out: Placement) -> Diagonals:
     else:
         uniq, inv = np.unique(key, return_inverse=True)
     del key
-    u = np.bincount(inv * S + out_slot, weights=m.data, minlength=len(uniq) * S).reshape(len(uniq), S)
+    u = np.bincount(inv * S + out_slot, weights=m.data, minlength=len(uniq) * S).reshape(
+        len(uniq), S
+    )
     d = uniq % S
     oa = uniq // S
     return Diagonals(inp.n_cts, out.n_cts, S, oa // inp.n_cts, oa % inp.n_cts, d, u)
@@ -317,6 +368,6 @@ def to_placement(
     """``y = A x + bias`` lowered from placement ``inp`` to an arbitrary output placement
     ``out`` (:func:`~heinfer.compiler.latency.kernels.diagonal` always outputs dense):
     generalized diagonals with giant-step modulus ``M`` (``M ≥ S``: input rotations only,
-    ``M = 1``: output rotations only) — :func:`~heinfer.compiler.latency.transform.build_transform`
+    ``M = 1``: output rotations only, negative ``M``: baby steps of the other sign) — :func:`~heinfer.compiler.latency.transform.build_transform`
     with the rows mapped through ``out``, computed by :func:`diagonals` in linear time."""
     return diagonals(matrix, inp, out).lower(giant_modulus, bias_slots(bias, out))
