@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from __future__ import annotations
 import os
-import platform
 import sys
 import time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -67,31 +66,6 @@ PAPER_PACKING = {
 
 def log(*msg) -> None:
     print(*msg, file=sys.stderr, flush=True)
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            info = f.read()
-        name = next(
-            ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")
-        )
-        flags = next(ln for ln in info.splitlines() if ln.startswith("flags"))
-        simd = [x for x in ("avx2", "avx512f", "avx512dq", "avx512ifma") if f" {x}" in flags]
-        return f"{name} ({os.cpu_count()} cores; {', '.join(simd)})"
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown"
-
-
-def build_profile() -> str:
-    try:
-        with open(os.path.join(ROOT, "Cargo.toml")) as f:
-            text = f.read()
-        sec = text.split("[profile.release]", 1)[1].split("\n[", 1)[0]
-        keys = [ln.strip().replace(" ", "") for ln in sec.splitlines() if "=" in ln]
-        return "release (" + ", ".join(keys) + ")"
-    except (OSError, IndexError):
-        return "release"
 
 
 def _measure_table(params: dict, reps: int = 9) -> dict:

@@ -74,7 +74,8 @@ from heinfer.compiler.latency.layout import Placement
 from heinfer.compiler.latency.search import choose_kernel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kernel_bench import COST_REPS, COST_ROUNDS, GAZELLE_T8, GAZELLE_T9, LEVEL, LOG_N, OUT_BOUND, PAPER_PACKING, Bench, build_profile, cpu_model, log  # noqa: E402
+from kernel_bench import COST_REPS, COST_ROUNDS, GAZELLE_T8, GAZELLE_T9, LEVEL, LOG_N, OUT_BOUND, PAPER_PACKING, Bench, log  # noqa: E402
+from machine import build_profile, cpu_model  # noqa: E402
 from kernel_report import cost_model_summary, report  # noqa: E402
 
 

@@ -33,7 +33,8 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 
 import heinfer  # noqa: E402
 from heinfer.protocol.messages import peek_kind  # noqa: E402
-from heinfer.runtime.costs import cpu_model  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import build_profile, cpu_model  # noqa: E402
 
 MODELS = ("cryptonets", "lola_small", "cryptonets_relu")
 STRATEGIES = ("bsgs", "hybrid", "input_rotations", "output_rotations")
@@ -162,7 +163,7 @@ def main() -> None:
     raw = np.load(os.path.join(ROOT, "models", "digits_test.npz"))
     data = {"x": raw["x"], "y": raw["y"]}
     n_images, n_baseline = (10, 2) if args.quick else (60, 4)
-    print(f"# heinfer latency benchmark — CPU: {cpu_model()}, threads: {args.threads}, build: release (lto=fat)")
+    print(f"# heinfer latency benchmark — CPU: {cpu_model()}, threads: {args.threads}, build: {build_profile()}")
     results = {}
     for name in MODELS:
         r = run_model(name, data, n_images, n_baseline)
@@ -193,7 +194,7 @@ def main() -> None:
     print("\n## reference points (seconds per image)")
     for k, v in REFERENCES.items():
         print(f"  {k}: {v}")
-    print(json.dumps({"cpu": cpu_model(), "threads": args.threads, "build": "release lto=fat", "references_s": REFERENCES, **results}))
+    print(json.dumps({"cpu": cpu_model(), "threads": args.threads, "build": build_profile(), "references_s": REFERENCES, **results}))
 
 
 if __name__ == "__main__":

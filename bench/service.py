@@ -46,35 +46,14 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from machine import build_profile, cpu_model  # noqa: E402
 
 import heinfer
 from heinfer.serve.cli_process import ServerProcess, rss_bytes
 
 TARGET_OVERHEAD = 0.15
-
-
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def build_profile() -> str:
-    """The Rust release profile the native module is built with (from ``Cargo.toml``)."""
-    try:
-        with open(os.path.join(ROOT, "Cargo.toml")) as f:
-            text = f.read()
-        section = text.split("[profile.release]", 1)[1].split("[", 1)[0]
-        keys = [ln.replace(" ", "") for ln in section.splitlines() if "=" in ln]
-        return "release (" + ", ".join(keys) + ")"
-    except (OSError, IndexError):
-        return "release"
 
 
 def compile_model(name: str, calib: np.ndarray, directory: str) -> tuple[heinfer.Program, str]:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 
@@ -40,6 +39,9 @@ import numpy as np  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from machine import build_profile, cpu_model  # noqa: E402
 
 import heinfer  # noqa: E402
 from heinfer import _native  # noqa: E402
@@ -48,17 +50,6 @@ from heinfer.protocol.server import native_params  # noqa: E402
 TARGETS = {"cryptonets": 1400.0, "cryptonets_relu": 7000.0}
 NGRAPH_HE2 = {"cryptonets": 138.0, "cryptonets_relu": 697.0}  # images/s, one thread, Tables 5/6
 NGRAPH_BYTES = 0.03e6  # bytes per image, client-aided CryptoNets (Table 7)
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def reference(name: str, x: np.ndarray) -> np.ndarray:
@@ -193,7 +184,7 @@ def main() -> None:
     heinfer.set_num_threads(args.threads)
     data = np.load(os.path.join(ROOT, "models", "digits_test.npz"))
     data = {"x": data["x"], "y": data["y"]}
-    print(f"# heinfer throughput benchmark — CPU: {cpu_model()}, threads: {args.threads}, build: release (lto=fat)")
+    print(f"# heinfer throughput benchmark — CPU: {cpu_model()}, threads: {args.threads}, build: {build_profile()}")
     results = {}
     for name in ("cryptonets", "cryptonets_relu"):
         t = time.perf_counter()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from heinfer.compiler.ir import ClientFunction, Graph, Linear, Square
+from heinfer.errors import CompileError
 
 __all__ = ["tensor_bounds"]
 
@@ -64,3 +65,18 @@ def tensor_bounds(graph: Graph, calibration: np.ndarray | None, input_bound: flo
             bound = min(bound, headroom * seen)
         out.append(max(bound, 1e-6))
     return out
+
+
+def calibrated_bounds(graph: Graph, calibration: np.ndarray | None, input_bound: float | None, headroom: float) -> tuple[np.ndarray | None, float, list[float]]:
+    """``(calibration as float64, input bound, tensor bounds)`` for a compiler entry point:
+    checks the calibration inputs' shape, takes the input bound from them when not given
+    (one of the two is required) and runs :func:`tensor_bounds`."""
+    if calibration is not None:
+        calibration = np.asarray(calibration, dtype=np.float64)
+        if calibration.shape[1:] != graph.input_shape or len(calibration) == 0:
+            raise CompileError(f"calibration inputs have shape {calibration.shape}, expected (n, *{graph.input_shape})")
+    if input_bound is None:
+        if calibration is None:
+            raise CompileError("give calibration inputs or an input_bound")
+        input_bound = float(np.abs(calibration).max())
+    return calibration, input_bound, tensor_bounds(graph, calibration, max(input_bound, 1e-6), headroom)

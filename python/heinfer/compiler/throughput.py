@@ -23,7 +23,7 @@ import numpy as np
 from heinfer.compiler.fuse import fold_linear
 from heinfer.compiler.ir import ClientFunction, Graph, Linear, Square
 from heinfer.compiler.plan import max_log_qp, op_in_size, op_out_size, plan_segment
-from heinfer.compiler.ranges import tensor_bounds
+from heinfer.compiler.ranges import calibrated_bounds
 from heinfer.errors import CompileError, NotSupportedYetError
 from heinfer.program.model import ClientStep, Instr, LinearStep, Program, Segment
 
@@ -134,15 +134,7 @@ def compile_graph(graph: Graph, calibration: np.ndarray | None = None, input_bou
     if options.security not in (128, 192, 256):
         raise CompileError(f"security must be 128, 192 or 256 bits, got {options.security}")
     g = fold_linear(graph)
-    if calibration is not None:
-        calibration = np.asarray(calibration, dtype=np.float64)
-        if calibration.shape[1:] != g.input_shape or len(calibration) == 0:
-            raise CompileError(f"calibration inputs have shape {calibration.shape}, expected (n, *{g.input_shape})")
-    if input_bound is None:
-        if calibration is None:
-            raise CompileError("give calibration inputs or an input_bound")
-        input_bound = float(np.abs(calibration).max())
-    bounds = tensor_bounds(g, calibration, max(input_bound, 1e-6), options.headroom)
+    calibration, input_bound, bounds = calibrated_bounds(g, calibration, input_bound, options.headroom)
     pre, seg_ops, step_fns, post = split_segments(g.ops)
     # index of every op in g.ops → its output bound
     pos = {id(op): i + 1 for i, op in enumerate(g.ops)}

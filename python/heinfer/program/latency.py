@@ -21,7 +21,7 @@ from heinfer.compiler.latency.cost import key_bytes
 from heinfer.compiler.latency.layout import Placement
 from heinfer.compiler.latency.transform import Transform
 from heinfer.errors import CompileError
-from heinfer.program.model import check_io_shapes
+from heinfer.program.model import check_io, check_params
 
 __all__ = ["LatencyProgram", "LatencySegment", "LatencyStep"]
 
@@ -139,10 +139,7 @@ class LatencyProgram:
             raise CompileError(f"invalid latency program: {msg}")
 
         p = self.params
-        if not isinstance(p.get("log_n"), int) or not 11 <= p["log_n"] <= 16 or not p.get("log_p"):
-            bad(f"parameters {p} (latency mode needs a ring degree 2^11..2^16 and special primes)")
-        if p.get("security") not in (128, 192, 256):
-            bad(f"security {p.get('security')!r}")
+        check_params(p, bad, need_special=True)
         levels = len(p["log_q"])
         S = self.slots
         if not self.segments or len(self.segments) != len(self.steps) + 1:
@@ -187,10 +184,4 @@ class LatencyProgram:
                 bad(f"client step {i} gives {size_out} values, segment {i + 1} takes {self.segments[i + 1].in_size}")
         if not (isinstance(self.input_bound, float) and np.isfinite(self.input_bound) and self.input_bound > 0):
             bad(f"input bound {self.input_bound!r} (a finite positive number)")
-        check_io_shapes(self.input_shape, self.output_shape, self.pre, self.post, bad)
-        first_in = int(np.prod(self.pre[-1].out_shape)) if self.pre else int(np.prod(self.input_shape))
-        if first_in != self.segments[0].in_size:
-            bad(f"input of {first_in} values for a first segment of {self.segments[0].in_size}")
-        last = int(np.prod(self.post[0].in_shape)) if self.post else int(np.prod(self.output_shape))
-        if last != self.segments[-1].output.size:
-            bad(f"last segment gives {self.segments[-1].output.size} values, the output needs {last}")
+        check_io(self, self.segments[0].in_size, self.segments[-1].output.size, bad)

@@ -176,21 +176,10 @@ class Program:
         if self.packing not in ("real", "complex", "coeff"):
             bad(f"packing {self.packing!r}")
         p = self.params
-        if not _bit_sizes(p.get("log_q"), nonempty=True) or not _bit_sizes(p.get("log_p"), nonempty=False):
-            bad(f"prime sizes in {p}")
-        if not isinstance(p.get("log_n"), int) or isinstance(p["log_n"], bool) or not 11 <= p["log_n"] <= 16:
-            bad(f"ring degree in {p}")
-        if p.get("security") not in (128, 192, 256):
-            bad(f"security {p.get('security')!r}")
+        check_params(p, bad, need_special=False)
         if not self.segments or len(self.segments) != len(self.steps) + 1:
             bad(f"{len(self.segments)} segments for {len(self.steps)} client steps")
-        check_io_shapes(self.input_shape, self.output_shape, self.pre, self.post, bad)
-        first_in = int(np.prod(self.pre[-1].out_shape)) if self.pre else int(np.prod(self.input_shape))
-        if first_in != self.segments[0].in_size:
-            bad(f"input of {first_in} values for a first segment of {self.segments[0].in_size}")
-        last_out = int(np.prod(self.post[0].in_shape)) if self.post else int(np.prod(self.output_shape))
-        if last_out != self.segments[-1].out_size:
-            bad(f"last segment gives {self.segments[-1].out_size} values, the output needs {last_out}")
+        check_io(self, self.segments[0].in_size, self.segments[-1].out_size, bad)
         finite = _positive_finite
         if not finite(self.input_bound) or not (finite(self.hide_range) and self.hide_range >= 1):
             bad("input bound and hiding range must be finite and positive")
@@ -212,13 +201,31 @@ class Program:
                 bad(f"client step {i} sizes {st.in_size} → {st.out_size} do not chain")
 
 
-def check_io_shapes(input_shape: tuple, output_shape: tuple, pre: list, post: list, bad) -> None:
-    """Calls ``bad(message)`` unless the program's input (output) holds as many values as its
-    first pre-processing function takes (its last post-processing function gives)."""
-    if pre and int(np.prod(pre[0].in_shape)) != int(np.prod(input_shape)):
-        bad(f"input shape {tuple(input_shape)} for a pre-processing step taking {tuple(pre[0].in_shape)}")
-    if post and int(np.prod(post[-1].out_shape)) != int(np.prod(output_shape)):
-        bad(f"output shape {tuple(output_shape)} for a post-processing step giving {tuple(post[-1].out_shape)}")
+def check_params(p: dict, bad, need_special: bool) -> None:
+    """Calls ``bad(message)`` unless ``p`` names prime sizes, a ring degree 2^11..2^16 and a
+    security level (and special primes when ``need_special``: rotations need them)."""
+    if not _bit_sizes(p.get("log_q"), nonempty=True) or not _bit_sizes(p.get("log_p"), nonempty=need_special):
+        bad(f"prime sizes in {p}" + (" (this mode needs special primes)" if need_special else ""))
+    if not isinstance(p.get("log_n"), int) or isinstance(p["log_n"], bool) or not 11 <= p["log_n"] <= 16:
+        bad(f"ring degree in {p}")
+    if p.get("security") not in (128, 192, 256):
+        bad(f"security {p.get('security')!r}")
+
+
+def check_io(program, first_size: int, last_size: int, bad) -> None:
+    """Calls ``bad(message)`` unless the program's input and output shapes agree with its
+    pre- and post-processing functions and with its first and last segments' sizes."""
+    pre, post = program.pre, program.post
+    if pre and int(np.prod(pre[0].in_shape)) != int(np.prod(program.input_shape)):
+        bad(f"input shape {tuple(program.input_shape)} for a pre-processing step taking {tuple(pre[0].in_shape)}")
+    if post and int(np.prod(post[-1].out_shape)) != int(np.prod(program.output_shape)):
+        bad(f"output shape {tuple(program.output_shape)} for a post-processing step giving {tuple(post[-1].out_shape)}")
+    first_in = int(np.prod(pre[-1].out_shape)) if pre else int(np.prod(program.input_shape))
+    if first_in != first_size:
+        bad(f"input of {first_in} values for a first segment of {first_size}")
+    last_out = int(np.prod(post[0].in_shape)) if post else int(np.prod(program.output_shape))
+    if last_out != last_size:
+        bad(f"last segment gives {last_size} values, the output needs {last_out}")
 
 
 def _bit_sizes(v: object, nonempty: bool) -> bool:

@@ -21,7 +21,18 @@ from heinfer.program.model import ClientStep, Program
 from heinfer.protocol.messages import Message, decode, encode
 from heinfer.protocol.server import native_params, program_id
 
-__all__ = ["Client"]
+__all__ = ["Client", "check_range"]
+
+
+def check_range(vals: np.ndarray, bound: float, what: str) -> None:
+    """Raises :class:`RangeError` when decrypted ``vals`` exceed the planned ``bound`` (or are
+    not finite): a wrapped-around result is refused, never returned."""
+    m = float(np.abs(vals).max()) if vals.size else 0.0
+    if not np.isfinite(m) or m > bound:
+        raise RangeError(
+            f"{what}: decrypted values reach {m:.4g}, beyond the bound {bound:.4g} the program was compiled for "
+            "(recompile with calibration inputs that cover these inputs)"
+        )
 
 
 class Client:
@@ -73,7 +84,7 @@ class Client:
         for f in p.pre:
             v = f.apply(v)
         seg = p.segments[0]
-        self._check(v, p.input_bound * 4.0, "input")
+        check_range(v, p.input_bound * 4.0, "input")
         batch = self._encrypt(v.T, seg.input_scale, seg.input_level)
         ref = secrets.token_hex(16)
         self._outstanding[ref] = n
@@ -98,7 +109,7 @@ class Client:
         if len(batch) != count:
             raise ProtocolError(f"step {k}: {len(batch)} values, expected {count}")
         vals = self._decrypt(batch, n)
-        self._check(vals, p.segments[k].output_bound, f"step {k} input")
+        check_range(vals, p.segments[k].output_bound, f"step {k} input")
         out = self._apply(step, vals, sizes)
         nxt = p.segments[k + 1]
         if out.shape[0] != nxt.in_size:
@@ -117,7 +128,7 @@ class Client:
         if len(batch) != seg.out_size:
             raise ProtocolError(f"result has {len(batch)} values, expected {seg.out_size}")
         vals = self._decrypt(batch, n)
-        self._check(vals, seg.output_bound, "output")
+        check_range(vals, seg.output_bound, "output")
         y = vals.T
         for f in p.post:
             y = f.apply(y)
@@ -162,15 +173,6 @@ class Client:
         if n <= s:
             return z.real[:, :n].copy()
         return np.concatenate([z.real[:, :s], z.imag[:, : n - s]], axis=1)
-
-    @staticmethod
-    def _check(vals: np.ndarray, bound: float, what: str) -> None:
-        m = float(np.abs(vals).max()) if vals.size else 0.0
-        if not np.isfinite(m) or m > bound:
-            raise RangeError(
-                f"{what}: decrypted values reach {m:.4g}, beyond the bound {bound:.4g} the program was compiled for "
-                "(recompile with calibration inputs that cover these inputs)"
-            )
 
     @staticmethod
     def _apply(step: ClientStep, vals: np.ndarray, sizes: list[int]) -> np.ndarray:

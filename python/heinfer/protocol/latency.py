@@ -26,6 +26,7 @@ import numpy as np
 from heinfer import _native
 from heinfer.errors import ProtocolError, RangeError
 from heinfer.program.latency import LatencyProgram
+from heinfer.protocol.client import check_range
 from heinfer.protocol.messages import Message, decode, encode
 from heinfer.protocol.server import QueryTable
 from heinfer.runtime.latency import PreparedSegment
@@ -48,8 +49,11 @@ def pack_cts(cts: list) -> bytes:
     return b"".join(parts)
 
 
-def unpack_cts(params: _native.Params, data: bytes, count: int, level: int, scale: float, max_bytes: int) -> list:
-    """``count`` fresh ciphertexts at ``level`` and ``scale`` from a payload, each validated."""
+def unpack_cts(
+    params: _native.Params, data: bytes, count: int, max_bytes: int, level: int | None = None, scale: float | None = None
+) -> list:
+    """``count`` ciphertexts from a payload, each validated by the engine; with ``level`` and
+    ``scale`` (the client's fresh inputs) also their level, size 2 and scale."""
     if len(data) < 4:
         raise ProtocolError("ciphertext list is truncated")
     (n,) = struct.unpack_from("<I", data, 0)
@@ -65,7 +69,7 @@ def unpack_cts(params: _native.Params, data: bytes, count: int, level: int, scal
             raise ProtocolError(f"ciphertext {i} of {m} bytes overruns the message")
         ct = _native.Ciphertext.from_bytes(params, bytes(data[off : off + m]), max_bytes)
         off += m
-        if ct.level != level or ct.size != 2 or abs(ct.scale / scale - 1) > 1e-9:
+        if level is not None and (ct.level != level or ct.size != 2 or abs(ct.scale / scale - 1) > 1e-9):
             raise ProtocolError(
                 f"ciphertext {i}: expected level {level}, size 2, scale 2^{math.log2(scale):.2f}; "
                 f"got level {ct.level}, size {ct.size}, scale 2^{math.log2(ct.scale):.2f}"
@@ -117,7 +121,7 @@ class LatencyClient:
         v = x.reshape(1, -1)
         for f in p.pre:
             v = f.apply(v)
-        self._check(v, p.input_bound, "input")
+        check_range(v, p.input_bound, "input")
         ref = secrets.token_hex(16)
         self._outstanding[ref] = 1
         return encode(Message("query", {"session": session, "ref": ref, "items": 1}, self._encrypt(0, v[0])))
@@ -164,39 +168,12 @@ class LatencyClient:
 
     def _decrypt(self, k: int, payload: bytes, max_bytes: int) -> np.ndarray:
         seg = self.program.segments[k]
-        cts = _unpack_any(self.params, payload, seg.output.n_cts, max_bytes)
+        cts = unpack_cts(self.params, payload, seg.output.n_cts, max_bytes)
         slots = np.stack([self._enc.decode(self._dec.decrypt(c)).real for c in cts])
         vals = seg.output.gather(slots)
-        self._check(vals, seg.output_bound, f"segment {k} output")
+        check_range(vals, seg.output_bound, f"segment {k} output")
         return vals
 
-    @staticmethod
-    def _check(vals: np.ndarray, bound: float, what: str) -> None:
-        m = float(np.abs(vals).max()) if vals.size else 0.0
-        if not np.isfinite(m) or m > bound:
-            raise RangeError(
-                f"{what}: values reach {m:.4g}, beyond the bound {bound:.4g} the program was compiled for "
-                "(recompile with calibration inputs that cover these inputs)"
-            )
-
-
-def _unpack_any(params: _native.Params, data: bytes, count: int, max_bytes: int) -> list:
-    """Server-produced ciphertexts (any level and scale; each validated by the engine)."""
-    if len(data) < 4 or struct.unpack_from("<I", data, 0)[0] != count:
-        raise ProtocolError(f"expected a list of {count} ciphertexts")
-    off, out = 4, []
-    for i in range(count):
-        if off + 8 > len(data):
-            raise ProtocolError(f"ciphertext {i} is truncated")
-        (m,) = struct.unpack_from("<Q", data, off)
-        off += 8
-        if m > len(data) - off:
-            raise ProtocolError(f"ciphertext {i} of {m} bytes overruns the message")
-        out.append(_native.Ciphertext.from_bytes(params, bytes(data[off : off + m]), max_bytes))
-        off += m
-    if off != len(data):
-        raise ProtocolError("trailing bytes after the ciphertexts")
-    return out
 
 
 class LatencyServer(QueryTable):
@@ -254,7 +231,7 @@ class LatencyServer(QueryTable):
         if msg.header["items"] != 1:
             raise ProtocolError(f"{msg.header['items']} items in a latency query (one per query)")
         seg = self.program.segments[0]
-        cts = unpack_cts(self.params, msg.payload, seg.n_input_cts, seg.input_level, self.scale, self.max_message_bytes)
+        cts = unpack_cts(self.params, msg.payload, seg.n_input_cts, self.max_message_bytes, seg.input_level, self.scale)
         qid = secrets.token_hex(16)
         state = {"session": session, "ref": msg.header["ref"][:64], "segment": 0, "waiting": False}
         self._queries[qid] = state
@@ -271,7 +248,7 @@ class LatencyServer(QueryTable):
             raise ProtocolError(f"reply to step {msg.header['step']}, the query waits for step {state['segment'] - 1}")
         seg = self.program.segments[state["segment"]]
         try:
-            cts = unpack_cts(self.params, msg.payload, seg.n_input_cts, seg.input_level, self.scale, self.max_message_bytes)
+            cts = unpack_cts(self.params, msg.payload, seg.n_input_cts, self.max_message_bytes, seg.input_level, self.scale)
         except Exception:
             self._queries.pop(qid, None)
             raise

@@ -25,7 +25,7 @@ from heinfer.compiler.ir import Graph, Linear, Square
 from heinfer.compiler.latency.cost import CostTable, analytic_costs, square_cost
 from heinfer.compiler.latency.search import STRATEGIES, choose_kernel, input_candidates
 from heinfer.compiler.plan import max_log_qp
-from heinfer.compiler.ranges import tensor_bounds
+from heinfer.compiler.ranges import calibrated_bounds
 from heinfer.compiler.throughput import split_segments
 from heinfer.errors import CompileError
 from heinfer.program.latency import LatencyProgram, LatencySegment, LatencyStep
@@ -84,15 +84,7 @@ def compile_latency(
     if options.strategy is not None and options.strategy not in STRATEGIES:
         raise CompileError(f"unknown strategy {options.strategy!r}: one of {sorted(STRATEGIES)}")
     g = fold_linear(graph)
-    if calibration is not None:
-        calibration = np.asarray(calibration, dtype=np.float64)
-        if calibration.shape[1:] != g.input_shape or len(calibration) == 0:
-            raise CompileError(f"calibration inputs have shape {calibration.shape}, expected (n, *{g.input_shape})")
-    if input_bound is None:
-        if calibration is None:
-            raise CompileError("give calibration inputs or an input_bound")
-        input_bound = float(np.abs(calibration).max())
-    bounds = tensor_bounds(g, calibration, max(input_bound, 1e-6), options.headroom)
+    calibration, input_bound, bounds = calibrated_bounds(g, calibration, input_bound, options.headroom)
     pos = {id(op): i + 1 for i, op in enumerate(g.ops)}
     pre, seg_ops, step_fns, post = split_segments(g.ops)
     depth = max(len(ops) for ops in seg_ops)

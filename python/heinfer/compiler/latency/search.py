@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.sparse as sp
 
 from heinfer.compiler.ir import Linear
 from heinfer.compiler.latency import kernels
