@@ -338,14 +338,18 @@ def test_auto_refuses_a_bad_batch_size(batch_size) -> None:
 
 @pytest.mark.parametrize("option", [{"measure_costs": False}, {"strategy": "bsgs"}])
 def test_auto_accepts_latency_options(option: dict) -> None:
-    """Latency options reach the latency compiler (and throughput options the throughput one)."""
+    """Latency options reach the latency compiler (and throughput options the throughput one):
+    auto mode's latency estimate is the one of the latency program compiled with them."""
     model = MODELS_DIR / "cryptonets_relu.onnx"
-    prog = heinfer.compile(model, mode="auto", batch_size=1, calibration=_digits(0, 16), input_bits=20, **option)
-    assert prog.mode == "latency"
+    cal = _digits(0, 16)
+    prog = heinfer.compile(model, mode="auto", batch_size=1, calibration=cal, input_bits=20, **option)
+    alone = heinfer.compile(model, mode="latency", calibration=cal, **option)
+    assert prog.meta["auto"]["latency_s"] == pytest.approx(alone.predicted_s, rel=0.3)
     if "strategy" in option:
-        assert prog.meta["strategy"] == option["strategy"]
+        assert alone.meta["strategy"] == option["strategy"]
     if "measure_costs" in option:
-        assert prog.meta["cost_source"] == "analytic"
+        assert alone.meta["cost_source"] == "analytic"
+        assert prog.meta["auto"]["latency_s"] == pytest.approx(alone.predicted_s, rel=1e-9)
 
 
 # ---------------------------------------------------------------------------------- explain
