@@ -28,16 +28,10 @@ from heinfer.errors import ProtocolError, RangeError
 from heinfer.program.latency import LatencyProgram
 from heinfer.protocol.client import check_range
 from heinfer.protocol.messages import Message, decode, encode
-from heinfer.protocol.server import QueryTable
+from heinfer.protocol.server import QueryTable, native_params, program_id
 from heinfer.runtime.latency import PreparedSegment
 
 __all__ = ["LatencyClient", "LatencyServer", "pack_cts", "unpack_cts"]
-
-
-def native_params(program: LatencyProgram) -> _native.Params:
-    """The checked native parameters of a program."""
-    p = program.params
-    return _native.Params(int(p["log_n"]), list(p["log_q"]), list(p["log_p"]), int(p["log_scale"]), None, int(p["security"]))
 
 
 def pack_cts(cts: list) -> bytes:
@@ -78,11 +72,6 @@ def unpack_cts(
     if off != len(data):
         raise ProtocolError(f"{len(data) - off} trailing bytes after the ciphertexts")
     return out
-
-
-def program_id(program: LatencyProgram) -> str:
-    """Identifies the parameter set a session's keys belong to."""
-    return f"{native_params(program).id:016x}"
 
 
 class LatencyClient:
