@@ -28,6 +28,7 @@ from compiler import onnx_models as om
 from compiler.onnx_models import ModelBuilder
 from heinfer.compiler.plan import max_log_qp
 from heinfer.program.latency import LatencyProgram
+from test_inference import MODELS
 
 MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
 
@@ -37,20 +38,6 @@ def _digits(start: int, n: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------- models
-def _square_then_relu() -> bytes:
-    """Conv(stride 2, pad 1) → x² → AvgPool → Gemm → Relu → Gemm → Softmax."""
-    b = ModelBuilder((1, 8, 8), seed=6)
-    b.node("Conv", [b.x, b.weight(4, 1, 3, 3), b.weight(4)], strides=[2, 2], pads=[1, 1, 1, 1])
-    b.node("Mul", [b.last, b.last])
-    b.node("AveragePool", [b.last], kernel_shape=[2, 2], strides=[2, 2])
-    b.node("Flatten", [b.last], axis=1)
-    b.node("Gemm", [b.last, b.weight(12, 16), b.weight(12)], transB=1)
-    b.node("Relu", [b.last])
-    b.node("Gemm", [b.last, b.weight(4, 12), b.weight(4)], transB=1)
-    b.node("Softmax", [b.last])
-    return b.build()
-
-
 def _maxpool_net() -> bytes:
     """Two input channels: Conv(3×3, pad 1) → Relu → MaxPool(2×2) → Gemm."""
     b = ModelBuilder((2, 6, 6), seed=4)
@@ -62,26 +49,22 @@ def _maxpool_net() -> bytes:
     return b.build()
 
 
+#: The throughput tests' networks (same builders), plus latency-specific ones.
 SMALL = {
-    # name: (builder, per-item input shape)
-    "conv-s2-p1-square-avgpool": (
-        lambda: om.conv_net(stride=2, pads=1, act="square", pool="avg"),
-        (1, 8, 8),
-    ),
-    "conv-pow-global-avgpool": (lambda: om.conv_net(act="pow", pool="global", seed=1), (1, 8, 8)),
-    "conv-batchnorm-relu": (lambda: om.conv_net(batchnorm=True, act="relu", seed=2), (1, 8, 8)),
-    "conv-s2-relu-maxpool-overlap-pad": (
-        lambda: om.conv_net(stride=2, act="relu", pool="max"),
-        (1, 8, 8),
-    ),
+    **{
+        k: MODELS[k]
+        for k in (
+            "conv-s2-p1-square-avgpool",
+            "conv-pow-global-avgpool",
+            "conv-batchnorm-relu",
+            "conv-s2-relu-maxpool-overlap-pad",
+            "mlp-matmul-relu-softmax",
+            "mlp-transB0-tanh",
+            "square-then-relu-softmax",
+        )
+    },
     "two-channels-relu-maxpool": (_maxpool_net, (2, 6, 6)),
-    "mlp-matmul-relu-softmax": (
-        lambda: om.mlp((16, 12, 8, 5), act="relu", matmul=True, softmax=True),
-        (16,),
-    ),
     "mlp-gemm-square-depth-5": (lambda: om.mlp((16, 12, 8, 4), act="square"), (16,)),
-    "mlp-transB0-tanh": (lambda: om.mlp((12, 10, 4), act="Tanh", trans_b=0, seed=3), (12,)),
-    "square-then-relu-softmax": (_square_then_relu, (1, 8, 8)),
     "cryptonets-like-12x12": (lambda: om.cryptonets((1, 12, 12)), (1, 12, 12)),
 }
 #: Slow to compile (a 10 × 4608 layer searched over every layout).

@@ -9,8 +9,6 @@ array is checked for dtype, shape, range and finiteness by the dataclasses' vali
 
 from __future__ import annotations
 
-import io
-import json
 
 import numpy as np
 
@@ -18,14 +16,13 @@ from heinfer.compiler.latency.layout import Placement
 from heinfer.compiler.latency.transform import Transform
 from heinfer.errors import SerializationError
 from heinfer.program.latency import LatencyProgram, LatencySegment, LatencyStep
-from heinfer.program.model import FORMAT_VERSION
 
 __all__ = ["dump", "build"]
 
 
 def dump(program: LatencyProgram) -> bytes:
     """The program as archive bytes."""
-    from heinfer.program.serialize import _fn_to_json
+    from heinfer.program.serialize import _fn_to_json, manifest_header, pack
 
     arrays: dict[str, np.ndarray] = {}
     segs = []
@@ -50,27 +47,13 @@ def dump(program: LatencyProgram) -> bytes:
             "output_cts": seg.output.n_cts, "output_bound": seg.output_bound, "predicted_s": seg.predicted_s,
         })
     manifest = {
-        "format": "heinfer-program",
-        "version": FORMAT_VERSION,
-        "mode": "latency",
-        "params": program.params,
-        "input_name": program.input_name,
-        "input_shape": list(program.input_shape),
-        "output_name": program.output_name,
-        "output_shape": list(program.output_shape),
-        "input_bound": program.input_bound,
-        "pre": [_fn_to_json(f, arrays, f"pre{j}") for j, f in enumerate(program.pre)],
-        "post": [_fn_to_json(f, arrays, f"post{j}") for j, f in enumerate(program.post)],
+        **manifest_header(program, arrays),
         "steps": [[_fn_to_json(f, arrays, f"s{i}_f{j}") for j, f in enumerate(fns)] for i, fns in enumerate(program.steps)],
         "segments": segs,
         "galois_steps": list(program.galois_steps),
         "needs_relin_key": program.needs_relin_key,
-        "meta": program.meta,
     }
-    arrays["manifest"] = np.frombuffer(json.dumps(manifest).encode(), dtype=np.uint8)
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
-    return buf.getvalue()
+    return pack(manifest, arrays)
 
 
 def build(m: dict, arrays: dict) -> LatencyProgram:

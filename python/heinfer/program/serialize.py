@@ -51,18 +51,8 @@ def dump(program: Program) -> bytes:
         arrays[f"s{i}_comp"], arrays[f"s{i}_outcomp"] = st.components.astype(np.int64), st.out_components.astype(np.int64)
         steps.append({"functions": [_fn_to_json(f, arrays, f"s{i}_f{j}") for j, f in enumerate(st.functions)], "in_size": st.in_size, "out_size": st.out_size, "hide_scale": st.hide_scale})
     manifest = {
-        "format": "heinfer-program",
-        "version": FORMAT_VERSION,
-        "mode": program.mode,
-        "params": program.params,
+        **manifest_header(program, arrays),
         "packing": program.packing,
-        "input_name": program.input_name,
-        "input_shape": list(program.input_shape),
-        "output_name": program.output_name,
-        "output_shape": list(program.output_shape),
-        "input_bound": program.input_bound,
-        "pre": [_fn_to_json(f, arrays, f"pre{j}") for j, f in enumerate(program.pre)],
-        "post": [_fn_to_json(f, arrays, f"post{j}") for j, f in enumerate(program.post)],
         "segments": [
             {
                 "in_size": s.in_size,
@@ -80,8 +70,31 @@ def dump(program: Program) -> bytes:
         "layers": layers,
         "hide_range": program.hide_range,
         "needs_relin_key": program.needs_relin_key,
+    }
+    return pack(manifest, arrays)
+
+
+def manifest_header(program, arrays: dict) -> dict:
+    """The manifest fields both program kinds share (format, version, mode, parameters, I/O
+    names, shapes and bound, pre-/post-processing functions whose arrays go to ``arrays``, meta)."""
+    return {
+        "format": "heinfer-program",
+        "version": FORMAT_VERSION,
+        "mode": program.mode,
+        "params": program.params,
+        "input_name": program.input_name,
+        "input_shape": list(program.input_shape),
+        "output_name": program.output_name,
+        "output_shape": list(program.output_shape),
+        "input_bound": program.input_bound,
+        "pre": [_fn_to_json(f, arrays, f"pre{j}") for j, f in enumerate(program.pre)],
+        "post": [_fn_to_json(f, arrays, f"post{j}") for j, f in enumerate(program.post)],
         "meta": program.meta,
     }
+
+
+def pack(manifest: dict, arrays: dict) -> bytes:
+    """The archive of a manifest and its arrays."""
     arrays["manifest"] = np.frombuffer(json.dumps(manifest).encode(), dtype=np.uint8)
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
