@@ -11,14 +11,15 @@ STAMPS  := $(VENV)/.heinfer-stamps
 
 MATURIN_VERSION := 1.16.0
 TEST_DEPS := "numpy>=1.24,<3" "pytest>=8,<10" "hypothesis>=6.100,<7" "scipy>=1.11,<2" "onnx>=1.16,<2" "onnxruntime>=1.18,<2" \
-             "grpcio>=1.60,<2" "click>=8.1,<9" "rich>=13,<16"
+             "grpcio>=1.85.1,<2" "click>=8.1,<9" "rich>=13,<16" "protobuf>=7.35.1,<8" \
+             "grpcio-tools==1.85.1" "import-linter>=2.1,<3"
 
 RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml Cargo.lock
 
 # Cargo and maturin must agree on the interpreter, or pyo3 rebuilds at every switch.
 export PYO3_PYTHON := $(abspath $(PY))
 
-.PHONY: all venv native test test-rust test-python test-slow demo bench bench-quick bench-throughput bench-latency bench-kernels bench-service bench-deps models clean
+.PHONY: proto all venv native test test-rust test-python test-slow demo bench bench-quick bench-throughput bench-latency bench-kernels bench-service bench-deps models clean
 
 all: native
 
@@ -71,6 +72,10 @@ bench-kernels: $(STAMPS)/native
 
 bench-service: $(STAMPS)/native
 	$(PY) bench/service.py
+
+# Regenerates the checked-in protobuf code (python/heinfer/v1) from proto/ (grpcio-tools, pinned).
+proto: $(STAMPS)/venv
+	$(PY) -m grpc_tools.protoc -Iproto --python_out=python --pyi_out=python --grpc_python_out=python proto/heinfer/v1/*.proto
 
 # Regenerates models/*.onnx and models/digits_test.npz (deterministic; scikit-learn's bundled digits).
 models: $(STAMPS)/venv
