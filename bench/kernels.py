@@ -3,7 +3,7 @@ layer, and the accuracy of the cost model.
 
     .venv/bin/python bench/kernels.py [--quick] [--threads 1]
 
-Every kernel is a lowered :class:`~heinfer.compiler.latency.transform.Transform` run by the
+Every kernel is a lowered :class:`~heinfer.program.transform.Transform` run by the
 engine through a one-step :class:`~heinfer.program.latency.LatencySegment` and
 :class:`~heinfer.runtime.latency.PreparedSegment` (the server's code path), at 128-bit
 parameters with one level — those :func:`~heinfer.compiler.latency.compile.choose_parameters`

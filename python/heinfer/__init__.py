@@ -25,6 +25,7 @@ from heinfer.errors import (
     MissingKeyError,
     NotSupportedYetError,
     OperandError,
+    OutOfRangeWarning,
     ParameterError,
     ProtocolError,
     RangeError,
@@ -35,7 +36,7 @@ from heinfer.errors import (
 )
 from heinfer.explain import explain
 from heinfer.inference import Client, InferenceResult, Options, Server, compile, infer
-from heinfer.program import Program
+from heinfer.program import Program, PublicProgram
 from heinfer.program import load as load_program
 from heinfer.threads import get_num_threads, set_num_threads
 
@@ -50,6 +51,8 @@ __all__ = [
     "InferenceResult",
     "Options",
     "Program",
+    "PublicProgram",
+    "OutOfRangeWarning",
     "load_program",
     "Client",
     "Server",

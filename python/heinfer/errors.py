@@ -46,6 +46,7 @@ __all__ = [
     "CompileError",
     "ProtocolError",
     "RangeError",
+    "OutOfRangeWarning",
     "ServiceError",
 ]
 
@@ -110,12 +111,18 @@ class ProtocolError(HeinferError):
 
 
 class RangeError(HeinferError, ArithmeticError):
-    """Decrypted values exceed the range the program was compiled for.
+    """Client inputs exceed the range the program was compiled for.
 
     CKKS arithmetic wraps around modulo the ciphertext modulus: a value beyond the planned
-    range would decrypt to garbage. The client checks every decrypted tensor against the
-    compiler's bound and raises this error instead of returning a wrong answer.
+    range would decrypt to garbage. The client refuses such inputs before encrypting them.
+    (Decrypted values are never checked by raising — that would make the client an oracle
+    for the server —: they are clamped and reported, see :class:`OutOfRangeWarning`.)
     """
+
+
+class OutOfRangeWarning(UserWarning):
+    """Some decrypted values were beyond their planned range and were clamped: the outputs
+    of the affected items are not reliable (``report["out_of_range"]`` counts them)."""
 
 
 class ServiceError(HeinferError):

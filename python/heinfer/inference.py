@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,14 +30,15 @@ from heinfer.compiler.ir import Graph
 from heinfer.compiler.latency.compile import LatencyOptions, compile_latency
 from heinfer.compiler.onnx_import import from_torch, load_onnx
 from heinfer.compiler.throughput import Options, compile_graph
-from heinfer.errors import CompileError, ProtocolError
-from heinfer.program.latency import LatencyProgram
-from heinfer.program.model import Program
+from heinfer.errors import CompileError, OutOfRangeWarning, ProtocolError
+from heinfer.program.model import Program, PublicProgram
+from heinfer.program.ops import DropTo, Linear, Rescale, Square
 from heinfer.protocol.client import Client
 from heinfer.protocol.messages import peek_kind
 from heinfer.protocol.server import Server
+from heinfer.runtime.scales import set_exact_scales
 
-__all__ = ["compile", "infer", "InferenceResult", "Client", "Server", "Options"]
+__all__ = ["compile", "infer", "InferenceResult", "Client", "Server", "Options", "Program", "PublicProgram"]
 
 
 def compile(  # noqa: A001 - the API name is the contract
@@ -49,7 +51,7 @@ def compile(  # noqa: A001 - the API name is the contract
     security: int = 128,
     batch_size: int = 1,
     **options: Any,
-) -> Program | LatencyProgram:
+) -> Program:
     """Compiles an ONNX model (path, bytes or ``onnx.ModelProto``), a :class:`Graph`, or a
     ``torch.nn.Module`` (with ``example_input``) into a :class:`Program`.
 
@@ -87,7 +89,7 @@ def compile(  # noqa: A001 - the API name is the contract
         opts = Options(security=security, **options)
     except TypeError as e:
         raise CompileError(f"unknown compiler option: {e}") from None
-    prog = compile_graph(graph, calibration=calibration, input_bound=input_bound, options=opts)
+    prog = set_exact_scales(compile_graph(graph, calibration=calibration, input_bound=input_bound, options=opts))
     if mode == "throughput":
         return prog
     lat = _compile_latency(graph, calibration, input_bound, security, lat_options)
@@ -117,20 +119,20 @@ def throughput_seconds(prog: Program) -> float:
     macs = 0.0
     for seg in prog.segments:
         level = seg.input_level
-        for ins in seg.instrs:
-            if ins.op == "linear":
-                lay = prog.layers[ins.arg]
+        for op in seg.ops:
+            if isinstance(op, Linear):
+                lay = prog.layers[op.layer]
                 macs += lay.matrix.nnz * (level + 1) * n * lay.digits
-            elif ins.op == "square":
+            elif isinstance(op, Square):
                 macs += 3.0 * seg.in_size * (level + 1) * n
-            elif ins.op == "rescale":
-                level -= max(1, ins.arg)
-            elif ins.op == "drop":
-                level = ins.arg
+            elif isinstance(op, Rescale):
+                level -= op.primes
+            elif isinstance(op, DropTo):
+                level = op.level
     return macs / THROUGHPUT_MAC_RATE + client
 
 
-def _compile_latency(graph: Graph, calibration, input_bound, security: int, options: dict) -> LatencyProgram:
+def _compile_latency(graph: Graph, calibration, input_bound, security: int, options: dict) -> Program:
     from heinfer.runtime.costs import measure_costs
 
     options = dict(options)
@@ -139,7 +141,7 @@ def _compile_latency(graph: Graph, calibration, input_bound, security: int, opti
         opts = LatencyOptions(security=security, **options)
     except TypeError as e:
         raise CompileError(f"unknown latency-mode option: {e}") from None
-    return compile_latency(graph, calibration, input_bound, opts, measure_costs if measured else None)
+    return set_exact_scales(compile_latency(graph, calibration, input_bound, opts, measure_costs if measured else None))
 
 
 @dataclass
@@ -154,7 +156,9 @@ def infer(program: Program, x: np.ndarray, client: Client | None = None, server:
     """Runs ``program`` on ``x`` with a real :class:`Client` and :class:`Server` in one process.
 
     Items are split into queries of ``program.batch_capacity``; every message between the two
-    parties is serialized and validated, and counted in the report.
+    parties is serialized and validated, and counted in the report. The client gets only the
+    public part of ``program``. Values decrypted beyond their planned range are clamped and
+    counted (``report["out_of_range"]``, with an :class:`OutOfRangeWarning`).
     """
     x = np.asarray(x)
     if x.ndim != len(program.input_shape) + 1:
@@ -162,13 +166,13 @@ def infer(program: Program, x: np.ndarray, client: Client | None = None, server:
     if len(x) == 0:
         raise ProtocolError("x holds no items")
     t_start = time.perf_counter()
-    client = client or Client(program)
+    client = client or Client(program.public())
     server = server or Server(program)
     t0 = time.perf_counter()
     keys = client.keys_message()
     t_keys = time.perf_counter() - t0
     session = server.open_session(keys)
-    up, down, rounds, client_s = len(keys), 0, 0, t_keys
+    up, down, rounds, client_s, out_of_range = len(keys), 0, 0, t_keys, 0
     server_s0 = server.seconds
     outputs = []
     cap = program.batch_capacity
@@ -190,6 +194,7 @@ def infer(program: Program, x: np.ndarray, client: Client | None = None, server:
             down += len(reply)
         t0 = time.perf_counter()
         outputs.append(client.decode_result(reply))
+        out_of_range += client.last_out_of_range
         client_s += time.perf_counter() - t0
     t_end = time.perf_counter()
     server.close_session(session)
@@ -212,6 +217,16 @@ def infer(program: Program, x: np.ndarray, client: Client | None = None, server:
         "packing": program.packing,
         "mode": program.mode,
         "security_bits": program.security,
-        "predicted_error": getattr(program.segments[-1], "predicted_error", None),
+        "predicted_error": (program.meta.get("predicted_error") or [None])[-1],
+        "precision": program.segments[-1].precision,
+        "out_of_range": out_of_range,
+        "setup_s": server.setup_seconds,
     }
+    if out_of_range:
+        warnings.warn(
+            f"{out_of_range} decrypted values were beyond the planned range and were clamped: the outputs of "
+            "some items are not reliable (recompile with calibration inputs that cover these inputs)",
+            OutOfRangeWarning,
+            stacklevel=2,
+        )
     return InferenceResult(np.concatenate(outputs), report)

@@ -196,6 +196,37 @@ impl CiphertextBatch {
         }
         Ok(Self::wrap(cts, &p))
     }
+    /// A batch of `cts` (non-empty; one parameter set; all at one level, size and scale).
+    #[staticmethod]
+    fn from_list(cts: Vec<PyRef<'_, crate::objects::Ciphertext>>) -> PyResult<Self> {
+        let first = cts
+            .first()
+            .ok_or_else(|| OperandError::new_err("a batch needs at least one ciphertext"))?;
+        let params = first.params.clone();
+        let f = &first.inner;
+        let mut out = Vec::with_capacity(cts.len());
+        for (i, c) in cts.iter().enumerate() {
+            params.check_id(c.params.id()).map_err(to_py)?;
+            let d = &c.inner;
+            if d.level() != f.level()
+                || d.size() != f.size()
+                || ((d.scale() - f.scale()) / f.scale()).abs() > 1e-9
+            {
+                return Err(OperandError::new_err(format!(
+                    "ciphertext {i} differs from ciphertext 0 in level, size or scale"
+                )));
+            }
+            out.push(d.clone());
+        }
+        Ok(Self::wrap(out, &params))
+    }
+    /// The ciphertexts of the batch, in order.
+    fn to_list(&self) -> Vec<crate::objects::Ciphertext> {
+        self.cts
+            .iter()
+            .map(|c| crate::objects::Ciphertext::wrap(c.clone(), &self.params))
+            .collect()
+    }
     /// Concatenation of batches (same parameters, level, size and scale).
     #[staticmethod]
     fn concat(batches: Vec<PyRef<'_, CiphertextBatch>>) -> PyResult<Self> {

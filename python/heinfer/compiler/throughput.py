@@ -24,8 +24,11 @@ from heinfer.compiler.fuse import fold_linear
 from heinfer.compiler.ir import ClientFunction, Graph, Linear, Square
 from heinfer.compiler.plan import max_log_qp, op_in_size, op_out_size, plan_segment
 from heinfer.compiler.ranges import calibrated_bounds
-from heinfer.errors import CompileError, NotSupportedYetError
-from heinfer.program.model import ClientStep, Instr, LinearStep, Program, Segment
+from heinfer.errors import CompileError
+from heinfer.program import Layout, LinearStep, Program, Segment, Step
+from heinfer.program.ops import DropTo, Relinearize, Rescale
+from heinfer.program.ops import Linear as OpLinear
+from heinfer.program.ops import Square as OpSquare
 
 __all__ = ["Options", "compile_graph", "split_segments"]
 
@@ -46,8 +49,9 @@ class Options:
 
     ``security``: 128, 192 or 256 bits. ``input_bits``: bits of the largest input value at
     its encryption scale (the input precision). ``weight_bits``: bits of the largest weight
-    of a layer once quantized. ``headroom``: factor over calibrated maxima. ``hide_range``:
-    the client-aided hiding scales are drawn in ``[1/hide_range, hide_range]``.
+    of a layer once quantized. ``headroom``: factor over calibrated maxima.
+    ``precision_bits``: the client releases decrypted values rounded to ``bound · 2^-bits``
+    (with noise flooding of half that), so their low bits carry nothing about the key.
     ``packing``: ``"real"``, ``"complex"`` (two items per slot, nGraph-HE2 §3.1.2),
     ``"coeff"`` (one item per coefficient: no FFT on the client, √N less fresh noise) or
     ``None``: coefficient packing when no segment squares (both packings need that), real
@@ -60,7 +64,7 @@ class Options:
     input_bits: int = 24
     weight_bits: int = 16
     headroom: float = 4.0
-    hide_range: float = 2.0
+    precision_bits: int = 16
     complex_packing: bool | None = None
     packing: str | None = None
     lazy: bool = True
@@ -90,38 +94,7 @@ def split_segments(ops: list) -> tuple[list, list[list], list[list], list]:
             segments[-1].append(op)
     if not segments[0]:
         raise CompileError("the model has no linear layer or square to evaluate on encrypted data")
-    for st in steps:
-        if sum(f.groups is not None for f in st) > 1:
-            raise NotSupportedYetError(
-                "two pooling/softmax functions in one client step (" + ", ".join(f.name for f in st) + ") are not supported yet"
-            )
     return pre, segments, steps, post
-
-
-def _components(step: list[ClientFunction], in_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Component id of every input and output of a step: values that a max-pooling window
-    combines must share one hiding scale (union of overlapping windows)."""
-    parent = np.arange(in_size)
-
-    def find(a: int) -> int:
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        return a
-
-    g = next((f for f in step if f.groups is not None), None)
-    if g is None:
-        comp = np.arange(in_size)
-        return comp, comp.copy()
-    for row in g.groups:
-        idx = [int(k) for k in row if k >= 0]
-        for k in idx[1:]:
-            ra, rb = find(idx[0]), find(k)
-            if ra != rb:
-                parent[rb] = ra
-    comp = np.array([find(a) for a in range(in_size)])
-    out = np.array([comp[int(row[row >= 0][0])] for row in g.groups]) if g.kind == "maxpool" else comp.copy()
-    return comp, out
 
 
 def compile_graph(graph: Graph, calibration: np.ndarray | None = None, input_bound: float | None = None, options: Options = Options()) -> Program:
@@ -138,29 +111,10 @@ def compile_graph(graph: Graph, calibration: np.ndarray | None = None, input_bou
     pre, seg_ops, step_fns, post = split_segments(g.ops)
     # index of every op in g.ops → its output bound
     pos = {id(op): i + 1 for i, op in enumerate(g.ops)}
-    R = options.hide_range if options.lazy else 1.0
-    hide = []
-    for k, st in enumerate(step_fns):
-        hide.append(
-            options.lazy
-            and all(f.positively_homogeneous for f in st)
-            and isinstance(seg_ops[k][-1], Linear)
-            and isinstance(seg_ops[k + 1][0], Linear)
-        )
-    seg_bounds, seg_hides, seg_in_bounds = [], [], []
+    seg_bounds, seg_in_bounds = [], []
     for k, ops in enumerate(seg_ops):
-        bs = [bounds[pos[id(op)]] for op in ops]
-        hs = [1.0] * len(ops)
-        in_b = bounds[pos[id(pre[-1])]] if (k == 0 and pre) else (bounds[0] if k == 0 else bounds[pos[id(step_fns[k - 1][-1])]])
-        if k > 0 and hide[k - 1]:
-            hs[0] *= R
-            in_b *= R
-        if k < len(step_fns) and hide[k]:
-            hs[-1] *= R
-            bs[-1] *= R
-        seg_bounds.append(bs)
-        seg_hides.append(hs)
-        seg_in_bounds.append(in_b)
+        seg_bounds.append([bounds[pos[id(op)]] for op in ops])
+        seg_in_bounds.append(bounds[pos[id(pre[-1])]] if (k == 0 and pre) else (bounds[0] if k == 0 else bounds[pos[id(step_fns[k - 1][-1])]]))
     has_square = any(isinstance(op, Square) for ops in seg_ops for op in ops)
     packing = options.packing
     if packing is None and options.complex_packing is not None:
@@ -184,7 +138,7 @@ def compile_graph(graph: Graph, calibration: np.ndarray | None = None, input_bou
         plans = []
         for k, ops in enumerate(seg_ops):
             s_in = (b - 2) if not options.lazy else input_bits - math.ceil(math.log2(seg_in_bounds[k]))
-            plans.append((s_in, plan_segment(ops, seg_bounds[k], s_in, b, options.weight_bits, seg_hides[k], options.lazy)))
+            plans.append((s_in, plan_segment(ops, seg_bounds[k], s_in, b, options.weight_bits, [1.0] * len(ops), options.lazy)))
         top = max(p.top_limbs for _, p in plans)
         p_bits = b if any(p.needs_relin for _, p in plans) else 0
         log_n = next((n for n in range(11, 17) if (m := max_log_qp(n, options.security)) and top * b + p_bits <= m), None)
@@ -199,10 +153,10 @@ def compile_graph(graph: Graph, calibration: np.ndarray | None = None, input_bou
             "(try fewer input_bits/weight_bits or a smaller model)"
         )
     _, b, log_n, plans, p_bits = best
-    return build_program(g, pre, seg_ops, step_fns, post, plans, hide, b, log_n, p_bits, packing, seg_bounds, seg_in_bounds, options)
+    return build_program(g, pre, seg_ops, step_fns, post, plans, b, log_n, p_bits, packing, seg_bounds, seg_in_bounds, options)
 
 
-def build_program(g, pre, seg_ops, step_fns, post, plans, hide, b, log_n, p_bits, packing, seg_bounds, seg_in_bounds, options) -> Program:
+def build_program(g, pre, seg_ops, step_fns, post, plans, b, log_n, p_bits, packing, seg_bounds, seg_in_bounds, options) -> Program:
     """Lowers the chosen plans to a :class:`Program` (instructions, layers, steps, errors)."""
     top = max(p.top_limbs for _, p in plans)
     n = 1 << log_n
@@ -211,19 +165,20 @@ def build_program(g, pre, seg_ops, step_fns, post, plans, hide, b, log_n, p_bits
     fresh = 6.0 * SIGMA * (1.0 if packing == "coeff" else math.sqrt(n))
     layers: list[LinearStep] = []
     segments: list[Segment] = []
+    errors: list[float] = []
     err = 0.0
     for k, ((s_in, plan), ops) in enumerate(zip(plans, seg_ops)):
         scale_in = 2.0**s_in
         err += fresh / scale_in
-        instrs: list[Instr] = []
+        instrs: list = []
         level = plan.top_limbs - 1
         in_b = seg_in_bounds[k]
         for t, op in enumerate(ops):
             if plan.limbs[t] - 1 < level:
                 level = plan.limbs[t] - 1
-                instrs.append(Instr("drop", level))
+                instrs.append(DropTo(level, (len(instrs),)))
             if plan.relin_before[t]:
-                instrs.append(Instr("relinearize"))
+                instrs.append(Relinearize((len(instrs),)))
                 # key switching, one-prime digits and a prime-sized P: Σ_j c2_j·e_j/P has
                 # ≈ σ·√N·√β per coefficient, ×√N in the slots (6σ bound)
                 s_now = plan.log_scales[t - 1] - plan.rescales[t - 1] * b
@@ -232,7 +187,7 @@ def build_program(g, pre, seg_ops, step_fns, post, plans, hide, b, log_n, p_bits
                 lp = plan.layers[t]
                 bias = op.bias if np.any(op.bias) else None
                 layers.append(LinearStep(op.name, op.matrix, bias, 2.0**lp.exponent, lp.digits))
-                instrs.append(Instr("linear", len(layers) - 1))
+                instrs.append(OpLinear(len(layers) - 1, (len(instrs),)))
                 # independent errors add in quadrature: the row 2-norm propagates them
                 l2 = float(np.sqrt(np.asarray(op.matrix.multiply(op.matrix).sum(axis=1)).max())) if op.nnz else 0.0
                 per_row = float(np.diff(op.matrix.indptr).max()) if op.nnz else 0.0
@@ -240,29 +195,30 @@ def build_program(g, pre, seg_ops, step_fns, post, plans, hide, b, log_n, p_bits
                 if not options.lazy:  # one rescale per product, each adding rounding noise
                     err += math.sqrt(per_row) * RESCALE_NOISE * n / 2.0 ** (plan.log_scales[t] - b)
             else:
-                instrs.append(Instr("square"))
+                instrs.append(OpSquare((len(instrs),)))
                 err = 2 * in_b * err + err * err
             in_b = seg_bounds[k][t]
             if plan.rescales[t]:
-                instrs.append(Instr("rescale", plan.rescales[t]))
+                instrs.append(Rescale(plan.rescales[t], (len(instrs),)))
                 level -= plan.rescales[t]
                 err += RESCALE_NOISE * n / 2.0 ** (plan.log_scales[t] - plan.rescales[t] * b)
+        out_bound = seg_bounds[k][-1]
         segments.append(
             Segment(
+                layout=Layout("batch", packing),
                 in_size=op_in_size(ops[0]),
                 input_level=plan.top_limbs - 1,
                 input_scale=scale_in,
-                instrs=instrs,
+                ops=instrs,
                 out_size=op_out_size(ops[-1]),
                 output_level=level,
-                output_bound=seg_bounds[k][-1],
-                predicted_error=err,
+                output_scale=2.0 ** (plan.log_scales[-1] - plan.rescales[-1] * b),
+                output_bound=out_bound,
+                precision=out_bound * 2.0**-options.precision_bits,
             )
         )
-    steps = []
-    for k, st in enumerate(step_fns):
-        comp, out_comp = _components(st, segments[k].out_size)
-        steps.append(ClientStep(list(st), segments[k].out_size, segments[k + 1].in_size, bool(hide[k]), comp, out_comp))
+        errors.append(err)
+    steps = [Step(list(st), segments[k].out_size, segments[k + 1].in_size) for k, st in enumerate(step_fns)]
     params = {
         "log_n": log_n,
         "log_q": [b] * top,
@@ -271,20 +227,21 @@ def build_program(g, pre, seg_ops, step_fns, post, plans, hide, b, log_n, p_bits
         "security": options.security,
     }
     return Program(
-        mode="throughput",
         params=params,
-        packing=packing,
         input_name=g.input_name,
         input_shape=tuple(g.input_shape),
         output_name=g.output_name,
         output_shape=tuple(g.output_shape),
-        input_bound=float(seg_in_bounds[0]),
+        input_bound=float(seg_in_bounds[0]) * options.headroom,
         pre=list(pre),
         segments=segments,
         steps=steps,
         post=list(post),
-        layers=layers,
-        hide_range=options.hide_range if options.lazy else 1.0,
         needs_relin_key=bool(p_bits),
-        meta={"lazy": options.lazy, "prime_bits": b, "graph": g.summary(), "cost_ns_per_coeff": sum(p.cost for _, p in plans)},
+        rotation_steps=[],
+        meta={
+            "mode": "throughput", "lazy": options.lazy, "prime_bits": b, "graph": g.summary(),
+            "cost_ns_per_coeff": sum(p.cost for _, p in plans), "predicted_error": errors,
+        },
+        layers=layers,
     )

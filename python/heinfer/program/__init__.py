@@ -1,15 +1,21 @@
 """The compiled program: the contract between compiler, runtime and protocol.
 
-A :class:`Program` holds everything a client and a server need and nothing secret: the CKKS
-parameters, the packing, the instructions of every server segment (with the weights of its
-linear layers), the client steps between segments, the key manifest, and the ranges and
-errors the compiler predicted. Latency mode has its own :class:`LatencyProgram` (layouts and
-lowered kernels instead of batch-axis instructions) in the same archive format. It is versioned and validated when loaded from bytes
-(:meth:`Program.to_bytes` / :func:`load`).
+Layer: ``heinfer.program`` (imports no compiler, runtime, protocol or service). One program
+model for both layouts (:mod:`heinfer.program.model`): segments with an input layout (batch
+axis or slots) and typed ops (:mod:`heinfer.program.ops`), steps between them, in two
+artifacts — :class:`PublicProgram` for the client (no weights) and :class:`Program` for the
+server (with the weights). One versioned, canonical byte format
+(:mod:`heinfer.program.format`); :func:`load` returns either kind.
 """
 
-from heinfer.program.latency import LatencyProgram, LatencySegment, LatencyStep
-from heinfer.program.model import ClientStep, Instr, LinearStep, Program, Segment
-from heinfer.program.serialize import load
+from heinfer.program.format import dump, load
+from heinfer.program.functions import ClientFunction, ClientKind
+from heinfer.program.model import Layout, Program, PublicProgram, Segment, Step
+from heinfer.program.placement import Placement
+from heinfer.program.transform import Transform
+from heinfer.program.weights import LinearStep
 
-__all__ = ["LatencyProgram", "LatencySegment", "LatencyStep", "ClientStep", "Instr", "LinearStep", "Program", "Segment", "load"]
+__all__ = [
+    "ClientFunction", "ClientKind", "Layout", "LinearStep", "Placement", "Program", "PublicProgram",
+    "Segment", "Step", "Transform", "dump", "load",
+]

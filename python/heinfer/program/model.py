@@ -1,103 +1,104 @@
-"""The dataclasses of a compiled program (see :mod:`heinfer.program`)."""
+"""The compiled program: one model for both layouts, in two artifacts.
+
+Layer: ``heinfer.program`` (the contract between compiler, runtime and protocol; imports no
+compiler, runtime or protocol). A program is a list of :class:`Segment` — each with an input
+:class:`Layout` (the batch axis or slots), typed ops (:mod:`heinfer.program.ops`) and the
+level, scale, bound and precision of its output — and between segments, :class:`Step` s where
+the client takes part. :class:`PublicProgram` is what a client holds: parameters, layouts,
+shapes, bounds, step functions, the key manifest; no weights, no biases. :class:`Program`
+(the server's) adds the layers' weights. Both are identified by :attr:`PublicProgram.id`, the
+SHA-256 of the public part's canonical bytes (:mod:`heinfer.program.format`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
 
-from heinfer.compiler.ir import ClientFunction
 from heinfer.errors import CompileError
+from heinfer.program.functions import ClientFunction
+from heinfer.program.ops import Op
+from heinfer.program.placement import Placement
+from heinfer.program.transform import Transform
+from heinfer.program.weights import LinearStep
 
-__all__ = ["ClientStep", "Instr", "LinearStep", "Program", "Segment"]
+__all__ = ["Layout", "Segment", "Step", "PublicProgram", "Program", "galois_element", "PUBLIC_META"]
 
-#: Version of the program format; :func:`heinfer.program.load` refuses any other.
-FORMAT_VERSION = 1
-
-#: Server instructions.
-OPS = ("linear", "square", "relinearize", "rescale", "drop")
+#: Meta fields that describe the compilation, not the weights: the public program keeps these.
+PUBLIC_META = ("mode", "lazy", "prime_bits", "strategy", "levels", "cost_source", "auto")
 
 
 @dataclass(eq=False)
-class LinearStep:
-    """A batch-axis linear layer: ``y = matrix @ x + bias``.
+class Layout:
+    """Where a segment's input values live. ``kind="batch"``: item ``b`` of a batch in slot or
+    coefficient ``b`` (``packing`` ``"real"``, ``"complex"`` or ``"coeff"``), one ciphertext
+    per tensor element. ``kind="slots"``: one item across the slots of a few ciphertexts;
+    ``gather[c, s]`` is the input element the client puts in slot ``s`` of ciphertext ``c``
+    (``-1``: zero; an element may fill many slots)."""
 
-    The server quantizes ``matrix`` to integers at ``weight_scale`` (``Δ_w``) for every query
-    (after folding in the hiding scales of the client-aided protocol) and evaluates it with
-    ``digits`` digits per residue (see ``heinfer_kernels::linear``).
-    """
-
-    name: str
-    matrix: sp.csr_matrix
-    bias: np.ndarray | None
-    weight_scale: float
-    digits: int
-
-    @property
-    def in_size(self) -> int:
-        """Number of inputs."""
-        return int(self.matrix.shape[1])
-
-    @property
-    def out_size(self) -> int:
-        """Number of outputs."""
-        return int(self.matrix.shape[0])
-
-
-@dataclass(frozen=True)
-class Instr:
-    """One server instruction: ``linear`` (``arg`` = index into ``Program.layers``),
-    ``square``, ``relinearize``, ``rescale`` (``arg`` = number of primes), or ``drop``
-    (``arg`` = the level to drop to, without scaling)."""
-
-    op: str
-    arg: int = 0
+    kind: str
+    packing: str
+    gather: np.ndarray | None = None
 
 
 @dataclass(eq=False)
 class Segment:
-    """A run of server instructions between two client interactions.
+    """Server ops between two client interactions.
 
-    The client encrypts the segment's ``in_size`` inputs at ``input_level`` and
-    ``input_scale``; the server runs ``instrs``; the ``out_size`` results (at ``output_level``)
-    go to the next client step or to the client as the answer. ``output_bound`` is the
-    largest ``|value|`` the compiler planned for (the client refuses results beyond it),
-    ``predicted_error`` the compiler's bound on the absolute error of each result.
-    """
+    The client encrypts ``in_size`` values in ``layout`` at ``input_level`` and
+    ``input_scale``; the server runs ``ops``; the ``out_size`` results come back at
+    ``output_level`` and ``output_scale`` (slot layout: at ``output``'s positions).
+    ``output_bound``: the largest ``|value|`` planned; ``precision``: the absolute precision the
+    program states for the results — the client releases nothing finer (noise flooding and
+    rounding). ``predicted_s``: the cost model's server seconds."""
 
+    layout: Layout
     in_size: int
     input_level: int
     input_scale: float
-    instrs: list[Instr]
+    ops: list[Op]
     out_size: int
     output_level: int
+    output_scale: float
     output_bound: float
-    predicted_error: float
+    precision: float
+    output: Placement | None = None
+    predicted_s: float = 0.0
+
+    @property
+    def n_input_cts(self) -> int:
+        """Ciphertexts the client encrypts for this segment."""
+        return self.in_size if self.layout.kind == "batch" else len(self.layout.gather)
+
+    @property
+    def output_parts(self) -> int:
+        """Polynomials per output ciphertext: 3 after a square not yet relinearized, else 2."""
+        parts = 2
+        for op in self.ops:
+            if type(op).__name__ == "Square":
+                parts = 3
+            elif type(op).__name__ == "Relinearize":
+                parts = 2
+        return parts
+
+    @property
+    def n_output_cts(self) -> int:
+        """Ciphertexts the segment returns."""
+        return self.out_size if self.output is None else self.output.n_cts
 
 
 @dataclass(eq=False)
-class ClientStep:
-    """A client-aided round (nGraph-HE2 §4.1) between two segments.
-
-    The client applies ``functions`` (in order; at most one grouping function — max-pooling
-    or softmax) to the decrypted values. ``hide_scale``: the server multiplies the values of
-    each *component* (``components[j]`` for input ``j``; values pooled together share one) by
-    a random positive factor in ``[1/hide_range, hide_range]`` folded into the weights around
-    the step — exact for positively homogeneous functions.
-    """
+class Step:
+    """A round between two segments. ``protocol="client-aided"`` (nGraph-HE2 §4.1): the
+    client decrypts the ``in_size`` values, applies ``functions`` in order and encrypts the
+    ``out_size`` results for the next segment."""
 
     functions: list[ClientFunction]
     in_size: int
     out_size: int
-    hide_scale: bool
-    components: np.ndarray
-    out_components: np.ndarray
-
-    @property
-    def grouping(self) -> ClientFunction | None:
-        """The max-pooling or softmax function of the step, if any."""
-        return next((f for f in self.functions if f.groups is not None), None)
+    protocol: str = "client-aided"
 
     def apply(self, x: np.ndarray) -> np.ndarray:
         """The step on plaintext values: ``(batch, in_size) → (batch, out_size)``."""
@@ -106,13 +107,19 @@ class ClientStep:
         return x
 
 
-@dataclass(eq=False)
-class Program:
-    """A compiled network (throughput mode): see :mod:`heinfer.program`."""
+def galois_element(step: int, log_n: int) -> int:
+    """The Galois element of a rotation by ``step`` slots: ``5^step mod 2N`` (negative steps
+    as ``step mod N/2``)."""
+    n = 1 << log_n
+    return pow(5, step % (n // 2), 2 * n)
 
-    mode: str
+
+@dataclass(eq=False)
+class PublicProgram:
+    """What a client needs: see the module documentation. ``input_bound``: the largest
+    ``|value|`` the client encrypts after pre-processing (the scales were planned for it)."""
+
     params: dict
-    packing: str
     input_name: str
     input_shape: tuple[int, ...]
     output_name: str
@@ -120,15 +127,25 @@ class Program:
     input_bound: float
     pre: list[ClientFunction]
     segments: list[Segment]
-    steps: list[ClientStep]
+    steps: list[Step]
     post: list[ClientFunction]
-    layers: list[LinearStep]
-    hide_range: float
     needs_relin_key: bool
+    rotation_steps: list[int]
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.validate()
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def mode(self) -> str:
+        """``"throughput"`` (batch-axis input) or ``"latency"`` (slot input)."""
+        return "throughput" if self.segments[0].layout.kind == "batch" else "latency"
+
+    @property
+    def packing(self) -> str:
+        """The first segment's packing: ``real``/``complex``/``coeff`` or ``slots``."""
+        return self.segments[0].layout.packing
 
     @property
     def slots(self) -> int:
@@ -137,106 +154,95 @@ class Program:
 
     @property
     def batch_capacity(self) -> int:
-        """Items per query: the slots (real packing), or ``N`` (complex packing: two items
-        per slot; coefficient packing: one item per coefficient)."""
+        """Items per query: one in the slot layout; the slots (real packing) or ``N``
+        (complex: two items per slot; coefficient: one per coefficient) on the batch axis."""
+        if self.packing == "slots":
+            return 1
         return self.slots * (1 if self.packing == "real" else 2)
-
-    def to_bytes(self) -> bytes:
-        """The program in its versioned byte format (:func:`heinfer.program.serialize.dump`)."""
-        from heinfer.program.serialize import dump
-
-        return dump(self)
-
-    @staticmethod
-    def from_bytes(data: bytes) -> Program:
-        """Validates and decodes a program (:func:`heinfer.program.serialize.load`)."""
-        from heinfer.program.serialize import load
-
-        return load(data)
-
-    @property
-    def key_manifest(self) -> dict:
-        """The evaluation keys a client must generate for this program: throughput mode
-        needs no rotation, and a relinearization key only when a segment squares twice."""
-        return {"relinearization": self.needs_relin_key, "galois_elements": []}
 
     @property
     def security(self) -> int:
         """Classical security level in bits."""
         return int(self.params["security"])
 
+    @property
+    def key_manifest(self) -> dict:
+        """The evaluation keys a client generates: a relinearization key when a segment
+        relinearizes, and rotation keys for exactly the steps the kernels use (with their
+        Galois elements)."""
+        log_n = int(self.params["log_n"])
+        return {
+            "relinearization": self.needs_relin_key,
+            "rotation_steps": list(self.rotation_steps),
+            "galois_elements": [galois_element(s, log_n) for s in self.rotation_steps],
+        }
+
+    @property
+    def predicted_s(self) -> float:
+        """Predicted server seconds per query (the cost model's sum over segments)."""
+        return float(sum(s.predicted_s for s in self.segments))
+
+    @property
+    def id(self) -> str:
+        """SHA-256 (hex) of the public program's canonical bytes: both sides check it."""
+        from heinfer.program.format import program_id
+
+        return program_id(self)
+
+    # ------------------------------------------------------------------ artifacts
+    def public(self) -> PublicProgram:
+        """The public program (itself)."""
+        return self
+
+    def to_bytes(self) -> bytes:
+        """The program in the versioned format (:func:`heinfer.program.load` reads it)."""
+        from heinfer.program.format import dump
+
+        return dump(self)
+
+    @staticmethod
+    def from_bytes(data: bytes) -> PublicProgram:
+        """Validates and decodes a program of either kind (:func:`heinfer.program.load`)."""
+        from heinfer.program.format import load
+
+        return load(data)
+
+    # ------------------------------------------------------------------ validation
     def validate(self) -> None:
         """Checks internal consistency; raises :class:`CompileError` naming the problem."""
+        from heinfer.program.validate import validate_public
 
-        def bad(msg: str) -> None:
-            raise CompileError(f"invalid program: {msg}")
-
-        if self.mode != "throughput":
-            bad(f"mode {self.mode!r}")
-        if self.packing not in ("real", "complex", "coeff"):
-            bad(f"packing {self.packing!r}")
-        p = self.params
-        check_params(p, bad, need_special=False)
-        if not self.segments or len(self.segments) != len(self.steps) + 1:
-            bad(f"{len(self.segments)} segments for {len(self.steps)} client steps")
-        check_io(self, self.segments[0].in_size, self.segments[-1].out_size, bad)
-        finite = _positive_finite
-        if not finite(self.input_bound) or not (finite(self.hide_range) and self.hide_range >= 1):
-            bad("input bound and hiding range must be finite and positive")
-        levels = len(p["log_q"])
-        for i, s in enumerate(self.segments):
-            if not all(finite(v) for v in (s.input_scale, s.output_bound, s.predicted_error)) or s.input_scale < 1:
-                bad(f"segment {i}: scale, bound and predicted error must be finite and positive")
-            if not (0 <= s.output_level <= s.input_level < levels):
-                bad(f"segment {i} levels {s.input_level} → {s.output_level} (top {levels - 1})")
-            for ins in s.instrs:
-                if ins.op not in OPS:
-                    bad(f"segment {i}: unknown instruction {ins.op!r}")
-                if ins.op == "linear" and not 0 <= ins.arg < len(self.layers):
-                    bad(f"segment {i}: layer {ins.arg} does not exist")
-                if ins.op == "relinearize" and not self.needs_relin_key:
-                    bad(f"segment {i} relinearizes without a relinearization key")
-        for i, st in enumerate(self.steps):
-            if st.in_size != self.segments[i].out_size or st.out_size != self.segments[i + 1].in_size:
-                bad(f"client step {i} sizes {st.in_size} → {st.out_size} do not chain")
+        validate_public(self)
 
 
-def check_params(p: dict, bad, need_special: bool) -> None:
-    """Calls ``bad(message)`` unless ``p`` names prime sizes, a ring degree 2^11..2^16 and a
-    security level (and special primes when ``need_special``: rotations need them)."""
-    if not _bit_sizes(p.get("log_q"), nonempty=True) or not _bit_sizes(p.get("log_p"), nonempty=need_special):
-        bad(f"prime sizes in {p}" + (" (this mode needs special primes)" if need_special else ""))
-    if not isinstance(p.get("log_n"), int) or isinstance(p["log_n"], bool) or not 11 <= p["log_n"] <= 16:
-        bad(f"ring degree in {p}")
-    if p.get("security") not in (128, 192, 256):
-        bad(f"security {p.get('security')!r}")
+@dataclass(eq=False)
+class Program(PublicProgram):
+    """The server's program: the public part plus ``layers`` — the weights of every
+    :class:`~heinfer.program.ops.Linear` op (a :class:`LinearStep` on the batch axis, a
+    :class:`Transform` in slots) — and ``plans``, what the compiler chose for an op (kernel,
+    modulus, predicted time), keyed ``"segment.op"`` (for :func:`heinfer.explain`)."""
 
+    layers: list[LinearStep | Transform] = field(default_factory=list)
+    plans: dict = field(default_factory=dict)
 
-def check_io(program, first_size: int, last_size: int, bad) -> None:
-    """Calls ``bad(message)`` unless the program's input and output shapes agree with its
-    pre- and post-processing functions and with its first and last segments' sizes."""
-    pre, post = program.pre, program.post
-    if pre and int(np.prod(pre[0].in_shape)) != int(np.prod(program.input_shape)):
-        bad(f"input shape {tuple(program.input_shape)} for a pre-processing step taking {tuple(pre[0].in_shape)}")
-    if post and int(np.prod(post[-1].out_shape)) != int(np.prod(program.output_shape)):
-        bad(f"output shape {tuple(program.output_shape)} for a post-processing step giving {tuple(post[-1].out_shape)}")
-    first_in = int(np.prod(pre[-1].out_shape)) if pre else int(np.prod(program.input_shape))
-    if first_in != first_size:
-        bad(f"input of {first_in} values for a first segment of {first_size}")
-    last_out = int(np.prod(post[0].in_shape)) if post else int(np.prod(program.output_shape))
-    if last_out != last_size:
-        bad(f"last segment gives {last_size} values, the output needs {last_out}")
+    def public(self) -> PublicProgram:
+        """The public program: everything but the weights (and the plans and meta derived
+        from them)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(PublicProgram)}
+        fields["meta"] = {k: v for k, v in self.meta.items() if k in PUBLIC_META}
+        return PublicProgram(**fields)
 
+    @property
+    def id(self) -> str:
+        """The id of the public part (see :attr:`PublicProgram.id`), computed once."""
+        if "_id" not in self.__dict__:
+            self.__dict__["_id"] = self.public().id
+        return self.__dict__["_id"]
 
-def _bit_sizes(v: object, nonempty: bool) -> bool:
-    """Whether ``v`` is a list of prime bit sizes (ints in 10..=62), non-empty if asked."""
-    return (
-        isinstance(v, list)
-        and (bool(v) or not nonempty)
-        and all(isinstance(b, int) and not isinstance(b, bool) and 10 <= b <= 62 for b in v)
-    )
+    def validate(self) -> None:
+        """Checks the public part and that every layer fits its ops."""
+        from heinfer.program.validate import validate_public, validate_weights
 
+        validate_public(self)
+        validate_weights(self)
 
-def _positive_finite(v: object) -> bool:
-    """Whether ``v`` is a finite positive number."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and bool(np.isfinite(v)) and v > 0

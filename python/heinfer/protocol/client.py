@@ -1,76 +1,119 @@
-"""The client: owns the secret key; encrypts inputs, runs client-aided steps, decrypts.
+"""The client: owns the secret key; encrypts inputs, answers steps, decrypts results.
 
-Batch-axis packing: tensor element ``f`` of every item is one ciphertext whose slot ``b``
-holds item ``b`` — with complex packing (nGraph-HE2 §3.1.2) the real part of slot ``b``
-holds item ``b`` and the imaginary part item ``b + N/2``, so one query carries ``N`` items;
-with coefficient packing coefficient ``b`` of the plaintext holds item ``b`` (``N`` items,
-no FFT to encode or decode, and a fresh error √N times smaller per item).
-Every value decrypted is checked against the range the program was compiled for
-(:class:`~heinfer.errors.RangeError` instead of a wrapped-around answer).
+Layer: ``heinfer.protocol``. One :class:`Client` for every layout; it holds the *public*
+program only (given a full :class:`~heinfer.program.Program` it keeps just its public
+part), so it never holds weights.
+
+**Not an oracle for a malicious server** (the defenses the tests in
+``tests/python/protocol/test_malicious_server.py`` play against):
+
+* a fresh secret key per session (:meth:`Client.keys_message`), and per query when the
+  program needs no evaluation key;
+* a per-query state machine: each step answered once, in order, only for queries this
+  client started; a result only after the last step; a query that fails is forgotten;
+* counts, levels, scales and sizes come from the public program, never from the message:
+  a batch of the wrong count, level, size or scale is refused before decryption;
+* a decrypted value out of its planned range never aborts the query and never appears in
+  an error: it is clamped, the query finishes, and the count is reported afterwards
+  (:attr:`Client.last_out_of_range`);
+* outputs are released with no more precision than the program states: Gaussian noise
+  (from the OS) of half the stated precision is added and the result rounded to it, so the
+  low bits of a decryption — where the key-dependent error lives — are not released.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import secrets
+from dataclasses import dataclass
 
 import numpy as np
 
 from heinfer import _native
 from heinfer.errors import ProtocolError, RangeError
-from heinfer.program.model import ClientStep, Program
-from heinfer.protocol.messages import Message, decode, encode
-from heinfer.protocol.server import native_params, program_id
+from heinfer.program.model import PublicProgram, Segment
+from heinfer.protocol.layouts import decrypt_segment_output, encrypt_segment_input
+from heinfer.protocol.limits import message_limits
+from heinfer.protocol.messages import decode, encode
+from heinfer.runtime.executor import native_params
 
-__all__ = ["Client", "check_range"]
+__all__ = ["Client", "check_input", "SCALE_TOLERANCE"]
+
+#: Largest relative difference between a ciphertext's scale and the program's exact scale
+#: (floating-point rounding of the products and quotients of primes only).
+SCALE_TOLERANCE = 1e-9
 
 
-def check_range(vals: np.ndarray, bound: float, what: str) -> None:
-    """Raises :class:`RangeError` when decrypted ``vals`` exceed the planned ``bound`` (or are
-    not finite): a wrapped-around result is refused, never returned."""
+def check_input(vals: np.ndarray, bound: float) -> None:
+    """Refuses (:class:`RangeError`) client inputs beyond the bound the scales were planned
+    for, or not finite. These are the client's own plaintexts, not decryptions."""
     m = float(np.abs(vals).max()) if vals.size else 0.0
     if not np.isfinite(m) or m > bound:
         raise RangeError(
-            f"{what}: decrypted values reach {m:.4g}, beyond the bound {bound:.4g} the program was compiled for "
+            f"input values reach {m:.4g}, beyond the bound {bound:.4g} the program was compiled for "
             "(recompile with calibration inputs that cover these inputs)"
         )
 
 
+@dataclass
+class _Key:
+    kg: _native.KeyGenerator
+    dec: _native.Decryptor
+
+
+@dataclass
+class _Query:
+    key: _Key
+    items: int
+    next_step: int = 0
+    server_query: str | None = None
+    out_of_range: int = 0
+
+
 class Client:
-    """The key owner's side of encrypted queries on ``program``.
+    """The key owner's side of encrypted queries on a (public) program; see the module
+    documentation. Secret keys come from the OS random source, live only in this object and
+    cannot be pickled."""
 
-    The secret key is generated from the OS random source on construction and never leaves
-    this object (it is not serializable through this class). For a latency-mode program
-    ``Client(program)`` returns a :class:`heinfer.protocol.latency.LatencyClient` (same methods).
-    """
-
-    def __new__(cls, program: Program, *args, **kwargs):  # noqa: D102 - one entry point per mode
-        if cls is Client and getattr(program, "mode", None) == "latency":
-            from heinfer.protocol.latency import LatencyClient
-
-            return LatencyClient(program, *args, **kwargs)
-        return super().__new__(cls)
-
-    def __init__(self, program: Program) -> None:
-        self.program = program
-        self.params = native_params(program)
-        self._kg = _native.KeyGenerator(self.params)
-        self._dec = _native.Decryptor(self.params, self._kg.secret_key())
-        self._outstanding: dict[str, int] = {}  # query reference → items
+    def __init__(self, program: PublicProgram) -> None:
+        if not isinstance(program, PublicProgram):
+            raise ProtocolError(f"a Client takes a heinfer.PublicProgram, got {type(program).__name__}")
+        self.program = program.public()
+        self.program_id = self.program.id
+        self.params = native_params(self.program.params)
+        self.limits = message_limits(self.program)
+        self._session_key: _Key | None = None
+        self._queries: dict[str, _Query] = {}
+        #: Values of the last decoded result (and its steps) that were out of range and clamped.
+        self.last_out_of_range = 0
 
     def __repr__(self) -> str:
-        return f"Client(params_id={self.params.id:#018x})"
+        return f"Client(program={self.program_id[:16]})"
 
     def __reduce__(self):  # noqa: D105 - secret keys are not pickled
         raise TypeError("a Client holds a secret key and cannot be pickled")
 
+    @property
+    def _needs_eval_keys(self) -> bool:
+        return self.program.needs_relin_key or bool(self.program.rotation_steps)
+
+    def _fresh_key(self) -> _Key:
+        kg = _native.KeyGenerator(self.params)
+        return _Key(kg, _native.Decryptor(self.params, kg.secret_key()))
+
     # ------------------------------------------------------------------ messages
     def keys_message(self) -> bytes:
-        """The evaluation keys the program needs (a relinearization key, or none)."""
-        payload = self._kg.relin_key().to_bytes() if self.program.needs_relin_key else b""
-        return encode(Message("keys", {"program_id": program_id(self.program)}, payload))
+        """Starts a session under a fresh secret key: the evaluation keys it needs (exactly
+        the program's key manifest). Queries of an earlier session keep their own key."""
+        key = self._session_key = self._fresh_key()
+        p = self.program
+        rlk = key.kg.relin_key().to_bytes() if p.needs_relin_key else b""
+        gk = key.kg.galois_keys(list(p.rotation_steps), False).to_bytes() if p.rotation_steps else b""
+        return encode("keys", program_id=self.program_id, relin_key=rlk, galois_keys=gk)
 
     def query_message(self, session: str, x: np.ndarray) -> bytes:
-        """Encrypts up to ``batch_capacity`` items ``x`` of shape ``(n, *input_shape)``."""
+        """Encrypts ``x`` of shape ``(n, *input_shape)``, ``1 ≤ n ≤ batch_capacity``."""
         p = self.program
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != len(p.input_shape) + 1 or x.shape[1:] != p.input_shape:
@@ -80,120 +123,92 @@ class Client:
             raise ProtocolError(f"{n} items in one query; capacity is {p.batch_capacity}")
         if not np.isfinite(x).all():
             raise RangeError("input holds non-finite values")
+        if self._needs_eval_keys:
+            if self._session_key is None:
+                raise ProtocolError("call keys_message() and open a session before querying")
+            key = self._session_key
+        else:
+            key = self._fresh_key()  # no evaluation key ties queries together: one key each
         v = x.reshape(n, -1)
         for f in p.pre:
             v = f.apply(v)
-        seg = p.segments[0]
-        check_range(v, p.input_bound * 4.0, "input")
-        batch = self._encrypt(v.T, seg.input_scale, seg.input_level)
+        check_input(v, p.input_bound)
+        batch = encrypt_segment_input(key.kg, p.segments[0], v, p.slots)
         ref = secrets.token_hex(16)
-        self._outstanding[ref] = n
-        return encode(Message("query", {"session": session, "ref": ref, "items": n}, batch.to_bytes()))
+        self._queries[ref] = _Query(key, n)
+        return encode("query", session=session, ref=ref, items=n, ciphertexts=batch.to_bytes())
 
-    def reply_message(self, step_message: bytes, max_bytes: int = 1 << 30) -> bytes:
-        """Decrypts a client step's values, applies its functions, re-encrypts fresh at the
-        level of the next segment (the noise and depth restart)."""
-        msg = decode(step_message, "step")
-        k = msg.header["step"]
+    def reply_message(self, step_message: bytes) -> bytes:
+        """Answers step ``k`` of a query: decrypts the values, applies the step's functions
+        and encrypts the next segment's input (fresh: the noise and depth restart)."""
+        _, msg = decode(step_message, "step")
+        q = self._query(msg.ref, msg.query)
         p = self.program
-        if not 0 <= k < len(p.steps):
-            raise ProtocolError(f"step {k} does not exist")
-        qid = msg.header["query"]
-        n = self._items_of(msg)
-        step = p.steps[k]
-        sizes = msg.header["group_sizes"]
-        if any(not isinstance(s, int) or isinstance(s, bool) or s < 1 for s in sizes):
-            raise ProtocolError(f"step {k}: group sizes must be positive integers")
-        count = sum(sizes) if sizes else step.in_size
-        batch = _native.CiphertextBatch.from_bytes(self.params, msg.payload, max_bytes, max(count, 1))
-        if len(batch) != count:
-            raise ProtocolError(f"step {k}: {len(batch)} values, expected {count}")
-        vals = self._decrypt(batch, n)
-        check_range(vals, p.segments[k].output_bound, f"step {k} input")
-        out = self._apply(step, vals, sizes)
-        nxt = p.segments[k + 1]
-        if out.shape[0] != nxt.in_size:
-            raise ProtocolError(f"step {k} produced {out.shape[0]} values, the next segment takes {nxt.in_size}")
-        enc = self._encrypt(out, nxt.input_scale, nxt.input_level)
-        return encode(Message("reply", {"query": qid, "step": k}, enc.to_bytes()))
+        k = q.next_step
+        try:
+            if msg.step != k or k >= len(p.steps):
+                what = "an extra step" if k >= len(p.steps) else f"step {msg.step} while waiting for step {k}"
+                raise ProtocolError(f"the server sent {what} (replayed, out of order or forged)")
+            q.next_step += 1
+            vals = self._open(q, p.segments[k], msg.ciphertexts)
+            out = p.steps[k].apply(vals)
+            nxt = p.segments[k + 1]
+            reply = encrypt_segment_input(q.key.kg, nxt, out, p.slots)
+            return encode("reply", query=msg.query, step=k, ciphertexts=reply.to_bytes())
+        except Exception:
+            self._queries.pop(msg.ref, None)
+            raise
 
-    def decode_result(self, result_message: bytes, max_bytes: int = 1 << 30) -> np.ndarray:
-        """The outputs ``(n, *output_shape)`` of a finished query."""
-        msg = decode(result_message, "result")
+    def decode_result(self, result_message: bytes) -> np.ndarray:
+        """The outputs ``(n, *output_shape)`` of a finished query, released at the program's
+        stated precision (values out of range clamped: see :attr:`last_out_of_range`)."""
+        _, msg = decode(result_message, "result")
+        q = self._query(msg.ref, msg.query)
+        self._queries.pop(msg.ref, None)
         p = self.program
-        n = self._items_of(msg)
-        self._outstanding.pop(msg.header["ref"])
+        if q.next_step != len(p.steps):
+            raise ProtocolError(f"a result after {q.next_step} of {len(p.steps)} steps (forged or out of order)")
         seg = p.segments[-1]
-        batch = _native.CiphertextBatch.from_bytes(self.params, msg.payload, max_bytes, seg.out_size)
-        if len(batch) != seg.out_size:
-            raise ProtocolError(f"result has {len(batch)} values, expected {seg.out_size}")
-        vals = self._decrypt(batch, n)
-        check_range(vals, seg.output_bound, "output")
-        y = vals.T
+        y = _flood_and_round(self._open(q, seg, msg.ciphertexts), seg.precision)
         for f in p.post:
             y = f.apply(y)
-        return y.reshape((n, *p.output_shape))
+        self.last_out_of_range = q.out_of_range
+        return y.reshape((q.items, *p.output_shape))
 
     # ------------------------------------------------------------------ helpers
-    def _items_of(self, msg: Message) -> int:
-        """The item count of the query a server message answers (one this client sent)."""
-        n = self._outstanding.get(msg.header["ref"])
-        if n is None:
-            raise ProtocolError("a message for a query this client did not send (or already finished)")
-        if msg.header["items"] != n:
-            raise ProtocolError(f"the server answers for {msg.header['items']} items, the query had {n}")
-        return n
+    def _query(self, ref: str, server_query: str) -> _Query:
+        q = self._queries.get(ref)
+        if q is None:
+            raise ProtocolError("a message for a query this client did not start (or already finished)")
+        if q.server_query is None:
+            q.server_query = server_query
+        elif q.server_query != server_query:
+            raise ProtocolError("the server changed the id of a query mid-protocol")
+        return q
 
-    def _encrypt(self, values: np.ndarray, scale: float, level: int) -> _native.CiphertextBatch:
-        """``(count, n)`` real values, item ``b`` of row ``f`` → ciphertext ``f``."""
-        if self.program.packing == "coeff":
-            return _native.encrypt_batch_coefficients(self._kg, np.ascontiguousarray(values, dtype=np.float64), scale, level)
-        return _native.encrypt_batch(self._kg, self._pack(values), scale, level)
+    def _open(self, q: _Query, seg: Segment, payload: bytes) -> np.ndarray:
+        """Checks the ciphertexts against the plan (count, level, size, scale: never the
+        message's word), decrypts, and clamps values out of range (counted, never raised)."""
+        count, parts = seg.n_output_cts, seg.output_parts
+        limit = self.limits["result"] if seg is self.program.segments[-1] else self.limits["step"]
+        batch = _native.CiphertextBatch.from_bytes(self.params, payload, limit, count)
+        if len(batch) != count or batch.level != seg.output_level or batch.size != parts or not math.isclose(batch.scale, seg.output_scale, rel_tol=SCALE_TOLERANCE):
+            raise ProtocolError(
+                f"expected {count} ciphertexts of size {parts} at level {seg.output_level} and scale 2^{math.log2(seg.output_scale):.2f}, "
+                f"got {len(batch)} of size {batch.size} at level {batch.level} and scale 2^{math.log2(max(batch.scale, 1e-300)):.2f}"
+            )
+        vals = decrypt_segment_output(q.key.dec, seg, batch, q.items)
+        bad = ~np.isfinite(vals) | (np.abs(vals) > seg.output_bound)
+        q.out_of_range += int(bad.sum())
+        return np.clip(np.nan_to_num(vals, nan=0.0, posinf=0.0, neginf=0.0), -seg.output_bound, seg.output_bound)
 
-    def _decrypt(self, batch: _native.CiphertextBatch, n: int) -> np.ndarray:
-        """The first ``n`` items of every ciphertext: ``(count, n)`` real values."""
-        if self.program.packing == "coeff":
-            return _native.decrypt_batch_coefficients(self._dec, batch)[:, :n]
-        return self._unpack(_native.decrypt_batch(self._dec, batch), n)
 
-    def _pack(self, values: np.ndarray) -> np.ndarray:
-        """``(count, n)`` real values → ``(count, n_slots)`` complex slots."""
-        count, n = values.shape
-        s = self.program.slots
-        width = min(n, s)
-        z = np.zeros((count, width), dtype=np.complex128)
-        z.real[:, :width] = values[:, :width]
-        if n > s:
-            z.imag[:, : n - s] = values[:, s:]
-        return z
-
-    def _unpack(self, z: np.ndarray, n: int) -> np.ndarray:
-        """``(count, slots)`` complex → ``(count, n)`` real, undoing :meth:`_pack`."""
-        s = self.program.slots
-        if n <= s:
-            return z.real[:, :n].copy()
-        return np.concatenate([z.real[:, :s], z.imag[:, : n - s]], axis=1)
-
-    @staticmethod
-    def _apply(step: ClientStep, vals: np.ndarray, sizes: list[int]) -> np.ndarray:
-        """The step's functions on ``(count, n)`` values in the server's (permuted) order."""
-        g = step.grouping
-        fns = step.functions
-        gi = fns.index(g) if g is not None else len(fns)
-        for f in fns[:gi]:
-            vals = f.apply(vals.T).T
-        if g is not None:
-            if not sizes:
-                raise ProtocolError("a pooling/softmax step needs group sizes")
-            starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-            if g.kind == "maxpool":
-                vals = np.maximum.reduceat(vals, starts, axis=0)
-            else:
-                shifted = vals - np.repeat(np.maximum.reduceat(vals, starts, axis=0), sizes, axis=0)
-                e = np.exp(shifted)
-                vals = e / np.repeat(np.add.reduceat(e, starts, axis=0), sizes, axis=0)
-        elif sizes:
-            raise ProtocolError("an element-wise step takes no group sizes")
-        for f in fns[gi + 1 :]:
-            vals = f.apply(vals.T).T
-        return vals
+def _flood_and_round(vals: np.ndarray, precision: float) -> np.ndarray:
+    """``vals`` plus Gaussian noise of standard deviation ``precision/2`` (Box–Muller on OS
+    random bytes), rounded to multiples of ``precision``."""
+    n = vals.size
+    u = np.frombuffer(os.urandom(16 * n), dtype=np.uint64).reshape(2, n) if n else np.zeros((2, 0), np.uint64)
+    u1 = (u[0] >> np.uint64(11)).astype(np.float64) * 2.0**-53 + 2.0**-54  # (0, 1)
+    u2 = (u[1] >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    noise = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2) * (precision / 2.0)
+    return np.round((vals + noise.reshape(vals.shape)) / precision) * precision

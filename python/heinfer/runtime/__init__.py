@@ -1,10 +1,11 @@
 """Executing compiled programs: the server side of every segment, with the native kernels.
 
-One native call per instruction and layer (``heinfer._native``): no Python loop runs per
-ciphertext or per element on the server.
+Layer: ``heinfer.runtime`` (imports program and the native module; never protocol or
+service). One :class:`Executor` for both layouts; one native call per op and layer: no
+Python loop runs per element on the server.
 """
 
+from heinfer.runtime.executor import Executor, native_params
 from heinfer.runtime.linear import PreparedLinear
-from heinfer.runtime.segment import run_segment
 
-__all__ = ["PreparedLinear", "run_segment"]
+__all__ = ["Executor", "PreparedLinear", "native_params"]

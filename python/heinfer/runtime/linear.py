@@ -1,9 +1,8 @@
-"""Preparing a :class:`~heinfer.program.model.LinearStep` for the native kernel.
+"""Preparing a :class:`~heinfer.program.weights.LinearStep` for the native kernel.
 
-The kernel takes a layer as groups of output rows that read the same inputs (one
-convolution window for every output channel, or all inputs of a dense layer). The grouping
-is computed once per layer; every query then only rescales and rounds the weights — the
-client-aided protocol folds fresh random hiding factors into them per query.
+Layer: ``heinfer.runtime``. The kernel takes a layer as groups of output rows that read the
+same inputs (one convolution window for every output channel, or all inputs of a dense
+layer); the grouping and the quantization at the layer's weight scale happen once per program.
 """
 
 from __future__ import annotations
@@ -11,13 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 from heinfer import _native
-from heinfer.program.model import LinearStep
+from heinfer.program.weights import LinearStep
 
 __all__ = ["PreparedLinear"]
 
 
 class PreparedLinear:
-    """A linear layer grouped by shared input support, ready to quantize per query."""
+    """A linear layer grouped by shared input support, ready to quantize."""
 
     def __init__(self, step: LinearStep) -> None:
         m = step.matrix.tocsr()

@@ -9,6 +9,6 @@ programs and the program layer imports the pure-data modules of this package).
 """
 
 from heinfer.compiler.latency.layout import Placement
-from heinfer.compiler.latency.transform import Transform, build_transform
+from heinfer.program.transform import Transform, build_transform
 
 __all__ = ["Placement", "Transform", "build_transform"]

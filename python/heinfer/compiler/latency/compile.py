@@ -1,4 +1,4 @@
-"""Compiling a graph for latency mode: graph → :class:`~heinfer.program.latency.LatencyProgram`.
+"""Compiling a graph for latency mode: graph → a :class:`~heinfer.program.Program` in the slot layout.
 
 Layer: ``heinfer.compiler`` (pure Python + numpy; the cost table is passed in). Passes:
 
@@ -23,12 +23,15 @@ import numpy as np
 from heinfer.compiler.fuse import fold_linear
 from heinfer.compiler.ir import Graph, Linear, Square
 from heinfer.compiler.latency.cost import CostTable, analytic_costs, square_cost
-from heinfer.compiler.latency.search import STRATEGIES, choose_kernel, input_candidates
+from heinfer.compiler.latency.search import STRATEGIES, LatencyStep, choose_kernel, input_candidates
 from heinfer.compiler.plan import max_log_qp
 from heinfer.compiler.ranges import calibrated_bounds
 from heinfer.compiler.throughput import split_segments
 from heinfer.errors import CompileError
-from heinfer.program.latency import LatencyProgram, LatencySegment, LatencyStep
+from heinfer.program import Layout, Program, Segment, Step
+from heinfer.program.ops import Linear as OpLinear
+from heinfer.program.ops import Relinearize, Rescale
+from heinfer.program.ops import Square as OpSquare
 
 __all__ = ["LatencyOptions", "compile_latency", "choose_parameters"]
 
@@ -38,12 +41,14 @@ class LatencyOptions:
     """Options of latency mode. ``security``: 128/192/256 bits. ``scale_bits``: candidate
     bits of the scale (the primes ``q_1..q_L`` and ``Δ``), largest first; the first that fits
     the smallest secure ring wins. ``headroom``: factor over calibrated maxima.
+    ``precision_bits``: decrypted values are released rounded to ``bound · 2^-bits``.
     ``strategy``: ``None`` runs the packing search; a name of :data:`STRATEGIES` applies one
     fixed kernel to every layer (the benchmarks' baselines). ``log_n``: force a ring degree."""
 
     security: int = 128
     scale_bits: tuple[int, ...] = (40, 36, 33, 30, 28)
     headroom: float = 4.0
+    precision_bits: int = 16
     strategy: str | None = None
     log_n: int | None = None
 
@@ -73,7 +78,7 @@ def compile_latency(
     input_bound: float | None = None,
     options: LatencyOptions = LatencyOptions(),
     cost_fn: Callable[[dict], CostTable] | None = None,
-) -> LatencyProgram:
+) -> Program:
     """Compiles ``graph`` for single-item latency (see the module documentation).
 
     ``cost_fn(params) → CostTable`` measures primitive costs for the chosen parameters
@@ -95,12 +100,29 @@ def compile_latency(
     levels = len(params["log_q"])
     costs = cost_fn(params) if cost_fn else analytic_costs(params["log_n"], levels, len(params["log_p"]))
     slots = 1 << (params["log_n"] - 1)
-    segments = []
-    for k, ops in enumerate(seg_ops):
-        segments.append(_segment(ops, slots, costs, options.strategy, seg_out_bounds[k] * 2.0))
-    steps = sorted({s for seg in segments for st in seg.steps if st.transform is not None for s in st.transform.rotation_steps()})
-    needs_relin = any(st.op == "square" for seg in segments for st in seg.steps)
-    return LatencyProgram(
+    lowered = [_segment(ops, slots, costs, options.strategy) for ops in seg_ops]
+    scale = float(2 ** params["log_scale"])
+    segments, layers, plans = [], [], {}
+    for k, (ops, (gather, steps, placement, total)) in enumerate(zip(seg_ops, lowered)):
+        seg_ops_typed: list = []
+        for st in steps:
+            if st.op == "transform":
+                layers.append(st.transform)
+                plans[f"{k}.{len(seg_ops_typed)}"] = st.plan
+                seg_ops_typed.append(OpLinear(len(layers) - 1, (len(seg_ops_typed),)))
+            else:
+                plans[f"{k}.{len(seg_ops_typed)}"] = st.plan
+                for op in (OpSquare, Relinearize):
+                    seg_ops_typed.append(op((len(seg_ops_typed),)))
+                seg_ops_typed.append(Rescale(1, (len(seg_ops_typed),)))
+        bound = seg_out_bounds[k] * 2.0
+        segments.append(Segment(
+            Layout("slots", "slots", gather), _in_size(ops[0]), len(ops), scale, seg_ops_typed, _out_size(ops[-1]),
+            0, scale, bound, bound * 2.0**-options.precision_bits, placement, total,
+        ))
+    rotations = sorted({s for lay in layers for s in lay.rotation_steps()})
+    needs_relin = any(isinstance(op, Relinearize) for seg in segments for op in seg.ops)
+    return Program(
         params=params,
         input_name=graph.input_name,
         input_shape=tuple(graph.input_shape),
@@ -109,11 +131,13 @@ def compile_latency(
         input_bound=float(input_bound) * options.headroom,
         pre=pre,
         segments=segments,
-        steps=step_fns,
+        steps=[Step(list(fns), segments[k].out_size, segments[k + 1].in_size) for k, fns in enumerate(step_fns)],
         post=post,
-        galois_steps=steps,
         needs_relin_key=needs_relin,
-        meta={"strategy": options.strategy or "search", "levels": levels, "cost_source": costs.get("source", "analytic") if isinstance(costs, dict) else "analytic"},
+        rotation_steps=rotations,
+        meta={"mode": "latency", "strategy": options.strategy or "search", "levels": levels, "cost_source": costs.get("source", "analytic") if isinstance(costs, dict) else "analytic"},
+        layers=layers,
+        plans=plans,
     )
 
 
@@ -125,10 +149,11 @@ def _out_size(op) -> int:
     return int(np.prod(op.out_shape))
 
 
-def _segment(ops: list, slots: int, costs: CostTable, strategy: str | None, out_bound: float) -> LatencySegment:
-    """Lowers one segment: every client input layout is priced with the whole segment (the
-    cheapest kernel per layer given the placement and whether its other slots are zero), and
-    the cheapest total wins — client encryptions included."""
+def _segment(ops: list, slots: int, costs: CostTable, strategy: str | None) -> tuple:
+    """``(gather map, steps, output placement, predicted server seconds)`` of one segment:
+    every client input layout is priced with the whole segment (the cheapest kernel per layer
+    given the placement and whether its other slots are zero), and the cheapest total wins —
+    client encryptions included."""
     best = None
     for cand in input_candidates(ops[0], slots, len(ops), costs, strategy):
         steps, total = _lower(ops, cand, slots, costs, strategy)
@@ -136,7 +161,7 @@ def _segment(ops: list, slots: int, costs: CostTable, strategy: str | None, out_
         if best is None or total_with_client < best[0]:
             best = (total_with_client, cand, steps, total)
     _, cand, (steps, placement), total = best
-    return LatencySegment(_in_size(ops[0]), len(ops), cand["gather"], steps, placement, out_bound, total)
+    return cand["gather"], steps, placement, total
 
 
 def _lower(ops: list, cand: dict, slots: int, costs: CostTable, strategy: str | None):

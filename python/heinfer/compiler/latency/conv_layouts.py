@@ -3,7 +3,7 @@ as a sparse matrix, and the lowering of a layer between any two placements.
 
 Layer: ``heinfer.compiler`` (pure numpy + scipy). With these, every convolution kernel of
 GAZELLE (§6) and of packing-configurations (§IV-A) is one
-:class:`~heinfer.compiler.latency.transform.Transform` between two placements, lowered by
+:class:`~heinfer.program.transform.Transform` between two placements, lowered by
 :func:`to_placement` (or :func:`~heinfer.compiler.latency.kernels.diagonal` for a dense
 output) with a giant-step modulus ``M``:
 
@@ -44,8 +44,8 @@ import scipy.sparse as sp
 
 from heinfer.compiler.latency.kernels import bias_slots
 from heinfer.compiler.latency.layout import Placement
-from heinfer.compiler.latency.transform import Transform
-from heinfer.compiler.latency.transform import split as split_steps
+from heinfer.program.transform import Transform
+from heinfer.program.transform import split as split_steps
 from heinfer.compiler.onnx_ops import _window_indices
 from heinfer.errors import CompileError
 
@@ -292,7 +292,7 @@ class Diagonals:
     """A linear map between two placements as its generalized diagonals, before the split
     into baby and giant steps: ``y_o[t] += Σ u_i[t] · x_{a_i}[t + d_i]`` over the unique
     ``(o_i, a_i, d_i)`` (sorted). :meth:`lower` turns it into a
-    :class:`~heinfer.compiler.latency.transform.Transform` for any giant-step modulus, so a
+    :class:`~heinfer.program.transform.Transform` for any giant-step modulus, so a
     layer is analysed once and lowered for many moduli."""
 
     n_in: int
@@ -305,9 +305,9 @@ class Diagonals:
 
     def lower(self, giant_modulus: int, bias: np.ndarray | None = None) -> Transform:
         """The transform with giant-step modulus ``M`` (negative: baby steps in ``(−|M|, 0]``,
-        see :func:`~heinfer.compiler.latency.transform.split`; ``bias``: ``(n_out, S)`` slot
+        see :func:`~heinfer.program.transform.split`; ``bias``: ``(n_out, S)`` slot
         values or ``None``) — the same terms and plaintexts as
-        :func:`~heinfer.compiler.latency.transform.build_transform` gives."""
+        :func:`~heinfer.program.transform.build_transform` gives."""
         if giant_modulus == 0:
             raise CompileError("giant-step modulus must be non-zero")
         b, g = split_steps(self.d, giant_modulus, self.slots)
@@ -368,6 +368,6 @@ def to_placement(
     """``y = A x + bias`` lowered from placement ``inp`` to an arbitrary output placement
     ``out`` (:func:`~heinfer.compiler.latency.kernels.diagonal` always outputs dense):
     generalized diagonals with giant-step modulus ``M`` (``M ≥ S``: input rotations only,
-    ``M = 1``: output rotations only, negative ``M``: baby steps of the other sign) — :func:`~heinfer.compiler.latency.transform.build_transform`
+    ``M = 1``: output rotations only, negative ``M``: baby steps of the other sign) — :func:`~heinfer.program.transform.build_transform`
     with the rows mapped through ``out``, computed by :func:`diagonals` in linear time."""
     return diagonals(matrix, inp, out).lower(giant_modulus, bias_slots(bias, out))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from heinfer.compiler.latency.transform import OP_KINDS, Transform
+from heinfer.program.transform import OP_KINDS, Transform
 
 __all__ = ["CostTable", "KINDS", "analytic_costs", "price", "transform_cost", "square_cost", "key_bytes"]
 

@@ -2,7 +2,7 @@
 
 Layer: ``heinfer.compiler`` (pure numpy). A kernel takes a layer ``y = A x + c`` (sparse
 ``A``), the placement of ``x`` and the slot count, and returns the lowered
-:class:`~heinfer.compiler.latency.transform.Transform` and the placement of ``y``:
+:class:`~heinfer.program.transform.Transform` and the placement of ``y``:
 
 * :func:`diagonal` — Halevi–Shoup generalized diagonals between the two placements, with a
   giant-step modulus ``M`` (GAZELLE §5 "diagonal"; baby-step giant-step with double
@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from heinfer.compiler.latency.layout import Placement, expanded_input
-from heinfer.compiler.latency.transform import Transform, build_transform
+from heinfer.program.transform import Transform, build_transform
 from heinfer.errors import CompileError
 
 __all__ = ["diagonal", "hybrid", "hybrid_geometry", "naive", "expanded", "bias_slots"]

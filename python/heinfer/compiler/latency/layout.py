@@ -20,49 +20,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from heinfer.errors import CompileError
+from heinfer.program.placement import Placement
 
 __all__ = ["Placement", "dense_input", "expanded_input"]
-
-
-@dataclass(frozen=True, eq=False)
-class Placement:
-    """Element ``e`` lives at slot ``slot[e]`` of ciphertext ``ct[e]`` (``n_cts`` ciphertexts
-    of ``slots`` slots)."""
-
-    n_cts: int
-    slots: int
-    ct: np.ndarray
-    slot: np.ndarray
-
-    def __post_init__(self) -> None:
-        ct, slot = np.asarray(self.ct, np.int64), np.asarray(self.slot, np.int64)
-        if ct.shape != slot.shape or ct.ndim != 1:
-            raise CompileError("placement: ct and slot must be vectors of one length")
-        if len(ct) and (ct.min() < 0 or ct.max() >= self.n_cts or slot.min() < 0 or slot.max() >= self.slots):
-            raise CompileError("placement: a position lies outside the ciphertexts")
-        if len(np.unique(ct * self.slots + slot)) != len(ct):
-            raise CompileError("placement: two elements share a slot")
-        object.__setattr__(self, "ct", ct)
-        object.__setattr__(self, "slot", slot)
-
-    @property
-    def size(self) -> int:
-        """Number of elements placed."""
-        return len(self.ct)
-
-    @staticmethod
-    def dense(n: int, slots: int) -> Placement:
-        """Row-major: element ``e`` at ciphertext ``e // S``, slot ``e % S``."""
-        e = np.arange(n, dtype=np.int64)
-        return Placement(-(-n // slots), slots, e // slots, e % slots)
-
-    def gather(self, cts: np.ndarray) -> np.ndarray:
-        """The elements, read from slot values ``(n_cts, S)`` (or ``(batch, n_cts, S)``)."""
-        return cts[..., self.ct, self.slot]
-
-    def to_json(self) -> dict:
-        """Shape data for a program manifest (the arrays travel separately)."""
-        return {"n_cts": self.n_cts, "slots": self.slots}
 
 
 def dense_input(n: int, slots: int) -> tuple[np.ndarray, Placement]:

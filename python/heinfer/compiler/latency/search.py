@@ -15,6 +15,7 @@ layers are dense, so conversions (the hybrid's fold) are part of the kernel's pr
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,11 +23,22 @@ from heinfer.compiler.ir import Linear
 from heinfer.compiler.latency import kernels
 from heinfer.compiler.latency.cost import CostTable, price
 from heinfer.compiler.latency.layout import Placement, dense_input
-from heinfer.compiler.latency.transform import OP_KINDS, split
+from heinfer.program.transform import OP_KINDS, Transform, split
 from heinfer.errors import CompileError
-from heinfer.program.latency import LatencyStep
 
-__all__ = ["STRATEGIES", "input_candidates", "choose_kernel", "candidate_counts"]
+__all__ = ["LatencyStep", "STRATEGIES", "input_candidates", "choose_kernel", "candidate_counts"]
+
+
+@dataclass(eq=False)
+class LatencyStep:
+    """One lowered server step of a slot-layout segment at input level ``level``: ``op`` is
+    ``"transform"`` (``transform`` set) or ``"square"``; ``plan`` records what the search chose
+    (kernel, modulus, copies, predicted seconds) for :func:`heinfer.explain`."""
+
+    op: str
+    level: int
+    transform: Transform | None = None
+    plan: dict = field(default_factory=dict)
 
 #: Fixed strategies (one kernel for every layer; the search's baselines).
 STRATEGIES = {
@@ -39,7 +51,7 @@ STRATEGIES = {
 
 def _moduli(slots: int) -> list[int]:
     """Giant-step moduli to try: ``1, 2, …, S`` with non-negative baby steps, and the same
-    with non-positive ones (:func:`~heinfer.compiler.latency.transform.split`)."""
+    with non-positive ones (:func:`~heinfer.program.transform.split`)."""
     pos = [1 << i for i in range(int(math.log2(slots)) + 1)]
     return pos + [-m for m in pos[1:-1]]
 

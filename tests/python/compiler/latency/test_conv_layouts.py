@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from heinfer.compiler.latency import conv_layouts as cl
 from heinfer.compiler.latency import kernels
 from heinfer.compiler.latency.layout import Placement
-from heinfer.compiler.latency.transform import build_transform
+from heinfer.program.transform import build_transform
 from heinfer.errors import CompileError
 from hypothesis import given, settings
 from hypothesis import strategies as st

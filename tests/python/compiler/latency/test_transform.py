@@ -1,4 +1,4 @@
-"""The generalized-diagonal transform (``heinfer.compiler.latency.transform``) against numpy.
+"""The generalized-diagonal transform (``heinfer.program.transform``) against numpy.
 
 Property tests (hypothesis) on random sparse matrices — more rows or columns than slots
 (several ciphertexts), empty rows, a single non-zero, full rows — between random input and
@@ -23,7 +23,7 @@ import pytest
 import scipy.sparse as sp
 from heinfer.compiler.latency.layout import Placement
 from heinfer.compiler.latency.search import candidate_counts
-from heinfer.compiler.latency.transform import EXTRA_KINDS, OP_KINDS, Transform, build_transform
+from heinfer.program.transform import EXTRA_KINDS, OP_KINDS, Transform, build_transform
 from heinfer.errors import CompileError
 from hypothesis import example, given, note, settings
 from hypothesis import strategies as st

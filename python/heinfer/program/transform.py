@@ -1,6 +1,6 @@
 """A linear map between slot layouts, lowered to rotations and plaintext products.
 
-Layer: ``heinfer.compiler`` (pure numpy). Every linear kernel of latency mode — Halevi–Shoup
+Layer: ``heinfer.program`` (pure numpy: the lowering of a slot-layout linear layer, which the compiler builds and the runtime executes). Every linear kernel of latency mode — Halevi–Shoup
 diagonals with baby-step giant-step, GAZELLE's hybrid and its convolutions with input or
 output rotations, LoLa's convolution representation — is one :class:`Transform` with a
 particular input layout, output layout and giant-step modulus (see

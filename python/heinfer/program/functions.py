@@ -1,0 +1,161 @@
+"""The functions a client applies between segments (ReLU, max-pooling, softmax, …).
+
+Layer: ``heinfer.program`` (pure numpy). A :class:`ClientFunction` is part of the public
+program: its kind, attributes, shapes and pooling windows are the architecture, not weights.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from heinfer.errors import CompileError
+
+__all__ = ["ClientFunction", "ClientKind"]
+
+
+class ClientKind(str, enum.Enum):
+    """The non-polynomial functions a :class:`ClientFunction` can apply.
+
+    Members compare equal to their string values (``ClientKind.RELU == 'relu'``), and
+    ``ClientFunction.kind`` holds the plain string.
+    """
+
+    RELU = "relu"
+    LEAKY_RELU = "leaky_relu"
+    SIGMOID = "sigmoid"
+    TANH = "tanh"
+    CLIP = "clip"
+    SOFTMAX = "softmax"
+    MAXPOOL = "maxpool"
+
+
+_ELEMENTWISE = frozenset({"relu", "leaky_relu", "sigmoid", "tanh", "clip"})
+
+
+def _shape(value: object, what: str) -> tuple[int, ...]:
+    """``value`` as a tuple of positive ints, or a :class:`CompileError` naming ``what``."""
+    try:
+        shape = tuple(int(d) for d in value)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        raise CompileError(f"{what} must be a tuple of ints, got {value!r}") from None
+    if any(d <= 0 for d in shape):
+        raise CompileError(f"{what} must have positive dimensions, got {shape}")
+    return shape
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)
+
+
+@dataclass(frozen=True, eq=False)
+class ClientFunction:
+    """A non-polynomial step the client applies on decrypted values.
+
+    ``kind`` is one of :class:`ClientKind`'s values. ``attrs``: ``{'alpha': float}`` for
+    ``leaky_relu``; ``{'min': float | None, 'max': float | None}`` for ``clip``; empty otherwise.
+
+    ``groups`` is ``None`` for the element-wise kinds (relu, leaky_relu, sigmoid, tanh, clip).
+    For ``maxpool`` it is an int64 array ``(out_size, window)``: ``out[j]`` is the max over *k*
+    of ``x[groups[j, k]]``, and entries ``-1`` are padding (ignored). For ``softmax`` it is an
+    int64 array ``(n_groups, group_size)`` that partitions the flattened input, and
+    ``out[groups[j]] = softmax(x[groups[j]])`` (output shape equals input shape).
+    Raises :class:`CompileError` when kind, attrs, groups and shapes do not fit together.
+    """
+
+    name: str
+    kind: str
+    attrs: dict
+    in_shape: tuple[int, ...]
+    out_shape: tuple[int, ...]
+    groups: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        where = f"ClientFunction {self.name!r}"
+        try:
+            kind = ClientKind(self.kind).value
+        except ValueError:
+            kinds = ", ".join(k.value for k in ClientKind)
+            raise CompileError(f"{where}: unknown kind {self.kind!r} (one of {kinds})") from None
+        in_shape = _shape(self.in_shape, f"{where}: in_shape")
+        out_shape = _shape(self.out_shape, f"{where}: out_shape")
+        attrs = dict(self.attrs or {})
+        if kind == "leaky_relu":
+            attrs = {"alpha": float(attrs.get("alpha", 0.01))}
+        elif kind == "clip":
+            attrs = {k: None if attrs.get(k) is None else float(attrs[k]) for k in ("min", "max")}
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "attrs", attrs)
+        object.__setattr__(self, "in_shape", in_shape)
+        object.__setattr__(self, "out_shape", out_shape)
+        n_in, n_out = _size(in_shape), _size(out_shape)
+        if (kind in _ELEMENTWISE or kind == "softmax") and n_in != n_out:
+            raise CompileError(
+                f"{where}: {kind} needs in and out sizes equal, {in_shape} vs {out_shape}"
+            )
+        if kind in _ELEMENTWISE:
+            if self.groups is not None:
+                raise CompileError(f"{where}: element-wise {kind} takes no groups")
+            return
+        if self.groups is None:
+            raise CompileError(f"{where}: {kind} needs groups")
+        groups = np.array(self.groups, dtype=np.int64)
+        if groups.ndim != 2 or groups.shape[1] == 0:
+            raise CompileError(
+                f"{where}: groups must be a non-empty 2-D array, got shape {groups.shape}"
+            )
+        if kind == "maxpool":
+            if groups.shape[0] != n_out:
+                raise CompileError(
+                    f"{where}: maxpool groups have {groups.shape[0]} rows, "
+                    f"expected out_size {n_out}"
+                )
+            if groups.min() < -1 or groups.max() >= n_in or (groups < 0).all(axis=1).any():
+                raise CompileError(
+                    f"{where}: maxpool groups must index [0, {n_in}) with -1 "
+                    "as padding, and no window may be all padding"
+                )
+        elif not np.array_equal(np.sort(groups, axis=None), np.arange(n_in)):
+            raise CompileError(f"{where}: softmax groups must partition range({n_in})")
+        groups.setflags(write=False)
+        object.__setattr__(self, "groups", groups)
+
+    @property
+    def positively_homogeneous(self) -> bool:
+        """True when f(r·x) = r·f(x) for every r > 0 (per group): relu, leaky_relu, maxpool."""
+        return self.kind in ("relu", "leaky_relu", "maxpool")
+
+    def apply(self, x: np.ndarray) -> np.ndarray:
+        """x: (batch, in_size) float array (float64 is kept) → (batch, out_size)."""
+        x = np.asarray(x)
+        if not np.issubdtype(x.dtype, np.floating):
+            x = x.astype(np.float64)
+        kind = self.kind
+        if kind == "relu":
+            return np.maximum(x, 0)
+        if kind == "leaky_relu":
+            return np.where(x >= 0, x, x * self.attrs["alpha"])
+        if kind == "sigmoid":
+            # exp of a non-positive argument only: no overflow warning for large |x|
+            e = np.exp(-np.abs(x))
+            return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+        if kind == "tanh":
+            return np.tanh(x)
+        if kind == "clip":
+            lo, hi = self.attrs["min"], self.attrs["max"]
+            out = x if lo is None else np.maximum(x, lo)
+            return out if hi is None else np.minimum(out, hi)
+        assert self.groups is not None
+        if kind == "maxpool":
+            pad = self.groups < 0
+            vals = x[:, np.where(pad, 0, self.groups)]
+            vals[:, pad] = -np.inf
+            return vals.max(axis=-1)
+        vals = x[:, self.groups]  # softmax: (batch, n_groups, group_size)
+        e = np.exp(vals - vals.max(axis=-1, keepdims=True))
+        out = np.empty_like(x)
+        out[:, self.groups] = e / e.sum(axis=-1, keepdims=True)
+        return out

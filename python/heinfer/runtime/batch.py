@@ -1,0 +1,85 @@
+"""Running a batch-axis segment on a batch of ciphertexts (server side).
+
+Layer: ``heinfer.runtime``. One native call per op over all ciphertexts; squares, rescales,
+relinearizations and drops work in place; a square followed by a linear layer is fused into
+it (the squared ciphertexts are never stored), and linear → square → linear runs as one
+kernel (CryptoNets' conv → x² → dense never stores its intermediates).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from heinfer import _native
+from heinfer.program.model import Segment
+from heinfer.program.ops import DropTo, Linear, Relinearize, Rescale, Square
+from heinfer.program.weights import LinearStep
+from heinfer.runtime.linear import PreparedLinear
+
+__all__ = ["run_batch_segment"]
+
+
+def run_batch_segment(
+    seg: Segment,
+    batch: _native.CiphertextBatch,
+    layers: list,
+    built: dict[int, tuple],
+    relin_key: _native.RelinKey | None,
+    baseline: bool = False,
+) -> _native.CiphertextBatch:
+    """Executes ``seg.ops`` on ``batch`` (consumed) and returns the segment's output batch.
+
+    ``built[layer] = (native layer, bias)``: the weights quantized once per program.
+    ``baseline`` runs linear layers with the naive kernel (a general plaintext product per
+    weight, a rescale after each: nGraph-HE2's starting point, for benchmarks)."""
+    packing = seg.layout.packing
+    ops = seg.ops
+    skip_rescale = False
+    fuse = False
+    i = 0
+    while i < len(ops):
+        op = ops[i]
+        i += 1
+        if not baseline and _is_chain(layers, ops, i - 1) and batch.size == 2:
+            (l1, b1), (l2, b2) = built[op.layer], built[ops[i + 1].layer]
+            batch = _native.square_chain(l1, l2, batch, b1, b2, packing)
+            i += 2
+            continue
+        if isinstance(op, Square) and not baseline and i < len(ops) and isinstance(ops[i], Linear) and batch.size == 2:
+            fuse = True  # the next linear layer squares its inputs on the fly
+            continue
+        if isinstance(op, Linear):
+            step = layers[op.layer]
+            if baseline:
+                bias = step.bias if step.bias is not None else np.zeros(step.out_size)
+                batch = _native.naive_linear_rows(batch, step.matrix.toarray(), bias, list(range(step.out_size)), step.weight_scale, True)
+                skip_rescale = True
+                continue
+            layer, bias = built[op.layer]
+            batch = layer.apply(batch, bias, packing, fuse)
+            fuse = False
+        elif isinstance(op, Square):
+            _native.batch_square(batch)
+        elif isinstance(op, Relinearize):
+            _native.batch_relinearize(batch, relin_key)
+        elif isinstance(op, Rescale):
+            if skip_rescale:
+                skip_rescale = False
+                continue
+            _native.batch_rescale(batch, op.primes)
+        elif isinstance(op, DropTo):
+            _native.batch_drop_to_level(batch, op.level)
+        skip_rescale = skip_rescale and isinstance(op, Linear)
+    return batch
+
+
+def build_layers(layers: list) -> dict[int, tuple]:
+    """Every batch-axis layer quantized for the native kernel, once per program."""
+    return {i: PreparedLinear(lay).build() for i, lay in enumerate(layers) if isinstance(lay, LinearStep)}
+
+
+def _is_chain(layers: list, ops: list, i: int) -> bool:
+    """Whether ops ``i, i+1, i+2`` are linear → square → linear with one digit each."""
+    if i + 2 >= len(ops) or not (isinstance(ops[i], Linear) and isinstance(ops[i + 1], Square) and isinstance(ops[i + 2], Linear)):
+        return False
+    return layers[ops[i].layer].digits == 1 and layers[ops[i + 2].layer].digits == 1

@@ -1,0 +1,53 @@
+"""One executor for every layout: runs segment ``k`` of a program on ciphertexts.
+
+Layer: ``heinfer.runtime``. :class:`Executor` prepares a program once — batch-axis layers
+quantized for the GEMM kernels, slot-layout plaintexts encoded at their exact scales — and
+:meth:`Executor.run` executes one segment on a :class:`~heinfer._native.CiphertextBatch`,
+dispatching on the segment's layout (data, not a class per mode).
+"""
+
+from __future__ import annotations
+
+import time
+
+from heinfer import _native
+from heinfer.errors import ProtocolError
+from heinfer.program.model import Program
+from heinfer.runtime.batch import build_layers, run_batch_segment
+from heinfer.runtime.slots import PreparedSlots
+
+__all__ = ["Executor", "native_params"]
+
+
+def native_params(params: dict) -> _native.Params:
+    """The checked native parameters of a program's ``params``."""
+    return _native.Params(int(params["log_n"]), list(params["log_q"]), list(params["log_p"]), int(params["log_scale"]), None, int(params["security"]))
+
+
+class Executor:
+    """A program prepared for execution (weights quantized, plaintexts encoded).
+
+    ``baseline=True`` runs batch-axis linear layers with the naive kernel (benchmarks).
+    ``setup_seconds``: the time the preparation took."""
+
+    def __init__(self, program: Program, baseline: bool = False) -> None:
+        if not isinstance(program, Program):
+            raise ProtocolError("executing a program needs its weights: give the server the full program, not the public one")
+        t0 = time.perf_counter()
+        self.program = program
+        self.params = native_params(program.params)
+        self.baseline = baseline
+        self.built = build_layers(program.layers) if not baseline else {}
+        self.slots = {
+            k: PreparedSlots(self.params, seg, program.layers) for k, seg in enumerate(program.segments) if seg.layout.kind == "slots"
+        }
+        self._ev = _native.Evaluator(self.params) if self.slots else None
+        self.setup_seconds = time.perf_counter() - t0
+
+    def run(self, k: int, batch: _native.CiphertextBatch, relin: _native.RelinKey | None, galois: _native.GaloisKeys | None) -> _native.CiphertextBatch:
+        """Segment ``k`` on its input ciphertexts (consumed); returns its output ciphertexts."""
+        seg = self.program.segments[k]
+        if seg.layout.kind == "batch":
+            return run_batch_segment(seg, batch, self.program.layers, self.built, relin, self.baseline)
+        out = self.slots[k].run(self._ev, batch.to_list(), galois, relin)
+        return _native.CiphertextBatch.from_list(out)

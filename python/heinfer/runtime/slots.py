@@ -1,0 +1,108 @@
+"""Running a slot-layout segment on ciphertexts (server side).
+
+Layer: ``heinfer.runtime``. :class:`PreparedSlots` encodes every plaintext of a segment once
+per program (the kernels' diagonals at the exact scale ``q_ℓ`` of the prime the layer's
+rescale removes, so a linear layer leaves the ciphertext scale unchanged; biases at the scale
+the ciphertext has after it). :meth:`PreparedSlots.run` executes the segment's ops with the
+engine's hoisted rotations: the baby steps of every input ciphertext share one decomposition
+and stay in the extended basis ``Q·P`` through the plaintext products and sums, with one
+fused dot product and one ModDown per output ciphertext and giant step (double hoisting, see
+:mod:`heinfer.program.transform`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from heinfer import _native
+from heinfer.errors import ProtocolError
+from heinfer.program.model import Segment
+from heinfer.program.ops import Linear, Relinearize, Rescale, Square
+from heinfer.program.transform import Transform
+
+__all__ = ["PreparedSlots"]
+
+
+class PreparedSlots:
+    """A slot-layout segment with its plaintexts encoded for inputs at ``input_scale``."""
+
+    def __init__(self, params: _native.Params, seg: Segment, layers: list) -> None:
+        self.seg = seg
+        enc = _native.Encoder(params)
+        q = self.q = [float(v) for v in params.q]
+        scale, level = seg.input_scale, seg.input_level
+        self.plain: dict[int, list] = {}
+        self.bias: dict[int, list | None] = {}
+        self.transforms: dict[int, Transform] = {}
+        self.levels: dict[int, int] = {}
+        for j, op in enumerate(seg.ops):
+            self.levels[j] = level
+            if isinstance(op, Linear):
+                t = layers[op.layer]
+                self.transforms[j] = t
+                pts: list = [None] * len(t.terms)
+                for _, _, ix in t.groups():
+                    ext = bool((t.terms[ix, 3] != 0).any())
+                    for i in ix:
+                        pts[i] = enc.encode_real(np.ascontiguousarray(t.vectors[i]), q[level], level, ext)
+                self.plain[j] = pts
+                self.bias[j] = None if t.bias is None else [enc.encode_real(np.ascontiguousarray(b), scale, level - 1, False) for b in t.bias]
+                level -= 1
+            elif isinstance(op, Square):
+                scale = scale * scale
+            elif isinstance(op, Rescale):
+                for _ in range(op.primes):
+                    scale /= q[level]
+                    level -= 1
+
+    def run(self, ev: _native.Evaluator, cts: list, galois: _native.GaloisKeys | None, relin: _native.RelinKey | None) -> list:
+        """The segment's output ciphertexts for its input ciphertexts ``cts`` (consumed)."""
+        seg = self.seg
+        if len(cts) != seg.n_input_cts:
+            raise ProtocolError(f"segment takes {seg.n_input_cts} ciphertexts, got {len(cts)}")
+        for j, op in enumerate(seg.ops):
+            if isinstance(op, Linear):
+                cts = self._transform(ev, j, cts, galois)
+            elif isinstance(op, Square):
+                cts = [ev.square(c) for c in cts]
+            elif isinstance(op, Relinearize):
+                for c in cts:
+                    ev.relinearize_assign(c, relin)
+            elif isinstance(op, Rescale):
+                for c in cts:
+                    for _ in range(op.primes):
+                        ev.rescale_assign(c)
+            else:
+                raise ProtocolError(f"the slot layout cannot run {type(op).__name__}")
+        return cts
+
+    def _transform(self, ev: _native.Evaluator, k: int, x: list, galois) -> list:
+        t = self.transforms[k]
+        pts = self.plain[k]
+        for r in t.replicate:
+            for a in range(len(x)):
+                ev.add_assign(x[a], ev.rotate(x[a], r, galois))
+        ext = {a: dict(zip(bs, ev.rotate_hoisted_extended(x[a], bs, galois))) for a, bs in t.babies().items()}
+        out: list = [None] * t.n_out
+        for o, g, ix in t.groups():
+            terms = [(int(t.terms[i, 2]), int(t.terms[i, 3])) for i in ix]
+            group_pts = [pts[i] for i in ix]
+            if any(b for _, b in terms):
+                acc = ev.dot_plain_extended([ext[a][b] for a, b in terms], group_pts)
+            else:
+                acc = ev.dot_plain([x[a] for a, _ in terms], group_pts)
+            if g:
+                acc = ev.rotate(acc, g, galois)
+            if out[o] is None:
+                out[o] = acc
+            else:
+                ev.add_assign(out[o], acc)
+        for o in range(t.n_out):
+            if out[o] is None:  # no weight reaches this ciphertext: an encryption of zero
+                out[o] = ev.mul_const(x[0], 0.0, self.q[self.levels[k]])
+            ev.rescale_assign(out[o])
+            for s in t.fold:
+                ev.add_assign(out[o], ev.rotate(out[o], s, galois))
+            if self.bias[k] is not None:
+                ev.add_plain_assign(out[o], self.bias[k][o])
+        return out
