@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from heinfer.compiler.latency.cost import key_bytes
+from heinfer.compiler.cost import key_bytes
 from heinfer.program.model import Program
 from heinfer.program.ops import Linear, Square
 

@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from heinfer.compiler.cost import analytic_costs, predict_seconds
 from heinfer.compiler.ir import Graph
 from heinfer.compiler.latency.compile import LatencyOptions, compile_latency
 from heinfer.compiler.onnx_import import from_torch, load_onnx
 from heinfer.compiler.throughput import Options, compile_graph
 from heinfer.errors import CompileError, OutOfRangeWarning, ProtocolError
 from heinfer.program.model import Program, PublicProgram
-from heinfer.program.ops import DropTo, Linear, Rescale, Square
 from heinfer.protocol.client import Client
 from heinfer.protocol.messages import peek_kind
 from heinfer.protocol.server import Server
@@ -93,43 +93,22 @@ def compile(  # noqa: A001 - the API name is the contract
     if mode == "throughput":
         return prog
     lat = _compile_latency(graph, calibration, input_bound, security, lat_options)
-    t_lat = batch_size * lat.predicted_s
-    t_thr = -(-batch_size // prog.batch_capacity) * throughput_seconds(prog)
+    measured = lat_options.get("measure_costs", True)
+    # one cost model prices both candidates, client included (heinfer.compiler.cost)
+    t_lat = predict_seconds(lat, _costs(lat, measured), batch_size)
+    t_thr = predict_seconds(prog, _costs(prog, measured), batch_size)
     chosen = lat if t_lat <= t_thr else prog
     chosen.meta["auto"] = {"batch_size": batch_size, "latency_s": t_lat, "throughput_s": t_thr}
     return chosen
 
 
-#: Multiply-adds per second of the throughput kernels on one core (issue 3's measurement:
-#: the AVX-512 micro-kernel at 13.7 G/s, ~60% of it sustained over a network).
-THROUGHPUT_MAC_RATE = 8e9
+def _costs(prog: Program, measured: bool) -> dict:
+    """The cost table of a program's parameters: measured on this machine (cached) or
+    analytic."""
+    from heinfer.runtime.costs import measure_costs
 
-
-def throughput_seconds(prog: Program) -> float:
-    """Predicted seconds of one throughput-mode query: every linear layer is an integer
-    product over ``limbs × N`` residues per non-zero weight (×digits), every square about 3
-    multiply-adds per residue; the client encrypts one ciphertext per input value of every
-    segment (``≈ (ℓ + 2)`` transforms of ``N`` points each) and decrypts one per output value
-    (``≈ ℓ/2 + 1``), so a one-item query still pays for a full tensor of ciphertexts."""
-    n = 1 << int(prog.params["log_n"])
-    ntt = 5e-9 * n * int(prog.params["log_n"])
-    client = 0.0
-    for seg in prog.segments:
-        client += seg.in_size * (seg.input_level + 2) * ntt + seg.out_size * (seg.output_level / 2 + 1) * ntt
-    macs = 0.0
-    for seg in prog.segments:
-        level = seg.input_level
-        for op in seg.ops:
-            if isinstance(op, Linear):
-                lay = prog.layers[op.layer]
-                macs += lay.matrix.nnz * (level + 1) * n * lay.digits
-            elif isinstance(op, Square):
-                macs += 3.0 * seg.in_size * (level + 1) * n
-            elif isinstance(op, Rescale):
-                level -= op.primes
-            elif isinstance(op, DropTo):
-                level = op.level
-    return macs / THROUGHPUT_MAC_RATE + client
+    p = prog.params
+    return measure_costs(p) if measured else analytic_costs(int(p["log_n"]), len(p["log_q"]), len(p["log_p"]))
 
 
 def _compile_latency(graph: Graph, calibration, input_bound, security: int, options: dict) -> Program:

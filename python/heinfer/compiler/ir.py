@@ -19,8 +19,6 @@ convolution is ``(C, H, W)``, the next dense layer's ``in_shape`` is ``(C·H·W,
 
 from __future__ import annotations
 
-import enum
-import math
 from dataclasses import dataclass, field
 
 import numpy as np

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from heinfer.errors import CompileError
 from heinfer.program.functions import ClientFunction
 from heinfer.program.ops import Op
 from heinfer.program.placement import Placement

@@ -1,7 +1,7 @@
 """Micro-benchmarks of the primitives the latency cost model prices, cached per machine.
 
 Layer: ``heinfer.runtime``. :func:`measure_costs` times every kind of
-:data:`heinfer.compiler.latency.cost.KINDS` at every level of a parameter set (median of a
+:data:`heinfer.compiler.cost.KINDS` at every level of a parameter set (median of a
 few runs, with throwaway keys), and caches the table in a JSON file keyed by CPU model,
 parameters and thread count (``$HEINFER_CACHE_DIR`` or ``~/.cache/heinfer``): the first
 compile on a machine pays about a second per level, later ones nothing
@@ -18,11 +18,11 @@ import time
 import numpy as np
 
 from heinfer import _native
-from heinfer.compiler.latency.cost import KINDS, CostTable
+from heinfer.compiler.cost import BATCH_KINDS, KINDS, CostTable, analytic_costs
 
 __all__ = ["measure_costs", "cpu_model"]
 
-_VERSION = 3
+_VERSION = 4
 
 
 def cpu_model() -> str:
@@ -62,7 +62,7 @@ def measure_costs(params: dict, reps: int = 5, use_cache: bool = True) -> CostTa
             with open(path) as f:
                 cache = json.load(f)
             hit = cache.get(key)
-            if isinstance(hit, dict) and all(isinstance(hit.get(k), list) and len(hit[k]) == len(params["log_q"]) for k in KINDS):
+            if isinstance(hit, dict) and all(isinstance(hit.get(k), list) and len(hit[k]) == len(params["log_q"]) for k in KINDS + BATCH_KINDS):
                 return hit
         except (OSError, ValueError):
             cache = {}
@@ -88,6 +88,54 @@ DISTINCT = 16
 def _measure(params: dict, reps: int) -> CostTable:
     p = _native.Params(int(params["log_n"]), list(params["log_q"]), list(params["log_p"]), int(params["log_scale"]), None, int(params["security"]))
     kg = _native.KeyGenerator(p)
+    if params["log_p"]:
+        table = _measure_slots(p, kg, params, reps)
+    else:  # no key switching: no rotation to price; the slot kinds keep their analytic values
+        table = analytic_costs(int(params["log_n"]), len(params["log_q"]), 0)
+    table.update(_measure_batch(p, kg, params, reps))
+    table["source"] = f"measured on {cpu_model()}, {_native.get_num_threads()} threads"
+    return table
+
+
+def _measure_batch(p: _native.Params, kg: _native.KeyGenerator, params: dict, reps: int) -> dict:
+    """The batch-axis kinds: the GEMM on a dense 64×64 layer (per weight), element-wise ops
+    and coefficient-packed encryption/decryption on 16 ciphertexts (per ciphertext)."""
+    dec = _native.Decryptor(p, kg.secret_key())
+    rng = np.random.default_rng()
+    rlk = kg.relin_key() if params["log_p"] else None
+    scale = float(2 ** params["log_scale"])
+    m, n = 64, 16
+    w = rng.integers(-8, 9, (m, m)).astype(np.float64)
+    layer = _native.LinearLayer(m, m, [(np.arange(m, dtype=np.uint32), np.arange(m, dtype=np.uint32), w)], 1.0, 1)
+    out: dict = {k: [] for k in BATCH_KINDS}
+    for lvl in range(p.max_level + 1):
+        vals = rng.uniform(-1, 1, (m, 64))
+        big = _native.encrypt_batch_coefficients(kg, vals, scale, lvl)
+        small = big.take(list(range(n)))
+        copy = _median(lambda: small.take(list(range(n))), reps)
+
+        def timed(op) -> float:
+            def run() -> None:
+                op(small.take(list(range(n))))
+
+            return max(_median(run, reps) - copy, 0.0) / n
+
+        def squared_relin(b) -> None:
+            _native.batch_square(b)
+            _native.batch_relinearize(b, rlk)
+
+        sq = timed(_native.batch_square)
+        out["gemm_mac"].append(_median(lambda: layer.apply(big, None, "coeff", False), reps) / (m * m))
+        out["batch_square"].append(sq)
+        out["batch_relin"].append(max(timed(squared_relin) - sq, 0.0) if rlk is not None else float("inf"))
+        out["batch_rescale"].append(timed(lambda b: _native.batch_rescale(b, 1)) if lvl > 0 else 0.0)
+        out["batch_encrypt"].append(_median(lambda: _native.encrypt_batch_coefficients(kg, vals[:n], scale, lvl), reps) / n)
+        out["batch_decrypt"].append(_median(lambda: _native.decrypt_batch_coefficients(dec, small), reps) / n)
+    return out
+
+
+def _measure_slots(p: _native.Params, kg: _native.KeyGenerator, params: dict, reps: int) -> CostTable:
+    """The slot-layout kinds (:data:`KINDS`), per level."""
     enc, ev, dec = _native.Encoder(p), _native.Evaluator(p), _native.Decryptor(p, kg.secret_key())
     steps = list(range(1, DISTINCT + 1))
     gk = kg.galois_keys(steps, False)
@@ -96,7 +144,6 @@ def _measure(params: dict, reps: int) -> CostTable:
     xs = [rng.uniform(-1, 1, p.slots) for _ in range(DISTINCT)]
     scale = float(2 ** params["log_scale"])
     table: CostTable = {k: [] for k in KINDS}
-    table["source"] = f"measured on {cpu_model()}, {_native.get_num_threads()} threads"
     n = DISTINCT
     for lvl in range(p.max_level + 1):
         cts = [kg.encrypt_symmetric(enc.encode_real(x, scale, lvl, False)) for x in xs]

@@ -22,7 +22,7 @@ import numpy as np
 
 from heinfer.compiler.fuse import fold_linear
 from heinfer.compiler.ir import Graph, Linear, Square
-from heinfer.compiler.latency.cost import CostTable, analytic_costs, square_cost
+from heinfer.compiler.cost import CostTable, analytic_costs, square_cost
 from heinfer.compiler.latency.search import STRATEGIES, LatencyStep, choose_kernel, input_candidates
 from heinfer.compiler.plan import max_log_qp
 from heinfer.compiler.ranges import calibrated_bounds

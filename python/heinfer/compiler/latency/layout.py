@@ -14,7 +14,6 @@ packed across the ``S = N/2`` slots of a few ciphertexts. Two objects describe i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp

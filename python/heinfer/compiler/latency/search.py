@@ -8,7 +8,7 @@ output rotations only, in between: baby-step giant-step), and for the first laye
 segment the client-side input layouts (dense, or LoLa's expanded convolution representation
 with ``t`` taps per ciphertext, whose extra ciphertexts cost client encryptions). Every
 candidate's primitive operations are counted exactly (without building its plaintexts) and
-priced with the measured :data:`~heinfer.compiler.latency.cost.CostTable`; layouts between
+priced with the measured :data:`~heinfer.compiler.cost.CostTable`; layouts between
 layers are dense, so conversions (the hybrid's fold) are part of the kernel's price.
 """
 
@@ -21,7 +21,7 @@ import numpy as np
 
 from heinfer.compiler.ir import Linear
 from heinfer.compiler.latency import kernels
-from heinfer.compiler.latency.cost import CostTable, price
+from heinfer.compiler.cost import CostTable, price
 from heinfer.compiler.latency.layout import Placement, dense_input
 from heinfer.program.transform import OP_KINDS, Transform, split
 from heinfer.errors import CompileError

@@ -1,0 +1,142 @@
+"""The cost model: primitive costs per level, and the predicted time of kernels and programs.
+
+Layer: ``heinfer.compiler`` (pure Python). One model for the packing search, the planner and
+``mode="auto"``: a :data:`CostTable` maps a primitive kind to its time in seconds at every
+level ``ℓ`` (index ``ℓ``; ``ℓ + 1`` limbs of ``Q`` plus the special primes) — the slot-layout
+primitives (:data:`KINDS`: decompositions, hoisted rotations, dot products, ModDown, …) and
+the batch-axis ones (:data:`BATCH_KINDS`: the GEMM's multiply-add per weight, squares,
+relinearizations, rescales, encryption and decryption per ciphertext).
+:func:`heinfer.runtime.costs.measure_costs` micro-benchmarks the table on the machine at hand
+for the chosen parameters and caches it (packing-configurations §IV-C); :func:`analytic_costs`
+is a machine-independent stand-in (NTT counts for the slot kinds, per-coefficient unit costs
+of the kernels for the batch kinds), used by the planner while it searches prime sizes and
+ring degrees, and when no measurement is available. :func:`predict_seconds` prices a whole
+compiled program, client included, from a table.
+"""
+
+from __future__ import annotations
+
+import math
+
+from heinfer.program.ops import DropTo, Linear, Relinearize, Rescale, Square
+from heinfer.program.transform import OP_KINDS, Transform
+
+__all__ = [
+    "CostTable", "KINDS", "BATCH_KINDS", "BATCH_UNITS", "analytic_costs", "price", "transform_cost", "square_cost",
+    "key_bytes", "predict_seconds",
+]
+
+CostTable = dict
+#: Every primitive a plan is costed in.
+KINDS = (
+    "decompose", "rotate_ext", "times_p", "mul_plain_ext", "mod_down", "mul_plain", "dot",
+    "rotate", "add", "square_relin", "rescale", "encrypt", "decrypt",
+)
+
+
+#: The batch-axis primitives, each per ciphertext at a level (``gemm_mac``: per non-zero
+#: weight, i.e. one multiply-add of every residue of one ciphertext).
+BATCH_KINDS = ("gemm_mac", "batch_square", "batch_relin", "batch_rescale", "batch_encrypt", "batch_decrypt")
+
+#: Analytic batch-axis unit costs, nanoseconds per ring coefficient and limb (one thread,
+#: from the kernels' benchmarks on the development machine): the GEMM's integer
+#: multiply-add, a square (tensor product), a relinearization (per limb², it key-switches),
+#: a rescale (per part: inverse + forward NTT and a pass), secret-key encryption (coefficient
+#: packing) and decryption. The planner compares plans with these; a measured table replaces
+#: them for predictions.
+BATCH_UNITS = {"gemm_mac": 0.1, "batch_square": 1.5, "batch_relin": 8.0, "batch_rescale": 6.0, "batch_encrypt": 10.0, "batch_decrypt": 4.0}
+
+
+def analytic_costs(log_n: int, levels: int, special: int) -> CostTable:
+    """Costs counted in number-theoretic transforms of ``N`` points (≈ 5 ns·N·log N each on
+    one AVX-512 core) for the slot kinds and in :data:`BATCH_UNITS` for the batch kinds, for
+    ``levels`` levels and ``special`` special primes."""
+    n = 1 << log_n
+    ntt = 5e-9 * n * log_n
+    k = special
+    table: CostTable = {kind: [] for kind in KINDS + BATCH_KINDS}
+    for lvl in range(levels):
+        L = lvl + 1
+        dec = (L + L * (L + k - 1)) * ntt
+        ext = 0.15 * L * (L + k) * ntt
+        md = 2 * (k + L) * ntt
+        row = {
+            "decompose": dec, "rotate_ext": ext, "times_p": 0.1 * L * ntt,
+            "mul_plain_ext": 0.12 * (L + k) * ntt, "mod_down": md, "mul_plain": 0.12 * L * ntt, "dot": 0.1 * L * ntt,
+            "rotate": dec + ext + md, "add": 0.05 * L * ntt,
+            "square_relin": 0.3 * L * ntt + dec + ext + md, "rescale": 2 * (L + 1) * ntt,
+            "encrypt": (3 * L + 2) * ntt, "decrypt": (L + 2) * ntt,
+        }
+        for kind in KINDS:
+            table[kind].append(row[kind])
+        for kind, unit in BATCH_UNITS.items():
+            limbs = L * (L + 1) if kind == "batch_relin" else L
+            table[kind].append(unit * 1e-9 * n * limbs)
+    return table
+
+
+def price(counts: dict, level: int, costs: CostTable, n_out: int, bias: bool) -> float:
+    """Predicted seconds of a transform with operation ``counts`` at ``level``: its
+    operations, one rescale per output ciphertext, then (one level down) its fold and bias."""
+    s = sum(counts[k] * costs[k][level] for k in OP_KINDS)
+    s += counts.get("replicate", 0) * (costs["rotate"][level] + costs["add"][level])
+    s += n_out * costs["rescale"][level]
+    if level > 0:
+        s += counts["fold"] * (costs["rotate"][level - 1] + costs["add"][level - 1])
+        s += n_out * costs["add"][level - 1] if bias else 0.0
+    return s
+
+
+def transform_cost(t: Transform, level: int, costs: CostTable) -> float:
+    """Predicted seconds of a transform at ``level`` (see :func:`price`)."""
+    return price(t.counts(), level, costs, t.n_out, t.bias is not None)
+
+
+def square_cost(n_cts: int, level: int, costs: CostTable) -> float:
+    """Predicted seconds of squaring, relinearizing and rescaling ``n_cts`` ciphertexts."""
+    return n_cts * (costs["square_relin"][level] + costs["rescale"][level])
+
+
+def key_bytes(log_n: int, log_q: list[int], log_p: list[int]) -> tuple[int, int]:
+    """``(wire, memory)`` bytes of one key-switching key (rotation or relinearization) at
+    the top level: ``β = ⌈L/α⌉`` digits (``α`` = number of special primes), each two
+    polynomials over all ``L + k`` limbs. On the wire the uniform half is a seed and every
+    residue takes its prime's bit width; in memory both halves take 8 bytes a residue."""
+    n = 1 << log_n
+    beta = math.ceil(len(log_q) / max(len(log_p), 1))
+    wire = beta * n * sum(log_q + log_p) // 8
+    memory = beta * 2 * n * (len(log_q) + len(log_p)) * 8
+    return wire, memory
+
+
+def predict_seconds(program, costs: CostTable, items: int = 1) -> float:
+    """Predicted seconds to answer ``items`` items with ``program`` (client included): per
+    query, every segment's server ops and the client's encryption of its inputs and
+    decryption of its outputs. Slot-layout segments carry their server time (priced by the
+    packing search from the same kinds); batch-axis ops are priced here."""
+    queries = -(-items // program.batch_capacity)
+    total = 0.0
+    for seg in program.segments:
+        enc, dec = ("encrypt", "decrypt") if seg.layout.kind == "slots" else ("batch_encrypt", "batch_decrypt")
+        total += seg.n_input_cts * costs[enc][seg.input_level] + seg.n_output_cts * costs[dec][seg.output_level]
+        if seg.layout.kind == "slots":
+            total += seg.predicted_s
+            continue
+        level, parts, size = seg.input_level, 2, seg.in_size
+        for op in seg.ops:
+            if isinstance(op, Linear):
+                lay = program.layers[op.layer]
+                total += lay.matrix.nnz * lay.digits * parts / 2 * costs["gemm_mac"][level]
+                size = lay.out_size
+            elif isinstance(op, Square):
+                total += size * costs["batch_square"][level]
+                parts = 3
+            elif isinstance(op, Relinearize):
+                total += size * costs["batch_relin"][level]
+                parts = 2
+            elif isinstance(op, Rescale):
+                total += size * op.primes * parts / 2 * costs["batch_rescale"][level]
+                level -= op.primes
+            elif isinstance(op, DropTo):
+                level = op.level
+    return queries * total
