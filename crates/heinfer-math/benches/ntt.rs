@@ -23,10 +23,14 @@ fn main() {
         let bc = vecops::BarrettConst::new(q);
         let mut a: Vec<u64> = (0..n as u64).map(|i| (i * 7919) % q).collect();
         let b: Vec<u64> = (0..n as u64).map(|i| (i * 104729) % q).collect();
-        let fwd = time(200, || plan.forward(&mut a));
+        let fwd = time(200, || {
+            plan.forward_fma(&mut a);
+        });
         let fwd_ref = time(200, || plan.forward_reference(&mut a));
         let inv_ref = time(200, || plan.inverse_reference(&mut a));
-        let inv = time(200, || plan.inverse(&mut a));
+        let inv = time(200, || {
+            plan.inverse_fma(&mut a);
+        });
         let mul = time(200, || vecops::mul_assign(&mut a, &b, &bc));
         let mut acc = vec![0u64; n];
         let mac = time(200, || vecops::mul_add_assign(&mut acc, &a, &b, &bc));
@@ -34,7 +38,9 @@ fn main() {
         let w = 12345 % q;
         let sh = time(200, || vecops::mul_scalar_assign(&mut a, w, m.shoup(w), &m));
         let add = time(200, || vecops::add_assign(&mut a, &b, q));
-        println!("{bits}-bit N=2^14 (fma {}): fwd {fwd:.1} us, inv {inv:.1} us, tfhe-ntt fwd {fwd_ref:.1} inv {inv_ref:.1}, mul {mul:.1}, mac {mac:.1}, tfhe mac {mac2:.1}, shoup {sh:.1}, add {add:.1}", plan.uses_fma());
+        let has_fma = plan.forward_fma(&mut a.clone());
+        println!("{bits}-bit N=2^14 (chosen: {:?}): fma fwd {} inv {}, tfhe-ntt fwd {fwd_ref:.1} inv {inv_ref:.1} us, mul {mul:.1}, mac {mac:.1}, tfhe mac {mac2:.1}, shoup {sh:.1}, add {add:.1}", plan.kernel(),
+            if has_fma { format!("{fwd:.1}") } else { "-".into() }, if has_fma { format!("{inv:.1}") } else { "-".into() });
     }
 }
 

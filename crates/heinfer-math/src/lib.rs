@@ -20,4 +20,4 @@ pub mod vecops;
 
 pub use error::{MathError, Result};
 pub use modulus::Modulus;
-pub use ntt::NttPlan;
+pub use ntt::{NttKernel, NttPlan};

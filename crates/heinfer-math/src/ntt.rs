@@ -2,11 +2,15 @@
 //!
 //! For a primitive `2N`-th root of unity `ψ mod q`, the forward transform maps
 //! `a(X) = Σ a_i X^i` to its evaluations at the odd powers of `ψ`; a product of polynomials
-//! becomes a point-wise product. Primes below 2^50 on AVX-512 machines run our
-//! double-precision FMA transform ([`crate::ntt_fma`], 8–20% faster here); every other case
-//! runs the `tfhe-ntt` crate (AVX-512 / AVX2 / scalar, chosen at run time). Both use the same
-//! `ψ` and order and agree bit for bit (tested), so objects in NTT form do not depend on the
-//! machine that made them.
+//! becomes a point-wise product. Two implementations: the `tfhe-ntt` crate (AVX-512 with
+//! IFMA where the CPU has it, AVX-512, AVX2 or scalar, chosen at run time) and, for primes
+//! below 2^50 on AVX-512 machines, our double-precision FMA transform ([`crate::ntt_fma`]).
+//! Which one is faster depends on the CPU (measured: the FMA transform wins by 8–20% on an
+//! Intel Xeon without IFMA; `tfhe-ntt`'s IFMA path wins by 1.5–1.8× on an AMD EPYC with
+//! IFMA), so the first plan of each ring degree and prime size in a process times both on a
+//! random polynomial and every plan of that shape uses the winner ([`NttPlan::kernel`]).
+//! Both use the same `ψ` and order and agree bit for bit (tested on every machine that has
+//! both), so objects in NTT form do not depend on the machine or the kernel that made them.
 //!
 //! **Ordering.** Output index `j` holds `a(ψ^{2·brev(j)+1})`, where `brev` reverses the
 //! `log2 N` bits of `j` (checked by a test). The Galois permutations in
@@ -15,14 +19,45 @@
 use crate::error::{MathError, Result};
 use crate::modulus::Modulus;
 use crate::primes::is_prime;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+/// The transform a plan runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NttKernel {
+    /// Our double-precision FMA transform (AVX-512, primes below 2^50).
+    Fma,
+    /// The `tfhe-ntt` crate (its own run-time choice of IFMA / AVX-512 / AVX2 / scalar).
+    TfheNtt,
+}
 
 /// A negacyclic NTT plan for one prime `q ≡ 1 (mod 2N)`.
 pub struct NttPlan {
     plan: tfhe_ntt::prime64::Plan,
     #[cfg(target_arch = "x86_64")]
     fma: Option<crate::ntt_fma::FmaNtt>,
+    kernel: NttKernel,
     modulus: Modulus,
     n: usize,
+}
+
+/// The kernel chosen per (ring degree, prime bits) in this process.
+fn choices() -> &'static Mutex<HashMap<(usize, u32), NttKernel>> {
+    static CHOICES: OnceLock<Mutex<HashMap<(usize, u32), NttKernel>>> = OnceLock::new();
+    CHOICES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Seconds of the fastest of `reps` calls of `f`.
+fn fastest<F: FnMut()>(reps: usize, mut f: F) -> f64 {
+    f();
+    (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
 }
 
 impl std::fmt::Debug for NttPlan {
@@ -55,25 +90,83 @@ impl NttPlan {
             plan.fwd(&mut x);
             crate::ntt_fma::FmaNtt::new(n, q, x[0])
         });
-        Ok(Self {
+        let mut me = Self {
             plan,
             #[cfg(target_arch = "x86_64")]
             fma,
+            kernel: NttKernel::TfheNtt,
             modulus: Modulus::new(q),
             n,
-        })
+        };
+        me.kernel = me.choose();
+        Ok(me)
+    }
+
+    /// The faster kernel for this plan's shape, measured once per process and shape
+    /// (forward + inverse on a random polynomial, best of 5 each; ~1 ms at N = 2^14).
+    fn choose(&self) -> NttKernel {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(f) = &self.fma {
+            let key = (self.n, 64 - self.modulus.q.leading_zeros());
+            let mut table = choices().lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(&k) = table.get(&key) {
+                return k;
+            }
+            let q = self.modulus.q;
+            let mut a: Vec<u64> = (0..self.n as u64)
+                .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % q)
+                .collect();
+            let t_fma = fastest(5, || {
+                f.forward(&mut a);
+                f.inverse(&mut a);
+            });
+            let t_ref = fastest(5, || {
+                self.plan.fwd(&mut a);
+                self.plan.inv(&mut a);
+                self.plan.normalize(&mut a);
+            });
+            let k = if t_fma <= t_ref {
+                NttKernel::Fma
+            } else {
+                NttKernel::TfheNtt
+            };
+            table.insert(key, k);
+            return k;
+        }
+        NttKernel::TfheNtt
+    }
+
+    /// The kernel this plan runs (chosen by measurement; see the module documentation).
+    pub fn kernel(&self) -> NttKernel {
+        self.kernel
     }
 
     /// Whether this plan runs the double-precision FMA kernels (see [`crate::ntt_fma`]).
     pub fn uses_fma(&self) -> bool {
+        self.kernel == NttKernel::Fma
+    }
+
+    /// Forward transform through the FMA kernel, if this machine and prime have it (for
+    /// tests and benchmarks: both kernels are checked on every machine that has both).
+    pub fn forward_fma(&self, a: &mut [u64]) -> bool {
         #[cfg(target_arch = "x86_64")]
-        {
-            self.fma.is_some()
+        if let Some(f) = &self.fma {
+            f.forward(a);
+            return true;
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            false
+        let _ = a;
+        false
+    }
+
+    /// Inverse transform through the FMA kernel, if this machine and prime have it.
+    pub fn inverse_fma(&self, a: &mut [u64]) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(f) = &self.fma {
+            f.inverse(a);
+            return true;
         }
+        let _ = a;
+        false
     }
 
     /// Forward transform through `tfhe-ntt` only (for tests and benchmarks).
@@ -101,8 +194,10 @@ impl NttPlan {
     #[inline]
     pub fn forward(&self, a: &mut [u64]) {
         #[cfg(target_arch = "x86_64")]
-        if let Some(f) = &self.fma {
-            return f.forward(a);
+        if self.kernel == NttKernel::Fma {
+            if let Some(f) = &self.fma {
+                return f.forward(a);
+            }
         }
         self.plan.fwd(a);
     }
@@ -111,8 +206,10 @@ impl NttPlan {
     #[inline]
     pub fn inverse(&self, a: &mut [u64]) {
         #[cfg(target_arch = "x86_64")]
-        if let Some(f) = &self.fma {
-            return f.inverse(a);
+        if self.kernel == NttKernel::Fma {
+            if let Some(f) = &self.fma {
+                return f.inverse(a);
+            }
         }
         self.plan.inv(a);
         self.plan.normalize(a);
@@ -205,10 +302,15 @@ mod tests {
             let a: Vec<u64> = (0..n as u64)
                 .map(|i| (i.wrapping_mul(0x9E3779B97F4A7C15) >> 7) % q)
                 .collect();
-            let (mut x, mut y) = (a.clone(), a.clone());
+            let (mut x, mut y, mut z) = (a.clone(), a.clone(), a.clone());
             plan.forward(&mut x);
             plan.forward_reference(&mut y);
-            assert_eq!(x, y, "forward logN={logn} q={q} (fma: {})", plan.uses_fma());
+            assert_eq!(x, y, "forward logN={logn} q={q} ({:?})", plan.kernel());
+            if plan.forward_fma(&mut z) {
+                assert_eq!(z, y, "FMA forward logN={logn} q={q}");
+                assert!(plan.inverse_fma(&mut z));
+                assert_eq!(z, a);
+            }
             plan.inverse(&mut x);
             plan.inverse_reference(&mut y);
             assert_eq!(x, a);
