@@ -22,8 +22,6 @@ class PreparedLinear:
         m = step.matrix.tocsr()
         m.sort_indices()
         self.step = step
-        self.rows_of_entry = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
-        self.cols_of_entry = m.indices.astype(np.int64)
         self.data = m.data
         groups: dict[bytes, list[int]] = {}
         for r in range(m.shape[0]):
@@ -36,18 +34,9 @@ class PreparedLinear:
             gather = np.concatenate([np.arange(m.indptr[r], m.indptr[r + 1]) for r in rows])
             self.groups.append((np.array(rows, dtype=np.uint32), cols.copy(), gather.reshape(len(rows), len(cols))))
 
-    def build(self, row_scale: np.ndarray | None = None, col_scale: np.ndarray | None = None) -> tuple[_native.LinearLayer, np.ndarray | None]:
-        """The native layer for ``diag(row_scale)·W·diag(1/col_scale)`` quantized at the
-        layer's weight scale, and the bias scaled by ``row_scale``."""
-        data = self.data
-        if row_scale is not None:
-            data = data * row_scale[self.rows_of_entry]
-        if col_scale is not None:
-            data = data / col_scale[self.cols_of_entry]
-        q = np.rint(data * self.step.weight_scale)
+    def build(self) -> tuple[_native.LinearLayer, np.ndarray | None]:
+        """The native layer: ``W`` quantized at the layer's weight scale, and the bias."""
+        q = np.rint(self.data * self.step.weight_scale)
         groups = [(rows, cols, np.ascontiguousarray(q[g])) for rows, cols, g in self.groups]
         layer = _native.LinearLayer(self.step.out_size, self.step.in_size, groups, self.step.weight_scale, self.step.digits)
-        bias = self.step.bias
-        if bias is not None and row_scale is not None:
-            bias = bias * row_scale
-        return layer, bias
+        return layer, self.step.bias
