@@ -16,7 +16,8 @@ True
 
 from __future__ import annotations
 
-from heinfer import _native, ckks
+import importlib
+
 from heinfer.errors import (
     CompileError,
     EncodingError,
@@ -34,13 +35,45 @@ from heinfer.errors import (
     ServiceError,
     UnsupportedOperatorError,
 )
-from heinfer.explain import explain
-from heinfer.inference import Client, InferenceResult, Options, Server, compile, infer
-from heinfer.program import Program, PublicProgram
-from heinfer.program import load as load_program
-from heinfer.threads import get_num_threads, set_num_threads
 
-__version__: str = _native.__version__
+# The package root is the facade: it loads what a name needs when the name is first used
+# (PEP 562), so that importing a lower layer (``heinfer.compiler``, ``heinfer.runtime``) does
+# not load the layers above it, nor the native module (ARCHITECTURE.md's layering).
+_LAZY = {
+    "ckks": ("heinfer.ckks", None),
+    "protocol": ("heinfer.protocol", None),
+    "program": ("heinfer.program", None),
+    "explain": ("heinfer.explain", "explain"),
+    "compile": ("heinfer.inference", "compile"),
+    "infer": ("heinfer.inference", "infer"),
+    "Client": ("heinfer.inference", "Client"),
+    "Server": ("heinfer.inference", "Server"),
+    "InferenceResult": ("heinfer.inference", "InferenceResult"),
+    "Options": ("heinfer.inference", "Options"),
+    "Program": ("heinfer.program", "Program"),
+    "PublicProgram": ("heinfer.program", "PublicProgram"),
+    "load_program": ("heinfer.program", "load"),
+    "get_num_threads": ("heinfer.threads", "get_num_threads"),
+    "set_num_threads": ("heinfer.threads", "set_num_threads"),
+    "__version__": ("heinfer._native", "__version__"),
+}
+
+
+def __getattr__(name: str):
+    """Loads a public name of the package on first use (see ``_LAZY``)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'heinfer' has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    value = importlib.import_module(module)
+    if attr is not None:
+        value = getattr(value, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "__version__",
