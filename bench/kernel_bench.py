@@ -3,21 +3,23 @@ harness (keys, encryption, one-step segments, cost tables)."""
 
 from __future__ import annotations
 
-from __future__ import annotations
 import os
 import sys
 import time
+
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from heinfer import _native
-from heinfer.compiler.latency.cost import KINDS, transform_cost
+from heinfer.compiler.cost import KINDS, transform_cost
 from heinfer.compiler.latency.layout import Placement
-from heinfer.program.latency import LatencySegment, LatencyStep
+from heinfer.program.model import Layout, Segment
+from heinfer.program.ops import Linear as LinearOp
 from heinfer.runtime.costs import measure_costs
-from heinfer.runtime.latency import PreparedSegment
+from heinfer.runtime.slots import PreparedSlots
 
 LOG_N = 13
 LEVEL = 1
@@ -209,11 +211,12 @@ class Bench:
         keygen = time.perf_counter() - k0
         gather = np.full((inp.n_cts, S), -1, np.int64)
         gather[inp.ct, inp.slot] = np.arange(inp.size)
-        seg = LatencySegment(
-            inp.size, LEVEL, gather, [LatencyStep("transform", LEVEL, t, {})], out, OUT_BOUND
+        seg = Segment(
+            Layout("slots", "slots", gather), inp.size, LEVEL, self.scale, [LinearOp(0, (0,))],
+            out.size, LEVEL - 1, self.scale, OUT_BOUND, OUT_BOUND * 2.0**-16, out,
         )
         s0 = time.perf_counter()
-        prep = PreparedSegment(self.p, seg, self.scale)
+        prep = PreparedSlots(self.p, seg, [t])
         setup = time.perf_counter() - s0
         x = self.rng.uniform(-1, 1, inp.size)
         slots = np.zeros((inp.n_cts, S))

@@ -4,8 +4,8 @@ layer, and the accuracy of the cost model.
     .venv/bin/python bench/kernels.py [--quick] [--threads 1]
 
 Every kernel is a lowered :class:`~heinfer.program.transform.Transform` run by the
-engine through a one-step :class:`~heinfer.program.latency.LatencySegment` and
-:class:`~heinfer.runtime.latency.PreparedSegment` (the server's code path), at 128-bit
+engine through a one-op slot-layout :class:`~heinfer.program.model.Segment` and
+:class:`~heinfer.runtime.slots.PreparedSlots` (the server's code path), at 128-bit
 parameters with one level — those :func:`~heinfer.compiler.latency.compile.choose_parameters`
 gives for depth 1 at N = 2^13. One secret key per run; for every kernel the Galois keys of
 exactly ``transform.rotation_steps()``. Per kernel: online ms (the ciphertext operations:
@@ -69,7 +69,7 @@ from heinfer.compiler.ir import Linear
 from heinfer.compiler.latency import conv_layouts as cl
 from heinfer.compiler.latency import kernels
 from heinfer.compiler.latency.compile import LatencyOptions, choose_parameters
-from heinfer.compiler.latency.cost import KINDS, transform_cost
+from heinfer.compiler.cost import KINDS, transform_cost
 from heinfer.compiler.latency.layout import Placement
 from heinfer.compiler.latency.search import choose_kernel
 

@@ -31,10 +31,12 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
-import heinfer  # noqa: E402
-from heinfer.protocol.messages import peek_kind  # noqa: E402
+import heinfer
+from heinfer.explain import program_key_bytes
+from heinfer.protocol.messages import peek_kind
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import build_profile, cpu_model  # noqa: E402
+from machine import build_profile, cpu_model
 
 MODELS = ("cryptonets", "lola_small", "cryptonets_relu")
 STRATEGIES = ("bsgs", "hybrid", "input_rotations", "output_rotations")
@@ -109,7 +111,7 @@ def run_model(name: str, data: dict, n_images: int, n_baseline: int) -> dict:
     m = measure(prog, x)
     ref = reference(name, x)
     rel = np.abs(m["outputs"] - ref).max(axis=1) / np.abs(ref).max(axis=1)
-    kb = prog.key_bytes()
+    kb = program_key_bytes(prog)
     out = {
         "params": {k: prog.params[k] for k in ("log_n", "log_q", "log_p", "log_scale", "security")},
         "images": n_images,
@@ -131,9 +133,8 @@ def run_model(name: str, data: dict, n_images: int, n_baseline: int) -> dict:
         "agreement": float((m["outputs"].argmax(1) == ref.argmax(1)).mean()),
         "rel_logit_error": float(rel.max()),
         "plan": [
-            {k: st.plan.get(k) for k in ("layer", "method", "giant_modulus", "copies", "taps_per_ct", "rotations", "plaintexts", "predicted_s") if k in st.plan}
-            for seg in prog.segments
-            for st in seg.steps
+            {k: plan.get(k) for k in ("layer", "method", "giant_modulus", "copies", "taps_per_ct", "rotations", "plaintexts", "predicted_s") if k in plan}
+            for _, plan in sorted(prog.plans.items(), key=lambda kv: tuple(int(i) for i in kv[0].split(".")))
         ],
     }
     fixed = {}
@@ -142,9 +143,9 @@ def run_model(name: str, data: dict, n_images: int, n_baseline: int) -> dict:
         try:
             m2 = measure(p2, x[:n_baseline])
         except heinfer.HeinferError as e:  # e.g. thousands of rotation keys over the message limit
-            fixed[strategy] = {"infeasible": str(e), "rotation_keys": len(p2.galois_steps), "predicted_server_s": p2.predicted_s}
+            fixed[strategy] = {"infeasible": str(e), "rotation_keys": len(p2.rotation_steps), "predicted_server_s": p2.predicted_s}
             continue
-        fixed[strategy] = {"latency_s": m2["latency_s"], "server_s": m2["server_s"], "predicted_server_s": p2.predicted_s, "rotation_keys": len(p2.galois_steps)}
+        fixed[strategy] = {"latency_s": m2["latency_s"], "server_s": m2["server_s"], "predicted_server_s": p2.predicted_s, "rotation_keys": len(p2.rotation_steps)}
     best = min((s for s in fixed if "latency_s" in fixed[s]), key=lambda s: fixed[s]["latency_s"])
     out["fixed_strategies"] = fixed
     out["best_fixed_strategy"] = best

@@ -48,10 +48,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from machine import build_profile, cpu_model  # noqa: E402
-
 import heinfer
 from heinfer.serve.cli_process import ServerProcess, rss_bytes
+from machine import build_profile, cpu_model
 
 TARGET_OVERHEAD = 0.15
 
@@ -322,10 +321,10 @@ def _stopped_stats(output: str) -> dict:
 
 
 def _relin_bytes(prog) -> dict:
-    from heinfer.protocol.server import native_params
+    from heinfer.runtime.executor import native_params
     from heinfer.serve.cli_describe import switching_key_bytes
 
-    return switching_key_bytes(native_params(prog))
+    return switching_key_bytes(native_params(prog.params))
 
 
 def _grpc_version() -> str:

@@ -35,17 +35,17 @@ import time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from machine import build_profile, cpu_model  # noqa: E402
-
-import heinfer  # noqa: E402
-from heinfer import _native  # noqa: E402
-from heinfer.protocol.server import native_params  # noqa: E402
+import heinfer
+from heinfer import _native
+from heinfer.program.ops import Linear as LinearOp
+from heinfer.runtime.executor import native_params
+from machine import build_profile, cpu_model
 
 TARGETS = {"cryptonets": 1400.0, "cryptonets_relu": 7000.0}
 NGRAPH_HE2 = {"cryptonets": 138.0, "cryptonets_relu": 697.0}  # images/s, one thread, Tables 5/6
@@ -98,7 +98,8 @@ def run_model(name: str, data: dict, quick: bool) -> dict:
         "accuracy": acc,
         "agreement": agree,
         "max_abs_logit_error": err,
-        "predicted_error": prog.segments[-1].predicted_error,
+        "predicted_error": prog.meta["predicted_error"][-1],
+        "precision": prog.segments[-1].precision,
         "target_images_per_s": TARGETS[name],
         "ngraph_he2_images_per_s": NGRAPH_HE2[name],
         "speedup_vs_ngraph_he2": cap / rep["server_s"] / NGRAPH_HE2[name],
@@ -133,16 +134,16 @@ def run_model(name: str, data: dict, quick: bool) -> dict:
 def measure_optimizations(prog, quick: bool) -> dict:
     """Per-layer ratios of the optimized kernels over the baseline kernels (sampled rows), on
     the baseline program's parameters (which have a level per multiplication)."""
-    params = native_params(prog)
+    params = native_params(prog.params)
     kg = _native.KeyGenerator(params)  # the benchmark plays both parties
     layer = max(prog.layers, key=lambda lay: lay.matrix.nnz)
     from heinfer.compiler.plan import layer_plan
-    from heinfer.program.model import LinearStep
+    from heinfer.program import LinearStep
 
     lp = layer_plan(heinfer.compiler.Linear(layer.name, layer.matrix, layer.bias if layer.bias is not None else np.zeros(layer.out_size), (layer.in_size,), (layer.out_size,)), int(prog.meta["prime_bits"]), 16, 1.0)
     fast_layer = LinearStep(layer.name, layer.matrix, layer.bias, 2.0**lp.exponent, lp.digits)
     rows = list(range(min(2 if quick else 4, layer.out_size)))
-    seg = next(s for s in prog.segments if any(i.op == "linear" and prog.layers[i.arg] is layer for i in s.instrs))
+    seg = next(s for s in prog.segments if any(isinstance(op, LinearOp) and prog.layers[op.layer] is layer for op in s.ops))
     level = max(seg.input_level, 1)
     scale = 2.0**20
     rng = np.random.default_rng(1)

@@ -91,7 +91,7 @@ def public_from_json(m: dict, arrays) -> PublicProgram:
     if m.get("format") != "heinfer-program":
         raise SerializationError("cannot read program: not a heinfer program")
     params = {k: m["params"][k] for k in _PARAM_KEYS}
-    slots = 1 << (int(params["log_n"]) - 1)
+    slots = 1 << (_i(params["log_n"]) - 1)
     segments = []
     for s in m["segments"]:
         lj = s["layout"]
@@ -99,22 +99,22 @@ def public_from_json(m: dict, arrays) -> PublicProgram:
         out = None
         if s["output"] is not None:
             i = len(segments)
-            out = Placement(int(s["output"]["n_cts"]), slots, _arr(arrays, f"seg{i}.out_ct", np.int64), _arr(arrays, f"seg{i}.out_slot", np.int64))
+            out = Placement(_i(s["output"]["n_cts"]), slots, _arr(arrays, f"seg{i}.out_ct", np.int64), _arr(arrays, f"seg{i}.out_slot", np.int64))
         segments.append(Segment(
-            Layout(str(lj["kind"]), str(lj["packing"]), gather), int(s["in_size"]), int(s["input_level"]),
-            float(s["input_scale"]), [op_from_json(o) for o in s["ops"]], int(s["out_size"]), int(s["output_level"]),
-            float(s["output_scale"]), float(s["output_bound"]), float(s["precision"]), out, float(s["predicted_s"]),
+            Layout(str(lj["kind"]), str(lj["packing"]), gather), _i(s["in_size"]), _i(s["input_level"]),
+            _f(s["input_scale"]), [op_from_json(o) for o in s["ops"]], _i(s["out_size"]), _i(s["output_level"]),
+            _f(s["output_scale"]), _f(s["output_bound"]), _f(s["precision"]), out, _f(s["predicted_s"]),
         ))
-    steps = [Step([_fn(f, arrays) for f in st["functions"]], int(st["in_size"]), int(st["out_size"]), str(st["protocol"])) for st in m["steps"]]
+    steps = [Step([_fn(f, arrays) for f in st["functions"]], _i(st["in_size"]), _i(st["out_size"]), str(st["protocol"])) for st in m["steps"]]
     meta = m.get("meta", {})
     if not isinstance(meta, dict):
         raise SerializationError("cannot read program: meta is not an object")
     program = PublicProgram(
-        params=params, input_name=str(m["input_name"]), input_shape=tuple(int(v) for v in m["input_shape"]),
-        output_name=str(m["output_name"]), output_shape=tuple(int(v) for v in m["output_shape"]),
-        input_bound=float(m["input_bound"]), pre=[_fn(f, arrays) for f in m["pre"]], segments=segments, steps=steps,
+        params=params, input_name=str(m["input_name"]), input_shape=tuple(_i(v) for v in m["input_shape"]),
+        output_name=str(m["output_name"]), output_shape=tuple(_i(v) for v in m["output_shape"]),
+        input_bound=_f(m["input_bound"]), pre=[_fn(f, arrays) for f in m["pre"]], segments=segments, steps=steps,
         post=[_fn(f, arrays) for f in m["post"]], needs_relin_key=_bool(m["needs_relin_key"]),
-        rotation_steps=[int(v) for v in m["rotation_steps"]], meta=dict(meta),
+        rotation_steps=[_i(v) for v in m["rotation_steps"]], meta=dict(meta),
     )
     arrays.done()
     return program
@@ -154,8 +154,8 @@ def weights_from_json(public: PublicProgram, m: dict, arrays) -> Program:
             if not np.isfinite(vectors).all() or (bias is not None and not np.isfinite(bias).all()):
                 raise SerializationError(f"cannot read program: layer {i} has non-finite weights")
             layers.append(Transform(
-                int(lj["n_in"]), int(lj["n_out"]), public.slots, _arr(arrays, f"{k}.terms", np.int64), vectors, bias,
-                tuple(int(s) for s in lj["fold"]), tuple(int(s) for s in lj["replicate"]),
+                _i(lj["n_in"]), _i(lj["n_out"]), public.slots, _arr(arrays, f"{k}.terms", np.int64), vectors, bias,
+                tuple(_i(s) for s in lj["fold"]), tuple(_i(s) for s in lj["replicate"]),
             ))
         else:
             raise SerializationError(f"cannot read program: layer {i} of unknown kind {lj['kind']!r}")
@@ -171,7 +171,7 @@ def weights_from_json(public: PublicProgram, m: dict, arrays) -> Program:
 
 def _gemm(i: int, lj: dict, arrays) -> LinearStep:
     k = f"layer{i}"
-    rows, cols = (int(v) for v in lj["shape"])
+    rows, cols = (_i(v) for v in lj["shape"])
     data = _arr(arrays, f"{k}.data", np.float64)
     indices, indptr = _arr(arrays, f"{k}.indices", np.int64), _arr(arrays, f"{k}.indptr", np.int64)
     if indptr.shape != (rows + 1,) or indptr[0] != 0 or indptr[-1] != len(data) or len(indices) != len(data) or np.any(np.diff(indptr) < 0):
@@ -184,7 +184,21 @@ def _gemm(i: int, lj: dict, arrays) -> LinearStep:
     if bias is not None and (bias.shape != (rows,) or not np.isfinite(bias).all()):
         raise SerializationError(f"cannot read program: layer {i} has a malformed bias")
     matrix = sp.csr_matrix((data, indices, indptr), shape=(rows, cols))
-    return LinearStep(str(lj["name"]), matrix, bias, float(lj["weight_scale"]), int(lj["digits"]))
+    return LinearStep(str(lj["name"]), matrix, bias, _f(lj["weight_scale"]), _i(lj["digits"]))
+
+
+def _i(v: object) -> int:
+    """A manifest integer (no float, string or bool where an integer belongs)."""
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise SerializationError(f"cannot read program: expected an integer, got {v!r}")
+    return v
+
+
+def _f(v: object) -> float:
+    """A manifest number (no string or bool where a number belongs)."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        raise SerializationError(f"cannot read program: expected a number, got {v!r}")
+    return float(v)
 
 
 def _bool(v: object) -> bool:

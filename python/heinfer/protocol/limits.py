@@ -16,6 +16,8 @@ __all__ = ["message_limits", "ciphertext_bytes_bound"]
 OBJECT_OVERHEAD = 256
 #: Bytes of a message's own fields (ids, references, counters), generous.
 MESSAGE_OVERHEAD = 1024
+#: The engine decodes no object larger than this (1 GiB): no limit exceeds it.
+MAX_MESSAGE_BYTES = 1 << 30
 
 
 def ciphertext_bytes_bound(params: dict, level: int, size: int = 2) -> int:
@@ -46,10 +48,11 @@ def message_limits(program) -> dict[str, int]:
     def outputs(s) -> int:
         return s.n_output_cts * ciphertext_bytes_bound(p, s.output_level, s.output_parts) + OBJECT_OVERHEAD
 
-    return {
+    limits = {
         "keys": n_keys * key + MESSAGE_OVERHEAD,
         "query": inputs(segs[0]) + MESSAGE_OVERHEAD,
         "step": max((outputs(s) for s in segs[:-1]), default=0) + MESSAGE_OVERHEAD,
         "reply": max((inputs(s) for s in segs[1:]), default=0) + MESSAGE_OVERHEAD,
         "result": outputs(segs[-1]) + MESSAGE_OVERHEAD,
     }
+    return {k: min(v, MAX_MESSAGE_BYTES) for k, v in limits.items()}

@@ -96,6 +96,8 @@ class Server(QueryTable):
         baseline = (not lazy) if baseline is None else baseline
         if not lazy and not baseline:
             raise ProtocolError("a program compiled with lazy=False (the baseline) runs only on Server(program, baseline=True)")
+        if lazy and baseline:  # its levels and scales are planned for the optimized kernels
+            raise ProtocolError("Server(program, baseline=True) runs only a program compiled with lazy=False (the baseline plans a rescale per product)")
         if baseline and program.mode != "throughput":
             raise ProtocolError("only batch-axis programs have a baseline mode (compile latency programs with strategy=... instead)")
         self.program = program

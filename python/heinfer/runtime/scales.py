@@ -21,15 +21,24 @@ __all__ = ["exact_output_scales", "set_exact_scales"]
 def exact_output_scales(program: Program) -> list[float]:
     """The exact scale of every segment's outputs."""
     q = [float(v) for v in native_params(program.params).q]
+    # lazy=False programs run only on the baseline server, whose naive kernel encodes the
+    # weights at q_ℓ and rescales after each product: linear + its rescale keep the scale
+    baseline = not program.meta.get("lazy", True)
     out = []
     for seg in program.segments:
         scale, level = seg.input_scale, seg.input_level
+        absorbed = False
         for op in seg.ops:
             if isinstance(op, Linear):
-                if seg.layout.kind == "batch":
+                if seg.layout.kind == "batch" and baseline:
+                    absorbed = True  # the next Rescale is the kernel's own (at q_ℓ)
+                elif seg.layout.kind == "batch":
                     scale *= program.layers[op.layer].weight_scale
                 else:
                     level -= 1  # products at q_ℓ, then a rescale by q_ℓ: the scale is unchanged
+            elif isinstance(op, Rescale) and absorbed:
+                level -= op.primes
+                absorbed = False
             elif isinstance(op, Square):
                 scale *= scale
             elif isinstance(op, Rescale):

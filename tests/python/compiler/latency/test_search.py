@@ -2,7 +2,7 @@
 
 * Under any cost table (random ones from hypothesis, and extreme ones: rotations, hoisted
   rotations, extended-basis products or encryptions made very expensive), the search's kernel
-  costs exactly the minimum of :func:`~heinfer.compiler.latency.cost.transform_cost` over every
+  costs exactly the minimum of :func:`~heinfer.compiler.cost.transform_cost` over every
   candidate built with the kernels themselves — diagonals and the hybrid at every giant-step
   modulus, stacked copies on clean inputs, LoLa's expanded input with every ``t`` — and its
   predicted time is the cost of the transform it returns.
@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from heinfer.compiler.cost import KINDS, analytic_costs, transform_cost
 from heinfer.compiler.ir import Graph, Linear
 from heinfer.compiler.latency import kernels
 from heinfer.compiler.latency.compile import LatencyOptions, choose_parameters, compile_latency
-from heinfer.compiler.latency.cost import KINDS, analytic_costs, transform_cost
 from heinfer.compiler.latency.layout import Placement, dense_input
 from heinfer.compiler.latency.search import STRATEGIES, choose_kernel, input_candidates
 from heinfer.compiler.onnx_import import load_onnx
@@ -149,6 +150,13 @@ def _compile_one(op: Linear, costs: dict, strategy: str | None = None):
     return prog, used
 
 
+def _first_step(prog) -> SimpleNamespace:
+    """The first layer of the first segment: its transform (the server's weights) and the
+    search's plan for it."""
+    op = prog.segments[0].ops[0]
+    return SimpleNamespace(transform=prog.layers[op.layer], plan=prog.plans["0.0"])
+
+
 def _client_and_server_s(prog, costs: dict) -> float:
     """The first segment's predicted server seconds plus the client's encryptions."""
     seg = prog.segments[0]
@@ -199,7 +207,7 @@ def test_the_input_layout_is_the_cheapest(name: str, costs: dict) -> None:
     prog, used = _compile_one(op, costs)
     got = _client_and_server_s(prog, used)
     assert got == pytest.approx(_cheapest_one_layer_segment(op, used, prog.slots), rel=1e-12)
-    step = prog.segments[0].steps[0]
+    step = _first_step(prog)
     assert transform_cost(step.transform, 1, used) == pytest.approx(
         step.plan["predicted_s"], rel=1e-12
     )
@@ -207,7 +215,7 @@ def test_the_input_layout_is_the_cheapest(name: str, costs: dict) -> None:
         assert step.plan["client_cts"] == prog.segments[0].n_input_cts == step.transform.n_in
     else:
         np.testing.assert_array_equal(
-            prog.segments[0].gather, dense_input(op.matrix.shape[1], prog.slots)[0]
+            prog.segments[0].layout.gather, dense_input(op.matrix.shape[1], prog.slots)[0]
         )
 
 
@@ -283,10 +291,10 @@ def test_every_rotation_expensive_gives_the_expanded_input() -> None:
     for name in ("conv-6x6-k3-c2", "conv-8x8-k3-s2-p1", "dense-10x40"):
         op = OPS[name]
         prog, _ = _compile_one(op, costs)
-        step = prog.segments[0].steps[0]
+        step = _first_step(prog)
         assert step.plan["method"] == "expanded" and step.plan["taps_per_ct"] == 1, name
         assert step.plan["rotations"] == step.plan["key_switches"] == 0, name
-        assert step.transform.rotation_steps() == set() and prog.galois_steps == [], name
+        assert step.transform.rotation_steps() == set() and prog.rotation_steps == [], name
         assert prog.segments[0].n_input_cts == int(np.diff(op.matrix.indptr).max())
 
 
@@ -295,8 +303,8 @@ def test_expensive_encryptions_keep_the_dense_input() -> None:
     op = OPS["conv-8x8-k3"]  # 36 rows, 9 taps: expanded needs 9 ciphertexts at 64 slots, 1 at 2048
     prog, _ = _compile_one(op, costs)
     assert prog.segments[0].n_input_cts == 1
-    np.testing.assert_array_equal(prog.segments[0].gather, dense_input(64, prog.slots)[0])
-    assert not prog.segments[0].steps[0].plan["method"].startswith("expanded")
+    np.testing.assert_array_equal(prog.segments[0].layout.gather, dense_input(64, prog.slots)[0])
+    assert not _first_step(prog).plan["method"].startswith("expanded")
 
 
 def test_expensive_extended_products_avoid_the_extended_basis() -> None:
