@@ -32,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
 import heinfer
-from heinfer.explain import program_key_bytes
+from heinfer.explanation import program_key_bytes
 from heinfer.protocol.messages import peek_kind
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -43,7 +43,7 @@ _LAZY = {
     "ckks": ("heinfer.ckks", None),
     "protocol": ("heinfer.protocol", None),
     "program": ("heinfer.program", None),
-    "explain": ("heinfer.explain", "explain"),
+    "explain": ("heinfer.explanation", "explain"),
     "compile": ("heinfer.inference", "compile"),
     "infer": ("heinfer.inference", "infer"),
     "Client": ("heinfer.inference", "Client"),

@@ -22,6 +22,7 @@ import io
 from pathlib import Path
 
 import heinfer
+from heinfer.explanation import program_key_bytes
 import numpy as np
 import pytest
 from compiler import onnx_models as om
@@ -37,10 +38,8 @@ MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
 
 
 def _program_key_bytes(prog) -> dict:
-    """``heinfer.explain``'s key sizes, read through the function: importing the submodule
-    ``heinfer.explain`` by name before the first use of ``heinfer.explain`` replaces the
-    function on the lazily loaded package root with the module."""
-    return heinfer.explain.__globals__["program_key_bytes"](prog)
+    """``heinfer.explain``'s key sizes (:func:`heinfer.explanation.program_key_bytes`)."""
+    return program_key_bytes(prog)
 
 
 def _digits(start: int, n: int) -> np.ndarray:
