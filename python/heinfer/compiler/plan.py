@@ -9,7 +9,9 @@ without the client. For each candidate prime size ``b`` and ring degree, the pla
 2. tracks ``log2`` of the scale through the segment (``+e`` per linear layer, ``×2`` per
    square) and the bits each value needs, ``log2(scale) + log2(bound) + guard``;
 3. places the rescales — **lazy rescaling** generalized (nGraph-HE2 §3.3.1): every subset of
-   the points between two ops is tried, each rescale dividing by as many primes as bring the
+   the points between two ops is considered, by dynamic programming over the cut points
+   (:mod:`heinfer.compiler.rescale_search`, polynomial in the segment length), each rescale
+   dividing by as many primes as bring the
    scale back to the input scale, never before a decryption or a client step; limbs that no
    later value needs are dropped as early as possible (free), so the client encrypts at the
    lowest level that suffices (depth-aware encoding, §3.3.2, with scalar weights at every
