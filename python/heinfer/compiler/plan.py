@@ -9,7 +9,9 @@ without the client. For each candidate prime size ``b`` and ring degree, the pla
 2. tracks ``log2`` of the scale through the segment (``+e`` per linear layer, ``×2`` per
    square) and the bits each value needs, ``log2(scale) + log2(bound) + guard``;
 3. places the rescales — **lazy rescaling** generalized (nGraph-HE2 §3.3.1): every subset of
-   the points between two ops is tried, each rescale dividing by as many primes as bring the
+   the points between two ops is considered, by dynamic programming over the cut points
+   (:mod:`heinfer.compiler.rescale_search`, polynomial in the segment length), each rescale
+   dividing by as many primes as bring the
    scale back to the input scale, never before a decryption or a client step; limbs that no
    later value needs are dropped as early as possible (free), so the client encrypts at the
    lowest level that suffices (depth-aware encoding, §3.3.2, with scalar weights at every
@@ -23,16 +25,16 @@ relinearization: a linear layer is linear in each part, so it runs on 3 parts).
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from heinfer.compiler.ir import Linear, Square
+from heinfer.compiler.rescale_search import search_cuts
 from heinfer.errors import CompileError
 
-__all__ = ["LayerPlan", "SegmentPlan", "plan_segment", "max_log_qp", "GUARD_BITS"]
+__all__ = ["GUARD_BITS", "LayerPlan", "SegmentPlan", "max_log_qp", "plan_segment"]
 
 #: Bits kept above a value's bound for the sign and the noise.
 GUARD_BITS = 2.0
@@ -141,46 +143,111 @@ def plan_segment(
     )
     if not lazy:
         layers = tuple(LayerPlan(prime_bits, 1) if lp else None for lp in layers)
-    candidates = list(range(n_ops - 1))
-    if lazy and len(candidates) > 14:
-        raise CompileError(f"a segment of {n_ops} ops is too long to plan (at most 15)")
-    subsets = (
-        [frozenset(c for c, bit in zip(candidates, mask) if bit) for mask in itertools.product((0, 1), repeat=len(candidates))]
-        if lazy
-        else [frozenset(range(n_ops))]
+    if not lazy:
+        plan = _simulate(ops, bounds, log_input_scale, b, layers, frozenset(range(n_ops)), lazy)
+    else:
+        cuts = search_cuts(
+            n_ops, log_input_scale, b, *_search_model(ops, bounds, log_input_scale, b, layers)
+        )
+        chosen = frozenset(t for t, k in enumerate(cuts.primes) if k) if cuts else None
+        plan = (
+            None
+            if chosen is None
+            else _simulate(ops, bounds, log_input_scale, b, layers, chosen, lazy)
+        )
+    if plan is None:
+        raise CompileError(
+            "no rescale schedule keeps the scale of this segment above its input scale"
+        )
+    return plan
+
+
+def _parts(ops) -> tuple[list[int], list[bool]]:
+    """Ciphertext parts at each op's output and whether it relinearizes first (lazy relin)."""
+    parts, parts_at, relin = 2, [], []
+    for op in ops:
+        r = isinstance(op, Square) and parts == 3
+        parts = 3 if isinstance(op, Square) else (2 if r else parts)
+        relin.append(r)
+        parts_at.append(parts)
+    return parts_at, relin
+
+
+def _advance(op, layer: LayerPlan | None, s: float) -> float:
+    """log2 scale after ``op`` from ``s`` before it (a square doubles, a layer adds ``e``)."""
+    return 2 * s if isinstance(op, Square) else s + layer.exponent
+
+
+def _need(s: float, bound: float, b: float) -> int:
+    """Limbs a value of bound ``bound`` at log2 scale ``s`` needs."""
+    return math.ceil((s + math.log2(bound) + GUARD_BITS) / b)
+
+
+def _op_cost(op, layer, limbs: int, parts: int, relin: bool, k: int) -> float:
+    """Cost of ``op`` on ``limbs`` limbs and ``parts`` parts, then a rescale by ``k`` primes."""
+    cost = 0.0
+    if isinstance(op, Linear):
+        cost += UNIT_FMA * op.nnz * parts * limbs * layer.digits
+        # the kernel's reduction and packing: per output and input element
+        cost += 0.6 * (op.matrix.shape[0] + op.matrix.shape[1]) * parts * limbs
+    else:
+        size = int(np.prod(op.shape))
+        if relin:
+            cost += UNIT_RELIN * size * limbs * (limbs + 1)
+        cost += UNIT_SQUARE * size * limbs
+    if k:
+        cost += UNIT_RESCALE * op_out_size(op) * parts * (limbs + k)
+    return cost
+
+
+def _in_cost(op, b: float, limbs: int) -> float:
+    """Encrypting and sending the segment's input at ``limbs`` limbs."""
+    n = op_in_size(op)
+    return UNIT_ENCRYPT * n * limbs + UNIT_BYTE * b / 8 * (n * limbs)
+
+
+def _out_cost(op, b: float, limbs: int, parts: int) -> float:
+    """Sending and decrypting the segment's output at ``limbs`` limbs."""
+    n = op_out_size(op)
+    return UNIT_DECRYPT * n * limbs * parts + UNIT_BYTE * b / 8 * n * limbs * parts
+
+
+def _search_model(ops, bounds, s_in, b, layers) -> tuple:
+    """The callbacks of :func:`search_cuts` for this segment (lazy rescaling)."""
+    parts_at, relin = _parts(ops)
+
+    def advance(t: int, s: float) -> tuple[float, int]:
+        s = _advance(ops[t], layers[t], s)
+        return s, _need(s, bounds[t], b)
+
+    def primes(s: float) -> int:
+        return math.floor((s - s_in + 1.0) / b)
+
+    def op_cost(t: int, limbs: int, k: int) -> float:
+        return _op_cost(ops[t], layers[t], limbs, parts_at[t], relin[t], k)
+
+    return (
+        advance,
+        primes,
+        op_cost,
+        lambda limbs: _in_cost(ops[0], b, limbs),
+        lambda limbs: _out_cost(ops[-1], b, limbs, parts_at[-1]),
     )
-    best: SegmentPlan | None = None
-    for chosen in subsets:
-        plan = _simulate(ops, bounds, log_input_scale, b, layers, chosen, lazy)
-        if plan is not None and (best is None or plan.cost < best.cost):
-            best = plan
-    if best is None:
-        raise CompileError("no rescale schedule keeps the scale of this segment above its input scale")
-    return best
 
 
 def _simulate(ops, bounds, s_in, b, layers, chosen, lazy) -> SegmentPlan | None:
     """Scales, limbs and cost of one rescale schedule (``None`` if it underflows)."""
     n_ops = len(ops)
+    parts_at, relin = _parts(ops)
     s = s_in
-    parts = 2
-    scales, rescales, relin, need = [], [], [], []
-    parts_at = []
+    scales, rescales, need = [], [], []
     for t, op in enumerate(ops):
-        r = False
-        if isinstance(op, Square):
-            if parts == 3:
-                r, parts = True, 2
-            s, parts = 2 * s, 3
-        else:
-            s += layers[t].exponent
-        relin.append(r)
-        parts_at.append(parts)
+        s = _advance(op, layers[t], s)
         scales.append(s)
-        need.append(math.ceil((s + math.log2(bounds[t]) + GUARD_BITS) / b))
+        need.append(_need(s, bounds[t], b))
         k = 0
         if t in chosen:
-            k = 1 if not lazy else int(math.floor((s - s_in + 1.0) / b))
+            k = 1 if not lazy else math.floor((s - s_in + 1.0) / b)
             if k < 1:
                 return None
             s -= k * b
@@ -190,25 +257,11 @@ def _simulate(ops, bounds, s_in, b, layers, chosen, lazy) -> SegmentPlan | None:
     limbs[-1] = max(need[-1], rescales[-1] + 1)
     for t in range(n_ops - 2, -1, -1):
         limbs[t] = max(need[t], limbs[t + 1] + rescales[t])
-    cost = 0.0
-    for t, op in enumerate(ops):
-        L, p = limbs[t], parts_at[t]
-        if isinstance(op, Linear):
-            cost += UNIT_FMA * op.nnz * p * L * layers[t].digits
-            # the kernel's reduction and packing: per output and input element
-            cost += 0.6 * (op.matrix.shape[0] + op.matrix.shape[1]) * p * L
-        else:
-            size = int(np.prod(op.shape))
-            if relin[t]:
-                cost += UNIT_RELIN * size * L * (L + 1)
-            cost += UNIT_SQUARE * size * L
-        if rescales[t]:
-            cost += UNIT_RESCALE * op_out_size(op) * p * (L + rescales[t])
-    in_size = op_in_size(ops[0])
-    out_size = op_out_size(ops[-1])
-    cost += UNIT_ENCRYPT * in_size * limbs[0] + UNIT_BYTE * b / 8 * (in_size * limbs[0])
-    cost += UNIT_DECRYPT * out_size * limbs[-1] * parts_at[-1]
-    cost += UNIT_BYTE * b / 8 * out_size * limbs[-1] * parts_at[-1]
+    cost = sum(
+        _op_cost(op, layers[t], limbs[t], parts_at[t], relin[t], rescales[t])
+        for t, op in enumerate(ops)
+    )
+    cost += _in_cost(ops[0], b, limbs[0]) + _out_cost(ops[-1], b, limbs[-1], parts_at[-1])
     return SegmentPlan(
         prime_bits=int(b),
         layers=layers,

@@ -11,6 +11,7 @@ Synthetic graphs check the planner's decisions against :func:`plan_segment` dire
 from __future__ import annotations
 
 import math
+import time
 from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
@@ -462,12 +463,17 @@ def test_client_encrypts_at_each_segments_input_level() -> None:
 
 
 # ---------------------------------------------------------------------------------- plan_segment units
-def test_plan_segment_refuses_overlong_segments() -> None:
+def test_plan_segment_plans_a_60_op_segment_in_well_under_a_second() -> None:
+    """The rescale search is polynomial: 60 ops (2^59 schedules) plan in milliseconds."""
     ops: list = []
-    for i in range(8):
-        ops += [_dense(f"l{i}", 8, 8), Square(f"s{i}", (8,))]
-    with pytest.raises(CompileError, match="too long"):
-        plan_segment(ops, [4.0] * 16, 20, 50, 16, [1.0] * 16)
+    for i in range(30):
+        ops += [_dense(f"l{i}", 16, 16), Square(f"s{i}", (16,))]
+    start = time.perf_counter()
+    plan = plan_segment(ops, [4.0] * 60, 20, 50, 16, [1.0] * 60)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 0.5, f"{elapsed:.3f} s"
+    assert len(plan.rescales) == 60 and plan.rescales[-1] == 0
+    assert sum(k > 0 for k in plan.rescales) >= 20  # the scale doubles at every square
 
 
 def test_plan_segment_refuses_layers_too_wide_for_exact_products() -> None:
