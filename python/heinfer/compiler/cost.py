@@ -42,9 +42,14 @@ BATCH_KINDS = ("gemm_mac", "batch_square", "batch_relin", "batch_rescale", "batc
 #: from the kernels' benchmarks on the development machine): the GEMM's integer
 #: multiply-add, a square (tensor product), a relinearization (per limb², it key-switches),
 #: a rescale (per part: inverse + forward NTT and a pass), secret-key encryption (coefficient
-#: packing) and decryption. The planner compares plans with these; a measured table replaces
-#: them for predictions.
-BATCH_UNITS = {"gemm_mac": 0.1, "batch_square": 1.5, "batch_relin": 8.0, "batch_rescale": 6.0, "batch_encrypt": 10.0, "batch_decrypt": 4.0}
+#: packing) and decryption; and two terms only the planner uses: the GEMM's reduction and
+#: packing per input and output element (``gemm_io``), and serialization and transport per
+#: byte (``wire_byte``). The planner compares plans with these (heinfer.compiler.plan); a
+#: measured table replaces them for predictions.
+BATCH_UNITS = {
+    "gemm_mac": 0.1, "batch_square": 1.5, "batch_relin": 8.0, "batch_rescale": 6.0, "batch_encrypt": 10.0,
+    "batch_decrypt": 4.0, "gemm_io": 0.6, "wire_byte": 0.3,
+}
 
 
 def analytic_costs(log_n: int, levels: int, special: int) -> CostTable:
@@ -69,9 +74,9 @@ def analytic_costs(log_n: int, levels: int, special: int) -> CostTable:
         }
         for kind in KINDS:
             table[kind].append(row[kind])
-        for kind, unit in BATCH_UNITS.items():
+        for kind in BATCH_KINDS:
             limbs = L * (L + 1) if kind == "batch_relin" else L
-            table[kind].append(unit * 1e-9 * n * limbs)
+            table[kind].append(BATCH_UNITS[kind] * 1e-9 * n * limbs)
     return table
 
 

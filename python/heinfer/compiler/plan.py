@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from heinfer.compiler.cost import BATCH_UNITS
 from heinfer.compiler.ir import Linear, Square
 from heinfer.compiler.rescale_search import search_cuts
 from heinfer.errors import CompileError
@@ -46,17 +47,17 @@ _MAX_LOG_QP = {
     256: {11: 29, 12: 58, 13: 118, 14: 237, 15: 476},
 }
 
-# Unit costs (nanoseconds per ring coefficient, one thread, measured on the development
-# machine with the kernels' benchmarks): integer multiply-add of the linear kernel, square
-# (tensor product), rescale (per limb and part: inverse + forward NTT and a pass), key
-# switching (per limb²), secret-key encryption and decryption (per limb).
-UNIT_FMA = 0.1
-UNIT_SQUARE = 1.5
-UNIT_RESCALE = 6.0
-UNIT_RELIN = 8.0
-UNIT_ENCRYPT = 10.0
-UNIT_DECRYPT = 4.0
-UNIT_BYTE = 0.3  # serialization and transport, per byte per coefficient position
+# The planner compares candidate plans (prime sizes, ring degrees, rescale placements) before
+# any parameter exists to measure, so it prices them with the analytic batch-axis units of the
+# one cost model (heinfer.compiler.cost.BATCH_UNITS: ns per ring coefficient and limb).
+UNIT_FMA = BATCH_UNITS["gemm_mac"]
+UNIT_SQUARE = BATCH_UNITS["batch_square"]
+UNIT_RESCALE = BATCH_UNITS["batch_rescale"]
+UNIT_RELIN = BATCH_UNITS["batch_relin"]
+UNIT_ENCRYPT = BATCH_UNITS["batch_encrypt"]
+UNIT_DECRYPT = BATCH_UNITS["batch_decrypt"]
+UNIT_GEMM_IO = BATCH_UNITS["gemm_io"]
+UNIT_BYTE = BATCH_UNITS["wire_byte"]
 
 
 def max_log_qp(log_n: int, security: int) -> int | None:
@@ -189,7 +190,7 @@ def _op_cost(op, layer, limbs: int, parts: int, relin: bool, k: int) -> float:
     if isinstance(op, Linear):
         cost += UNIT_FMA * op.nnz * parts * limbs * layer.digits
         # the kernel's reduction and packing: per output and input element
-        cost += 0.6 * (op.matrix.shape[0] + op.matrix.shape[1]) * parts * limbs
+        cost += UNIT_GEMM_IO * (op.matrix.shape[0] + op.matrix.shape[1]) * parts * limbs
     else:
         size = int(np.prod(op.shape))
         if relin:
