@@ -2,7 +2,7 @@
 
 gRPC's synchronous server hands a handler a blocking iterator of requests, which cannot
 time out. :class:`Inbox` reads it on a helper thread into a small bounded queue (so a client
-that floods frames is held back by gRPC flow control, not buffered), and the handler waits
+that floods parts is held back by gRPC flow control, not buffered), and the handler waits
 on the queue with a deadline: a client that stops sending mid-protocol gets
 ``DEADLINE_EXCEEDED`` after ``query_timeout_s``. The helper thread ends with the call.
 """
@@ -12,38 +12,33 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from heinfer.errors import ProtocolError, ServiceError
-from heinfer.serve.framing import Assembler
+from heinfer.serve.parts import Assembler
 
 __all__ = ["Inbox"]
 
-_FRAME, _END, _ERROR = range(3)
+_PART, _END, _ERROR = range(3)
 
 
 class Inbox:
-    """The frames of a request stream, read ahead by a helper thread.
+    """The parts of a request stream (requests with a ``part`` field), read ahead by a
+    helper thread. ``on_bytes(n)`` is called with the serialized size of every part received."""
 
-    ``on_bytes(n)`` is called with the size of every frame received (for counters).
-    """
-
-    def __init__(self, requests: Iterator[bytes], on_bytes=None, depth: int = 4) -> None:
+    def __init__(self, requests: Iterator, on_bytes: Callable[[int], None] | None = None, depth: int = 4) -> None:
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._closed = threading.Event()
         self._on_bytes = on_bytes
-        self._thread = threading.Thread(
-            target=self._pump, args=(requests,), name="heinfer-inbox", daemon=True
-        )
+        self._thread = threading.Thread(target=self._pump, args=(requests,), name="heinfer-inbox", daemon=True)
         self._thread.start()
 
-    def message(self, assembler: Assembler, timeout_s: float) -> bytes:
-        """The next whole message, which must arrive within ``timeout_s``.
+    def message(self, assembler: Assembler, timeout_s: float) -> tuple[str, bytes]:
+        """``(kind, bytes)`` of the next whole message, which must arrive within ``timeout_s``.
 
-        Raises :class:`ServiceError` ``DEADLINE_EXCEEDED`` when it does not,
-        ``CANCELLED`` when the client cancelled the call, and
-        :class:`~heinfer.errors.ProtocolError` when the stream ends first (or a frame is
-        malformed, from the assembler).
+        Raises :class:`ServiceError` ``DEADLINE_EXCEEDED`` when it does not, ``CANCELLED``
+        when the client cancelled the call, and :class:`~heinfer.errors.ProtocolError` when
+        the stream ends first (or a part is malformed, from the assembler).
         """
         deadline = time.monotonic() + timeout_s
         while True:
@@ -52,29 +47,30 @@ class Inbox:
             except queue.Empty:
                 raise ServiceError(
                     f"no complete {assembler.what} from the client within {timeout_s:g} s "
-                    f"(query_timeout_s); the stream stands {assembler.describe_partial()}",
+                    f"(query_timeout_s); the stream stands {assembler.describe()}",
                     code="DEADLINE_EXCEEDED",
                 ) from None
             if kind == _END:
                 self._queue.put((_END, None))  # later reads see the end too
-                raise ProtocolError(f"the client ended its stream {assembler.describe_partial()}")
+                raise ProtocolError(f"the client ended its stream {assembler.describe()}")
             if kind == _ERROR:
                 self._queue.put((_ERROR, item))
                 raise ServiceError("the client cancelled the call", code="CANCELLED")
-            message = assembler.feed(item)
-            if message is not None:
-                return message
+            done = assembler.feed(item)
+            if done is not None:
+                return done
 
     def close(self) -> None:
-        """Stops handing frames over (the helper thread ends when the call ends)."""
+        """Stops handing parts over (the helper thread ends when the call ends)."""
         self._closed.set()
 
-    def _pump(self, requests: Iterator[bytes]) -> None:
+    def _pump(self, requests: Iterator) -> None:
         try:
-            for frame in requests:
+            for request in requests:
+                part = request.part
                 if self._on_bytes is not None:
-                    self._on_bytes(len(frame))
-                if not self._put((_FRAME, frame)):
+                    self._on_bytes(part.ByteSize())  # no copy of the data
+                if not self._put((_PART, part)):
                     return
             self._put((_END, None))
         except Exception as e:  # noqa: BLE001 - the call was cancelled or broke: tell the handler
