@@ -7,35 +7,43 @@ import time
 
 import pytest
 from heinfer.errors import ProtocolError, ServiceError
-from heinfer.serve.framing import Assembler, frames
 from heinfer.serve.inbox import Inbox
+from heinfer.serve.parts import Assembler
+from heinfer.v1 import service_pb2 as pb
 
-from .conftest import SMALL
+from .conftest import PART, infer_requests
+
+LIMITS = {"query": 1 << 20}
+
+
+def _asm(what: str = "message") -> Assembler:
+    return Assembler(LIMITS, PART, what)
 
 
 def test_messages_arrive_in_order_and_bytes_are_counted() -> None:
     counted = []
     msgs = [b"a" * 40_000, b"b", b"c" * 17]
-    inbox = Inbox((f for m in msgs for f in frames(m, 16 << 10)), counted.append)
-    assert [inbox.message(Assembler(SMALL), 5) for _ in msgs] == msgs
-    assert sum(counted) == 40_000 + 1 + 17 + 5 * 24
+    requests = infer_requests(*(("query", m) for m in msgs))
+    inbox = Inbox(iter(requests), counted.append)
+    assert [inbox.message(_asm(), 5) for _ in msgs] == [("query", m) for m in msgs]
+    assert sum(counted) == sum(r.part.ByteSize() for r in requests) > 40_018
     with pytest.raises(ProtocolError, match="ended its stream before the message"):
-        inbox.message(Assembler(SMALL), 5)
+        inbox.message(_asm(), 5)
     with pytest.raises(ProtocolError, match="ended its stream"):  # and again
-        inbox.message(Assembler(SMALL), 5)
+        inbox.message(_asm(), 5)
 
 
 def test_a_silent_client_times_out() -> None:
     hold = threading.Event()
 
     def stream():
-        yield from list(frames(b"x" * 40_000, 16 << 10))[:1]
+        yield from infer_requests(("query", b"x" * 40_000))[:1]
         hold.wait(10)
 
     inbox = Inbox(stream())
     t0 = time.monotonic()
-    with pytest.raises(ServiceError, match=r"within 0.2 s .* after chunk 1 of 3") as e:
-        inbox.message(Assembler(SMALL, what="query message"), 0.2)
+    with pytest.raises(ServiceError, match=r"within 0.2 s .* after part 1 of 3") as e:
+        inbox.message(_asm("query message"), 0.2)
     assert e.value.code == "DEADLINE_EXCEEDED" and time.monotonic() - t0 < 2
     inbox.close()
     hold.set()
@@ -43,13 +51,13 @@ def test_a_silent_client_times_out() -> None:
 
 def test_a_broken_stream_is_cancelled() -> None:
     def stream():
-        yield from frames(b"x", 1024)
+        yield from infer_requests(("query", b"x"))
         raise RuntimeError("the call was cancelled")
 
     inbox = Inbox(stream())
-    assert inbox.message(Assembler(SMALL), 5) == b"x"
+    assert inbox.message(_asm(), 5) == ("query", b"x")
     with pytest.raises(ServiceError, match="cancelled") as e:
-        inbox.message(Assembler(SMALL), 5)
+        inbox.message(_asm(), 5)
     assert e.value.code == "CANCELLED"
 
 
@@ -59,7 +67,7 @@ def test_a_flood_is_not_buffered_and_the_thread_ends_after_close() -> None:
     def flood():
         for i in range(10_000):
             pulled.append(i)
-            yield b"x"
+            yield pb.InferRequest(part=pb.Part(kind=pb.KIND_QUERY, total=1, size=1, data=b"x"))
 
     inbox = Inbox(flood(), depth=4)
     time.sleep(0.2)
