@@ -203,9 +203,9 @@ class RemoteSession:
             sent = 0
             for part in split(keys, "keys", self._send_part):
                 self._keys_wire_bytes += part.ByteSize()
-                yield pb.OpenSessionRequest(part=part)
                 sent += len(part.data)
-                self._progress("upload", sent, total)
+                self._progress("upload", sent, total)  # handed to gRPC
+                yield pb.OpenSessionRequest(part=part)
 
         try:
             return self._stub.OpenSession(requests(), timeout=self._timeout, metadata=self._auth)

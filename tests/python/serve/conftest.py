@@ -260,3 +260,10 @@ def assert_idle(handle: ServiceHandle, timeout: float = 5.0) -> None:
         timeout,
         f"no running query and no query state ({handle.stats()})",
     )
+
+
+def tolerance(program: Program) -> float:
+    """How far two independent encrypted runs of ``program`` may differ: twice the
+    compiler's predicted error plus twice the stated output precision (outputs are
+    noise-flooded and rounded to it)."""
+    return 2 * program.meta["predicted_error"][-1] + 2 * program.segments[-1].precision

@@ -22,7 +22,7 @@ from heinfer.serve.parts import Assembler
 from heinfer.v1 import protocol_pb2
 from heinfer.v1 import service_pb2 as pb
 
-from .conftest import PART, SMALL, assert_idle, infer_requests, mlp_input, parts, wait_until
+from .conftest import PART, SMALL, assert_idle, infer_requests, mlp_input, parts, wait_until, tolerance
 
 #: Statuses a bad input may get; never INTERNAL or UNKNOWN (a crash).
 REFUSALS = {
@@ -230,7 +230,7 @@ def test_a_client_that_disconnects_mid_protocol_frees_its_query(service, mlp) ->
     with connect(h.address, mlp.public(), limits=SMALL) as s:  # still serving
         np.testing.assert_allclose(
             s.infer(mlp_input()).outputs, heinfer.infer(mlp, mlp_input()).outputs,
-            atol=4 * mlp.segments[-1].precision,
+            atol=tolerance(mlp),
         )  # fmt: skip
 
 
@@ -385,5 +385,5 @@ def test_random_garbage_for_a_while_then_a_good_query(mlp, start, raw) -> None:
         got = s.infer(x).outputs
     want = heinfer.infer(mlp, x).outputs
     assert np.array_equal(got.argmax(1), want.argmax(1))
-    np.testing.assert_allclose(got, want, atol=4 * mlp.segments[-1].precision)
+    np.testing.assert_allclose(got, want, atol=tolerance(mlp))
     assert h.stats()["queries_running"] == 0
