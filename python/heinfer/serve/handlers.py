@@ -168,11 +168,12 @@ class Servicer(pb_grpc.InferenceServicer):
     def _send(self, message: bytes, kind: str, part_bytes: int, context: grpc.ServicerContext) -> Iterator[pb.InferResponse]:
         """The parts of ``message``, each watched until gRPC has sent it."""
         key = id(context)
-        for part in split(message, kind, part_bytes):
+        for response in split(message, kind, part_bytes, pb.InferResponse):
+            n = response.part.ByteSize()
             self.watch.sending(key, context)
-            yield pb.InferResponse(part=part)
+            yield response
             self.watch.sent(key)
-            self.registry.count("bytes_out", part.ByteSize())
+            self.registry.count("bytes_out", n)
 
     def _count_in(self, n: int) -> None:
         self.registry.count("bytes_in", n)

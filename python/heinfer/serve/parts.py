@@ -41,19 +41,23 @@ KINDS = {
 KIND_NAMES = {v: k for k, v in KINDS.items()}
 
 
-def split(message: bytes, kind: str, part_bytes: int) -> Iterator[pb.Part]:
-    """The parts of ``message`` (of protocol kind ``kind``), each at most ``part_bytes``."""
+def split(message: bytes, kind: str, part_bytes: int, wrapper: type | None = None) -> Iterator:
+    """The parts of ``message`` (of protocol kind ``kind``), each at most ``part_bytes``.
+
+    With ``wrapper`` (``InferRequest``, ``InferResponse``, ``OpenSessionRequest``) each part
+    is built in place inside a new wrapper message, which is yielded (no copy of the part
+    into the wrapper: the data is copied once into the message, once when serialized)."""
     if part_bytes < MIN_PART_BYTES:
         raise ValueError(f"parts carry at least {MIN_PART_BYTES} bytes, got {part_bytes}")
     n = len(message)
     total = max(1, -(-n // part_bytes))
     code = KINDS[kind]
-    if total == 1:
-        yield pb.Part(kind=code, index=0, total=1, size=n, data=bytes(message))
-        return
     for i in range(total):
-        data = message[i * part_bytes : (i + 1) * part_bytes]
-        yield pb.Part(kind=code, index=i, total=total, size=n, data=data)
+        outer = pb.Part() if wrapper is None else wrapper()
+        part = outer if wrapper is None else outer.part
+        part.kind, part.index, part.total, part.size = code, i, total, n
+        part.data = message if total == 1 else message[i * part_bytes : (i + 1) * part_bytes]
+        yield outer
 
 
 class Assembler:

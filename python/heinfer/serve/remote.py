@@ -201,11 +201,11 @@ class RemoteSession:
 
         def requests() -> Iterator[pb.OpenSessionRequest]:
             sent = 0
-            for part in split(keys, "keys", self._send_part):
-                self._keys_wire_bytes += part.ByteSize()
-                sent += len(part.data)
+            for request in split(keys, "keys", self._send_part, pb.OpenSessionRequest):
+                self._keys_wire_bytes += request.part.ByteSize()
+                sent = min(total, sent + self._send_part)
                 self._progress("upload", sent, total)  # handed to gRPC
-                yield pb.OpenSessionRequest(part=part)
+                yield request
 
         try:
             return self._stub.OpenSession(requests(), timeout=self._timeout, metadata=self._auth)
@@ -268,9 +268,9 @@ class RemoteSession:
         def requests() -> Iterator[pb.InferRequest]:
             while (item := outbox.get()) is not None:
                 kind, m = item
-                for part in split(m, kind, self._send_part):
-                    totals["wup"] += part.ByteSize()
-                    yield pb.InferRequest(part=part)
+                for request in split(m, kind, self._send_part, pb.InferRequest):
+                    totals["wup"] += request.part.ByteSize()
+                    yield request
 
         metadata = [*self._metadata, (wire.MAX_PART_METADATA, str(self.limits.max_part_bytes))]
         call = self._stub.Infer(requests(), timeout=self._timeout, metadata=metadata)
