@@ -49,10 +49,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from machine import build_profile, cpu_model  # noqa: E402
-
 import heinfer
 from heinfer.cli.process import ServerProcess, rss_bytes
+from machine import build_profile, cpu_model
 
 TARGET_OVERHEAD = 0.10
 
@@ -202,7 +201,9 @@ def load_run(path: str, address: str, pid: int, clients: int, items: int, durati
     ctx = mp.get_context("spawn")
     start, results = ctx.Barrier(clients + 1), ctx.Queue()
     procs = [
-        ctx.Process(target=load_client, args=(public_path(path), address, items, duration, start, results))
+        ctx.Process(
+            target=load_client, args=(public_path(path), address, items, duration, start, results)
+        )
         for _ in range(clients)
     ]
     for p in procs:

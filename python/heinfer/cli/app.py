@@ -218,7 +218,7 @@ cli.add_command(predict)
 def public_name(output: str) -> str:
     """Where ``compile -o OUTPUT`` writes the public program: ``NAME.public.hep`` for
     ``NAME.hep`` (``OUTPUT.public.hep`` for other names)."""
-    base = output[:-4] if output.endswith(".hep") else output
+    base = output.removesuffix(".hep")
     return base + ".public.hep"
 
 

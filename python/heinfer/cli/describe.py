@@ -128,6 +128,17 @@ def _function(f: Any) -> dict:
     return {"name": f.name, "kind": f.kind}
 
 
+def _step(i: int, st: Any) -> dict:
+    functions = [_function(f) for f in st.functions]
+    return {
+        "index": i,
+        "protocol": st.protocol,
+        "functions": functions,
+        "in_size": st.in_size,
+        "out_size": st.out_size,
+    }
+
+
 def describe(program: PublicProgram, size_bytes: int | None = None) -> dict:
     """Everything ``heinfer inspect`` reports about ``program`` (either kind, either mode),
     as a JSON-ready dict. A full program adds ``plan``: the text of :func:`heinfer.explain`."""
@@ -143,16 +154,16 @@ def describe(program: PublicProgram, size_bytes: int | None = None) -> dict:
         "batch_capacity": program.batch_capacity,
         "slots": program.slots,
         "params": params,
-        "input": {"name": program.input_name, "shape": list(program.input_shape), "bound": program.input_bound},
+        "input": {
+            "name": program.input_name,
+            "shape": list(program.input_shape),
+            "bound": program.input_bound,
+        },
         "output": {"name": program.output_name, "shape": list(program.output_shape)},
         "pre": [_function(f) for f in program.pre],
         "post": [_function(f) for f in program.post],
         "segments": _segments(program),
-        "client_steps": [
-            {"index": i, "protocol": st.protocol, "functions": [_function(f) for f in st.functions],
-             "in_size": st.in_size, "out_size": st.out_size}  # fmt: skip
-            for i, st in enumerate(program.steps)
-        ],
+        "client_steps": [_step(i, st) for i, st in enumerate(program.steps)],
         "predicted_s": program.predicted_s,
         "predicted_error": (program.meta.get("predicted_error") or [None])[-1],
         "message_limits": message_limits(program.public()),
@@ -205,14 +216,20 @@ def render(desc: dict, console: Any) -> None:
         f"(|x| ≤ {desc['input']['bound']:.3g}) → output {desc['output']['name']!r} "
         f"{tuple(desc['output']['shape'])}"
         + (f"; predicted error ≤ {err:.2e}" if err is not None else "")
-        + (f"; predicted server time {1e3 * desc['predicted_s']:.1f} ms per query" if desc["predicted_s"] else "")
+        + (
+            f"; predicted server time {1e3 * desc['predicted_s']:.1f} ms per query"
+            if desc["predicted_s"]
+            else ""
+        )
     )
     _render_segments(desc, console)
     if "plan" in desc:
         console.print("plan (heinfer.explain):", style="bold")
         console.print(desc["plan"], markup=False, highlight=False)
     lim = desc["message_limits"]
-    console.print("message size bounds: " + ", ".join(f"{k} {_fmt_bytes(v)}" for k, v in lim.items()))
+    console.print(
+        "message size bounds: " + ", ".join(f"{k} {_fmt_bytes(v)}" for k, v in lim.items())
+    )
     _render_keys(desc["keys"], console)
     if "auto" in desc:
         a = desc["auto"]
@@ -262,6 +279,8 @@ def _render_keys(keys: dict, console: Any) -> None:
     for name in ("relinearization", "galois"):
         if name in keys:
             k = keys[name]
-            console.print(f"  {name}: {_fmt_bytes(k['wire'])} on the wire, {_fmt_bytes(k['memory'])} in server memory")
+            console.print(
+                f"  {name}: {_fmt_bytes(k['wire'])} on the wire, {_fmt_bytes(k['memory'])} in server memory"
+            )
     if "relinearization" not in keys and "galois" not in keys:
         console.print("  (none: a session uploads no key material)")

@@ -15,9 +15,8 @@ import sys
 import tempfile
 from typing import Any
 
-import numpy as np
-
 import click
+import numpy as np
 
 from heinfer.errors import HeinferError, NotSupportedYetError
 from heinfer.program.model import Program, PublicProgram

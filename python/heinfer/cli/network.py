@@ -20,7 +20,6 @@ from typing import Any
 import click
 import numpy as np
 
-from heinfer.errors import HeinferError
 from heinfer.cli.files import (
     CliError,
     load_array,
@@ -30,18 +29,39 @@ from heinfer.cli.files import (
     read_token,
     to_json,
 )
+from heinfer.errors import HeinferError
 
 __all__ = ["LIMIT_OPTIONS", "predict", "serve"]
 
 #: ``(Limits field, option, type, help)`` of every limit ``heinfer serve`` can set.
 LIMIT_OPTIONS = (
-    ("max_message_bytes", "--max-message-bytes", int, "Lower the program's message size bound (bytes)."),
-    ("max_key_bytes", "--max-key-bytes", int, "Lower the program's evaluation-key size bound (bytes)."),
+    (
+        "max_message_bytes",
+        "--max-message-bytes",
+        int,
+        "Lower the program's message size bound (bytes).",
+    ),
+    (
+        "max_key_bytes",
+        "--max-key-bytes",
+        int,
+        "Lower the program's evaluation-key size bound (bytes).",
+    ),
     ("max_part_bytes", "--max-part-bytes", int, "Largest part of a message on the wire (bytes)."),
     ("max_sessions", "--max-sessions", int, "Sessions open at once."),
-    ("max_sessions_per_peer", "--max-sessions-per-peer", int, "Sessions open at once per client address."),
+    (
+        "max_sessions_per_peer",
+        "--max-sessions-per-peer",
+        int,
+        "Sessions open at once per client address.",
+    ),
     ("max_concurrent_queries", "--max-concurrent-queries", int, "Queries running at once."),
-    ("max_queries_per_peer", "--max-queries-per-peer", int, "Queries running at once per client address."),
+    (
+        "max_queries_per_peer",
+        "--max-queries-per-peer",
+        int,
+        "Queries running at once per client address.",
+    ),
     ("idle_timeout_s", "--idle-timeout", float, "Seconds before an idle session is closed."),
     ("query_timeout_s", "--query-timeout", float, "Seconds to wait for a client message."),
 )

@@ -42,7 +42,9 @@ def metadata_value(context: grpc.ServicerContext, key: str, what: str) -> str:
     when it is missing or given twice."""
     given = [v for k, v in context.invocation_metadata() if k == key]
     if len(given) != 1:
-        raise ServiceError(f"this call needs exactly one {what} (metadata {key!r})", code="UNAUTHENTICATED")
+        raise ServiceError(
+            f"this call needs exactly one {what} (metadata {key!r})", code="UNAUTHENTICATED"
+        )
     v = given[0]
     return v if isinstance(v, str) else bytes(v).decode("ascii", errors="replace")
 
@@ -50,7 +52,9 @@ def metadata_value(context: grpc.ServicerContext, key: str, what: str) -> str:
 class Servicer(pb_grpc.InferenceServicer):
     """``GetInfo``, ``OpenSession``, ``Infer`` and ``CloseSession`` for one program."""
 
-    def __init__(self, program: Program, limits: Limits, token: str | None, watch: SendWatch) -> None:
+    def __init__(
+        self, program: Program, limits: Limits, token: str | None, watch: SendWatch
+    ) -> None:
         self.server = Server(program, max_sessions=limits.max_sessions)
         self.limits = limits
         self.program_id = program.id
@@ -61,7 +65,9 @@ class Servicer(pb_grpc.InferenceServicer):
         self._bearer = None if token is None else f"Bearer {token}".encode()
 
     # ------------------------------------------------------------------ calls
-    def GetInfo(self, request: pb.GetInfoRequest, context: grpc.ServicerContext) -> pb.GetInfoResponse:  # noqa: N802
+    def GetInfo(
+        self, request: pb.GetInfoRequest, context: grpc.ServicerContext
+    ) -> pb.GetInfoResponse:
         """The program id and the limits, for a client about to make keys."""
         try:
             self._authorize(context)
@@ -69,7 +75,9 @@ class Servicer(pb_grpc.InferenceServicer):
         except Exception as e:  # noqa: BLE001 - every failure becomes a status
             self._fail(context, e)
 
-    def OpenSession(self, requests: Iterator[pb.OpenSessionRequest], context: grpc.ServicerContext) -> pb.OpenSessionResponse:  # noqa: N802
+    def OpenSession(
+        self, requests: Iterator[pb.OpenSessionRequest], context: grpc.ServicerContext
+    ) -> pb.OpenSessionResponse:
         """Reads one keys message, opens a session with it, answers the id and the secret."""
         try:
             self._authorize(context)
@@ -78,7 +86,9 @@ class Servicer(pb_grpc.InferenceServicer):
             try:
                 inbox = Inbox(requests, self._count_in)
                 try:
-                    assembler = Assembler(self._allow("keys"), self.limits.max_part_bytes, "keys message")
+                    assembler = Assembler(
+                        self._allow("keys"), self.limits.max_part_bytes, "keys message"
+                    )
                     _, keys = inbox.message(assembler, self.limits.query_timeout_s)
                 finally:
                     inbox.close()
@@ -98,7 +108,9 @@ class Servicer(pb_grpc.InferenceServicer):
         except Exception as e:  # noqa: BLE001 - every failure becomes a status
             self._fail(context, e)
 
-    def CloseSession(self, request: pb.CloseSessionRequest, context: grpc.ServicerContext) -> pb.CloseSessionResponse:  # noqa: N802
+    def CloseSession(
+        self, request: pb.CloseSessionRequest, context: grpc.ServicerContext
+    ) -> pb.CloseSessionResponse:
         """Closes the session of ``request`` (its keys are freed); only its owner may."""
         try:
             self._authorize(context)
@@ -108,7 +120,9 @@ class Servicer(pb_grpc.InferenceServicer):
         except Exception as e:  # noqa: BLE001 - every failure becomes a status
             self._fail(context, e)
 
-    def Infer(self, requests: Iterator[pb.InferRequest], context: grpc.ServicerContext) -> Iterator[pb.InferResponse]:  # noqa: N802
+    def Infer(
+        self, requests: Iterator[pb.InferRequest], context: grpc.ServicerContext
+    ) -> Iterator[pb.InferResponse]:
         """One query: the query message in, steps out and replies in, the result out."""
         peer = peer_address(context.peer())
         try:
@@ -127,7 +141,9 @@ class Servicer(pb_grpc.InferenceServicer):
             _, message = inbox.message(assembler, self.limits.query_timeout_s)
             _, q = decode(message, "query")
             if q.session != session:
-                raise ProtocolError(f"a query message for session {q.session[:16]!r} on a call of session {session[:16]!r}")
+                raise ProtocolError(
+                    f"a query message for session {q.session[:16]!r} on a call of session {session[:16]!r}"
+                )
             t0 = time.perf_counter()
             out = self.server.begin(message)
             seconds = time.perf_counter() - t0
@@ -136,7 +152,9 @@ class Servicer(pb_grpc.InferenceServicer):
                 kind, body = decode(out, ("step", "result"))
                 query = body.query
                 if kind == "result":
-                    context.set_trailing_metadata(((wire.SERVER_SECONDS_METADATA, f"{seconds:.6f}"),))
+                    context.set_trailing_metadata(
+                        ((wire.SERVER_SECONDS_METADATA, f"{seconds:.6f}"),)
+                    )
                     yield from self._send(out, kind, part_bytes, context)
                     ok = True
                     return
@@ -147,7 +165,9 @@ class Servicer(pb_grpc.InferenceServicer):
                 _, reply = inbox.message(assembler, self.limits.query_timeout_s)
                 _, r = decode(reply, "reply")
                 if r.query != query:
-                    raise ProtocolError(f"{what}: a reply for query {r.query[:16]!r} on the stream of query {query[:16]!r}")
+                    raise ProtocolError(
+                        f"{what}: a reply for query {r.query[:16]!r} on the stream of query {query[:16]!r}"
+                    )
                 t0 = time.perf_counter()
                 out = self.server.resume(reply)
                 seconds += time.perf_counter() - t0
@@ -165,7 +185,9 @@ class Servicer(pb_grpc.InferenceServicer):
     def _allow(self, kind: str) -> dict[str, int]:
         return {kind: self.message_limits[kind]}
 
-    def _send(self, message: bytes, kind: str, part_bytes: int, context: grpc.ServicerContext) -> Iterator[pb.InferResponse]:
+    def _send(
+        self, message: bytes, kind: str, part_bytes: int, context: grpc.ServicerContext
+    ) -> Iterator[pb.InferResponse]:
         """The parts of ``message``, each watched until gRPC has sent it."""
         key = id(context)
         for response in split(message, kind, part_bytes, pb.InferResponse):
@@ -189,7 +211,8 @@ class Servicer(pb_grpc.InferenceServicer):
         given = [v for k, v in context.invocation_metadata() if k == "authorization"]
         if not given:
             raise ServiceError(
-                "this service requires a token (metadata 'authorization: Bearer <token>')", code="UNAUTHENTICATED"
+                "this service requires a token (metadata 'authorization: Bearer <token>')",
+                code="UNAUTHENTICATED",
             )
         value = given[0].encode() if isinstance(given[0], str) else bytes(given[0])
         if len(given) > 1 or not hmac.compare_digest(value, self._bearer):

@@ -26,11 +26,15 @@ class Inbox:
     """The parts of a request stream (requests with a ``part`` field), read ahead by a
     helper thread. ``on_bytes(n)`` is called with the serialized size of every part received."""
 
-    def __init__(self, requests: Iterator, on_bytes: Callable[[int], None] | None = None, depth: int = 4) -> None:
+    def __init__(
+        self, requests: Iterator, on_bytes: Callable[[int], None] | None = None, depth: int = 4
+    ) -> None:
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._closed = threading.Event()
         self._on_bytes = on_bytes
-        self._thread = threading.Thread(target=self._pump, args=(requests,), name="heinfer-inbox", daemon=True)
+        self._thread = threading.Thread(
+            target=self._pump, args=(requests,), name="heinfer-inbox", daemon=True
+        )
         self._thread.start()
 
     def message(self, assembler: Assembler, timeout_s: float) -> tuple[str, bytes]:

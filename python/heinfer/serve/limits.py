@@ -84,9 +84,8 @@ def effective_limits(limits: Limits, program) -> dict[str, int]:
     """Kind → the largest message of that kind (bytes): the public ``program``'s exact
     bounds, lowered by ``limits.max_key_bytes`` (keys) and ``limits.max_message_bytes``
     (every other kind) when they are set."""
-    out = dict(message_limits(program.public()))
-    for kind in out:
+    out = {}
+    for kind, bound in message_limits(program.public()).items():
         cap = limits.max_key_bytes if kind == "keys" else limits.max_message_bytes
-        if cap is not None:
-            out[kind] = min(out[kind], cap)
+        out[kind] = bound if cap is None else min(bound, cap)
     return out

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from heinfer.errors import ProtocolError, ServiceError
 from heinfer.v1 import service_pb2 as pb
 
-__all__ = ["KIND_NAMES", "KINDS", "MIN_PART_BYTES", "Assembler", "split"]
+__all__ = ["KINDS", "KIND_NAMES", "MIN_PART_BYTES", "Assembler", "split"]
 
 #: Smallest part but the last of a message (a peer cannot make us count millions of parts).
 MIN_PART_BYTES = 16 << 10
@@ -96,7 +96,9 @@ class Assembler:
     def feed(self, part: pb.Part) -> tuple[str, bytes] | None:
         """Takes one part; ``(kind, message)`` once its last part has arrived."""
         if not isinstance(part, pb.Part):
-            raise ProtocolError(f"{self.what}: a part is a heinfer.v1.Part, got {type(part).__name__}")
+            raise ProtocolError(
+                f"{self.what}: a part is a heinfer.v1.Part, got {type(part).__name__}"
+            )
         data = part.data
         if self._kind is None:
             self._start(part, len(data))
@@ -112,7 +114,9 @@ class Assembler:
             )
         want = min(self._part, self._size - self._received)
         if len(data) != want:
-            raise ProtocolError(f"{self.what}: part {part.index} carries {len(data)} bytes, not {want}")
+            raise ProtocolError(
+                f"{self.what}: part {part.index} carries {len(data)} bytes, not {want}"
+            )
         self._data.append(data)
         self._received += len(data)
         if part.index + 1 < self._total:
@@ -126,7 +130,9 @@ class Assembler:
         kind = KIND_NAMES.get(part.kind)
         if kind not in self.limits:
             got = repr(kind) if kind else f"unknown kind {part.kind}"
-            raise ProtocolError(f"{self.what}: expected a {' or '.join(map(repr, self.limits))} message, got {got}")
+            raise ProtocolError(
+                f"{self.what}: expected a {' or '.join(map(repr, self.limits))} message, got {got}"
+            )
         if part.index != 0:
             raise ProtocolError(f"{self.what}: the first part is part {part.index}, not part 0")
         limit = self.limits[kind]
@@ -147,5 +153,7 @@ class Assembler:
             )
         total = max(1, -(-part.size // n)) if n else 1
         if part.total != total:
-            raise ProtocolError(f"{self.what}: {part.total} parts declared, {total} parts of {n} bytes carry {part.size}")
+            raise ProtocolError(
+                f"{self.what}: {part.total} parts declared, {total} parts of {n} bytes carry {part.size}"
+            )
         self._kind, self._total, self._size, self._part = kind, total, part.size, n

@@ -73,7 +73,9 @@ def connect(
     else:
         channel = grpc.secure_channel(address, tls.channel_credentials(), options=options)
     try:
-        return RemoteSession(channel, address, program, token, timeout_s, progress, limits, wait_for_ready)
+        return RemoteSession(
+            channel, address, program, token, timeout_s, progress, limits, wait_for_ready
+        )
     except BaseException:
         channel.close()
         raise
@@ -100,7 +102,9 @@ class RemoteSession:
         wait_for_ready: bool,
     ) -> None:
         if not isinstance(program, PublicProgram):
-            raise TypeError(f"connect() takes a heinfer.PublicProgram, got {type(program).__name__}")
+            raise TypeError(
+                f"connect() takes a heinfer.PublicProgram, got {type(program).__name__}"
+            )
         self.address = address
         self.program = program.public()
         self.limits = limits
@@ -115,7 +119,10 @@ class RemoteSession:
         self.message_limits = effective_limits(limits, self.program)
         try:
             info = self._stub.GetInfo(
-                pb.GetInfoRequest(), timeout=timeout_s, metadata=self._auth, wait_for_ready=wait_for_ready
+                pb.GetInfoRequest(),
+                timeout=timeout_s,
+                metadata=self._auth,
+                wait_for_ready=wait_for_ready,
             )
         except grpc.RpcError as e:
             raise from_rpc_error(e, f"GetInfo on {address}") from None
@@ -139,13 +146,20 @@ class RemoteSession:
         self.session_id: str = opened.session
         self._secret = opened.secret
         if not opened.session or not opened.secret or len(opened.secret) > 128:
-            raise ProtocolError("the server's OpenSession answer has no valid session id and secret")
-        self._metadata = [*self._auth, (wire.SESSION_METADATA, self.session_id), (wire.SECRET_METADATA, self._secret)]
+            raise ProtocolError(
+                "the server's OpenSession answer has no valid session id and secret"
+            )
+        self._metadata = [
+            *self._auth,
+            (wire.SESSION_METADATA, self.session_id),
+            (wire.SECRET_METADATA, self._secret),
+        ]
         self.upload_s = time.perf_counter() - t0
+
     def __repr__(self) -> str:
         return f"RemoteSession(address={self.address!r}, session={self.session_id[:8]}…)"
 
-    def __enter__(self) -> RemoteSession:
+    def __enter__(self) -> RemoteSession:  # noqa: PYI034 - Python 3.10: no typing.Self
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -166,7 +180,9 @@ class RemoteSession:
         p = self.program
         x = np.asarray(x)
         if x.ndim != len(p.input_shape) + 1:
-            raise ProtocolError(f"input has shape {x.shape}, the model takes (batch, *{p.input_shape})")
+            raise ProtocolError(
+                f"input has shape {x.shape}, the model takes (batch, *{p.input_shape})"
+            )
         if len(x) == 0:
             raise ProtocolError("x holds no items")
         with self._lock:
@@ -291,10 +307,16 @@ class RemoteSession:
         finally:
             outbox.put(None)  # ends the request stream (and its sending thread) in every case
 
-    def _exchange(self, call: Iterator[pb.InferResponse], outbox: queue.Queue, totals: dict) -> np.ndarray:
+    def _exchange(
+        self, call: Iterator[pb.InferResponse], outbox: queue.Queue, totals: dict
+    ) -> np.ndarray:
         """Reads steps and answers them until the result arrives."""
         lim = self.message_limits
-        assembler = Assembler({"step": lim["step"], "result": lim["result"]}, self.limits.max_part_bytes, "server message")
+        assembler = Assembler(
+            {"step": lim["step"], "result": lim["result"]},
+            self.limits.max_part_bytes,
+            "server message",
+        )
         for response in call:
             part = response.part
             totals["wdown"] += part.ByteSize()

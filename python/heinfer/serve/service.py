@@ -63,7 +63,7 @@ class ServiceHandle:
     def __repr__(self) -> str:
         return f"ServiceHandle(address={self.address!r})"
 
-    def __enter__(self) -> ServiceHandle:
+    def __enter__(self) -> ServiceHandle:  # noqa: PYI034 - Python 3.10: no typing.Self
         return self
 
     def __exit__(self, *exc: object) -> None:

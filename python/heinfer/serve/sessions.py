@@ -61,7 +61,15 @@ class Registry:
         self._reserved: Counter[str] = Counter()
         self._running: Counter[str] = Counter()
         self._counts = dict.fromkeys(
-            ("queries_done", "errors", "bytes_in", "bytes_out", "sessions_opened", "sessions_expired"), 0
+            (
+                "queries_done",
+                "errors",
+                "bytes_in",
+                "bytes_out",
+                "sessions_opened",
+                "sessions_expired",
+            ),
+            0,
         )
 
     # ------------------------------------------------------------------ sessions
@@ -72,7 +80,8 @@ class Registry:
             self._expire_locked(time.monotonic())
             if len(self._sessions) + sum(self._reserved.values()) >= lim.max_sessions:
                 raise ServiceError(
-                    f"too many sessions: {lim.max_sessions} are open (max_sessions)", code="RESOURCE_EXHAUSTED"
+                    f"too many sessions: {lim.max_sessions} are open (max_sessions)",
+                    code="RESOURCE_EXHAUSTED",
                 )
             mine = sum(s.peer == peer for s in self._sessions.values()) + self._reserved[peer]
             if mine >= lim.max_sessions_per_peer:
@@ -192,7 +201,9 @@ class Registry:
 
     def _expire_locked(self, now: float) -> int:
         idle = [
-            sid for sid, s in self._sessions.items() if s.running == 0 and now - s.last_active > self.limits.idle_timeout_s
+            sid
+            for sid, s in self._sessions.items()
+            if s.running == 0 and now - s.last_active > self.limits.idle_timeout_s
         ]
         for sid in idle:
             self._drop_locked(sid)

@@ -63,7 +63,11 @@ def _message_options(limits: Limits) -> list[tuple[str, int]]:
     """gRPC message caps (exactly one part of at most ``max_part_bytes``) and the transport
     tuning of :data:`TRANSPORT_OPTIONS`."""
     n = limits.max_part_bytes + PART_OVERHEAD
-    return [("grpc.max_send_message_length", n), ("grpc.max_receive_message_length", n), *TRANSPORT_OPTIONS]
+    return [
+        ("grpc.max_send_message_length", n),
+        ("grpc.max_receive_message_length", n),
+        *TRANSPORT_OPTIONS,
+    ]
 
 
 def server_options(limits: Limits) -> list[tuple[str, int]]:
@@ -82,7 +86,9 @@ def channel_options(limits: Limits) -> list[tuple[str, int]]:
     return _message_options(limits)
 
 
-def info_response(program_id: str, message_limits: dict[str, int], limits: Limits) -> pb.GetInfoResponse:
+def info_response(
+    program_id: str, message_limits: dict[str, int], limits: Limits
+) -> pb.GetInfoResponse:
     """What ``GetInfo`` answers."""
     return pb.GetInfoResponse(
         program_id=program_id,
@@ -102,7 +108,9 @@ def parse_info(info: pb.GetInfoResponse) -> dict:
     if not 1 <= len(pid) <= MAX_ID_CHARS or not set(pid) <= set("0123456789abcdef"):
         raise ProtocolError("the server's info has no valid program id")
     if not MIN_PART_BYTES <= info.max_part_bytes <= MAX_PART_BYTES:
-        raise ProtocolError(f"the server's info has an invalid max_part_bytes {info.max_part_bytes}")
+        raise ProtocolError(
+            f"the server's info has an invalid max_part_bytes {info.max_part_bytes}"
+        )
     limits = {k: int(getattr(info.limits, k)) for k in KIND_ORDER}
     for k in ("idle_timeout_s", "query_timeout_s"):
         v = getattr(info, k)

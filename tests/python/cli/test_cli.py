@@ -148,7 +148,9 @@ def test_compile_and_inspect_latency_mode(files: dict) -> None:
     text = invoke("inspect", str(out)).stdout
     assert "rotation keys" in text and "fc1" in text  # heinfer.explain's plan per layer
     public = invoke("inspect", str(files["dir"] / "lat.public.hep"), "--json")
-    assert json.loads(public.stdout)["kind"] == "public (no weights)" and "plan" not in public.stdout
+    assert (
+        json.loads(public.stdout)["kind"] == "public (no weights)" and "plan" not in public.stdout
+    )
 
 
 @pytest.mark.parametrize(
@@ -164,8 +166,14 @@ def test_compile_and_inspect_latency_mode(files: dict) -> None:
         (["compile", "{onnx}", "-o", "x.hep"], "calibration"),
         (["inspect", "missing.hep"], "does not exist"),
         (["inspect", "{onnx}"], "not a heinfer program"),
-        (["serve", "{public}"], "is a public program (no weights): heinfer serve needs the server's"),
-        (["serve", "{relu}", "--host", "0.0.0.0", "--port", "0"], "refusing to listen on 0.0.0.0 without TLS"),
+        (
+            ["serve", "{public}"],
+            "is a public program (no weights): heinfer serve needs the server's",
+        ),
+        (
+            ["serve", "{relu}", "--host", "0.0.0.0", "--port", "0"],
+            "refusing to listen on 0.0.0.0 without TLS",
+        ),
         (["serve", "{relu}", "--max-part-bytes", "10"], "max_part_bytes"),
         (["serve", "{relu}", "--tls-cert", "{token}"], "--tls-key"),
         (["serve", "{relu}", "--token-file", "{empty}"], "empty"),
@@ -262,8 +270,15 @@ def test_inspect_json_reports_parameters_levels_and_keys(files: dict) -> None:
     assert all(lay.name in d["plan"] for lay in prog.layers)
     keys = d["keys"]
     assert keys["manifest"]["relinearization"] is True
-    message = heinfer.Client(prog.public()).keys_message()  # the relinearization key and a few fields
-    assert keys["relinearization"]["wire"] == keys["total_wire_bytes"] < len(message) < keys["total_wire_bytes"] + 200
+    message = heinfer.Client(
+        prog.public()
+    ).keys_message()  # the relinearization key and a few fields
+    assert (
+        keys["relinearization"]["wire"]
+        == keys["total_wire_bytes"]
+        < len(message)
+        < keys["total_wire_bytes"] + 200
+    )
     assert d["message_limits"]["keys"] >= len(message) and d["kind"] == "server (with weights)"
 
 
@@ -351,7 +366,14 @@ def test_serve_and_predict_over_mutual_tls(files: dict, pki) -> None:
     relu, d = files["cryptonets_relu"], files["dir"]
     tls = ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key)]
     with ServerProcess(relu, *tls, "--tls-client-ca", str(pki.ca), "--threads", "1") as server:
-        common = ["predict", "--server", server.address, "--model", relu, files["few"]]  # weights: warned
+        common = [
+            "predict",
+            "--server",
+            server.address,
+            "--model",
+            relu,
+            files["few"],
+        ]  # weights: warned
         common += ["-o", str(d / "tls.npy"), "--tls-ca", str(pki.ca), "--timeout", "60"]
         no_cert = run_cli(*common, check=False, timeout=120)
         ok = run_cli(*common, "--tls-cert", str(pki.client_cert), "--tls-key",

@@ -164,7 +164,9 @@ def raw() -> Iterator[Callable[..., Raw]]:
     def _raw(handle: ServiceHandle, token: str | None = None, limits: Limits = SMALL) -> Raw:
         ch = grpc.insecure_channel(handle.address, options=wire.channel_options(limits))
         channels.append(ch)
-        return Raw(InferenceStub(ch), [] if token is None else [("authorization", f"Bearer {token}")])
+        return Raw(
+            InferenceStub(ch), [] if token is None else [("authorization", f"Bearer {token}")]
+        )
 
     yield _raw
     for ch in channels:

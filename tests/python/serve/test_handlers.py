@@ -22,7 +22,16 @@ from heinfer.serve.parts import Assembler
 from heinfer.v1 import protocol_pb2
 from heinfer.v1 import service_pb2 as pb
 
-from .conftest import PART, SMALL, assert_idle, infer_requests, mlp_input, parts, wait_until, tolerance
+from .conftest import (
+    PART,
+    SMALL,
+    assert_idle,
+    infer_requests,
+    mlp_input,
+    parts,
+    tolerance,
+    wait_until,
+)
 
 #: Statuses a bad input may get; never INTERNAL or UNKNOWN (a crash).
 REFUSALS = {
@@ -96,16 +105,32 @@ def _step(r, client: Client, session: str):
 @pytest.mark.parametrize(
     "make, code, text",
     [
-        (lambda q: _requests(parts(b"not a message at all", "query")), "INVALID_ARGUMENT", "not a heinfer message"),
-        (lambda q: _requests(parts(q, "query"))[::-1], "INVALID_ARGUMENT", "the first part is part"),
-        (lambda q: _swap_1_2(_requests(parts(q, "query"))), "INVALID_ARGUMENT", "part 2 arrived where part 1"),
+        (
+            lambda q: _requests(parts(b"not a message at all", "query")),
+            "INVALID_ARGUMENT",
+            "not a heinfer message",
+        ),
+        (
+            lambda q: _requests(parts(q, "query"))[::-1],
+            "INVALID_ARGUMENT",
+            "the first part is part",
+        ),
+        (
+            lambda q: _swap_1_2(_requests(parts(q, "query"))),
+            "INVALID_ARGUMENT",
+            "part 2 arrived where part 1",
+        ),
         (
             lambda q: _requests(parts(q, "query"))[:-1],
             "INVALID_ARGUMENT",
             "ended its stream inside the query message after part",
         ),
         (lambda q: [], "INVALID_ARGUMENT", "ended its stream before the query message"),
-        (lambda q: _requests(parts(q, "reply")), "INVALID_ARGUMENT", "expected a 'query' message, got 'reply'"),
+        (
+            lambda q: _requests(parts(q, "reply")),
+            "INVALID_ARGUMENT",
+            "expected a 'query' message, got 'reply'",
+        ),
         (lambda q: [pb.InferRequest()], "INVALID_ARGUMENT", "unknown kind 0"),
         (
             lambda q: infer_requests(("query", _edit(q, session="0" * 32))),
@@ -118,11 +143,17 @@ def _step(r, client: Client, session: str):
             "SerializationError",
         ),
         (
-            lambda q: infer_requests(("query", protocol_pb2.Message(reply={"query": "ab"}).SerializeToString())),
+            lambda q: infer_requests(
+                ("query", protocol_pb2.Message(reply={"query": "ab"}).SerializeToString())
+            ),
             "INVALID_ARGUMENT",
             "expected a 'query' message, got 'reply'",
         ),
-        (lambda q: infer_requests(("query", _edit(q, items=10**6))), "INVALID_ARGUMENT", "items per query"),
+        (
+            lambda q: infer_requests(("query", _edit(q, items=10**6))),
+            "INVALID_ARGUMENT",
+            "items per query",
+        ),
         (
             lambda q: infer_requests(("query", q + bytes(1 << 20))),
             "RESOURCE_EXHAUSTED",
@@ -142,13 +173,22 @@ def test_message_limits_are_the_programs(service, mlp) -> None:
     h, r, client, session = service
     lim = message_limits(mlp.public())
     info = r.info()
-    assert (info.limits.query, info.limits.keys, info.limits.step) == (lim["query"], lim["keys"], lim["step"])
+    assert (info.limits.query, info.limits.keys, info.limits.step) == (
+        lim["query"],
+        lim["keys"],
+        lim["step"],
+    )
     query = client.query_message(session, mlp_input())
     assert len(query) <= lim["query"] < len(query) + 64 << 10  # tight, not a 1 GiB default
-    too_big = [pb.InferRequest(part=pb.Part(kind=pb.KIND_QUERY, total=1, size=lim["query"] + 1, data=b"x"))]
+    too_big = [
+        pb.InferRequest(part=pb.Part(kind=pb.KIND_QUERY, total=1, size=lim["query"] + 1, data=b"x"))
+    ]
     got, details = _status(r.infer(too_big))
     assert got == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert f"a query message of {lim['query'] + 1} bytes exceeds the limit of {lim['query']} bytes" in details
+    assert (
+        f"a query message of {lim['query'] + 1} bytes exceeds the limit of {lim['query']} bytes"
+        in details
+    )
     assert_idle(h)
 
 
@@ -167,7 +207,11 @@ def test_a_query_needs_the_session_secret(service, metadata, code, text) -> None
     md = {
         "wrong": [("heinfer-session", session), ("heinfer-session-secret", "00" * 32)],
         "none": [("heinfer-session", session)],
-            "twice": [("heinfer-session", session), ("heinfer-session-secret", r.secret), ("heinfer-session-secret", r.secret)],
+        "twice": [
+            ("heinfer-session", session),
+            ("heinfer-session-secret", r.secret),
+            ("heinfer-session-secret", r.secret),
+        ],
         "no session": [("heinfer-session-secret", r.secret)],
         "unknown session": [("heinfer-session", "ab" * 16), ("heinfer-session-secret", r.secret)],
     }[metadata]
@@ -185,26 +229,40 @@ def test_bad_keys_get_a_status(service, squares) -> None:
     keys = Client(squares.public()).keys_message()  # another program
     with pytest.raises(grpc.RpcError) as e:
         r.open_session(parts(keys, "keys"))
-    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # its keys exceed this program's bound
+    assert (
+        e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    )  # its keys exceed this program's bound
     assert "a keys message of" in e.value.details()
     for bad, text in [
         (parts(b"\x00" * 50, "keys"), "not a heinfer message"),
-        (parts(_edit(client.keys_message(), relin_key=b"\x07" * 64), "keys"), "not hold exactly the keys"),
+        (
+            parts(_edit(client.keys_message(), relin_key=b"\x07" * 64), "keys"),
+            "not hold exactly the keys",
+        ),
         (parts(_edit(client.keys_message(), program_id="ab" * 32), "keys"), "wrong program"),
-        (parts(protocol_pb2.Message(reply={"query": "ab"}).SerializeToString(), "keys"), "expected a 'keys' message"),
+        (
+            parts(protocol_pb2.Message(reply={"query": "ab"}).SerializeToString(), "keys"),
+            "expected a 'keys' message",
+        ),
         (parts(client.keys_message(), "query"), "expected a 'keys' message, got 'query'"),
         ([], "ended its stream before the keys message"),
     ]:
         with pytest.raises(grpc.RpcError) as e:
             r.open_session(bad)
-        assert e.value.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION)
+        assert e.value.code() in (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            grpc.StatusCode.FAILED_PRECONDITION,
+        )
         assert text in e.value.details(), e.value.details()
     assert h.stats()["sessions"] == 1 and not h._servicer.registry._reserved
 
 
 def test_a_reply_must_belong_to_the_stream_and_the_step(service) -> None:
     h, r, client, session = service
-    for fields, text in [({"query": "f" * 32}, "on the stream of query"), ({"step": 3}, "reply to step 3")]:
+    for fields, text in [
+        ({"query": "f" * 32}, "on the stream of query"),
+        ({"step": 3}, "reply to step 3"),
+    ]:
         call, step, gate, tail = _step(r, client, session)
         tail.extend(infer_requests(("reply", _edit(client.reply_message(step), **fields))))
         gate.set()
@@ -317,7 +375,10 @@ def test_random_garbage_for_a_while_then_a_good_query(mlp, start, raw) -> None:
         if choice == 0:  # random bytes as gRPC messages
             return [os.urandom(rng.randrange(0, 200)) for _ in range(rng.randrange(1, 4))], True
         if choice == 1:  # bit flips in the serialized requests (protobuf framing or data)
-            return [flip(q.SerializeToString(), 1) if rng.random() < 0.3 else q.SerializeToString() for q in good], True
+            return [
+                flip(q.SerializeToString(), 1) if rng.random() < 0.3 else q.SerializeToString()
+                for q in good
+            ], True
         if choice == 2:  # bit flips anywhere in the protocol message (fields or ciphertexts)
             return infer_requests(("query", flip(query, rng.randrange(1, 8)))), False
         if choice == 3:  # truncated message
@@ -332,7 +393,9 @@ def test_random_garbage_for_a_while_then_a_good_query(mlp, start, raw) -> None:
                 qs.insert(rng.randrange(len(qs)), qs[rng.randrange(len(qs))])
             return qs, False
         if choice == 5:  # a declared size far beyond the limit
-            part = pb.Part(kind=pb.KIND_QUERY, total=1, size=rng.randrange(1 << 31, 1 << 40), data=b"x")
+            part = pb.Part(
+                kind=pb.KIND_QUERY, total=1, size=rng.randrange(1 << 31, 1 << 40), data=b"x"
+            )
             return [pb.InferRequest(part=part)], False
         if choice == 6:  # protocol fields rewritten
             field, value = rng.choice(

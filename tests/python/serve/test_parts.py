@@ -62,7 +62,11 @@ def _edit(ps: list[pb.Part], i: int, **fields) -> list[pb.Part]:
 @pytest.mark.parametrize(
     "make, error, text",
     [
-        (lambda: _edit(_good(), 0, kind=pb.KIND_STEP), ProtocolError, "expected a 'query' or 'reply' message, got 'step'"),
+        (
+            lambda: _edit(_good(), 0, kind=pb.KIND_STEP),
+            ProtocolError,
+            "expected a 'query' or 'reply' message, got 'step'",
+        ),
         (lambda: _edit(_good(), 0, kind=0), ProtocolError, "unknown kind 0"),
         (lambda: _edit(_good(), 0, kind=77), ProtocolError, "unknown kind 77"),
         (lambda: _edit(_good(), 1, kind=pb.KIND_REPLY), ProtocolError, "part 0 declared"),
@@ -72,14 +76,34 @@ def _edit(ps: list[pb.Part], i: int, **fields) -> list[pb.Part]:
         (lambda: _edit(_good(), 0, index=1), ProtocolError, "the first part is part 1"),
         (lambda: _good()[:1] + _good()[2:], ProtocolError, "part 2 arrived where part 1"),
         (lambda: _good() + _good()[-1:], ProtocolError, "the first part is part 3"),
-        (lambda: _edit(_good(), 1, data=b"x" * (K - 1)), ProtocolError, "carries 16383 bytes, not 16384"),
+        (
+            lambda: _edit(_good(), 1, data=b"x" * (K - 1)),
+            ProtocolError,
+            "carries 16383 bytes, not 16384",
+        ),
         (lambda: _edit(_good(), 3, data=b"xy"), ProtocolError, "carries 2 bytes, not 5"),
         (lambda: [_part(size=100, total=2, data=b"x" * 50)], ProtocolError, "parts carry at least"),
-        (lambda: [_part(size=10, total=1, data=b"x" * 20)], ProtocolError, "carries 20 bytes of a 10-byte"),
-        (lambda: [_part(size=10, total=1, data=b"")], ProtocolError, "carries 0 bytes of a 10-byte"),
-        (lambda: [_part(size=8 * K + 1, total=9, data=b"x" * K)], ServiceError, "exceeds the limit of 131072"),
+        (
+            lambda: [_part(size=10, total=1, data=b"x" * 20)],
+            ProtocolError,
+            "carries 20 bytes of a 10-byte",
+        ),
+        (
+            lambda: [_part(size=10, total=1, data=b"")],
+            ProtocolError,
+            "carries 0 bytes of a 10-byte",
+        ),
+        (
+            lambda: [_part(size=8 * K + 1, total=9, data=b"x" * K)],
+            ServiceError,
+            "exceeds the limit of 131072",
+        ),
         (lambda: [_part(size=1 << 60, total=1, data=b"x")], ServiceError, "exceeds the limit"),
-        (lambda: [_part(size=8 * K, total=1, data=b"x" * 8 * K)], ServiceError, "exceeds max_part_bytes (65536)"),
+        (
+            lambda: [_part(size=8 * K, total=1, data=b"x" * 8 * K)],
+            ServiceError,
+            "exceeds max_part_bytes (65536)",
+        ),
     ],
 )
 def test_bad_parts_are_refused(make, error, text) -> None:
@@ -106,7 +130,9 @@ def test_the_receiver_chooses_the_kinds_and_limits_per_message() -> None:
         a.expect({"reply": K}, "reply")
     assert a.feed(q[1]) == ("query", b"q" * (2 * K))
     a.expect({"reply": 3 * K}, "reply to step 0")
-    with pytest.raises(ProtocolError, match="reply to step 0: expected a 'reply' message, got 'query'"):
+    with pytest.raises(
+        ProtocolError, match="reply to step 0: expected a 'reply' message, got 'query'"
+    ):
         a.feed(q[0])
 
 

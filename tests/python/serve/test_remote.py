@@ -114,18 +114,18 @@ class _Liar(pb_grpc.InferenceServicer):
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()
 
-    def GetInfo(self, request, context):  # noqa: N802
+    def GetInfo(self, request, context):
         return self.info
 
-    def OpenSession(self, requests, context):  # noqa: N802
+    def OpenSession(self, requests, context):
         for _ in requests:
             pass
         return pb.OpenSessionResponse(session="abc123", secret="00" * 32)
 
-    def Infer(self, requests, context):  # noqa: N802
+    def Infer(self, requests, context):
         return iter(self.responses)
 
-    def CloseSession(self, request, context):  # noqa: N802
+    def CloseSession(self, request, context):
         return pb.CloseSessionResponse()
 
 
@@ -133,7 +133,9 @@ def _responses(message: bytes, kind: str) -> list[pb.InferResponse]:
     return [pb.InferResponse(part=p) for p in split(message, kind, 16 << 10)]
 
 
-_RESULT = protocol_pb2.Message(result={"query": "ab", "ref": "cd", "ciphertexts": b""}).SerializeToString()
+_RESULT = protocol_pb2.Message(
+    result={"query": "ab", "ref": "cd", "ciphertexts": b""}
+).SerializeToString()
 
 
 @pytest.mark.parametrize(
@@ -141,9 +143,17 @@ _RESULT = protocol_pb2.Message(result={"query": "ab", "ref": "cd", "ciphertexts"
     [
         ([pb.InferResponse()], ProtocolError, "unknown kind 0"),
         (_responses(b"garbage", "step"), ProtocolError, "not a heinfer message"),
-        (_responses(b"x" * 40_000, "query"), ProtocolError, "expected a 'step' or 'result' message, got 'query'"),
+        (
+            _responses(b"x" * 40_000, "query"),
+            ProtocolError,
+            "expected a 'step' or 'result' message, got 'query'",
+        ),
         ([], ProtocolError, "ended the query stream before the server message"),
-        (_responses(b"x" * 40_000, "step")[:2], ProtocolError, "inside the server message after part 2 of 3"),
+        (
+            _responses(b"x" * 40_000, "step")[:2],
+            ProtocolError,
+            "inside the server message after part 2 of 3",
+        ),
         (_responses(bytes(50 << 20), "step")[:1], ServiceError, "exceeds the limit"),
         (_responses(_RESULT, "result"), ProtocolError, "did not start"),
     ],

@@ -37,7 +37,9 @@ def test_cryptonets_over_grpc_matches_in_process_inference(
     _close(got.outputs, want.outputs, cryptonets)
     assert np.mean(got.outputs.argmax(1) == y) > 0.95
     r = got.report
-    assert set(want.report) - {"setup_s"} <= set(r) and r["transport"] == "grpc"  # setup: the server's
+    assert (
+        set(want.report) - {"setup_s"} <= set(r) and r["transport"] == "grpc"
+    )  # setup: the server's
     assert (r["items"], r["queries"], r["rounds"]) == (len(x), 1, 2)
     for k in ("bytes_up", "bytes_down", "bytes_per_item_up", "items", "queries", "rounds"):
         assert r[k] == want.report[k], k  # the same quantities as in-process inference
@@ -81,7 +83,9 @@ def test_two_clients_at_once_each_with_its_own_keys(
 def test_keys_of_a_program_with_relinearization_upload_in_chunks(squares, start) -> None:
     h = start(squares)  # 16 KiB parts: the 1.3 MB key travels in ~80 parts
     seen = []
-    with connect(h.address, squares.public(), limits=h.limits, progress=lambda *a: seen.append(a)) as s:
+    with connect(
+        h.address, squares.public(), limits=h.limits, progress=lambda *a: seen.append(a)
+    ) as s:
         assert s.keys_bytes > 1 << 20
         got = s.infer(mlp_input(6))
     uploads = [a for a in seen if a[0] == "upload"]

@@ -18,7 +18,7 @@ from heinfer.serve import connect
 from heinfer.serve.parts import Assembler
 from heinfer.serve.sessions import Registry, peer_address
 
-from .conftest import PART, SMALL, assert_idle, infer_requests, mlp_input, wait_until, tolerance
+from .conftest import PART, SMALL, assert_idle, infer_requests, mlp_input, tolerance, wait_until
 
 
 def _limits(**kw):
@@ -125,7 +125,9 @@ def test_closing_a_session_during_its_query(mlp, start, raw) -> None:
         ("mine", "", "PERMISSION_DENIED", "wrong secret"),
     ],
 )
-def test_close_session_refuses_unknown_sessions_and_other_clients(mlp, start, raw, session, secret, code, text) -> None:
+def test_close_session_refuses_unknown_sessions_and_other_clients(
+    mlp, start, raw, session, secret, code, text
+) -> None:
     h = start(mlp)
     r = raw(h)
     mine = r.session(Client(mlp.public()))
@@ -145,9 +147,19 @@ def test_another_client_can_neither_use_nor_close_a_session(mlp, start, raw) -> 
         with pytest.raises(grpc.RpcError) as e:
             other.close_session(owner.session_id, other.secret)
         assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
-        q = infer_requests(("query", Client(mlp.public()).query_message(owner.session_id, mlp_input())))
+        q = infer_requests(
+            ("query", Client(mlp.public()).query_message(owner.session_id, mlp_input()))
+        )
         with pytest.raises(grpc.RpcError) as e:
-            list(other.infer(q, metadata=[("heinfer-session", owner.session_id), ("heinfer-session-secret", other.secret)]))
+            list(
+                other.infer(
+                    q,
+                    metadata=[
+                        ("heinfer-session", owner.session_id),
+                        ("heinfer-session-secret", other.secret),
+                    ],
+                )
+            )
         assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
         assert h.stats()["sessions"] == 2
         owner.infer(mlp_input())
@@ -162,7 +174,9 @@ def test_peer_addresses() -> None:
 
 
 def test_per_peer_caps_count_each_address_apart(mlp) -> None:
-    reg = Registry(Server(mlp), _limits(max_sessions_per_peer=2, max_queries_per_peer=1, max_sessions=3))
+    reg = Registry(
+        Server(mlp), _limits(max_sessions_per_peer=2, max_queries_per_peer=1, max_sessions=3)
+    )
     a, b = "ipv4:10.0.0.1", "ipv4:10.0.0.2"
     secrets = {}
     for i, peer in enumerate([a, a, b]):
@@ -171,13 +185,19 @@ def test_per_peer_caps_count_each_address_apart(mlp) -> None:
     with pytest.raises(ServiceError, match=r"too many sessions: 3 are open \(max_sessions\)"):
         reg.reserve_session(b)
     reg.close_session("s2", secrets["s2"])
-    with pytest.raises(ServiceError, match=r"too many sessions from ipv4:10.0.0.1: 2 are open \(max_sessions_per_peer 2\)") as e:
+    with pytest.raises(
+        ServiceError,
+        match=r"too many sessions from ipv4:10.0.0.1: 2 are open \(max_sessions_per_peer 2\)",
+    ) as e:
         reg.reserve_session(a)
     assert e.value.code == "RESOURCE_EXHAUSTED"
     reg.reserve_session(b)  # another address still may
     reg.release_reservation(b)
     reg.start_query(a, "s0", secrets["s0"])
-    with pytest.raises(ServiceError, match=r"too many queries from ipv4:10.0.0.1: 1 are running \(max_queries_per_peer 1\)"):
+    with pytest.raises(
+        ServiceError,
+        match=r"too many queries from ipv4:10.0.0.1: 1 are running \(max_queries_per_peer 1\)",
+    ):
         reg.start_query(a, "s1", secrets["s1"])
     reg.end_query(a, "s0", True)
     reg.start_query(a, "s1", secrets["s1"])  # free again
@@ -190,7 +210,9 @@ def test_per_peer_caps_count_each_address_apart(mlp) -> None:
 def test_max_sessions_per_peer_over_the_wire(mlp, start) -> None:
     h = start(mlp, limits=_limits(max_sessions_per_peer=1))
     with connect(h.address, mlp.public(), limits=SMALL):
-        with pytest.raises(ServiceError, match=r"too many sessions from ipv4:127.0.0.1: 1 are open") as e:
+        with pytest.raises(
+            ServiceError, match=r"too many sessions from ipv4:127.0.0.1: 1 are open"
+        ) as e:
             connect(h.address, mlp.public(), limits=SMALL)
         assert e.value.code == "RESOURCE_EXHAUSTED"
     with connect(h.address, mlp.public(), limits=SMALL) as s:  # freed by the close
@@ -213,7 +235,9 @@ def test_max_concurrent_queries(mlp, start, raw) -> None:
 
 def test_max_key_bytes(squares, mlp, start) -> None:
     h = start(squares, limits=_limits(max_key_bytes=1 << 20))
-    with pytest.raises(ServiceError, match=r"keys message of \d+ bytes exceeds the limit of 1048576") as e:
+    with pytest.raises(
+        ServiceError, match=r"keys message of \d+ bytes exceeds the limit of 1048576"
+    ) as e:
         connect(h.address, squares.public(), limits=SMALL)
     assert e.value.code == "RESOURCE_EXHAUSTED"
     assert h.stats()["sessions"] == 0 and not h._servicer.registry._reserved
@@ -222,7 +246,9 @@ def test_max_key_bytes(squares, mlp, start) -> None:
 def test_max_message_bytes_lowers_the_programs_bound(mlp, start) -> None:
     h = start(mlp, limits=_limits(max_message_bytes=50_000))
     with connect(h.address, mlp.public(), limits=SMALL) as s:
-        with pytest.raises(ServiceError, match=r"a query message of \d+ bytes exceeds the limit of 50000") as e:
+        with pytest.raises(
+            ServiceError, match=r"a query message of \d+ bytes exceeds the limit of 50000"
+        ) as e:
             s.infer(mlp_input())
         assert e.value.code == "RESOURCE_EXHAUSTED"
     assert_idle(h)
@@ -232,7 +258,9 @@ def test_the_client_applies_its_limits_to_what_the_server_sends(mlp, start) -> N
     h = start(mlp)
     with (
         connect(h.address, mlp.public(), limits=_limits(max_message_bytes=200_000)) as s,
-        pytest.raises(ServiceError, match=r"a step message of \d+ bytes exceeds the limit of 200000"),
+        pytest.raises(
+            ServiceError, match=r"a step message of \d+ bytes exceeds the limit of 200000"
+        ),
     ):
         s.infer(mlp_input())
     assert_idle(h)

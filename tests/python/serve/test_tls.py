@@ -29,7 +29,9 @@ def test_config_checks_and_hides_the_key(pki) -> None:
 def test_tls_end_to_end_and_refusals(mlp, start, pki) -> None:
     h = start(mlp, tls=TlsConfig.from_files(pki.server_cert, pki.server_key), token="t0k3n")
     x = mlp_input()
-    with connect(h.address, mlp.public(), tls=TlsConfig.from_files(root_cert=pki.ca), token="t0k3n") as s:
+    with connect(
+        h.address, mlp.public(), tls=TlsConfig.from_files(root_cert=pki.ca), token="t0k3n"
+    ) as s:
         got = s.infer(x)
     want = heinfer.infer(mlp, x)
     np.testing.assert_allclose(got.outputs, want.outputs, atol=tolerance(mlp))
@@ -45,7 +47,8 @@ def test_tls_end_to_end_and_refusals(mlp, start, pki) -> None:
 def test_mutual_tls(mlp, start, pki) -> None:
     server = TlsConfig.from_files(pki.server_cert, pki.server_key, pki.ca, require_client_cert=True)
     h = start(mlp, tls=server)
-    with connect(h.address, mlp.public(), tls=TlsConfig.from_files(pki.client_cert, pki.client_key, pki.ca)
+    with connect(
+        h.address, mlp.public(), tls=TlsConfig.from_files(pki.client_cert, pki.client_key, pki.ca)
     ) as s:
         s.infer(mlp_input())
     with pytest.raises(ServiceError) as e:  # no client certificate
@@ -61,7 +64,9 @@ def test_server_name_override(mlp, start, pki) -> None:
     with connect(f"127.0.0.1:{port}", mlp.public(), tls=tls) as s:
         s.infer(mlp_input())
     with pytest.raises(ServiceError):
-        connect(h.address, mlp.public(),
+        connect(
+            h.address,
+            mlp.public(),
             tls=TlsConfig.from_files(root_cert=pki.ca, server_name="evil.example"),
             timeout_s=5,
         )
