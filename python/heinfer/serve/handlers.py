@@ -27,7 +27,7 @@ from heinfer.protocol.messages import decode
 from heinfer.serve import wire
 from heinfer.serve.inbox import Inbox
 from heinfer.serve.limits import Limits, effective_limits
-from heinfer.serve.parts import MIN_PART_BYTES, Assembler, split
+from heinfer.serve.parts import MIN_PART_BYTES, split
 from heinfer.serve.sessions import Registry, peer_address
 from heinfer.serve.status import abort
 from heinfer.serve.watchdog import SendWatch
@@ -84,12 +84,10 @@ class Servicer(pb_grpc.InferenceServicer):
             peer = peer_address(context.peer())
             self.registry.reserve_session(peer)
             try:
-                inbox = Inbox(requests, self._count_in)
+                expected = [(self._allow("keys"), "keys message")]
+                inbox = Inbox(requests, expected, self.limits.max_part_bytes, self._count_in)
                 try:
-                    assembler = Assembler(
-                        self._allow("keys"), self.limits.max_part_bytes, "keys message"
-                    )
-                    _, keys = inbox.message(assembler, self.limits.query_timeout_s)
+                    _, keys = inbox.message(self.limits.query_timeout_s)
                 finally:
                     inbox.close()
                 _, msg = decode(keys, "keys")
@@ -136,9 +134,11 @@ class Servicer(pb_grpc.InferenceServicer):
         query = inbox = None
         ok = False
         try:
-            inbox = Inbox(requests, self._count_in)
-            assembler = Assembler(self._allow("query"), self.limits.max_part_bytes, "query message")
-            _, message = inbox.message(assembler, self.limits.query_timeout_s)
+            steps = len(self.server.program.steps)
+            expected = [(self._allow("query"), "query message")]
+            expected += [(self._allow("reply"), f"reply to step {k}") for k in range(steps)]
+            inbox = Inbox(requests, expected, self.limits.max_part_bytes, self._count_in)
+            _, message = inbox.message(self.limits.query_timeout_s)
             _, q = decode(message, "query")
             if q.session != session:
                 raise ProtocolError(
@@ -161,8 +161,7 @@ class Servicer(pb_grpc.InferenceServicer):
                 what = f"reply to step {body.step}"
                 yield from self._send(out, kind, part_bytes, context)
                 del out, body
-                assembler.expect(self._allow("reply"), what)
-                _, reply = inbox.message(assembler, self.limits.query_timeout_s)
+                _, reply = inbox.message(self.limits.query_timeout_s)
                 _, r = decode(reply, "reply")
                 if r.query != query:
                     raise ProtocolError(
