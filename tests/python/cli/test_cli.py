@@ -122,13 +122,15 @@ def test_compile_options_reach_the_compiler(files: dict) -> None:
 
 def test_compile_and_inspect_latency_mode(files: dict) -> None:
     out = files["dir"] / "lat.hep"
+    calib = files["dir"] / "calib64.npy"
+    np.save(calib, files["x"][:64])  # the calibration of the other programs here
     r = invoke(
         "compile",
         os.path.join(MODELS, "cryptonets.onnx"),
         "-o",
         str(out),
         "--calibration",
-        DIGITS,
+        str(calib),
         "--mode",
         "latency",
         "--json",
