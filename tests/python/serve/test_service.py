@@ -80,7 +80,7 @@ def test_two_clients_at_once_each_with_its_own_keys(
     assert_idle(h)
 
 
-def test_keys_of_a_program_with_relinearization_upload_in_chunks(squares, start) -> None:
+def test_keys_of_a_program_with_relinearization_upload_in_parts(squares, start) -> None:
     h = start(squares)  # 16 KiB parts: the 1.3 MB key travels in ~80 parts
     seen = []
     with connect(
