@@ -2,17 +2,19 @@
 
 1. ``heinfer compile`` turns the bundled CryptoNets-ReLU model (``models/cryptonets_relu.onnx``,
    trained by ``models/train.py`` on scikit-learn's digits upscaled to 28×28) into a
-   throughput-mode program in a temporary directory;
-2. ``heinfer serve`` runs it in a server process on a free localhost port (evaluation keys
-   only: the server never sees a secret key or a digit);
-3. ``heinfer predict``, a second process, generates the keys, uploads the evaluation keys,
-   encrypts the 360 held-out digits, answers the two client-aided ReLU rounds and decrypts;
+   throughput-mode program in a temporary directory: the server's ``cryptonets_relu.hep``
+   (with the weights) and the clients' ``cryptonets_relu.public.hep`` (no weights);
+2. ``heinfer serve`` runs the server's program in a server process on a free localhost port
+   (evaluation keys only: the server never sees a secret key or a digit);
+3. ``heinfer predict``, a second process handed only the public program, generates the keys,
+   uploads the evaluation keys, encrypts the 360 held-out digits, answers the two
+   client-aided ReLU rounds and decrypts;
 4. this script prints accuracy against the labels, agreement with plaintext inference
    (onnxruntime), latency, throughput and bytes on the wire, and stops the server (also when
    something failed).
 
-Every command is launched as ``python -m heinfer.serve.cli`` with this interpreter, so the
-demo runs before and after the ``heinfer`` script is installed.
+Every command is launched as ``python -m heinfer.cli`` with this interpreter, so the demo
+runs before and after the ``heinfer`` script is installed.
 """
 
 from __future__ import annotations
@@ -57,12 +59,13 @@ def show(*args: str, tmp: str = "") -> None:
 
 def main() -> None:
     """Runs the demo; exits non-zero when the encrypted predictions differ from plaintext."""
-    from heinfer.serve.cli_process import ServerProcess, run_cli
+    from heinfer.cli.process import ServerProcess, run_cli
 
     data = np.load(DIGITS)
     x, y = data["x"], data["y"]
     with tempfile.TemporaryDirectory(prefix="heinfer-demo-") as tmp:
-        program = os.path.join(tmp, "cryptonets_relu.hep")
+        program = os.path.join(tmp, "cryptonets_relu.hep")  # the server's: weights
+        public = os.path.join(tmp, "cryptonets_relu.public.hep")  # the client's: no weights
         out = os.path.join(tmp, "logits.npy")
         compile_args = ("compile", MODEL, "-o", program, "--mode", "throughput")
         compile_args += ("--calibration", DIGITS)
@@ -75,12 +78,20 @@ def main() -> None:
                 f"server pid {server.pid} listening on {server.address} "
                 f"(ready in {time.perf_counter() - t0:.1f} s)"
             )
-            predict_args = ("predict", "--server", server.address, "--model", program, DIGITS)
+            predict_args = ("predict", "--server", server.address, "--model", public, DIGITS)
             predict_args += ("-o", out, "--json")
             show(*predict_args, tmp=tmp)
-            report = json.loads(run_cli(*predict_args).stdout.strip().splitlines()[-1])
+            done = run_cli(*predict_args)
+            if "warning" in done.stderr:  # the client must not have been given the weights
+                sys.exit(f"the client was handed the weights: {done.stderr.strip()}")
+            report = json.loads(done.stdout.strip().splitlines()[-1])
             logits = np.load(out)
         print(f"server stopped (exit status {server.proc.returncode})")
+        # the operator's view: the compiler's error bound is in the server's program only
+        import heinfer
+
+        with open(program, "rb") as f:
+            report["predicted_error"] = heinfer.load_program(f.read()).meta["predicted_error"][-1]
     summarize(x, y, logits, report)
 
 
@@ -91,7 +102,8 @@ def summarize(x: np.ndarray, y: np.ndarray, logits: np.ndarray, r: dict) -> None
     n = len(x)
     agree = float(np.mean(pred == plain.argmax(1)))
     up, down = r.get("wire_bytes_up", r["bytes_up"]), r.get("wire_bytes_down", r["bytes_down"])
-    error = f"{np.abs(logits - plain).max():.2e} (compiler's bound {r['predicted_error']:.2e})"
+    bound = r["predicted_error"] + r["precision"]
+    error = f"{np.abs(logits - plain).max():.2e} (compiler's bound {bound:.2e}, output precision included)"
     latency = (
         f"{r['queries_s']:.3f} s for the batch (client {r['client_s']:.3f} s, server "
         f"{r['server_s']:.3f} s); session set-up {r.get('session_s', 0.0):.3f} s"

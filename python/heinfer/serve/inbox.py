@@ -1,35 +1,49 @@
 """Reading the client's side of a stream with a time limit (layer: ``heinfer.serve``).
 
 gRPC's synchronous server hands a handler a blocking iterator of requests, which cannot
-time out. :class:`Inbox` reads it on a helper thread into a small bounded queue (so a client
-that floods frames is held back by gRPC flow control, not buffered), and the handler waits
-on the queue with a deadline: a client that stops sending mid-protocol gets
-``DEADLINE_EXCEEDED`` after ``query_timeout_s``. The helper thread ends with the call.
+time out. :class:`Inbox` reads it on a helper thread that also puts the parts together
+(:class:`~heinfer.serve.parts.Assembler`, every check done there, before any data is kept)
+and hands over whole messages through a queue of one: the handler waits once per message,
+with a deadline — a client that stops sending mid-protocol gets ``DEADLINE_EXCEEDED`` after
+``query_timeout_s`` — and a client that floods parts is held back by gRPC flow control, not
+buffered (at most one message waits, one is being assembled). The messages a stream may
+carry are known in advance (the keys; or the query, then one reply per step): a part of any
+other kind, or of a message beyond them, is refused. The helper thread ends with the call.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from heinfer.errors import ProtocolError, ServiceError
-from heinfer.serve.framing import Assembler
+from heinfer.serve.parts import Assembler
 
-__all__ = ["Inbox"]
+__all__ = ["Expected", "Inbox"]
 
-_FRAME, _END, _ERROR = range(3)
+#: What a stream may carry, in order: ``(kind → largest message, name in errors)`` per message.
+Expected = list[tuple[dict[str, int], str]]
+_MESSAGE, _END, _ERROR, _BAD = range(4)
 
 
 class Inbox:
-    """The frames of a request stream, read ahead by a helper thread.
+    """The messages of a request stream (requests with a ``part`` field), read and
+    assembled ahead by a helper thread. ``expected``: see :data:`Expected`;
+    ``max_part_bytes``: the largest part accepted; ``on_bytes(n)`` is called with the
+    serialized size of every part received."""
 
-    ``on_bytes(n)`` is called with the size of every frame received (for counters).
-    """
-
-    def __init__(self, requests: Iterator[bytes], on_bytes=None, depth: int = 4) -> None:
-        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+    def __init__(
+        self,
+        requests: Iterator,
+        expected: Expected,
+        max_part_bytes: int,
+        on_bytes: Callable[[int], None] | None = None,
+    ) -> None:
+        self._expected = list(expected)
+        limits, what = self._expected[0]
+        self._assembler = Assembler(limits, max_part_bytes, what)
+        self._queue: queue.Queue = queue.Queue(maxsize=1)
         self._closed = threading.Event()
         self._on_bytes = on_bytes
         self._thread = threading.Thread(
@@ -37,46 +51,58 @@ class Inbox:
         )
         self._thread.start()
 
-    def message(self, assembler: Assembler, timeout_s: float) -> bytes:
-        """The next whole message, which must arrive within ``timeout_s``.
+    def message(self, timeout_s: float) -> tuple[str, bytes]:
+        """``(kind, bytes)`` of the next whole message, which must arrive within ``timeout_s``.
 
-        Raises :class:`ServiceError` ``DEADLINE_EXCEEDED`` when it does not,
-        ``CANCELLED`` when the client cancelled the call, and
-        :class:`~heinfer.errors.ProtocolError` when the stream ends first (or a frame is
-        malformed, from the assembler).
+        Raises :class:`ServiceError` ``DEADLINE_EXCEEDED`` when it does not, ``CANCELLED``
+        when the client cancelled the call, :class:`~heinfer.errors.ProtocolError` when the
+        stream ends first, and whatever the assembler refused a part with.
         """
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                kind, item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise ServiceError(
-                    f"no complete {assembler.what} from the client within {timeout_s:g} s "
-                    f"(query_timeout_s); the stream stands {assembler.describe_partial()}",
-                    code="DEADLINE_EXCEEDED",
-                ) from None
-            if kind == _END:
-                self._queue.put((_END, None))  # later reads see the end too
-                raise ProtocolError(f"the client ended its stream {assembler.describe_partial()}")
-            if kind == _ERROR:
-                self._queue.put((_ERROR, item))
-                raise ServiceError("the client cancelled the call", code="CANCELLED")
-            message = assembler.feed(item)
-            if message is not None:
-                return message
+        try:
+            kind, item = self._queue.get(timeout=max(0.0, timeout_s))
+        except queue.Empty:
+            a = self._assembler
+            raise ServiceError(
+                f"no complete {a.what} from the client within {timeout_s:g} s "
+                f"(query_timeout_s); the stream stands {a.describe()}",
+                code="DEADLINE_EXCEEDED",
+            ) from None
+        if kind == _MESSAGE:
+            return item
+        self._queue.put((kind, item))  # later reads see the same end
+        if kind == _END:
+            raise ProtocolError(f"the client ended its stream {item}")
+        if kind == _ERROR:
+            raise ServiceError("the client cancelled the call", code="CANCELLED")
+        raise item
 
     def close(self) -> None:
-        """Stops handing frames over (the helper thread ends when the call ends)."""
+        """Stops reading (the helper thread ends when the call ends)."""
         self._closed.set()
 
-    def _pump(self, requests: Iterator[bytes]) -> None:
+    def _pump(self, requests: Iterator) -> None:
+        a = self._assembler
+        done = 0
         try:
-            for frame in requests:
+            for request in requests:
+                part = request.part
                 if self._on_bytes is not None:
-                    self._on_bytes(len(frame))
-                if not self._put((_FRAME, frame)):
+                    self._on_bytes(part.ByteSize())  # no copy of the data
+                if done == len(self._expected):
+                    raise ProtocolError(
+                        f"a part after the last message this stream carries ({a.what})"
+                    )
+                message = a.feed(part)
+                if message is None:
+                    continue
+                done += 1
+                if done < len(self._expected):
+                    a.expect(*self._expected[done])
+                if not self._put((_MESSAGE, message)):
                     return
-            self._put((_END, None))
+            self._put((_END, a.describe()))
+        except (ProtocolError, ServiceError) as e:
+            self._put((_BAD, e))
         except Exception as e:  # noqa: BLE001 - the call was cancelled or broke: tell the handler
             self._put((_ERROR, e))
 

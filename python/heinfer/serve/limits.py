@@ -1,10 +1,13 @@
 """The caps a service (and a remote session) enforces on what it receives
 (layer: ``heinfer.serve``).
 
+Message sizes are not guessed: every message of a program has a size the public program
+determines (:func:`heinfer.protocol.limits.message_limits`), and :func:`effective_limits`
+takes those, lowered by the operator's ``max_message_bytes``/``max_key_bytes`` when set.
 Every limit is checked before the memory or time it protects is spent: a message's declared
-length before any of its chunks is kept, the session count before keys are read, the query
-count before a query's input is read. Exceeding a cap is answered with gRPC status
-``RESOURCE_EXHAUSTED`` (or ``DEADLINE_EXCEEDED`` for the timeouts), with a message naming the
+size before any of its parts is kept, the session counts before keys are read, the query
+counts before a query's input is read. Exceeding a cap is answered with gRPC status
+``RESOURCE_EXHAUSTED`` (``DEADLINE_EXCEEDED`` for the timeouts), with a message naming the
 limit and its value.
 """
 
@@ -13,12 +16,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-__all__ = ["MAX_CHUNK_BYTES", "MIN_CHUNK_BYTES", "Limits"]
+from heinfer.protocol.limits import message_limits
+from heinfer.serve.parts import MIN_PART_BYTES
 
-#: Smallest allowed ``max_chunk_bytes``.
-MIN_CHUNK_BYTES = 1 << 10
-#: Largest allowed ``max_chunk_bytes`` (gRPC messages stay far below 2 GiB).
-MAX_CHUNK_BYTES = 64 << 20
+__all__ = ["MAX_PART_BYTES", "MIN_PART_BYTES", "Limits", "effective_limits"]
+
+#: Largest allowed ``max_part_bytes`` (gRPC messages stay far below 2 GiB).
+MAX_PART_BYTES = 64 << 20
+_OPTIONAL = ("max_message_bytes", "max_key_bytes")
 
 
 @dataclass(frozen=True)
@@ -26,27 +31,31 @@ class Limits:
     """Caps on messages, sessions, queries and waiting times (all defaults documented).
 
     A server applies every field; a client (:func:`heinfer.serve.connect`) applies the
-    message and chunk caps to what the server sends back, and advertises ``max_chunk_bytes``
-    so that the server never sends it a larger chunk.
+    message and part caps to what the server sends back, and advertises ``max_part_bytes``
+    so that the server never sends it a larger part.
 
     Raises :class:`ValueError` if a count is not a positive integer, a timeout is not a
-    positive finite number, or ``max_chunk_bytes`` is outside
-    [``MIN_CHUNK_BYTES``, ``MAX_CHUNK_BYTES``].
+    positive finite number, or ``max_part_bytes`` is outside
+    [``MIN_PART_BYTES``, ``MAX_PART_BYTES``].
     """
 
-    #: Largest assembled message (a query, a reply, a step, a result): 1 GiB.
-    max_message_bytes: int = 1 << 30
-    #: Largest keys message (after decompression): 512 MiB.
-    max_key_bytes: int = 512 << 20
-    #: Largest chunk of a message on the wire: 1 MiB (gRPC's default cap is 4 MiB; every
-    #: channel and server is configured for exactly this size plus the frame header).
-    max_chunk_bytes: int = 1 << 20
-    #: Most chunks one message may be split into: 16384 (1 GiB in 64 KiB chunks).
-    max_chunks: int = 1 << 14
+    #: Largest query, step, reply or result message: ``None`` = exactly what the program
+    #: allows (:func:`heinfer.protocol.limits.message_limits`); a number lowers that.
+    max_message_bytes: int | None = None
+    #: Largest keys message: ``None`` = what the program's key manifest allows.
+    max_key_bytes: int | None = None
+    #: Largest part of a message on the wire: 256 KiB (measured fastest on loopback between two
+    #: processes, ``bench/service.py``; every channel and server is configured
+    #: for exactly this size plus the part's fields).
+    max_part_bytes: int = 256 << 10
     #: Sessions open at once: 64.
     max_sessions: int = 64
+    #: Sessions open at once from one peer address: 16.
+    max_sessions_per_peer: int = 16
     #: Queries running at once, over all sessions: 8 (one more is refused at once).
     max_concurrent_queries: int = 8
+    #: Queries running at once from one peer address: 4.
+    max_queries_per_peer: int = 4
     #: A session with no query for this long is closed and its keys freed: 600 s.
     idle_timeout_s: float = 600.0
     #: Longest wait for one whole message from the client once the server expects it (the
@@ -57,13 +66,26 @@ class Limits:
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.type == "int":
+            if f.name in _OPTIONAL and v is None:
+                continue
+            if f.type.startswith("int"):
                 if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                     raise ValueError(f"Limits.{f.name} must be a positive integer, got {v!r}")
             elif isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
                 raise ValueError(f"Limits.{f.name} must be a positive number of seconds, got {v!r}")
-        if not MIN_CHUNK_BYTES <= self.max_chunk_bytes <= MAX_CHUNK_BYTES:
+        if not MIN_PART_BYTES <= self.max_part_bytes <= MAX_PART_BYTES:
             raise ValueError(
-                f"Limits.max_chunk_bytes must be in [{MIN_CHUNK_BYTES}, {MAX_CHUNK_BYTES}], "
-                f"got {self.max_chunk_bytes}"
+                f"Limits.max_part_bytes must be in [{MIN_PART_BYTES}, {MAX_PART_BYTES}], "
+                f"got {self.max_part_bytes}"
             )
+
+
+def effective_limits(limits: Limits, program) -> dict[str, int]:
+    """Kind → the largest message of that kind (bytes): the public ``program``'s exact
+    bounds, lowered by ``limits.max_key_bytes`` (keys) and ``limits.max_message_bytes``
+    (every other kind) when they are set."""
+    out = {}
+    for kind, bound in message_limits(program.public()).items():
+        cap = limits.max_key_bytes if kind == "keys" else limits.max_message_bytes
+        out[kind] = bound if cap is None else min(bound, cap)
+    return out

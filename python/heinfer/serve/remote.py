@@ -2,12 +2,12 @@
 
 The key owner's side over the network. :func:`connect` generates the keys in this process
 (the secret key never leaves the :class:`~heinfer.protocol.Client` object), uploads the
-evaluation keys once (compressed when that helps, in chunks) and returns a session;
+evaluation keys once (in parts) and returns a session;
 :meth:`RemoteSession.infer` runs queries of ``program.batch_capacity`` items, each on one
 bidirectional ``Infer`` stream that carries the query, the client-aided rounds and the
 result. Every failed call raises :class:`~heinfer.errors.ServiceError` with the status name
 (``code``) and the server's message; what the server sends back is validated as strictly as
-what it receives (frames, sizes, message kinds, query references).
+what it receives (parts, sizes from the public program, message kinds, query references).
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ import numpy as np
 
 from heinfer.errors import ProtocolError, ServiceError
 from heinfer.inference import InferenceResult
-from heinfer.program.model import Program
+from heinfer.program.model import PublicProgram
 from heinfer.protocol import Client
-from heinfer.protocol.server import program_id
 from heinfer.serve import wire
-from heinfer.serve.framing import HEADER_BYTES, Assembler, compress, frames
-from heinfer.serve.handlers import message_header
-from heinfer.serve.limits import Limits
+from heinfer.serve.limits import Limits, effective_limits
+from heinfer.serve.parts import Assembler, split
 from heinfer.serve.status import from_rpc_error
 from heinfer.serve.tls import TlsConfig
+from heinfer.v1 import service_pb2 as pb
+from heinfer.v1.service_pb2_grpc import InferenceStub
 
 __all__ = ["Progress", "RemoteSession", "connect"]
 
@@ -39,13 +39,9 @@ __all__ = ["Progress", "RemoteSession", "connect"]
 Progress = Callable[[str, int, int], None]
 
 
-def _identity(b: bytes) -> bytes:
-    return b
-
-
 def connect(
     address: str,
-    program: Program,
+    program: PublicProgram,
     *,
     tls: TlsConfig | None = None,
     token: str | None = None,
@@ -54,19 +50,22 @@ def connect(
     limits: Limits = Limits(),  # noqa: B008 - immutable
     wait_for_ready: bool = False,
 ) -> RemoteSession:
-    """Opens a session with the service at ``address`` (``"host:port"``) for ``program``.
+    """Opens a session with the service at ``address`` (``"host:port"``) for ``program``
+    (the client's :class:`~heinfer.PublicProgram`; given a full program, only its public
+    part is used).
 
-    Asks the server for its program and limits (``GetInfo``: a server running another
+    Asks the server for its program id and limits (``GetInfo``: a server running another
     program is refused before any key is made), generates the keys here, uploads the
-    evaluation keys and returns the session.
+    evaluation keys and returns the session (its id and secret stay in this object).
 
     ``timeout_s``: the deadline of each call (the upload; one query with all its rounds).
     ``progress(stage, done, total)``: see :data:`Progress`; it must not raise.
-    ``limits``: caps on what the server sends back (messages, chunks); its
-    ``max_chunk_bytes`` is advertised to the server. ``wait_for_ready``: wait (up to
-    ``timeout_s``) for a server that is still starting instead of failing at once with
-    ``UNAVAILABLE``. Raises :class:`~heinfer.errors.ServiceError` when the server refuses
-    the session or cannot be reached (``code`` names the status).
+    ``limits``: caps on what the server sends back (parts; messages: the program's exact
+    bounds, lowered by ``max_message_bytes``); its ``max_part_bytes`` is advertised to the
+    server. ``wait_for_ready``: wait (up to ``timeout_s``) for a server that is still
+    starting instead of failing at once with ``UNAVAILABLE``. Raises
+    :class:`~heinfer.errors.ServiceError` when the server refuses the session or cannot be
+    reached (``code`` names the status).
     """
     options = wire.channel_options(limits) + (tls.channel_options() if tls else [])
     if tls is None:
@@ -85,70 +84,82 @@ def connect(
 class RemoteSession:
     """A session on a remote service: ``infer(x)``, then ``close()`` (or use ``with``).
 
-    Attributes: ``session_id``, ``address``, ``program``, ``keygen_s`` and ``upload_s``
-    (the session's one-time costs), ``keys_bytes`` (the keys message, before compression),
-    ``server_limits`` (what ``GetInfo`` announced). ``infer`` calls are serialized.
+    Attributes: ``session_id``, ``address``, ``program`` (public), ``keygen_s`` and
+    ``upload_s`` (the session's one-time costs), ``keys_bytes`` (the keys message),
+    ``server_info`` (what ``GetInfo`` announced). ``infer`` calls are serialized. The
+    session secret is never shown (not in ``repr``).
     """
 
     def __init__(
         self,
         channel: grpc.Channel,
         address: str,
-        program: Program,
+        program: PublicProgram,
         token: str | None,
         timeout_s: float,
         progress: Progress | None,
         limits: Limits,
         wait_for_ready: bool,
     ) -> None:
+        if not isinstance(program, PublicProgram):
+            raise TypeError(
+                f"connect() takes a heinfer.PublicProgram, got {type(program).__name__}"
+            )
         self.address = address
-        self.program = program
+        self.program = program.public()
         self.limits = limits
         self._channel = channel
+        self._stub = InferenceStub(channel)
         self._timeout = timeout_s
         self._progress = progress or (lambda stage, done, total: None)
-        self._metadata = [] if token is None else [("authorization", f"Bearer {token}")]
+        self._auth = [] if token is None else [("authorization", f"Bearer {token}")]
         self._lock = threading.Lock()
         self._closed = False
-        self._open = channel.stream_unary(wire.OPEN_SESSION, _identity, _identity)
-        self._infer = channel.stream_stream(wire.INFER, _identity, _identity)
-        self._close = channel.unary_unary(wire.CLOSE_SESSION, _identity, _identity)
-        info = channel.unary_unary(wire.GET_INFO, _identity, _identity)
+        #: Kind → the largest message accepted from the server (this program's own bounds).
+        self.message_limits = effective_limits(limits, self.program)
         try:
-            reply = info(
-                b"", timeout=timeout_s, metadata=self._metadata, wait_for_ready=wait_for_ready
+            info = self._stub.GetInfo(
+                pb.GetInfoRequest(),
+                timeout=timeout_s,
+                metadata=self._auth,
+                wait_for_ready=wait_for_ready,
             )
         except grpc.RpcError as e:
             raise from_rpc_error(e, f"GetInfo on {address}") from None
-        self.server_limits = wire.parse_info_reply(reply)
-        if self.server_limits["program_id"] != program_id(program):
+        self.server_info = wire.parse_info(info)
+        if self.server_info["program_id"] != self.program.id:
             raise ServiceError(
-                f"the server at {address} runs a program with parameters "
-                f"{self.server_limits['program_id'][:32]!r}, this one has {program_id(program)!r}",
+                f"the server at {address} runs another program ({self.server_info['program_id'][:16]}…) "
+                f"than this one ({self.program.id[:16]}…): use the public file of the program it serves",
                 code="FAILED_PRECONDITION",
             )
-        if self.server_limits["program_digest"] != wire.program_digest(program):
-            raise ServiceError(
-                f"the server at {address} runs another program than this one (same parameters, "
-                "different layers or weights): load the program the server was started with",
-                code="FAILED_PRECONDITION",
-            )
-        self._send_chunk = min(limits.max_chunk_bytes, self.server_limits["max_chunk_bytes"])
+        self._send_part = min(limits.max_part_bytes, self.server_info["max_part_bytes"])
         t0 = time.perf_counter()
         self._progress("keygen", 0, 1)
-        self._client = Client(program)
+        self._client = Client(self.program)
         keys = self._client.keys_message()
         self.keygen_s = time.perf_counter() - t0
         self._progress("keygen", 1, 1)
         self.keys_bytes = len(keys)
         t0 = time.perf_counter()
-        self.session_id: str = wire.parse_session_reply(self._upload(keys))
+        opened = self._upload(keys)
+        self.session_id: str = opened.session
+        self._secret = opened.secret
+        if not opened.session or not opened.secret or len(opened.secret) > 128:
+            raise ProtocolError(
+                "the server's OpenSession answer has no valid session id and secret"
+            )
+        self._metadata = [
+            *self._auth,
+            (wire.SESSION_METADATA, self.session_id),
+            (wire.SECRET_METADATA, self._secret),
+        ]
         self.upload_s = time.perf_counter() - t0
 
     def __repr__(self) -> str:
         return f"RemoteSession(address={self.address!r}, session={self.session_id[:8]}…)"
 
-    def __enter__(self) -> RemoteSession:
+    def __enter__(self) -> RemoteSession:  # noqa: PYI034 - Python 3.10: no typing.Self
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -164,7 +175,7 @@ class RemoteSession:
         call's queries; ``server_s`` is the server's own time (sent back in trailing
         metadata). Added: ``transport: "grpc"``, ``session_s`` (key generation and upload),
         ``keys_bytes`` (the keys message) and ``wire_bytes_up``/``wire_bytes_down`` (every
-        frame on the wire, headers and the compressed keys included).
+        part on the wire, its own fields included).
         """
         p = self.program
         x = np.asarray(x)
@@ -187,8 +198,8 @@ class RemoteSession:
                 return
             self._closed = True
             try:
-                self._close(
-                    self.session_id.encode(),
+                self._stub.CloseSession(
+                    pb.CloseSessionRequest(session=self.session_id),
                     timeout=min(self._timeout, 30.0),
                     metadata=self._metadata,
                 )
@@ -199,26 +210,21 @@ class RemoteSession:
                 self._channel.close()
 
     # ------------------------------------------------------------------ internals
-    def _upload(self, keys: bytes) -> bytes:
-        packed, compressed = compress(keys)
+    def _upload(self, keys: bytes) -> pb.OpenSessionResponse:
         self._keys_wire_bytes = 0
-        total = len(packed)
+        total = len(keys)
         self._progress("upload", 0, total)
 
-        def requests() -> Iterator[bytes]:
+        def requests() -> Iterator[pb.OpenSessionRequest]:
             sent = 0
-            for f in frames(packed, self._send_chunk, compressed=compressed):
-                self._keys_wire_bytes += len(f)
-                yield f
-                sent += len(f) - HEADER_BYTES
-                self._progress("upload", sent, total)
+            for request in split(keys, "keys", self._send_part, pb.OpenSessionRequest):
+                self._keys_wire_bytes += request.part.ByteSize()
+                sent = min(total, sent + self._send_part)
+                self._progress("upload", sent, total)  # handed to gRPC
+                yield request
 
         try:
-            return self._open(
-                requests(),
-                timeout=self._timeout,
-                metadata=self._metadata,
-            )
+            return self._stub.OpenSession(requests(), timeout=self._timeout, metadata=self._auth)
         except grpc.RpcError as e:
             raise from_rpc_error(e, f"OpenSession on {self.address}") from None
 
@@ -226,20 +232,14 @@ class RemoteSession:
         p = self.program
         cap = p.batch_capacity
         n = len(x)
-        totals = {
-            "client_s": self.keygen_s,
-            "server_s": 0.0,
-            "rounds": 0,
-            "up": self.keys_bytes,
-            "down": 0,
-            "wup": self._keys_wire_bytes,
-            "wdown": 0,
-        }
+        totals = {"client_s": self.keygen_s, "server_s": 0.0, "rounds": 0, "up": self.keys_bytes, "down": 0,
+                  "wup": self._keys_wire_bytes, "wdown": 0, "out_of_range": 0}  # fmt: skip
         outputs = []
         t_start = time.perf_counter()
         self._progress("query", 0, n)
         for start in range(0, n, cap):
             outputs.append(self._query(x[start : start + cap], totals))
+            totals["out_of_range"] += self._client.last_out_of_range
             self._progress("query", min(start + cap, n), n)
         elapsed = time.perf_counter() - t_start
         report = {
@@ -261,10 +261,12 @@ class RemoteSession:
             "wire_bytes_down": totals["wdown"],
             "keys_bytes": self.keys_bytes,
             "params": dict(p.params),
-            "packing": getattr(p, "packing", None),
-            "mode": getattr(p, "mode", "throughput"),
+            "packing": p.packing,
+            "mode": p.mode,
             "security_bits": p.security,
-            "predicted_error": getattr(p.segments[-1], "predicted_error", None),
+            "predicted_error": (p.meta.get("predicted_error") or [None])[-1],
+            "precision": p.segments[-1].precision,
+            "out_of_range": totals["out_of_range"],
             "transport": "grpc",
         }
         return InferenceResult(np.concatenate(outputs), report)
@@ -275,17 +277,19 @@ class RemoteSession:
         message = self._client.query_message(self.session_id, xs)
         totals["client_s"] += time.perf_counter() - t0
         outbox: queue.Queue = queue.Queue()
-        outbox.put(message)
+        outbox.put(("query", message))
         totals["up"] += len(message)
+        del message
 
-        def requests() -> Iterator[bytes]:
-            while (m := outbox.get()) is not None:
-                for f in frames(m, self._send_chunk):
-                    totals["wup"] += len(f)
-                    yield f
+        def requests() -> Iterator[pb.InferRequest]:
+            while (item := outbox.get()) is not None:
+                kind, m = item
+                for request in split(m, kind, self._send_part, pb.InferRequest):
+                    totals["wup"] += request.part.ByteSize()
+                    yield request
 
-        metadata = [*self._metadata, (wire.CHUNK_METADATA, str(self.limits.max_chunk_bytes))]
-        call = self._infer(requests(), timeout=self._timeout, metadata=metadata)
+        metadata = [*self._metadata, (wire.MAX_PART_METADATA, str(self.limits.max_part_bytes))]
+        call = self._stub.Infer(requests(), timeout=self._timeout, metadata=metadata)
         try:
             result = self._exchange(call, outbox, totals)
             outbox.put(None)  # half-closes the stream: the query is done
@@ -303,24 +307,32 @@ class RemoteSession:
         finally:
             outbox.put(None)  # ends the request stream (and its sending thread) in every case
 
-    def _exchange(self, call: Iterator[bytes], outbox: queue.Queue, totals: dict) -> np.ndarray:
+    def _exchange(
+        self, call: Iterator[pb.InferResponse], outbox: queue.Queue, totals: dict
+    ) -> np.ndarray:
         """Reads steps and answers them until the result arrives."""
-        assembler = Assembler(self.limits, what="server message")
-        for frame in call:
-            totals["wdown"] += len(frame)
-            message = assembler.feed(frame)
-            if message is None:
+        lim = self.message_limits
+        assembler = Assembler(
+            {"step": lim["step"], "result": lim["result"]},
+            self.limits.max_part_bytes,
+            "server message",
+        )
+        for response in call:
+            part = response.part
+            totals["wdown"] += part.ByteSize()
+            done = assembler.feed(part)
+            if done is None:
                 continue
+            kind, message = done
             totals["down"] += len(message)
-            kind, _ = message_header(message, ("step", "result"))
             t0 = time.perf_counter()
             if kind == "result":
-                out = self._client.decode_result(message, self.limits.max_message_bytes)
+                out = self._client.decode_result(message)
                 totals["client_s"] += time.perf_counter() - t0
                 return out
-            reply = self._client.reply_message(message, self.limits.max_message_bytes)
+            reply = self._client.reply_message(message)
             totals["client_s"] += time.perf_counter() - t0
             totals["rounds"] += 1
             totals["up"] += len(reply)
-            outbox.put(reply)
-        raise ProtocolError(f"the server ended the query stream {assembler.describe_partial()}")
+            outbox.put(("reply", reply))
+        raise ProtocolError(f"the server ended the query stream {assembler.describe()}")

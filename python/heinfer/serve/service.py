@@ -28,8 +28,9 @@ from heinfer.serve.handlers import Servicer
 from heinfer.serve.limits import Limits
 from heinfer.serve.tls import TlsConfig
 from heinfer.serve.watchdog import Reaper, SendWatch
+from heinfer.v1.service_pb2_grpc import add_InferenceServicer_to_server
 
-__all__ = ["ServiceHandle", "serve"]
+__all__ = ["ServiceHandle", "is_loopback", "serve"]
 
 _LOG = logging.getLogger("heinfer.serve")
 
@@ -62,7 +63,7 @@ class ServiceHandle:
     def __repr__(self) -> str:
         return f"ServiceHandle(address={self.address!r})"
 
-    def __enter__(self) -> ServiceHandle:
+    def __enter__(self) -> ServiceHandle:  # noqa: PYI034 - Python 3.10: no typing.Self
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -75,7 +76,7 @@ class ServiceHandle:
 
     def stats(self) -> dict:
         """Counters: ``sessions`` (open), ``queries_running``, ``queries_done``, ``errors``
-        (calls that failed, cancelled queries included), ``bytes_in``/``bytes_out`` (frames),
+        (calls that failed, cancelled queries included), ``bytes_in``/``bytes_out`` (parts),
         ``sessions_opened`` and ``sessions_expired``."""
         return self._servicer.registry.stats()
 
@@ -103,17 +104,27 @@ def serve(
     tls: TlsConfig | None = None,
     token: str | None = None,
     max_workers: int = 8,
+    insecure: bool = False,
 ) -> ServiceHandle:
     """Starts serving ``program`` on ``address`` (``"host:port"``, port 0 picks a free one).
 
     ``tls``: serve over TLS with ``tls.cert_chain``/``tls.private_key`` (and require client
     certificates signed by ``tls.root_cert`` when ``tls.require_client_cert``). ``token``:
     every call must carry ``authorization: Bearer <token>`` (use it with TLS: without TLS the
-    token travels in clear). Returns at once; the service runs on background threads.
+    token travels in clear). ``insecure``: allow listening without TLS on an address that is
+    not loopback (anyone on the path then sees ciphertexts, session secrets and the token; the
+    inputs stay encrypted). Returns at once; the service runs on background threads.
 
-    Raises :class:`ValueError` (:class:`TypeError` for ``limits``) for bad arguments and
+    Raises :class:`TypeError` for a :class:`~heinfer.PublicProgram` (no weights) or bad
+    ``limits``, :class:`ValueError` for bad arguments — a non-loopback address without
+    ``tls`` and without ``insecure=True`` among them — and
     :class:`~heinfer.errors.ServiceError` (``UNAVAILABLE``) when the address cannot be bound.
     """
+    if not isinstance(program, Program):
+        raise TypeError(
+            f"serve() needs the server's program with its weights (heinfer.Program), got "
+            f"{type(program).__name__}: a PublicProgram is what clients get"
+        )
     if not isinstance(limits, Limits):
         raise TypeError(f"limits must be a heinfer.serve.Limits, got {type(limits).__name__}")
     if token is not None and (not isinstance(token, str) or not token or not token.isprintable()):
@@ -123,17 +134,23 @@ def serve(
     host, _, port_text = address.rpartition(":")
     if not host or not port_text.isdigit():
         raise ValueError(f"address must be 'host:port', got {address!r}")
-    if token is not None and tls is None and not _is_loopback(host):
-        _LOG.warning("serving a token without TLS on %s: the token travels in clear", host)
+    if tls is None and not is_loopback(host):
+        if not insecure:
+            raise ValueError(
+                f"refusing to listen on {host} without TLS: session secrets and tokens would "
+                "travel in clear; give tls=TlsConfig(...) (heinfer serve --tls-cert/--tls-key), "
+                "listen on 127.0.0.1, or pass insecure=True (--insecure) to accept that"
+            )
+        _LOG.warning("serving on %s without TLS (insecure=True): everything travels in clear", host)
     watch = SendWatch()
     servicer = Servicer(program, limits, token, watch)
     pool = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="heinfer-serve")
     server = grpc.server(
         pool,
-        handlers=(servicer.handler(),),
         options=wire.server_options(limits),
         maximum_concurrent_rpcs=max_workers + limits.max_concurrent_queries + limits.max_sessions,
     )
+    add_InferenceServicer_to_server(servicer, server)
     try:
         if tls is None:
             port = server.add_insecure_port(address)
@@ -153,7 +170,8 @@ def serve(
     return ServiceHandle(server, pool, servicer, reaper, host, port)
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an IP literal, IPv6 in brackets or not) is loopback only."""
     h = host.strip("[]")
     if h == "localhost":
         return True

@@ -1,88 +1,120 @@
-"""The sessions and running queries of a service, their caps, expiry and counters
+"""The sessions and running queries of a service: owners, caps, expiry and counters
 (layer: ``heinfer.serve``).
 
 :class:`Registry` is the one place that decides whether a session may open, a query may
-start, and when a session's keys are freed; everything it guards is under one lock. A
-session is closed (its evaluation keys and any abandoned query state dropped from the
-protocol :class:`~heinfer.protocol.Server`) when its client closes it or when it has had no
+start, who may use or close a session, and when a session's keys are freed; everything it
+guards is under one lock. Each session has a **secret** (32 random bytes, hex) that
+``OpenSession`` returns to its creator only; every ``Infer`` and ``CloseSession`` of the
+session must present it (compared with :func:`hmac.compare_digest`), so a session id seen
+by someone else (a log, another client of the same server) is useless to them. Caps: sessions
+and running queries in all, and per **peer address** (the client's IP, without the port).
+
+A session is closed (its evaluation keys and any abandoned query state dropped from the
+protocol :class:`~heinfer.protocol.Server`) when its owner closes it or when it has had no
 running query for ``idle_timeout_s``; a session closed while a query runs on it is refused
 new queries at once and freed when its last query ends.
 """
 
 from __future__ import annotations
 
+import hmac
+import secrets
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 from heinfer.errors import ServiceError
 from heinfer.protocol import Server
 from heinfer.serve.limits import Limits
 
-__all__ = ["Registry", "forget_query"]
+__all__ = ["Registry", "peer_address"]
 
 
-def forget_query(server: Server, query_id: str) -> None:
-    """Drops the protocol server's state of an abandoned query (idempotent)."""
-    server.cancel(query_id)
+def peer_address(peer: str) -> str:
+    """The address part of a gRPC peer string (``ipv4:1.2.3.4:5678`` → ``ipv4:1.2.3.4``,
+    ``ipv6:[::1]:5678`` → ``ipv6:[::1]``; a Unix socket stays whole)."""
+    if peer.startswith(("ipv4:", "ipv6:")):
+        host, sep, port = peer.rpartition(":")
+        if sep and port.isdigit():
+            return host
+    return peer
 
 
 @dataclass
 class _Session:
+    secret: bytes
+    peer: str
     last_active: float
     running: int = 0
     closing: bool = False
 
 
 class Registry:
-    """Sessions, query slots and the service's counters (thread-safe)."""
+    """Sessions, their owners, query slots and the service's counters (thread-safe)."""
 
     def __init__(self, server: Server, limits: Limits) -> None:
         self.server = server
         self.limits = limits
         self._lock = threading.Lock()
         self._sessions: dict[str, _Session] = {}
-        self._reserved = 0
-        self._running = 0
-        self._counts = {
-            "queries_done": 0,
-            "errors": 0,
-            "bytes_in": 0,
-            "bytes_out": 0,
-            "sessions_opened": 0,
-            "sessions_expired": 0,
-        }
+        self._reserved: Counter[str] = Counter()
+        self._running: Counter[str] = Counter()
+        self._counts = dict.fromkeys(
+            (
+                "queries_done",
+                "errors",
+                "bytes_in",
+                "bytes_out",
+                "sessions_opened",
+                "sessions_expired",
+            ),
+            0,
+        )
 
     # ------------------------------------------------------------------ sessions
-    def reserve_session(self) -> None:
+    def reserve_session(self, peer: str) -> None:
         """Holds a place for a session about to open (``RESOURCE_EXHAUSTED`` when full)."""
+        lim = self.limits
         with self._lock:
             self._expire_locked(time.monotonic())
-            if len(self._sessions) + self._reserved >= self.limits.max_sessions:
+            if len(self._sessions) + sum(self._reserved.values()) >= lim.max_sessions:
                 raise ServiceError(
-                    f"too many sessions: {self.limits.max_sessions} are open (max_sessions)",
+                    f"too many sessions: {lim.max_sessions} are open (max_sessions)",
                     code="RESOURCE_EXHAUSTED",
                 )
-            self._reserved += 1
+            mine = sum(s.peer == peer for s in self._sessions.values()) + self._reserved[peer]
+            if mine >= lim.max_sessions_per_peer:
+                raise ServiceError(
+                    f"too many sessions from {peer}: {mine} are open (max_sessions_per_peer "
+                    f"{lim.max_sessions_per_peer})",
+                    code="RESOURCE_EXHAUSTED",
+                )
+            self._reserved[peer] += 1
 
-    def release_reservation(self) -> None:
+    def release_reservation(self, peer: str) -> None:
         """Gives back a place reserved by :meth:`reserve_session` that was not used."""
         with self._lock:
-            self._reserved -= 1
+            self._reserved[peer] -= 1
+            if self._reserved[peer] <= 0:
+                del self._reserved[peer]
 
-    def add_session(self, session: str) -> None:
-        """Turns a reservation into the open session ``session``."""
+    def add_session(self, session: str, peer: str) -> str:
+        """Turns ``peer``'s reservation into the open session ``session``; its secret."""
+        secret = secrets.token_hex(32)
         with self._lock:
-            self._reserved -= 1
-            self._sessions[session] = _Session(time.monotonic())
+            self._reserved[peer] -= 1
+            if self._reserved[peer] <= 0:
+                del self._reserved[peer]
+            self._sessions[session] = _Session(secret.encode(), peer, time.monotonic())
             self._counts["sessions_opened"] += 1
+        return secret
 
-    def close_session(self, session: str) -> None:
-        """Closes a session now, or when its running queries end (``NOT_FOUND`` if unknown)."""
+    def close_session(self, session: str, secret: str | bytes) -> None:
+        """Closes a session now, or when its running queries end: ``NOT_FOUND`` if unknown,
+        ``PERMISSION_DENIED`` if ``secret`` is not the session's."""
         with self._lock:
-            s = self._sessions.get(session)
-            if s is None or s.closing:
-                raise ServiceError(f"no session {session[:16]!r}", code="NOT_FOUND")
+            s = self._owned_locked(session, secret)
             s.closing = True
             if s.running == 0:
                 self._drop_locked(session)
@@ -93,36 +125,38 @@ class Registry:
             return self._expire_locked(time.monotonic())
 
     # ------------------------------------------------------------------ queries
-    def start_query(self) -> None:
-        """Takes a query slot (``RESOURCE_EXHAUSTED`` when all are in use)."""
+    def start_query(self, peer: str, session: str, secret: str | bytes) -> None:
+        """Takes a query slot on ``session`` for ``peer``: ``NOT_FOUND``/``PERMISSION_DENIED``
+        as :meth:`close_session`, ``RESOURCE_EXHAUSTED`` when the slots (all or the peer's)
+        are in use. Give it back with :meth:`end_query`."""
+        lim = self.limits
         with self._lock:
-            if self._running >= self.limits.max_concurrent_queries:
+            s = self._owned_locked(session, secret)
+            total = sum(self._running.values())
+            if total >= lim.max_concurrent_queries:
                 raise ServiceError(
-                    f"too many queries: {self._running} are running "
-                    f"(max_concurrent_queries {self.limits.max_concurrent_queries}); retry later",
+                    f"too many queries: {total} are running (max_concurrent_queries "
+                    f"{lim.max_concurrent_queries}); retry later",
                     code="RESOURCE_EXHAUSTED",
                 )
-            self._running += 1
-
-    def attach(self, session: str) -> None:
-        """Marks a query running on ``session`` (``NOT_FOUND`` if unknown or closed)."""
-        with self._lock:
-            s = self._sessions.get(session)
-            if s is None or s.closing:
+            if self._running[peer] >= lim.max_queries_per_peer:
                 raise ServiceError(
-                    f"no session {session[:16]!r} (unknown, closed, or expired after "
-                    f"{self.limits.idle_timeout_s:g} s idle)",
-                    code="NOT_FOUND",
+                    f"too many queries from {peer}: {self._running[peer]} are running "
+                    f"(max_queries_per_peer {lim.max_queries_per_peer}); retry later",
+                    code="RESOURCE_EXHAUSTED",
                 )
+            self._running[peer] += 1
             s.running += 1
             s.last_active = time.monotonic()
 
-    def end_query(self, session: str | None, ok: bool) -> None:
-        """Gives back the slot of a query (attached to ``session`` if not ``None``)."""
+    def end_query(self, peer: str, session: str, ok: bool) -> None:
+        """Gives back the slot :meth:`start_query` took."""
         with self._lock:
-            self._running -= 1
+            self._running[peer] -= 1
+            if self._running[peer] <= 0:
+                del self._running[peer]
             self._counts["queries_done" if ok else "errors"] += 1
-            s = self._sessions.get(session) if session is not None else None
+            s = self._sessions.get(session)
             if s is not None:
                 s.running -= 1
                 s.last_active = time.monotonic()
@@ -141,13 +175,30 @@ class Registry:
         with self._lock:
             return {
                 "sessions": len(self._sessions),
-                "queries_running": self._running,
+                "queries_running": sum(self._running.values()),
                 **self._counts,
                 # query states held by the protocol server (0 when no query runs: no leak)
                 "query_states": self.server.query_count,
             }
 
     # ------------------------------------------------------------------ internals
+    def _owned_locked(self, session: str, secret: str | bytes) -> _Session:
+        s = self._sessions.get(session)
+        if s is None or s.closing:
+            raise ServiceError(
+                f"no session {session[:16]!r} (unknown, closed, or expired after "
+                f"{self.limits.idle_timeout_s:g} s idle)",
+                code="NOT_FOUND",
+            )
+        given = secret.encode() if isinstance(secret, str) else bytes(secret)
+        if not hmac.compare_digest(given, s.secret):
+            raise ServiceError(
+                f"wrong secret for session {session[:16]!r}: only the client that opened a "
+                "session may use or close it",
+                code="PERMISSION_DENIED",
+            )
+        return s
+
     def _expire_locked(self, now: float) -> int:
         idle = [
             sid

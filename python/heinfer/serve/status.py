@@ -7,6 +7,7 @@ names the problem:
 exception                                        status
 ===============================================  ===========================================
 :class:`~heinfer.errors.ServiceError`            its own ``code`` (limits, sessions, tokens,
+                                                 session owners: ``PERMISSION_DENIED``,
                                                  timeouts, keys for another program)
 ``NotSupportedYetError``                         ``UNIMPLEMENTED``
 ``ParameterError``, ``MissingKeyError``          ``FAILED_PRECONDITION``

@@ -1,83 +1,77 @@
-"""The service's gRPC surface: method names, metadata keys, options and the session reply
-(layer: ``heinfer.serve``).
+"""The service's gRPC surface besides the generated code: metadata keys, channel and server
+options, and the ``GetInfo`` answer (layer: ``heinfer.serve``).
 
-The service ``heinfer.v1.Inference`` has four methods, all on raw bytes (no protobuf: the
-request and response (de)serializers are the identity; every message is a frame of
-:mod:`heinfer.serve.framing` or a small UTF-8 value):
+The service ``heinfer.v1.Inference`` is defined in ``proto/heinfer/v1/service.proto``; its
+messages and stubs are generated (``heinfer.v1.service_pb2``, ``service_pb2_grpc``):
 
 ==================  ================  ===================================================
 method              kind              requests → responses
 ==================  ================  ===================================================
-``OpenSession``     client streaming  frames of one ``keys`` message (zlib-compressed when
-                                      that is smaller) → the session reply (JSON, below)
-``Infer``           bidirectional     frames of one ``query`` message, then of each
-                                      ``reply`` → frames of each ``step`` message, then of
-                                      the ``result``; one stream per query
-``CloseSession``    unary             the session id (ASCII) → empty
-``GetInfo``         unary             empty → the service's program id and limits (JSON,
-                                      below), so that a client can check the program and
-                                      size its chunks before generating keys
+``GetInfo``         unary             → program id, message limits, part size, timeouts
+``OpenSession``     client streaming  parts of one ``keys`` message → session id and secret
+``Infer``           bidirectional     parts of the ``query``, then of each ``reply`` →
+                                      parts of each ``step``, then of the ``result``
+``CloseSession``    unary             session id (+ its secret in metadata) → empty
 ==================  ================  ===================================================
-
-Metadata: ``authorization: Bearer <token>`` on every call when the service has a token;
-``heinfer-chunk-bytes`` on ``Infer``: the largest chunk the client accepts (the server sends
-no larger). Trailing metadata of ``Infer``: ``heinfer-server-seconds``, the server's time
-spent on the query. The info reply is ``{"program_id", "program_digest", "max_chunk_bytes",
-"max_message_bytes", "max_key_bytes", "idle_timeout_s", "query_timeout_s"}``
-(``program_id`` names the parameter set, ``program_digest`` is the SHA-256 of the serialized
-program: a client refuses a server that runs another program, even one with the same
-parameters); the session reply ``{"session"}``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 
 from heinfer.errors import ProtocolError
-from heinfer.program.model import Program
-from heinfer.serve.framing import HEADER_BYTES
-from heinfer.serve.limits import MAX_CHUNK_BYTES, MIN_CHUNK_BYTES, Limits
+from heinfer.protocol.messages import MAX_ID_CHARS
+from heinfer.serve.limits import MAX_PART_BYTES, MIN_PART_BYTES, Limits
+from heinfer.v1 import service_pb2 as pb
 
 __all__ = [
-    "CHUNK_METADATA",
-    "CLOSE_SESSION",
-    "GET_INFO",
-    "INFER",
-    "OPEN_SESSION",
+    "KIND_ORDER",
+    "MAX_PART_METADATA",
+    "SECRET_METADATA",
     "SERVER_SECONDS_METADATA",
-    "SERVICE",
+    "SESSION_METADATA",
     "channel_options",
-    "info_reply",
-    "parse_info_reply",
-    "parse_session_reply",
-    "program_digest",
+    "info_response",
+    "parse_info",
     "server_options",
-    "session_reply",
 ]
 
-SERVICE = "heinfer.v1.Inference"
-OPEN_SESSION = f"/{SERVICE}/OpenSession"
-CLOSE_SESSION = f"/{SERVICE}/CloseSession"
-INFER = f"/{SERVICE}/Infer"
-GET_INFO = f"/{SERVICE}/GetInfo"
-#: Metadata key: the largest chunk a client accepts.
-CHUNK_METADATA = "heinfer-chunk-bytes"
-#: Trailing metadata key: the server's seconds on a query.
+#: Metadata key on ``Infer``: the largest part a client accepts.
+MAX_PART_METADATA = "heinfer-max-part-bytes"
+#: Metadata keys on ``Infer`` and ``CloseSession``: the session and its secret.
+SESSION_METADATA = "heinfer-session"
+SECRET_METADATA = "heinfer-session-secret"
+#: Trailing metadata key of ``Infer``: the server's seconds on a query.
 SERVER_SECONDS_METADATA = "heinfer-server-seconds"
-#: Largest info or session reply a client reads.
-MAX_REPLY_BYTES = 1 << 16
+#: The protocol message kinds, in the order of ``MessageLimits``' fields.
+KIND_ORDER = ("keys", "query", "step", "reply", "result")
+#: Room for a part's own fields (kind, index, total, size, tags) and the request wrapper.
+PART_OVERHEAD = 64
+
+
+#: HTTP/2 tuning for streams of tens of MB (measured on loopback, ``bench/service.py``): the
+#: largest frames HTTP/2 allows, a write buffer and a flow-control look-ahead that hold a
+#: whole message, so a sender is not throttled to the default 64 KiB windows.
+TRANSPORT_OPTIONS = [
+    ("grpc.http2.max_frame_size", (1 << 24) - 1),
+    ("grpc.http2.write_buffer_size", 64 << 20),
+    ("grpc.http2.lookahead_bytes", 64 << 20),
+]
 
 
 def _message_options(limits: Limits) -> list[tuple[str, int]]:
-    """gRPC message caps: exactly one frame of at most ``max_chunk_bytes``."""
-    frame = limits.max_chunk_bytes + HEADER_BYTES
-    return [("grpc.max_send_message_length", frame), ("grpc.max_receive_message_length", frame)]
+    """gRPC message caps (exactly one part of at most ``max_part_bytes``) and the transport
+    tuning of :data:`TRANSPORT_OPTIONS`."""
+    n = limits.max_part_bytes + PART_OVERHEAD
+    return [
+        ("grpc.max_send_message_length", n),
+        ("grpc.max_receive_message_length", n),
+        *TRANSPORT_OPTIONS,
+    ]
 
 
 def server_options(limits: Limits) -> list[tuple[str, int]]:
-    """Options of a service's gRPC server: frame caps, keepalive pings that find vanished
+    """Options of a service's gRPC server: message caps, keepalive pings that find vanished
     clients, and no port sharing with another process."""
     return [
         *_message_options(limits),
@@ -88,66 +82,44 @@ def server_options(limits: Limits) -> list[tuple[str, int]]:
 
 
 def channel_options(limits: Limits) -> list[tuple[str, int]]:
-    """Options of a client channel (the same frame caps as the server's)."""
+    """Options of a client channel (the same message caps as the server's)."""
     return _message_options(limits)
 
 
-def program_digest(program: Program) -> str:
-    """SHA-256 (hex) of the serialized program: equal on both ends iff the programs are."""
-    return hashlib.sha256(program.to_bytes()).hexdigest()
-
-
-def info_reply(program_id: str, digest: str, limits: Limits) -> bytes:
+def info_response(
+    program_id: str, message_limits: dict[str, int], limits: Limits
+) -> pb.GetInfoResponse:
     """What ``GetInfo`` answers."""
-    return json.dumps(
-        {
-            "program_id": program_id,
-            "program_digest": digest,
-            "max_chunk_bytes": limits.max_chunk_bytes,
-            "max_message_bytes": limits.max_message_bytes,
-            "max_key_bytes": limits.max_key_bytes,
-            "idle_timeout_s": limits.idle_timeout_s,
-            "query_timeout_s": limits.query_timeout_s,
-        }
-    ).encode()
+    return pb.GetInfoResponse(
+        program_id=program_id,
+        limits=pb.MessageLimits(**{k: message_limits[k] for k in KIND_ORDER}),
+        max_part_bytes=limits.max_part_bytes,
+        idle_timeout_s=limits.idle_timeout_s,
+        query_timeout_s=limits.query_timeout_s,
+    )
 
 
-def parse_info_reply(data: bytes) -> dict:
-    """The validated info reply (:class:`ProtocolError` if it is not one)."""
-    r = _json_object(data, "info reply")
-    for k in ("program_id", "program_digest"):
-        if not isinstance(r.get(k), str):
-            raise ProtocolError(f"the server's info reply has no {k}")
-    c = r.get("max_chunk_bytes")
-    if not isinstance(c, int) or isinstance(c, bool) or not MIN_CHUNK_BYTES <= c <= MAX_CHUNK_BYTES:
-        raise ProtocolError(f"the server's info reply has an invalid max_chunk_bytes {c!r}")
-    for k in ("max_message_bytes", "max_key_bytes", "idle_timeout_s", "query_timeout_s"):
-        v = r.get(k)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
-            raise ProtocolError(f"the server's info reply has an invalid {k} {v!r}")
-    return r
-
-
-def session_reply(session: str) -> bytes:
-    """What ``OpenSession`` answers."""
-    return json.dumps({"session": session}).encode()
-
-
-def parse_session_reply(data: bytes) -> str:
-    """The session id of a validated session reply (:class:`ProtocolError` if it is not one)."""
-    s = _json_object(data, "session reply").get("session")
-    if not isinstance(s, str) or not 1 <= len(s) <= 64 or not s.isascii() or not s.isalnum():
-        raise ProtocolError("the server's session reply has no valid session id")
-    return s
-
-
-def _json_object(data: bytes, what: str) -> dict:
-    if not isinstance(data, bytes) or len(data) > MAX_REPLY_BYTES:
-        raise ProtocolError(f"the server's {what} is not bytes or too large")
-    try:
-        r = json.loads(data.decode())
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise ProtocolError(f"the server's {what} is not JSON") from None
-    if not isinstance(r, dict):
-        raise ProtocolError(f"the server's {what} is not a JSON object")
-    return r
+def parse_info(info: pb.GetInfoResponse) -> dict:
+    """The validated ``GetInfo`` answer as a dict (:class:`ProtocolError` if it is not one):
+    ``program_id``, ``limits`` (kind → bytes), ``max_part_bytes``, the timeouts."""
+    if not isinstance(info, pb.GetInfoResponse):
+        raise ProtocolError(f"the server's info is not a GetInfoResponse ({type(info).__name__})")
+    pid = info.program_id
+    if not 1 <= len(pid) <= MAX_ID_CHARS or not set(pid) <= set("0123456789abcdef"):
+        raise ProtocolError("the server's info has no valid program id")
+    if not MIN_PART_BYTES <= info.max_part_bytes <= MAX_PART_BYTES:
+        raise ProtocolError(
+            f"the server's info has an invalid max_part_bytes {info.max_part_bytes}"
+        )
+    limits = {k: int(getattr(info.limits, k)) for k in KIND_ORDER}
+    for k in ("idle_timeout_s", "query_timeout_s"):
+        v = getattr(info, k)
+        if not 0 < v < math.inf:
+            raise ProtocolError(f"the server's info has an invalid {k} {v!r}")
+    return {
+        "program_id": pid,
+        "limits": limits,
+        "max_part_bytes": int(info.max_part_bytes),
+        "idle_timeout_s": info.idle_timeout_s,
+        "query_timeout_s": info.query_timeout_s,
+    }

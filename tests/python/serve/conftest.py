@@ -26,12 +26,16 @@ from compiler.onnx_models import ModelBuilder
 from heinfer.program import Program
 from heinfer.protocol import Client
 from heinfer.serve import Limits, ServiceHandle, serve, wire
-from heinfer.serve.framing import frames
+from heinfer.serve.parts import split
+from heinfer.v1 import service_pb2 as pb
+from heinfer.v1.service_pb2_grpc import InferenceStub
 
 ROOT = Path(__file__).resolve().parents[3]
-#: Limits of most tests: small chunks (so that every message spans several frames) and short
+#: Limits of most tests: small parts (so that every message spans several parts) and short
 #: timeouts (so that expiry tests are quick).
-SMALL = Limits(max_chunk_bytes=16 << 10, idle_timeout_s=30.0, query_timeout_s=10.0)
+SMALL = Limits(max_part_bytes=16 << 10, idle_timeout_s=30.0, query_timeout_s=10.0)
+#: Part size of the raw calls.
+PART = 16 << 10
 
 
 # ---------------------------------------------------------------------------------- programs
@@ -44,7 +48,7 @@ def digits() -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.fixture(scope="session")
 def cryptonets(digits) -> Program:
-    """CryptoNets-ReLU compiled in throughput mode."""
+    """CryptoNets-ReLU compiled in throughput mode (the server's program)."""
     x, _ = digits
     return heinfer.compile(
         str(ROOT / "models" / "cryptonets_relu.onnx"), mode="throughput", calibration=x[:64]
@@ -104,36 +108,52 @@ def start() -> Iterator[Callable[..., ServiceHandle]]:
         h.stop()
 
 
-def _identity(b: bytes) -> bytes:
-    return b
+def parts(message: bytes, kind: str, part_bytes: int = PART) -> list[pb.Part]:
+    """The parts of a protocol message."""
+    return list(split(message, kind, part_bytes))
+
+
+def infer_requests(*messages: tuple[str, bytes]) -> list[pb.InferRequest]:
+    """``Infer`` requests carrying ``(kind, message)`` pairs in parts."""
+    return [pb.InferRequest(part=p) for kind, m in messages for p in parts(m, kind)]
 
 
 @dataclass
 class Raw:
-    """Raw calls on a service: any bytes, no client-side checks."""
+    """Raw calls on a service through the generated stub: any parts, no client-side checks.
+    ``session(client)`` opens a session and remembers its id and secret for later calls."""
 
-    channel: grpc.Channel
+    stub: InferenceStub
     metadata: list
+    session_id: str = ""
+    secret: str = ""
 
-    def open_session(self, requests, timeout: float = 10.0) -> bytes:
-        call = self.channel.stream_unary(wire.OPEN_SESSION, _identity, _identity)
-        return call(iter(requests), timeout=timeout, metadata=self.metadata)
+    def owner(self) -> list:
+        """Metadata naming the remembered session and its secret."""
+        return [(wire.SESSION_METADATA, self.session_id), (wire.SECRET_METADATA, self.secret)]
+
+    def open_session(self, part_list, timeout: float = 10.0) -> pb.OpenSessionResponse:
+        reqs = (pb.OpenSessionRequest(part=p) for p in part_list)
+        return self.stub.OpenSession(reqs, timeout=timeout, metadata=self.metadata)
 
     def infer(self, requests, timeout: float = 10.0, metadata: list | None = None):
-        call = self.channel.stream_stream(wire.INFER, _identity, _identity)
-        return call(iter(requests), timeout=timeout, metadata=self.metadata + (metadata or []))
+        """An ``Infer`` call; ``metadata`` defaults to the remembered session's."""
+        md = self.owner() if metadata is None else metadata
+        return self.stub.Infer(iter(requests), timeout=timeout, metadata=self.metadata + md)
 
-    def close_session(self, request: bytes, timeout: float = 10.0) -> bytes:
-        call = self.channel.unary_unary(wire.CLOSE_SESSION, _identity, _identity)
-        return call(request, timeout=timeout, metadata=self.metadata)
+    def close_session(self, session: str, secret: str | None = None, timeout: float = 10.0):
+        md = [] if secret is None else [(wire.SECRET_METADATA, secret)]
+        req = pb.CloseSessionRequest(session=session)
+        return self.stub.CloseSession(req, timeout=timeout, metadata=self.metadata + md)
 
-    def info(self, timeout: float = 10.0) -> bytes:
-        call = self.channel.unary_unary(wire.GET_INFO, _identity, _identity)
-        return call(b"", timeout=timeout, metadata=self.metadata)
+    def info(self, timeout: float = 10.0) -> pb.GetInfoResponse:
+        return self.stub.GetInfo(pb.GetInfoRequest(), timeout=timeout, metadata=self.metadata)
 
-    def session(self, client: Client, chunk: int = 16 << 10) -> str:
-        """Opens a session with ``client``'s keys."""
-        return wire.parse_session_reply(self.open_session(frames(client.keys_message(), chunk)))
+    def session(self, client: Client) -> str:
+        """Opens a session with ``client``'s keys; remembers and returns its id."""
+        r = self.open_session(parts(client.keys_message(), "keys"))
+        self.session_id, self.secret = r.session, r.secret
+        return r.session
 
 
 @pytest.fixture
@@ -144,7 +164,9 @@ def raw() -> Iterator[Callable[..., Raw]]:
     def _raw(handle: ServiceHandle, token: str | None = None, limits: Limits = SMALL) -> Raw:
         ch = grpc.insecure_channel(handle.address, options=wire.channel_options(limits))
         channels.append(ch)
-        return Raw(ch, [] if token is None else [("authorization", f"Bearer {token}")])
+        return Raw(
+            InferenceStub(ch), [] if token is None else [("authorization", f"Bearer {token}")]
+        )
 
     yield _raw
     for ch in channels:
@@ -240,3 +262,10 @@ def assert_idle(handle: ServiceHandle, timeout: float = 5.0) -> None:
         timeout,
         f"no running query and no query state ({handle.stats()})",
     )
+
+
+def tolerance(program: Program) -> float:
+    """How far two independent encrypted runs of ``program`` may differ: twice the
+    compiler's predicted error plus twice the stated output precision (outputs are
+    noise-flooded and rounded to it)."""
+    return 2 * program.meta["predicted_error"][-1] + 2 * program.segments[-1].precision

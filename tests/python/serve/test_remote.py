@@ -12,8 +12,12 @@ import heinfer
 import numpy as np
 import pytest
 from heinfer.errors import ProtocolError, ServiceError
+from heinfer.protocol.limits import message_limits
 from heinfer.serve import connect, serve, wire
-from heinfer.serve.framing import frames
+from heinfer.serve.parts import split
+from heinfer.v1 import protocol_pb2
+from heinfer.v1 import service_pb2 as pb
+from heinfer.v1 import service_pb2_grpc as pb_grpc
 
 from .conftest import SMALL, mlp_input
 
@@ -22,7 +26,7 @@ def test_progress_and_several_queries(mlp, start) -> None:
     h = start(mlp)
     seen: list[tuple] = []
     x = mlp_input(mlp.batch_capacity + 3, seed=4)
-    with connect(h.address, mlp, limits=SMALL, progress=lambda *a: seen.append(a)) as s:
+    with connect(h.address, mlp.public(), limits=SMALL, progress=lambda *a: seen.append(a)) as s:
         got = s.infer(x)
     assert seen[:2] == [("keygen", 0, 1), ("keygen", 1, 1)]
     assert [a for a in seen if a[0] == "query"] == [
@@ -38,7 +42,7 @@ def test_progress_and_several_queries(mlp, start) -> None:
 
 def test_closing(mlp, start) -> None:
     h = start(mlp)
-    s = connect(h.address, mlp)
+    s = connect(h.address, mlp.public())
     assert s.session_id[:8] in repr(s) and s.session_id not in repr(s)
     s.close()
     s.close()  # idempotent
@@ -56,17 +60,23 @@ def test_input_shapes_are_checked_locally(mlp, start) -> None:
             s.infer(np.zeros((0, 8)))
 
 
-def test_another_program_is_refused_before_key_generation(mlp, mlp_other, squares, start) -> None:
+def test_another_program_is_refused_before_key_generation(mlp, squares, start) -> None:
     h = start(mlp)
-    for other, text in [
-        (mlp_other, "another program"),
-        (squares, "runs a program with parameters"),
-    ]:
-        seen: list[tuple] = []
-        with pytest.raises(ServiceError, match=text) as e:
-            connect(h.address, other, progress=lambda *a, seen=seen: seen.append(a))
-        assert e.value.code == "FAILED_PRECONDITION" and not seen
+    seen: list[tuple] = []
+    with pytest.raises(ServiceError, match="runs another program") as e:
+        connect(h.address, squares.public(), progress=lambda *a: seen.append(a))
+    assert e.value.code == "FAILED_PRECONDITION" and not seen
     assert h.stats()["sessions_opened"] == 0
+
+
+def test_a_client_needs_only_the_public_program(mlp, start) -> None:
+    h = start(mlp)
+    with connect(h.address, mlp.public()) as s:
+        assert not isinstance(s.program, heinfer.Program) and s.program.id == mlp.id
+        assert not hasattr(s.program, "layers")
+        s.infer(mlp_input())
+    with connect(h.address, mlp) as s:  # a full program: only its public part is kept
+        assert type(s.program) is heinfer.PublicProgram
 
 
 def _free_port() -> int:
@@ -79,13 +89,13 @@ def test_no_server_and_a_late_server(mlp) -> None:
     port = _free_port()
     t0 = time.monotonic()
     with pytest.raises(ServiceError, match=f"GetInfo on 127.0.0.1:{port}") as e:
-        connect(f"127.0.0.1:{port}", mlp, timeout_s=5)
+        connect(f"127.0.0.1:{port}", mlp.public(), timeout_s=5)
     assert e.value.code == "UNAVAILABLE" and time.monotonic() - t0 < 5
     late: list = []
     timer = threading.Timer(0.3, lambda: late.append(serve(mlp, f"127.0.0.1:{port}")))
     timer.start()
     try:
-        with connect(f"127.0.0.1:{port}", mlp, timeout_s=10, wait_for_ready=True) as s:
+        with connect(f"127.0.0.1:{port}", mlp.public(), timeout_s=10, wait_for_ready=True) as s:
             s.infer(mlp_input())
     finally:
         timer.join()
@@ -93,64 +103,66 @@ def test_no_server_and_a_late_server(mlp) -> None:
             h.stop()
 
 
-class _Liar:
-    """A fake service that answers GetInfo truthfully and everything else with garbage."""
+class _Liar(pb_grpc.InferenceServicer):
+    """A fake service that answers GetInfo truthfully and Infer with ``responses``."""
 
-    def __init__(self, program, infer_frames) -> None:
-        ident = lambda b: b
-        info = wire.info_reply(
-            heinfer.protocol.server.program_id(program), wire.program_digest(program), SMALL
-        )
-        methods = {
-            "GetInfo": grpc.unary_unary_rpc_method_handler(lambda r, c: info, ident, ident),
-            "OpenSession": grpc.stream_unary_rpc_method_handler(
-                lambda it, c: wire.session_reply("abc123"), ident, ident
-            ),
-            "Infer": grpc.stream_stream_rpc_method_handler(
-                lambda it, c: iter(infer_frames), ident, ident
-            ),
-            "CloseSession": grpc.unary_unary_rpc_method_handler(lambda r, c: b"", ident, ident),
-        }
+    def __init__(self, program, responses: list[pb.InferResponse]) -> None:
+        self.info = wire.info_response(program.id, message_limits(program.public()), SMALL)
+        self.responses = responses
         self.server = grpc.server(futures.ThreadPoolExecutor(2), options=wire.server_options(SMALL))
-        self.server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(wire.SERVICE, methods),)
-        )
+        pb_grpc.add_InferenceServicer_to_server(self, self.server)
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()
+
+    def GetInfo(self, request, context):
+        return self.info
+
+    def OpenSession(self, requests, context):
+        for _ in requests:
+            pass
+        return pb.OpenSessionResponse(session="abc123", secret="00" * 32)
+
+    def Infer(self, requests, context):
+        return iter(self.responses)
+
+    def CloseSession(self, request, context):
+        return pb.CloseSessionResponse()
+
+
+def _responses(message: bytes, kind: str) -> list[pb.InferResponse]:
+    return [pb.InferResponse(part=p) for p in split(message, kind, 16 << 10)]
+
+
+_RESULT = protocol_pb2.Message(
+    result={"query": "ab", "ref": "cd", "ciphertexts": b""}
+).SerializeToString()
 
 
 @pytest.mark.parametrize(
     "reply, error, text",
     [
-        ([b"junk"], ProtocolError, "shorter than its 24-byte header"),
-        (list(frames(b"HEMS\x01garbage", 1024)), ProtocolError, "truncated or too large"),
+        ([pb.InferResponse()], ProtocolError, "unknown kind 0"),
+        (_responses(b"garbage", "step"), ProtocolError, "not a heinfer message"),
+        (
+            _responses(b"x" * 40_000, "query"),
+            ProtocolError,
+            "expected a 'step' or 'result' message, got 'query'",
+        ),
         ([], ProtocolError, "ended the query stream before the server message"),
         (
-            list(frames(b"x" * 5000, 1024))[:2],
+            _responses(b"x" * 40_000, "step")[:2],
             ProtocolError,
-            "inside the server message after chunk 2",
+            "inside the server message after part 2 of 3",
         ),
-        (
-            list(
-                frames(
-                    heinfer.protocol.messages.encode(
-                        heinfer.protocol.messages.Message(
-                            "result", {"query": "q", "ref": "forged", "items": 5}
-                        )
-                    ),
-                    1024,
-                )
-            ),
-            ProtocolError,
-            "did not send",
-        ),
+        (_responses(bytes(50 << 20), "step")[:1], ServiceError, "exceeds the limit"),
+        (_responses(_RESULT, "result"), ProtocolError, "did not start"),
     ],
 )
 def test_the_client_refuses_garbage_from_a_server(mlp, reply, error, text) -> None:
     liar = _Liar(mlp, reply)
     try:
         with (
-            connect(f"127.0.0.1:{liar.port}", mlp, limits=SMALL) as s,
+            connect(f"127.0.0.1:{liar.port}", mlp.public(), limits=SMALL) as s,
             pytest.raises(error, match=text),
         ):
             s.infer(mlp_input())

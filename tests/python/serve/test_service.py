@@ -1,8 +1,10 @@
 """The service end to end over loopback: CryptoNets-ReLU answers as in-process inference,
-several clients with their own keys at once, tokens, and starting and stopping."""
+several clients with their own keys at once, tokens, TLS required off loopback, and starting
+and stopping."""
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 
@@ -12,29 +14,32 @@ import pytest
 from heinfer.errors import ServiceError
 from heinfer.protocol import Client
 from heinfer.serve import Limits, connect, serve
+from heinfer.serve.service import is_loopback
 
-from .conftest import assert_idle, mlp_input
+from .conftest import assert_idle, mlp_input, tolerance
 
 
 def _close(a: np.ndarray, b: np.ndarray, program) -> None:
     """Two independent encrypted runs agree within twice the predicted error."""
     assert np.array_equal(a.argmax(1), b.argmax(1))
-    np.testing.assert_allclose(a, b, atol=2 * program.segments[-1].predicted_error)
+    np.testing.assert_allclose(a, b, atol=tolerance(program))
 
 
 def test_cryptonets_over_grpc_matches_in_process_inference(
     cryptonets, digits, cryptonets_reference, start
 ) -> None:
     x, y = digits
-    h = start(cryptonets, limits=Limits())  # production defaults: 1 MiB chunks
-    with connect(h.address, cryptonets) as s:
+    h = start(cryptonets, limits=Limits())  # production defaults: 1 MiB parts
+    with connect(h.address, cryptonets.public()) as s:
         assert h.stats()["sessions"] == 1
         got = s.infer(x)
     want = cryptonets_reference
     _close(got.outputs, want.outputs, cryptonets)
     assert np.mean(got.outputs.argmax(1) == y) > 0.95
     r = got.report
-    assert set(want.report) <= set(r) and r["transport"] == "grpc"
+    assert (
+        set(want.report) - {"setup_s"} <= set(r) and r["transport"] == "grpc"
+    )  # setup: the server's
     assert (r["items"], r["queries"], r["rounds"]) == (len(x), 1, 2)
     for k in ("bytes_up", "bytes_down", "bytes_per_item_up", "items", "queries", "rounds"):
         assert r[k] == want.report[k], k  # the same quantities as in-process inference
@@ -57,7 +62,7 @@ def test_two_clients_at_once_each_with_its_own_keys(
     both_open = threading.Barrier(2, timeout=30)
 
     def run(i: int) -> None:
-        with connect(h.address, cryptonets) as s:
+        with connect(h.address, cryptonets.public()) as s:
             sessions[i] = s.session_id
             both_open.wait()
             results[i] = s.infer(parts[i]).outputs
@@ -75,14 +80,16 @@ def test_two_clients_at_once_each_with_its_own_keys(
     assert_idle(h)
 
 
-def test_keys_of_a_program_with_relinearization_upload_in_chunks(squares, start) -> None:
-    h = start(squares)  # 16 KiB chunks: the 2 MB key travels in ~128 frames
+def test_keys_of_a_program_with_relinearization_upload_in_parts(squares, start) -> None:
+    h = start(squares)  # 16 KiB parts: the 1.3 MB key travels in ~80 parts
     seen = []
-    with connect(h.address, squares, limits=h.limits, progress=lambda *a: seen.append(a)) as s:
+    with connect(
+        h.address, squares.public(), limits=h.limits, progress=lambda *a: seen.append(a)
+    ) as s:
         assert s.keys_bytes > 1 << 20
         got = s.infer(mlp_input(6))
     uploads = [a for a in seen if a[0] == "upload"]
-    assert len(uploads) > 100 and uploads[-1][1] == uploads[-1][2]
+    assert len(uploads) > 60 and uploads[-1][1] == uploads[-1][2]
     _close(got.outputs, heinfer.infer(squares, mlp_input(6)).outputs, squares)
 
 
@@ -90,30 +97,32 @@ def test_a_token_is_required_when_configured(mlp, start, raw) -> None:
     h = start(mlp, token="open sesame")
     for token, text in [(None, "requires a token"), ("wrong", "invalid token")]:
         with pytest.raises(ServiceError, match=text) as e:
-            connect(h.address, mlp, token=token)
+            connect(h.address, mlp.public(), token=token)
         assert e.value.code == "UNAUTHENTICATED"
     r = raw(h, token="nope")
-    for call in (lambda: r.info(), lambda: r.close_session(b"ab"), lambda: r.open_session([b""])):
+    for call in (lambda: r.info(), lambda: r.close_session("ab", "00"), lambda: r.open_session([])):
         with pytest.raises(Exception) as e:
             call()
         assert e.value.code().name == "UNAUTHENTICATED"
     with pytest.raises(Exception) as e:
-        list(r.infer([b""]))
+        list(r.infer([]))
     assert e.value.code().name == "UNAUTHENTICATED"
-    with connect(h.address, mlp, token="open sesame") as s:
+    with connect(h.address, mlp.public(), token="open sesame") as s:
         _close(s.infer(mlp_input()).outputs, heinfer.infer(mlp, mlp_input()).outputs, mlp)
     assert h.stats()["errors"] == 6
 
 
 def test_the_server_holds_no_secret_key(mlp, start) -> None:
     h = start(mlp)
-    with connect(h.address, mlp):
+    with connect(h.address, mlp.public()):
         server = h._servicer.server
         assert not isinstance(server, Client)
         assert not any("secret" in name for name in dir(server) + dir(h._servicer))
 
 
 def test_serve_refuses_bad_arguments_and_busy_ports(mlp) -> None:
+    with pytest.raises(TypeError, match="a PublicProgram is what clients get"):
+        serve(mlp.public())
     with pytest.raises(ValueError, match="host:port"):
         serve(mlp, "nonsense")
     with pytest.raises(ValueError, match="token"):
@@ -132,9 +141,26 @@ def test_stop_is_idempotent_and_ends_the_threads(mlp) -> None:
     before = {t.name for t in threading.enumerate()}
     with serve(mlp) as h:
         assert h.port > 0 and h.address == f"127.0.0.1:{h.port}"
-        with connect(h.address, mlp) as s:
+        with connect(h.address, mlp.public()) as s:
             s.infer(mlp_input())
     h.stop()
     assert h.wait_for_termination(1.0)
     left = {t.name for t in threading.enumerate()} - before
     assert not [n for n in left if n.startswith("heinfer")], left
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "[::]", "example.com"])
+def test_no_plaintext_listening_off_loopback(mlp, host) -> None:
+    """Refused before any socket is opened: nothing listens on these addresses."""
+    with pytest.raises(ValueError, match=f"refusing to listen on {re.escape(host)} without TLS"):
+        serve(mlp, f"{host}:0")
+    with pytest.raises(ValueError, match="insecure=True"):
+        serve(mlp, f"{host}:0", token="t")
+
+
+@pytest.mark.parametrize("host, loopback", [
+    ("127.0.0.1", True), ("127.8.9.10", True), ("localhost", True), ("[::1]", True), ("::1", True),
+    ("0.0.0.0", False), ("::", False), ("192.168.1.1", False), ("example.com", False),
+])  # fmt: skip
+def test_what_counts_as_loopback(host, loopback) -> None:
+    assert is_loopback(host) is loopback

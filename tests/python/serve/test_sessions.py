@@ -1,5 +1,6 @@
-"""Sessions and query slots: every cap refuses with RESOURCE_EXHAUSTED and frees up again,
-idle sessions expire, closing is safe while a query runs."""
+"""Sessions and query slots: every cap (in all and per peer) refuses with RESOURCE_EXHAUSTED
+and frees up again, idle sessions expire, closing is safe while a query runs, and only the
+client that opened a session may use or close it."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ import heinfer
 import numpy as np
 import pytest
 from heinfer.errors import ServiceError
-from heinfer.protocol import Client
+from heinfer.protocol import Client, Server
 from heinfer.serve import connect
-from heinfer.serve.framing import Assembler, frames
-from heinfer.serve.handlers import message_header
+from heinfer.serve.parts import Assembler
+from heinfer.serve.sessions import Registry, peer_address
 
-from .conftest import SMALL, assert_idle, mlp_input, wait_until
+from .conftest import PART, SMALL, assert_idle, infer_requests, mlp_input, tolerance, wait_until
 
 
 def _limits(**kw):
@@ -27,36 +28,33 @@ def _limits(**kw):
 class _HeldQuery:
     """A raw query stopped at its client-aided step (the server waits for the reply)."""
 
-    def __init__(self, raw, program, session: str | None = None, client: Client | None = None):
-        self.client = client or Client(program)
-        self.session = session or raw.session(self.client)
+    def __init__(self, raw, program, client: Client | None = None):
+        self.client = client or Client(program.public())
+        self.session = raw.session_id if client is not None else raw.session(self.client)
         self._replies: list[bytes] = []
-        self._go = __import__("threading").Event()
+        self._go = threading.Event()
         query = self.client.query_message(self.session, mlp_input())
 
         def requests():
-            yield from frames(query, 16 << 10)
+            yield from infer_requests(("query", query))
             self._go.wait(30)
-            for r in self._replies:
-                yield from frames(r, 16 << 10)
+            yield from infer_requests(*(("reply", r) for r in self._replies))
 
         self.call = raw.infer(requests(), timeout=30)
-        a = Assembler(SMALL)
-        for f in self.call:
-            step = a.feed(f)
-            if step is not None:
+        a = Assembler({"step": 1 << 30}, PART)
+        for response in self.call:
+            if (done := a.feed(response.part)) is not None:
                 break
-        assert message_header(step, "step")[0] == "step"
-        self.step = step
+        assert done[0] == "step"
+        self.step = done[1]
 
     def finish(self) -> np.ndarray:
         self._replies.append(self.client.reply_message(self.step))
         self._go.set()
-        a = Assembler(SMALL)
-        for f in self.call:
-            m = a.feed(f)
-            if m is not None:
-                return self.client.decode_result(m)
+        a = Assembler({"result": 1 << 30}, PART)
+        for response in self.call:
+            if (done := a.feed(response.part)) is not None:
+                return self.client.decode_result(done[1])
         raise AssertionError("no result")
 
     def abandon(self) -> None:
@@ -66,12 +64,12 @@ class _HeldQuery:
 
 def test_max_sessions(mlp, start) -> None:
     h = start(mlp, limits=_limits(max_sessions=2))
-    a, b = connect(h.address, mlp), connect(h.address, mlp)
+    a, b = connect(h.address, mlp.public()), connect(h.address, mlp.public())
     with pytest.raises(ServiceError, match=r"too many sessions: 2 are open \(max_sessions\)") as e:
-        connect(h.address, mlp)
+        connect(h.address, mlp.public())
     assert e.value.code == "RESOURCE_EXHAUSTED"
     a.close()
-    with connect(h.address, mlp) as c:
+    with connect(h.address, mlp.public()) as c:
         c.infer(mlp_input())
     b.close()
     assert h.stats()["sessions"] == 0
@@ -79,7 +77,7 @@ def test_max_sessions(mlp, start) -> None:
 
 def test_idle_sessions_expire_and_free_their_keys(mlp, start) -> None:
     h = start(mlp, limits=_limits(idle_timeout_s=0.3))
-    s = connect(h.address, mlp)
+    s = connect(h.address, mlp.public())
     s.infer(mlp_input())
     assert h.stats()["sessions"] == 1
     wait_until(lambda: h.stats()["sessions"] == 0, 5, "idle expiry")
@@ -99,7 +97,7 @@ def test_a_running_query_keeps_its_session_alive(mlp, start, raw) -> None:
     np.testing.assert_allclose(
         q.finish(),
         heinfer.infer(mlp, mlp_input()).outputs,
-        atol=2 * mlp.segments[-1].predicted_error,
+        atol=tolerance(mlp),
     )
     wait_until(lambda: h.stats()["sessions"] == 0, 5, "expiry after the query")
 
@@ -108,30 +106,117 @@ def test_closing_a_session_during_its_query(mlp, start, raw) -> None:
     h = start(mlp)
     r = raw(h)
     q = _HeldQuery(r, mlp)
-    r.close_session(q.session.encode())
+    r.close_session(q.session, r.secret)
     assert h.stats()["sessions"] == 1  # freed when the query ends
     q.finish()
     wait_until(lambda: h.stats()["sessions"] == 0, 5, "close after the query")
     with pytest.raises(grpc.RpcError) as e:
-        _HeldQuery(r, mlp, session=q.session, client=q.client)
+        _HeldQuery(r, mlp, client=q.client)
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
 
 
 @pytest.mark.parametrize(
-    "request_, code, text",
+    "session, secret, code, text",
     [
-        (b"0" * 32, "NOT_FOUND", "no session"),
-        (b"", "INVALID_ARGUMENT", "1 to 64 ASCII"),
-        (b"x" * 65, "INVALID_ARGUMENT", "1 to 64 ASCII"),
+        ("0" * 32, "00", "NOT_FOUND", "no session"),
+        ("", "00", "NOT_FOUND", "no session"),
+        ("mine", "00" * 32, "PERMISSION_DENIED", "only the client that opened a session"),
+        ("mine", None, "UNAUTHENTICATED", "needs exactly one session secret"),
+        ("mine", "", "PERMISSION_DENIED", "wrong secret"),
     ],
 )
-def test_close_session_refuses_unknown_and_malformed_ids(
-    mlp, start, raw, request_, code, text
+def test_close_session_refuses_unknown_sessions_and_other_clients(
+    mlp, start, raw, session, secret, code, text
 ) -> None:
-    r = raw(start(mlp))
+    h = start(mlp)
+    r = raw(h)
+    mine = r.session(Client(mlp.public()))
     with pytest.raises(grpc.RpcError) as e:
-        r.close_session(request_)
-    assert e.value.code().name == code and text in e.value.details()
+        r.close_session(mine if session == "mine" else session, secret)
+    assert e.value.code().name == code and text in e.value.details(), e.value.details()
+    assert h.stats()["sessions"] == 1
+
+
+def test_another_client_can_neither_use_nor_close_a_session(mlp, start, raw) -> None:
+    """A second client that learned the session id (not the secret) is refused, and the
+    owner's session keeps working; the owner closes it."""
+    h = start(mlp)
+    with connect(h.address, mlp.public(), limits=SMALL) as owner:
+        other = raw(h)
+        other.session(Client(mlp.public()))  # its own session: its own secret
+        with pytest.raises(grpc.RpcError) as e:
+            other.close_session(owner.session_id, other.secret)
+        assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        q = infer_requests(
+            ("query", Client(mlp.public()).query_message(owner.session_id, mlp_input()))
+        )
+        with pytest.raises(grpc.RpcError) as e:
+            list(
+                other.infer(
+                    q,
+                    metadata=[
+                        ("heinfer-session", owner.session_id),
+                        ("heinfer-session-secret", other.secret),
+                    ],
+                )
+            )
+        assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert h.stats()["sessions"] == 2
+        owner.infer(mlp_input())
+    assert h.stats()["sessions"] == 1  # the owner's close worked; the other's session remains
+    assert "secret" not in repr(owner) and owner._secret not in repr(owner)
+
+
+def test_peer_addresses() -> None:
+    assert peer_address("ipv4:127.0.0.1:51234") == "ipv4:127.0.0.1"
+    assert peer_address("ipv6:[::1]:51234") == "ipv6:[::1]"
+    assert peer_address("unix:/tmp/sock") == "unix:/tmp/sock"
+
+
+def test_per_peer_caps_count_each_address_apart(mlp) -> None:
+    reg = Registry(
+        Server(mlp), _limits(max_sessions_per_peer=2, max_queries_per_peer=1, max_sessions=3)
+    )
+    a, b = "ipv4:10.0.0.1", "ipv4:10.0.0.2"
+    secrets = {}
+    for i, peer in enumerate([a, a, b]):
+        reg.reserve_session(peer)
+        secrets[f"s{i}"] = reg.add_session(f"s{i}", peer)
+    with pytest.raises(ServiceError, match=r"too many sessions: 3 are open \(max_sessions\)"):
+        reg.reserve_session(b)
+    reg.close_session("s2", secrets["s2"])
+    with pytest.raises(
+        ServiceError,
+        match=r"too many sessions from ipv4:10.0.0.1: 2 are open \(max_sessions_per_peer 2\)",
+    ) as e:
+        reg.reserve_session(a)
+    assert e.value.code == "RESOURCE_EXHAUSTED"
+    reg.reserve_session(b)  # another address still may
+    reg.release_reservation(b)
+    reg.start_query(a, "s0", secrets["s0"])
+    with pytest.raises(
+        ServiceError,
+        match=r"too many queries from ipv4:10.0.0.1: 1 are running \(max_queries_per_peer 1\)",
+    ):
+        reg.start_query(a, "s1", secrets["s1"])
+    reg.end_query(a, "s0", True)
+    reg.start_query(a, "s1", secrets["s1"])  # free again
+    with pytest.raises(ServiceError, match="wrong secret") as e:
+        reg.start_query(b, "s1", secrets["s0"])
+    assert e.value.code == "PERMISSION_DENIED"
+    assert reg.stats()["queries_running"] == 1
+
+
+def test_max_sessions_per_peer_over_the_wire(mlp, start) -> None:
+    h = start(mlp, limits=_limits(max_sessions_per_peer=1))
+    with connect(h.address, mlp.public(), limits=SMALL):
+        with pytest.raises(
+            ServiceError, match=r"too many sessions from ipv4:127.0.0.1: 1 are open"
+        ) as e:
+            connect(h.address, mlp.public(), limits=SMALL)
+        assert e.value.code == "RESOURCE_EXHAUSTED"
+    with connect(h.address, mlp.public(), limits=SMALL) as s:  # freed by the close
+        s.infer(mlp_input())
 
 
 def test_max_concurrent_queries(mlp, start, raw) -> None:
@@ -139,7 +224,7 @@ def test_max_concurrent_queries(mlp, start, raw) -> None:
     r = raw(h)
     held = _HeldQuery(r, mlp)
     assert h.stats()["queries_running"] == 1
-    with connect(h.address, mlp, limits=SMALL) as s:
+    with connect(h.address, mlp.public(), limits=SMALL) as s:
         with pytest.raises(ServiceError, match=r"too many queries: 1 are running") as e:
             s.infer(mlp_input())
         assert e.value.code == "RESOURCE_EXHAUSTED"
@@ -153,41 +238,42 @@ def test_max_key_bytes(squares, mlp, start) -> None:
     with pytest.raises(
         ServiceError, match=r"keys message of \d+ bytes exceeds the limit of 1048576"
     ) as e:
-        connect(h.address, squares, limits=SMALL)
+        connect(h.address, squares.public(), limits=SMALL)
     assert e.value.code == "RESOURCE_EXHAUSTED"
-    assert h.stats()["sessions"] == 0 and h._servicer.registry._reserved == 0
+    assert h.stats()["sessions"] == 0 and not h._servicer.registry._reserved
 
 
-def test_max_message_bytes_and_max_chunks(mlp, start) -> None:
-    for lim, text in [
-        (
-            _limits(max_message_bytes=50_000),
-            r"query message of \d+ bytes exceeds the limit of 50000",
-        ),
-        (_limits(max_chunks=4), r"query message in \d+ chunks exceeds max_chunks \(4\)"),
-    ]:
-        h = start(mlp, limits=lim)
-        with connect(h.address, mlp, limits=SMALL) as s:
-            with pytest.raises(ServiceError, match=text) as e:
-                s.infer(mlp_input())
-            assert e.value.code == "RESOURCE_EXHAUSTED"
-        assert_idle(h)
+def test_max_message_bytes_lowers_the_programs_bound(mlp, start) -> None:
+    h = start(mlp, limits=_limits(max_message_bytes=50_000))
+    with connect(h.address, mlp.public(), limits=SMALL) as s:
+        with pytest.raises(
+            ServiceError, match=r"a query message of \d+ bytes exceeds the limit of 50000"
+        ) as e:
+            s.infer(mlp_input())
+        assert e.value.code == "RESOURCE_EXHAUSTED"
+    assert_idle(h)
 
 
 def test_the_client_applies_its_limits_to_what_the_server_sends(mlp, start) -> None:
     h = start(mlp)
     with (
-        connect(h.address, mlp, limits=_limits(max_message_bytes=200_000)) as s,
-        pytest.raises(ServiceError, match=r"server message of \d+ bytes exceeds the limit"),
+        connect(h.address, mlp.public(), limits=_limits(max_message_bytes=200_000)) as s,
+        pytest.raises(
+            ServiceError, match=r"a step message of \d+ bytes exceeds the limit of 200000"
+        ),
     ):
         s.infer(mlp_input())
     assert_idle(h)
 
 
-def test_a_chunk_above_the_cap_is_refused_by_grpc(mlp, start, raw) -> None:
-    r = raw(start(mlp), limits=_limits(max_chunk_bytes=64 << 10))
+def test_a_part_above_the_cap_is_refused_by_grpc(mlp, start, raw) -> None:
+    r = raw(start(mlp), limits=_limits(max_part_bytes=64 << 10))
+    r.session(Client(mlp.public()))
     with pytest.raises(grpc.RpcError) as e:
-        list(r.infer(frames(b"x" * (40 << 10), 40 << 10)))
+        list(r.infer(infer_requests(("query", b"x" * (40 << 10)))[:0] + [
+            __import__("heinfer.v1.service_pb2", fromlist=["x"]).InferRequest(
+                part={"kind": 2, "total": 1, "size": 40 << 10, "data": b"x" * (40 << 10)})
+        ]))  # fmt: skip
     assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
@@ -202,7 +288,7 @@ def test_many_clients_while_sessions_open_and_close(mlp, start) -> None:
 
     def querying() -> None:
         try:
-            with connect(h.address, mlp, limits=SMALL) as s:
+            with connect(h.address, mlp.public(), limits=SMALL) as s:
                 for _ in range(5):
                     got = s.infer(x).outputs
                     assert np.array_equal(got.argmax(1), want.argmax(1))
@@ -211,7 +297,7 @@ def test_many_clients_while_sessions_open_and_close(mlp, start) -> None:
 
     def churning() -> None:
         while not stop.is_set():
-            connect(h.address, mlp, limits=SMALL).close()
+            connect(h.address, mlp.public(), limits=SMALL).close()
 
     churn = threading.Thread(target=churning)
     churn.start()

@@ -16,6 +16,7 @@ S = grpc.StatusCode
     [
         (ServiceError("full", code="RESOURCE_EXHAUSTED"), S.RESOURCE_EXHAUSTED),
         (ServiceError("who?", code="UNAUTHENTICATED"), S.UNAUTHENTICATED),
+        (ServiceError("not yours", code="PERMISSION_DENIED"), S.PERMISSION_DENIED),
         (ServiceError("odd", code="NOT_A_STATUS"), S.UNKNOWN),
         (heinfer.ProtocolError("bad"), S.INVALID_ARGUMENT),
         (heinfer.SerializationError("bad"), S.INVALID_ARGUMENT),

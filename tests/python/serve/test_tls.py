@@ -8,7 +8,7 @@ import pytest
 from heinfer.errors import ServiceError
 from heinfer.serve import TlsConfig, connect
 
-from .conftest import mlp_input
+from .conftest import mlp_input, tolerance
 
 
 def test_config_checks_and_hides_the_key(pki) -> None:
@@ -29,16 +29,18 @@ def test_config_checks_and_hides_the_key(pki) -> None:
 def test_tls_end_to_end_and_refusals(mlp, start, pki) -> None:
     h = start(mlp, tls=TlsConfig.from_files(pki.server_cert, pki.server_key), token="t0k3n")
     x = mlp_input()
-    with connect(h.address, mlp, tls=TlsConfig.from_files(root_cert=pki.ca), token="t0k3n") as s:
+    with connect(
+        h.address, mlp.public(), tls=TlsConfig.from_files(root_cert=pki.ca), token="t0k3n"
+    ) as s:
         got = s.infer(x)
     want = heinfer.infer(mlp, x)
-    np.testing.assert_allclose(got.outputs, want.outputs, atol=2 * mlp.segments[-1].predicted_error)
+    np.testing.assert_allclose(got.outputs, want.outputs, atol=tolerance(mlp))
     for tls in (None, TlsConfig.from_files(root_cert=pki.other_ca)):  # plaintext; untrusted CA
         with pytest.raises(ServiceError) as e:
-            connect(h.address, mlp, tls=tls, token="t0k3n", timeout_s=5)
+            connect(h.address, mlp.public(), tls=tls, token="t0k3n", timeout_s=5)
         assert e.value.code == "UNAVAILABLE"
     with pytest.raises(ServiceError) as e:  # TLS is fine, the token is not
-        connect(h.address, mlp, tls=TlsConfig.from_files(root_cert=pki.ca), token="nope")
+        connect(h.address, mlp.public(), tls=TlsConfig.from_files(root_cert=pki.ca), token="nope")
     assert e.value.code == "UNAUTHENTICATED"
 
 
@@ -46,11 +48,11 @@ def test_mutual_tls(mlp, start, pki) -> None:
     server = TlsConfig.from_files(pki.server_cert, pki.server_key, pki.ca, require_client_cert=True)
     h = start(mlp, tls=server)
     with connect(
-        h.address, mlp, tls=TlsConfig.from_files(pki.client_cert, pki.client_key, pki.ca)
+        h.address, mlp.public(), tls=TlsConfig.from_files(pki.client_cert, pki.client_key, pki.ca)
     ) as s:
         s.infer(mlp_input())
     with pytest.raises(ServiceError) as e:  # no client certificate
-        connect(h.address, mlp, tls=TlsConfig.from_files(root_cert=pki.ca), timeout_s=5)
+        connect(h.address, mlp.public(), tls=TlsConfig.from_files(root_cert=pki.ca), timeout_s=5)
     assert e.value.code == "UNAVAILABLE"
     assert h.stats()["sessions_opened"] == 1
 
@@ -59,12 +61,12 @@ def test_server_name_override(mlp, start, pki) -> None:
     h = start(mlp, tls=TlsConfig.from_files(pki.server_cert, pki.server_key))
     port = h.port
     tls = TlsConfig.from_files(root_cert=pki.ca, server_name="localhost")
-    with connect(f"127.0.0.1:{port}", mlp, tls=tls) as s:
+    with connect(f"127.0.0.1:{port}", mlp.public(), tls=tls) as s:
         s.infer(mlp_input())
     with pytest.raises(ServiceError):
         connect(
             h.address,
-            mlp,
+            mlp.public(),
             tls=TlsConfig.from_files(root_cert=pki.ca, server_name="evil.example"),
             timeout_s=5,
         )

@@ -1,4 +1,4 @@
-"""Files, secrets and errors of the command line (layer: ``heinfer.serve``).
+"""Files, secrets and errors of the command line (layer: ``heinfer.cli``).
 
 Everything here turns a user's mistake (a missing file, an array of the wrong kind, an empty
 token) into a :class:`CliError` with a one-line message; :func:`error_line` does the same for
@@ -15,10 +15,11 @@ import sys
 import tempfile
 from typing import Any
 
+import click
 import numpy as np
 
 from heinfer.errors import HeinferError, NotSupportedYetError
-from heinfer.program.model import Program
+from heinfer.program.model import Program, PublicProgram
 
 __all__ = [
     "EXIT_FAILURE",
@@ -27,7 +28,9 @@ __all__ = [
     "CliError",
     "error_line",
     "load_array",
+    "load_client_program",
     "load_program",
+    "load_server_program",
     "read_pem",
     "read_token",
     "to_json",
@@ -88,12 +91,38 @@ def _words(class_name: str) -> str:
     return out
 
 
-def load_program(path: str) -> Program:
-    """Reads and validates a compiled program (``.hep``) written by ``heinfer compile``."""
+def load_program(path: str) -> PublicProgram:
+    """Reads and validates a compiled program of either kind (``.hep``: the server's
+    :class:`~heinfer.Program`, or ``.public.hep``: a :class:`~heinfer.PublicProgram`)."""
     from heinfer.program import load
 
-    data = _read(path, "program")
-    return load(data)
+    return load(_read(path, "program"))
+
+
+def load_server_program(path: str) -> Program:
+    """The server's program at ``path``; a public program (no weights) is refused."""
+    prog = load_program(path)
+    if not isinstance(prog, Program):
+        raise CliError(
+            f"{path!r} is a public program (no weights): heinfer serve needs the server's "
+            "program, the NAME.hep that heinfer compile wrote next to NAME.public.hep"
+        )
+    return prog
+
+
+def load_client_program(path: str) -> PublicProgram:
+    """The public program at ``path`` for a client. Given the server's program (with the
+    weights) it prints a warning on stderr and keeps only the public part."""
+    prog = load_program(path)
+    if isinstance(prog, Program):
+        click.echo(
+            f"warning: {path!r} holds the model's weights (a server program); a client needs "
+            "only the public program (NAME.public.hep from heinfer compile) — do not hand the "
+            "weights to clients",
+            err=True,
+        )
+        return prog.public()
+    return prog
 
 
 def _read(path: str, what: str) -> bytes:

@@ -1,8 +1,10 @@
-"""What ``heinfer inspect`` shows about a compiled program (layer: ``heinfer.serve``).
+"""What ``heinfer inspect`` shows about a compiled program (layer: ``heinfer.cli``).
 
-:func:`describe` turns a :class:`~heinfer.program.Program` into a plain, JSON-ready dict:
-parameters, mode and packing, segments with their levels, client-aided steps, the per-layer
-plan, and the evaluation keys of the key manifest with their sizes. :func:`render` prints it
+:func:`describe` turns a program of either kind (the server's :class:`~heinfer.Program` or
+the clients' :class:`~heinfer.PublicProgram`) into a plain, JSON-ready dict: its kind and id,
+parameters, mode and packing, segments with their layouts, levels and ops, client-aided
+steps, the server's plan (:func:`heinfer.explain`; full programs only), the message size
+bounds and the evaluation keys of the key manifest with their sizes. :func:`render` prints it
 with rich tables.
 
 Key sizes come from the parameters (see :func:`switching_key_bytes`); on the wire a key is
@@ -16,13 +18,9 @@ import io
 import math
 from typing import Any
 
-from heinfer.program.latency import LatencyProgram
-from heinfer.program.model import Program
+from heinfer.program.model import Program, PublicProgram
 
 __all__ = ["describe", "galois_keys_bytes", "render", "switching_key_bytes"]
-
-#: A compiled program of either mode.
-AnyProgram = Program | LatencyProgram
 
 #: Bytes of an engine object's header: magic, version, kind, flags, parameter id.
 HEADER_BYTES = 16
@@ -60,11 +58,11 @@ def galois_keys_bytes(params: Any, count: int) -> dict[str, int]:
     return {"wire": wire, "memory": count * one["memory"]}
 
 
-def _params(program: AnyProgram) -> tuple[dict, Any]:
-    from heinfer.protocol.server import native_params
+def _params(program: PublicProgram) -> tuple[dict, Any]:
+    from heinfer.runtime.executor import native_params
 
     p = program.params
-    raw = native_params(program)
+    raw = native_params(p)
     return {
         "log_n": int(p["log_n"]),
         "n": int(raw.n),
@@ -79,59 +77,41 @@ def _params(program: AnyProgram) -> tuple[dict, Any]:
     }, raw
 
 
-def _segments(program: Program) -> list[dict]:
-    out = []
-    for i, s in enumerate(program.segments):
-        instrs = []
-        for ins in s.instrs:
-            if ins.op == "linear":
-                instrs.append(f"linear {program.layers[ins.arg].name}")
-            elif ins.op in ("rescale", "drop"):
-                instrs.append(f"{ins.op} {ins.arg}")
-            else:
-                instrs.append(ins.op)
-        out.append(
-            {
-                "index": i,
-                "in_size": s.in_size,
-                "out_size": s.out_size,
-                "input_level": s.input_level,
-                "output_level": s.output_level,
-                "input_scale_bits": round(math.log2(s.input_scale), 2),
-                "output_bound": s.output_bound,
-                "predicted_error": s.predicted_error,
-                "instructions": instrs,
-            }
-        )
-    return out
+def _op(program: PublicProgram, op: Any) -> str:
+    name = type(op).__name__.lower()
+    if name == "linear" and isinstance(program, Program):
+        return f"linear({getattr(program.layers[op.layer], 'name', op.layer)})"
+    if name == "rescale":
+        return f"rescale({op.primes})"
+    if name == "dropto":
+        return f"drop_to({op.level})"
+    return name
 
 
-def _latency_segments(program: LatencyProgram) -> list[dict]:
-    out = []
-    for i, s in enumerate(program.segments):
-        steps = []
-        for st in s.steps:
-            plan = {k: v for k, v in st.plan.items() if isinstance(v, (int, float, str, bool))}
-            steps.append({"op": st.op, "level": st.level, **plan})
-        out.append(
-            {
-                "index": i,
-                "in_size": s.in_size,
-                "input_ciphertexts": s.n_input_cts,
-                "input_level": s.input_level,
-                "output_level": s.input_level - len(s.steps),
-                "out_size": s.output.size,
-                "output_bound": s.output_bound,
-                "predicted_s": s.predicted_s,
-                "steps": steps,
-            }
-        )
-    return out
+def _segments(program: PublicProgram) -> list[dict]:
+    return [
+        {
+            "index": i,
+            "layout": s.layout.kind,
+            "in_size": s.in_size,
+            "out_size": s.out_size,
+            "input_ciphertexts": s.n_input_cts,
+            "output_ciphertexts": s.n_output_cts,
+            "input_level": s.input_level,
+            "output_level": s.output_level,
+            "input_scale_bits": round(math.log2(s.input_scale), 2),
+            "output_bound": s.output_bound,
+            "precision": s.precision,
+            "predicted_s": s.predicted_s,
+            "ops": [_op(program, op) for op in s.ops],
+        }
+        for i, s in enumerate(program.segments)
+    ]
 
 
-def _keys(program: AnyProgram, raw: Any) -> dict:
+def _keys(program: PublicProgram, raw: Any) -> dict:
     manifest = dict(program.key_manifest)
-    galois = len(manifest.get("galois_elements", [])) + len(manifest.get("rotation_steps", []))
+    galois = len(manifest.get("galois_elements", []))
     keys: dict[str, Any] = {"manifest": manifest, "total_wire_bytes": 0, "total_memory_bytes": 0}
     if manifest.get("relinearization"):
         keys["relinearization"] = switching_key_bytes(raw)
@@ -148,11 +128,27 @@ def _function(f: Any) -> dict:
     return {"name": f.name, "kind": f.kind}
 
 
-def describe(program: AnyProgram, size_bytes: int | None = None) -> dict:
-    """Everything ``heinfer inspect`` reports about ``program`` (either mode), as a JSON-ready
-    dict. Latency programs add ``plan``: the text of :func:`heinfer.explain`."""
+def _step(i: int, st: Any) -> dict:
+    functions = [_function(f) for f in st.functions]
+    return {
+        "index": i,
+        "protocol": st.protocol,
+        "functions": functions,
+        "in_size": st.in_size,
+        "out_size": st.out_size,
+    }
+
+
+def describe(program: PublicProgram, size_bytes: int | None = None) -> dict:
+    """Everything ``heinfer inspect`` reports about ``program`` (either kind, either mode),
+    as a JSON-ready dict. A full program adds ``plan``: the text of :func:`heinfer.explain`."""
+    from heinfer.protocol.limits import message_limits
+
     params, raw = _params(program)
+    full = isinstance(program, Program)
     desc: dict[str, Any] = {
+        "kind": "server (with weights)" if full else "public (no weights)",
+        "program_id": program.id,
         "mode": program.mode,
         "packing": program.packing,
         "batch_capacity": program.batch_capacity,
@@ -166,52 +162,26 @@ def describe(program: AnyProgram, size_bytes: int | None = None) -> dict:
         "output": {"name": program.output_name, "shape": list(program.output_shape)},
         "pre": [_function(f) for f in program.pre],
         "post": [_function(f) for f in program.post],
+        "segments": _segments(program),
+        "client_steps": [_step(i, st) for i, st in enumerate(program.steps)],
+        "predicted_s": program.predicted_s,
+        "predicted_error": (program.meta.get("predicted_error") or [None])[-1],
+        "message_limits": message_limits(program.public()),
         "keys": _keys(program, raw),
     }
     if size_bytes is not None:
         desc["program_bytes"] = size_bytes
-    if isinstance(program, LatencyProgram):
-        desc["segments"] = _latency_segments(program)
-        desc["client_steps"] = [
-            {"index": i, "functions": [_function(f) for f in fns]}
-            for i, fns in enumerate(program.steps)
-        ]
-        desc["predicted_s"] = program.predicted_s
+    if full:
         desc["plan"] = _explain(program)
-        if "auto" in program.meta:
-            desc["auto"] = dict(program.meta["auto"])
-        return desc
-    desc["segments"] = _segments(program)
-    desc["client_steps"] = [
-        {
-            "index": i,
-            "functions": [_function(f) for f in st.functions],
-            "in_size": st.in_size,
-            "out_size": st.out_size,
-            "hide_scale": st.hide_scale,
-        }
-        for i, st in enumerate(program.steps)
-    ]
-    desc["layers"] = [
-        {
-            "name": lay.name,
-            "shape": [lay.out_size, lay.in_size],
-            "nnz": int(lay.matrix.nnz),
-            "weight_scale_bits": round(math.log2(lay.weight_scale), 2),
-            "digits": lay.digits,
-        }
-        for lay in program.layers
-    ]
-    desc["predicted_error"] = program.segments[-1].predicted_error
     if "auto" in program.meta:
         desc["auto"] = dict(program.meta["auto"])
     return desc
 
 
-def _explain(program: LatencyProgram) -> str:
-    """The per-layer plan of :func:`heinfer.explain`, without its first line (the
-    parameters, which ``inspect`` shows itself)."""
-    from heinfer.explain import explain
+def _explain(program: Program) -> str:
+    """The plan of :func:`heinfer.explain`, without its first line (the parameters, which
+    ``inspect`` shows itself)."""
+    from heinfer.explanation import explain
 
     text = explain(program, file=io.StringIO())
     return "\n".join(text.splitlines()[1:])
@@ -229,9 +199,10 @@ def render(desc: dict, console: Any) -> None:
     """Prints a :func:`describe` dict on a rich ``console`` (titles and tables)."""
     p = desc["params"]
     console.print(
-        f"[bold]{desc['mode']}[/bold] program, {desc['packing']} packing: "
+        f"[bold]{desc['mode']}[/bold] program, {desc['kind']}, {desc['packing']} packing: "
         f"{desc['batch_capacity']} item(s) per query"
         + (f" ({_fmt_bytes(desc['program_bytes'])})" if "program_bytes" in desc else "")
+        + f"; id {desc['program_id'][:16]}…"
     )
     console.print(
         f"CKKS N = 2^{p['log_n']}, q = {p['log_q']} bits, P = {p['log_p'] or 'none'}, "
@@ -239,20 +210,26 @@ def render(desc: dict, console: Any) -> None:
         f"{p['key_switching_digits']} key-switching digit(s), {p['security_bits']}-bit security "
         f"(params id {p['params_id']})"
     )
-    tail = (
-        f"predicted error ≤ {desc['predicted_error']:.2e}"
-        if "predicted_error" in desc
-        else f"predicted server time {1e3 * desc.get('predicted_s', 0.0):.1f} ms per query"
-    )
+    err = desc["predicted_error"]
     console.print(
         f"input {desc['input']['name']!r} {tuple(desc['input']['shape'])} "
         f"(|x| ≤ {desc['input']['bound']:.3g}) → output {desc['output']['name']!r} "
-        f"{tuple(desc['output']['shape'])}; {tail}"
+        f"{tuple(desc['output']['shape'])}"
+        + (f"; predicted error ≤ {err:.2e}" if err is not None else "")
+        + (
+            f"; predicted server time {1e3 * desc['predicted_s']:.1f} ms per query"
+            if desc["predicted_s"]
+            else ""
+        )
     )
-    if "plan" in desc:  # latency mode: heinfer.explain's per-layer plan
+    _render_segments(desc, console)
+    if "plan" in desc:
+        console.print("plan (heinfer.explain):", style="bold")
         console.print(desc["plan"], markup=False, highlight=False)
-    else:
-        _render_throughput(desc, console)
+    lim = desc["message_limits"]
+    console.print(
+        "message size bounds: " + ", ".join(f"{k} {_fmt_bytes(v)}" for k, v in lim.items())
+    )
     _render_keys(desc["keys"], console)
     if "auto" in desc:
         a = desc["auto"]
@@ -262,50 +239,33 @@ def render(desc: dict, console: Any) -> None:
         )
 
 
-def _render_throughput(desc: dict, console: Any) -> None:
+def _render_segments(desc: dict, console: Any) -> None:
     from rich.table import Table
 
     t = Table(title="server segments", title_justify="left")
-    for col in ("#", "in → out", "levels", "scale", "instructions", "error bound"):
+    for col in ("#", "layout", "in → out", "ciphertexts", "levels", "scale", "ops"):
         t.add_column(col)
     for s in desc["segments"]:
         t.add_row(
-            str(s["index"]),
-            f"{s['in_size']} → {s['out_size']}",
-            f"{s['input_level']} → {s['output_level']}",
-            f"2^{s['input_scale_bits']:g}",
-            ", ".join(s["instructions"]),
-            f"{s['predicted_error']:.2e}",
-        )
+            str(s["index"]), s["layout"], f"{s['in_size']} → {s['out_size']}",
+            f"{s['input_ciphertexts']} → {s['output_ciphertexts']}",
+            f"{s['input_level']} → {s['output_level']}", f"2^{s['input_scale_bits']:g}", ", ".join(s["ops"]),
+        )  # fmt: skip
     console.print(t)
     if desc["client_steps"] or desc["pre"] or desc["post"]:
         t = Table(title="client-side steps", title_justify="left")
-        for col in ("where", "functions", "in → out", "hiding scale"):
+        for col in ("where", "protocol", "functions", "in → out"):
             t.add_column(col)
         if desc["pre"]:
-            t.add_row("before", ", ".join(f["kind"] for f in desc["pre"]), "", "")
+            t.add_row("before", "", ", ".join(f["kind"] for f in desc["pre"]), "")
         for st in desc["client_steps"]:
             t.add_row(
-                f"after segment {st['index']}",
-                ", ".join(f["kind"] for f in st["functions"]),
+                f"after segment {st['index']}", st["protocol"], ", ".join(f["kind"] for f in st["functions"]),
                 f"{st['in_size']} → {st['out_size']}",
-                "yes" if st["hide_scale"] else "no",
-            )
+            )  # fmt: skip
         if desc["post"]:
-            t.add_row("after", ", ".join(f["kind"] for f in desc["post"]), "", "")
+            t.add_row("after", "", ", ".join(f["kind"] for f in desc["post"]), "")
         console.print(t)
-    t = Table(title="layers (plan)", title_justify="left")
-    for col in ("layer", "out × in", "non-zeros", "weight scale", "digits"):
-        t.add_column(col)
-    for lay in desc["layers"]:
-        t.add_row(
-            lay["name"],
-            f"{lay['shape'][0]} × {lay['shape'][1]}",
-            str(lay["nnz"]),
-            f"2^{lay['weight_scale_bits']:g}",
-            str(lay["digits"]),
-        )
-    console.print(t)
 
 
 def _render_keys(keys: dict, console: Any) -> None:
@@ -320,8 +280,7 @@ def _render_keys(keys: dict, console: Any) -> None:
         if name in keys:
             k = keys[name]
             console.print(
-                f"  {name}: {_fmt_bytes(k['wire'])} on the wire, "
-                f"{_fmt_bytes(k['memory'])} in server memory"
+                f"  {name}: {_fmt_bytes(k['wire'])} on the wire, {_fmt_bytes(k['memory'])} in server memory"
             )
     if "relinearization" not in keys and "galois" not in keys:
         console.print("  (none: a session uploads no key material)")

@@ -1,7 +1,7 @@
 """``heinfer serve`` in a child process, for the demo, the service benchmark and tests
-(layer: ``heinfer.serve``).
+(layer: ``heinfer.cli``).
 
-:class:`ServerProcess` launches ``python -m heinfer.serve.cli serve PROGRAM --port 0 …`` with
+:class:`ServerProcess` launches ``python -m heinfer.cli serve PROGRAM --port 0 …`` with
 the running interpreter (so it works whether or not the ``heinfer`` script is installed),
 reads the ``listening on HOST:PORT`` line (or the JSON event of ``--json``), waits until
 the port accepts connections, and on exit sends SIGTERM (a graceful stop), then SIGKILL if
@@ -27,7 +27,7 @@ from types import TracebackType
 __all__ = ["HEINFER", "ServerProcess", "rss_bytes", "run_cli"]
 
 #: The command line of ``heinfer`` with this interpreter (no installed script needed).
-HEINFER = [sys.executable, "-m", "heinfer.serve.cli"]
+HEINFER = [sys.executable, "-m", "heinfer.cli"]
 
 
 def run_cli(

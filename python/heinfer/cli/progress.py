@@ -1,4 +1,4 @@
-"""Progress bars of the command line (layer: ``heinfer.serve``).
+"""Progress bars of the command line (layer: ``heinfer.cli``).
 
 :class:`ProgressBars` turns the ``progress(stage, done, total)`` callbacks of a remote session
 (stages ``"keygen"``, ``"upload"``, ``"query"``) into rich progress bars on stderr. It draws

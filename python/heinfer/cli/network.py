@@ -1,4 +1,4 @@
-"""``heinfer serve`` and ``heinfer predict``: the two network commands (layer: ``heinfer.serve``).
+"""``heinfer serve`` and ``heinfer predict``: the two network commands (layer: ``heinfer.cli``).
 
 ``serve`` runs the gRPC service (:func:`heinfer.serve.serve`) on a compiled program until
 SIGINT or SIGTERM, then stops with a grace period; its first line on stdout is
@@ -20,26 +20,48 @@ from typing import Any
 import click
 import numpy as np
 
-from heinfer.errors import HeinferError
-from heinfer.serve.cli_io import (
+from heinfer.cli.files import (
     CliError,
     load_array,
-    load_program,
+    load_client_program,
+    load_server_program,
     read_pem,
     read_token,
     to_json,
 )
+from heinfer.errors import HeinferError
 
 __all__ = ["LIMIT_OPTIONS", "predict", "serve"]
 
 #: ``(Limits field, option, type, help)`` of every limit ``heinfer serve`` can set.
 LIMIT_OPTIONS = (
-    ("max_message_bytes", "--max-message-bytes", int, "Largest message (bytes)."),
-    ("max_key_bytes", "--max-key-bytes", int, "Largest evaluation-key upload (bytes)."),
-    ("max_chunk_bytes", "--max-chunk-bytes", int, "Largest stream chunk (bytes)."),
-    ("max_chunks", "--max-chunks", int, "Most chunks in one message."),
+    (
+        "max_message_bytes",
+        "--max-message-bytes",
+        int,
+        "Lower the program's message size bound (bytes).",
+    ),
+    (
+        "max_key_bytes",
+        "--max-key-bytes",
+        int,
+        "Lower the program's evaluation-key size bound (bytes).",
+    ),
+    ("max_part_bytes", "--max-part-bytes", int, "Largest part of a message on the wire (bytes)."),
     ("max_sessions", "--max-sessions", int, "Sessions open at once."),
+    (
+        "max_sessions_per_peer",
+        "--max-sessions-per-peer",
+        int,
+        "Sessions open at once per client address.",
+    ),
     ("max_concurrent_queries", "--max-concurrent-queries", int, "Queries running at once."),
+    (
+        "max_queries_per_peer",
+        "--max-queries-per-peer",
+        int,
+        "Queries running at once per client address.",
+    ),
     ("idle_timeout_s", "--idle-timeout", float, "Seconds before an idle session is closed."),
     ("query_timeout_s", "--query-timeout", float, "Seconds to wait for a client message."),
 )
@@ -51,6 +73,7 @@ def _limit_options(f: Any) -> Any:
     defaults = Limits()
     for field, opt, typ, text in reversed(LIMIT_OPTIONS):
         shown = getattr(defaults, field, None)
+        shown = "the program's bound" if shown is None else shown
         f = click.option(opt, field, type=typ, default=None, help=f"{text} [default: {shown}]")(f)
     return f
 
@@ -78,7 +101,7 @@ def _limits(given: dict[str, Any]) -> Any:
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="Interface to listen on (0.0.0.0: every interface).",
+    help="Interface to listen on (0.0.0.0: every interface; needs TLS or --insecure).",
 )
 @click.option(
     "--port",
@@ -98,6 +121,12 @@ def _limits(given: dict[str, Any]) -> Any:
     "--token-file",
     type=click.Path(dir_okay=False),
     help="File holding the shared token clients must present (default: $HEINFER_TOKEN, if set).",
+)
+@click.option(
+    "--insecure",
+    is_flag=True,
+    help="Allow listening without TLS on an address that is not loopback (everything, session "
+    "secrets and token included, travels in clear; the inputs stay encrypted).",
 )
 @click.option(
     "--workers",
@@ -126,16 +155,18 @@ def serve(
     tls_key: str | None,
     tls_client_ca: str | None,
     token_file: str | None,
+    insecure: bool,
     workers: int,
     threads: int | None,
     grace: float,
     as_json: bool,
     **limits: Any,
 ) -> None:
-    """Serves encrypted inference on a compiled PROGRAM until SIGINT or SIGTERM."""
+    """Serves encrypted inference on a compiled PROGRAM (the server's NAME.hep, with the
+    weights; a public program is refused) until SIGINT or SIGTERM."""
     import heinfer
 
-    prog = load_program(program)
+    prog = load_server_program(program)
     tls = _server_tls(tls_cert, tls_key, tls_client_ca)
     token = read_token(token_file)
     limits_ = _limits(limits)
@@ -154,6 +185,7 @@ def serve(
                 tls=tls,
                 token=token,
                 max_workers=workers,
+                insecure=insecure,
             )
         except ValueError as e:  # the service refuses an argument
             raise CliError(f"cannot serve: {e}") from None
@@ -255,7 +287,8 @@ def _check_address(server: str) -> None:
     "--model",
     required=True,
     type=click.Path(dir_okay=False),
-    help="The compiled program the server runs (.hep).",
+    help="The public program of the model the server runs (NAME.public.hep; a file with the "
+    "weights works but draws a warning).",
 )
 @click.option(
     "-o",
@@ -296,10 +329,10 @@ def predict(
 ) -> None:
     """Encrypts INPUTS (.npy, or .npz with array 'x'), runs them on a server, decrypts."""
     import heinfer
-    from heinfer.serve.cli_progress import ProgressBars
+    from heinfer.cli.progress import ProgressBars
 
     _check_address(server)
-    prog = load_program(model)
+    prog = load_client_program(model)
     x = load_array(inputs, key=input_key)
     if x.shape == prog.input_shape:
         x = x[None]

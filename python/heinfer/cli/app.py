@@ -1,33 +1,25 @@
-"""The ``heinfer`` command line (layer: ``heinfer.serve``).
-
-::
-
-    heinfer compile model.onnx -o model.hep [--mode throughput] [--calibration x.npz]
-    heinfer inspect model.hep [--json]
-    heinfer serve model.hep --port 50051 [--tls-cert C --tls-key K [--tls-client-ca CA]]
-    heinfer predict --server HOST:PORT --model model.hep inputs.npy -o out.npy [--json]
-    heinfer bench [--quick] [--duration 60]        # runs bench/service.py of a source checkout
+"""The ``heinfer`` group and its local commands, ``compile`` and ``inspect``
+(layer: ``heinfer.cli``).
 
 Every user error (a bad file, a wrong model, a server that is down, a gRPC failure) prints
 one line ``error: …`` on stderr and exits with status 1 (2 for usage errors and for features
 this build does not have, :class:`~heinfer.errors.NotSupportedYetError`); no traceback. The
 shared token is read from ``--token-file`` or the ``HEINFER_TOKEN`` environment variable,
-never from the command line.
-Run as ``heinfer`` (console script) or ``python -m heinfer.serve.cli``.
+never from the command line. There is no ``heinfer bench``: the service benchmark
+(``bench/service.py``) needs the repository's models and scripts, which an installed package
+does not have; run it from a checkout (``make bench-service``).
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from typing import Any
 
 import click
 
-from heinfer.serve.cli_io import (
-    EXIT_USAGE,
+from heinfer.cli.files import (
     CliError,
     error_line,
     load_array,
@@ -35,9 +27,9 @@ from heinfer.serve.cli_io import (
     to_json,
     write_atomic,
 )
-from heinfer.serve.cli_remote import predict, serve
+from heinfer.cli.network import predict, serve
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "main", "public_name"]
 
 
 class _Group(click.Group):
@@ -74,7 +66,8 @@ def cli() -> None:
     "--output",
     required=True,
     type=click.Path(dir_okay=False),
-    help="Where to write the compiled program (.hep).",
+    help="Where to write the server's program (NAME.hep, with the weights); the client's "
+    "public program (no weights) goes to NAME.public.hep next to it.",
 )
 @click.option(
     "--mode",
@@ -117,7 +110,9 @@ def compile_cmd(
     batch_size: int,
     as_json: bool,
 ) -> None:
-    """Compiles an ONNX MODEL into a program for encrypted inference.
+    """Compiles an ONNX MODEL into a program for encrypted inference: the server's
+    (``-o NAME.hep``, with the weights) and the client's (``NAME.public.hep``, no weights;
+    give clients only this one).
 
     Latency mode measures the engine's primitives on first use (cached), which takes a few
     seconds once.
@@ -141,11 +136,17 @@ def compile_cmd(
         )
     seconds = time.perf_counter() - t0
     data = program.to_bytes()
+    public_path = public_name(output)
+    public = program.public().to_bytes()
     write_atomic(output, data)
+    write_atomic(public_path, public)
     p = program.params
     summary = {
         "output": output,
+        "public_output": public_path,
+        "program_id": program.id,
         "bytes": len(data),
+        "public_bytes": len(public),
         "seconds": seconds,
         "mode": program.mode,
         "packing": program.packing,
@@ -154,7 +155,7 @@ def compile_cmd(
         "segments": len(program.segments),
         "client_steps": len(program.steps),
         "key_manifest": program.key_manifest,
-        "predicted_error": getattr(program.segments[-1], "predicted_error", None),
+        "predicted_error": (program.meta.get("predicted_error") or [None])[-1],
     }
     if program.mode == "latency":
         summary["predicted_s"] = program.predicted_s
@@ -164,8 +165,10 @@ def compile_cmd(
         click.echo(to_json(summary))
         return
     click.echo(
-        f"wrote {output} ({len(data) / 1e3:.1f} kB) in {seconds:.2f} s: {program.mode} mode, "
-        f"{program.packing} packing, {program.batch_capacity} item(s) per query\n"
+        f"wrote {output} ({len(data) / 1e3:.1f} kB, the server's: weights) and {public_path} "
+        f"({len(public) / 1e3:.1f} kB, the clients': no weights) in {seconds:.2f} s\n"
+        f"  {program.mode} mode, {program.packing} packing, {program.batch_capacity} item(s) per "
+        f"query; program id {program.id[:16]}…\n"
         f"  CKKS N = 2^{p['log_n']}, q = {p['log_q']} bits, P = {p['log_p'] or 'none'}, "
         f"{p['security']}-bit security; {len(program.segments)} server segment(s), "
         f"{len(program.steps)} client-aided step(s)"
@@ -177,7 +180,7 @@ def compile_cmd(
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def inspect_cmd(program: str, as_json: bool) -> None:
     """Shows a compiled PROGRAM: parameters, levels, client steps, plan, keys and sizes."""
-    from heinfer.serve.cli_describe import describe, render
+    from heinfer.cli.describe import describe, render
 
     prog = load_program(program)
     desc = describe(prog, size_bytes=os.path.getsize(program))
@@ -187,37 +190,6 @@ def inspect_cmd(program: str, as_json: bool) -> None:
     from rich.console import Console
 
     render(desc, Console(soft_wrap=True))
-
-
-@cli.command("bench", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def bench_cmd(args: tuple[str, ...]) -> None:
-    """Runs the service benchmark (bench/service.py of a source checkout) with ARGS.
-
-    The benchmark is a script of the repository, not part of the installed package: this
-    command runs it with the current interpreter, e.g. ``heinfer bench --quick``; see
-    ``heinfer bench --help-bench`` for its options.
-    """
-    script = _bench_script()
-    args = tuple("--help" if a == "--help-bench" else a for a in args)
-    rc = subprocess.call([sys.executable, script, *args])
-    if rc != 0:
-        raise CliError(f"the benchmark failed (exit status {rc})", code=rc if rc > 0 else 1)
-
-
-def _bench_script() -> str:
-    """``bench/service.py`` next to the ``python/`` source directory of this package."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.dirname(os.path.dirname(os.path.dirname(here)))
-    script = os.path.join(root, "bench", "service.py")
-    if not os.path.isfile(script):
-        raise CliError(
-            "heinfer bench runs bench/service.py of a source checkout (install with "
-            "`maturin develop` from the repository); it was not found next to "
-            f"{here}",
-            code=EXIT_USAGE,
-        )
-    return script
 
 
 class _Spinner:
@@ -241,6 +213,13 @@ class _Spinner:
 
 cli.add_command(serve)
 cli.add_command(predict)
+
+
+def public_name(output: str) -> str:
+    """Where ``compile -o OUTPUT`` writes the public program: ``NAME.public.hep`` for
+    ``NAME.hep`` (``OUTPUT.public.hep`` for other names)."""
+    base = output.removesuffix(".hep")
+    return base + ".public.hep"
 
 
 def main(argv: list[str] | None = None) -> None:
