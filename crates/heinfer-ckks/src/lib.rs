@@ -29,7 +29,7 @@ pub mod noise;
 pub mod params;
 pub mod poly;
 pub mod presets;
-mod scratch;
+pub mod scratch;
 pub mod security;
 pub mod serialize;
 

@@ -273,7 +273,8 @@ pub fn secret_key_from_bytes(
     let mut r = open_for(params, bytes, Kind::SecretKey, max_bytes)?;
     let n = params.n();
     let src = r.take(n / 4)?;
-    let mut coeffs = Vec::with_capacity(n);
+    // the secret: zeroed if decoding fails half-way (on success it moves into the key)
+    let mut coeffs = zeroize::Zeroizing::new(Vec::with_capacity(n));
     for &b in src {
         for k in 0..4 {
             coeffs.push(match (b >> (2 * k)) & 3 {
@@ -285,7 +286,7 @@ pub fn secret_key_from_bytes(
         }
     }
     r.finish()?;
-    Ok(KeyGenerator::from_ternary_coeffs(params, coeffs)
+    Ok(KeyGenerator::from_ternary_coeffs(params, std::mem::take(&mut *coeffs))
         .secret_key()
         .clone())
 }
