@@ -19,8 +19,14 @@ use crate::params::{CkksParams, CkksParamsLiteral};
 use crate::security::SecurityLevel;
 use heinfer_math::automorphism::check_galois_element;
 
+mod batch;
 mod wire;
 
+pub use batch::{
+    check_uniform, ciphertext_batch_from_bytes, ciphertext_batch_to_bytes,
+    ciphertext_batch_wire_bytes, ciphertext_wire_bytes, galois_keys_wire_bytes,
+    relin_key_wire_bytes, BATCH_HEADER_BYTES, BATCH_MAGIC, BATCH_VERSION,
+};
 use wire::{open, open_for, Reader, Writer};
 
 /// Format magic.
@@ -29,6 +35,10 @@ pub const MAGIC: &[u8; 4] = b"HEIN";
 pub const FORMAT_VERSION: u16 = 1;
 /// Default decoding size limit (1 GiB).
 pub const DEFAULT_MAX_BYTES: usize = 1 << 30;
+/// Bytes of the common header: magic, version, kind, flags, parameter id.
+pub const HEADER_BYTES: usize = 16;
+/// Bytes of the seed that stands for a uniform polynomial.
+pub const SEED_BYTES: usize = 32;
 
 /// Kinds of serialized objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -446,6 +456,15 @@ pub fn galois_keys_from_bytes(
     if count > params.n() {
         return Err(r.err(format!(
             "{count} keys is more than there are Galois elements"
+        )));
+    }
+    // every key has the same size: refuse a count the bytes cannot hold before any work
+    let one = 8 + batch::switching_key_wire_bytes(params)?;
+    if count.saturating_mul(one) > r.remaining() {
+        return Err(r.err(format!(
+            "truncated: {count} keys need {} bytes, {} present",
+            count.saturating_mul(one),
+            r.remaining()
         )));
     }
     let mut keys = GaloisKeys::new();
