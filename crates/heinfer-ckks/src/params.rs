@@ -11,8 +11,8 @@
 //! * `log2(Q_L·P)` is checked against the HomomorphicEncryption.org table ([`crate::security`]).
 
 use crate::error::{CkksError, Result};
-use crate::security::{max_log_qp, SecurityLevel};
 use crate::galois_tables::{GaloisTableCache, GALOIS_TABLE_CACHE_CAPACITY};
+use crate::security::{max_log_qp, SecurityLevel};
 use heinfer_math::primes::generate_primes;
 use heinfer_math::rns::BasisConverter;
 use heinfer_math::vecops::BarrettConst;

@@ -91,7 +91,10 @@ pub fn stats() -> PoolStats {
         PoolStats {
             buffers: p.len(),
             words: p.iter().map(|v| v.capacity()).sum(),
-            nonzero_words: p.iter().map(|v| v.iter().filter(|&&x| x != 0).count()).sum(),
+            nonzero_words: p
+                .iter()
+                .map(|v| v.iter().filter(|&&x| x != 0).count())
+                .sum(),
         }
     })
 }

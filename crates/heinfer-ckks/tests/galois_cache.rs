@@ -27,7 +27,11 @@ fn many_rotation_keys_bound_the_cache_and_rotations_stay_correct() {
     assert!(p.cached_galois_tables() <= GALOIS_TABLE_CACHE_CAPACITY);
     let x = vector(p.slots(), 7);
     let ct = f.encrypt(&x);
-    for &k in steps.iter().step_by(9).chain([steps[0], *steps.last().unwrap()].iter()) {
+    for &k in steps
+        .iter()
+        .step_by(9)
+        .chain([steps[0], *steps.last().unwrap()].iter())
+    {
         let out = f.decrypt(&f.ev.rotate(&ct, k, &f.gks).unwrap());
         let slots = p.slots();
         let err = (0..slots)

@@ -10,16 +10,19 @@ use rayon::ThreadPoolBuilder;
 
 /// Runs `f` on a fresh pool of `threads` workers and returns the sum of their scratch pools.
 fn pooled_after<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> (T, PoolStats) {
-    let pool = ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    let pool = ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
     let out = pool.install(f);
-    let total = pool
-        .broadcast(|_| scratch::stats())
-        .into_iter()
-        .fold(PoolStats::default(), |a, s| PoolStats {
-            buffers: a.buffers + s.buffers,
-            words: a.words + s.words,
-            nonzero_words: a.nonzero_words + s.nonzero_words,
-        });
+    let total =
+        pool.broadcast(|_| scratch::stats())
+            .into_iter()
+            .fold(PoolStats::default(), |a, s| PoolStats {
+                buffers: a.buffers + s.buffers,
+                words: a.words + s.words,
+                nonzero_words: a.nonzero_words + s.nonzero_words,
+            });
     (out, total)
 }
 
@@ -38,10 +41,19 @@ fn the_pool_holds_only_zeroed_buffers_after_encryption_and_key_generation() {
 
     for threads in [1, 2] {
         let (ct, s) = pooled_after(threads, || encryptor.encrypt(&pt).unwrap());
-        assert!(s.buffers > 0, "public-key encryption pooled nothing ({threads} threads)");
-        assert_eq!(s.nonzero_words, 0, "public-key encryption, {threads} threads: {s:?}");
+        assert!(
+            s.buffers > 0,
+            "public-key encryption pooled nothing ({threads} threads)"
+        );
+        assert_eq!(
+            s.nonzero_words, 0,
+            "public-key encryption, {threads} threads: {s:?}"
+        );
         let out = enc.decode_real(&decryptor.decrypt(&ct).unwrap()).unwrap();
-        assert!((out[0] - x[0]).abs() < 1e-3, "the ciphertext is still right");
+        assert!(
+            (out[0] - x[0]).abs() < 1e-3,
+            "the ciphertext is still right"
+        );
 
         let (_, s) = pooled_after(threads, || kg.encrypt_symmetric(&pt).unwrap());
         assert!(s.buffers > 0 && s.nonzero_words == 0, "symmetric: {s:?}");
@@ -50,12 +62,18 @@ fn the_pool_holds_only_zeroed_buffers_after_encryption_and_key_generation() {
             kg.encrypt_values(&enc, &z, params.default_scale(), level)
                 .unwrap()
         });
-        assert!(s.buffers > 0 && s.nonzero_words == 0, "encrypt_values: {s:?}");
+        assert!(
+            s.buffers > 0 && s.nonzero_words == 0,
+            "encrypt_values: {s:?}"
+        );
 
         let (_, s) = pooled_after(threads, || {
             (kg.relin_key().unwrap(), kg.galois_keys(&[1], true).unwrap())
         });
-        assert!(s.buffers > 0 && s.nonzero_words == 0, "key generation: {s:?}");
+        assert!(
+            s.buffers > 0 && s.nonzero_words == 0,
+            "key generation: {s:?}"
+        );
     }
 }
 

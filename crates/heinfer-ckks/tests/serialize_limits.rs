@@ -46,7 +46,10 @@ fn batches_round_trip_and_refuse_mixed_levels() {
     assert_eq!(&bytes[..4], BATCH_MAGIC);
     let back = ciphertext_batch_from_bytes(p, &bytes, MAX, 3).unwrap();
     assert_eq!(back, cts);
-    expect_deserialize(ciphertext_batch_from_bytes(p, &bytes, MAX, 2), "allowed 1..=2");
+    expect_deserialize(
+        ciphertext_batch_from_bytes(p, &bytes, MAX, 2),
+        "allowed 1..=2",
+    );
     let mut mixed = batch(1, 2);
     mixed.extend(batch(0, 1));
     let bytes = ciphertext_batch_to_bytes(p, &mixed).unwrap();
@@ -105,7 +108,11 @@ fn wire_sizes_are_exact() {
     for level in 0..=p.max_level() {
         let ct = batch(level, 1).remove(0);
         let bytes = ciphertext_to_bytes(p, &ct).unwrap();
-        assert_eq!(bytes.len(), ciphertext_wire_bytes(p, level, 2).unwrap(), "level {level}");
+        assert_eq!(
+            bytes.len(),
+            ciphertext_wire_bytes(p, level, 2).unwrap(),
+            "level {level}"
+        );
         let three = f.ev.mul(&ct, &ct).unwrap();
         assert_eq!(
             ciphertext_to_bytes(p, &three).unwrap().len(),
@@ -113,13 +120,18 @@ fn wire_sizes_are_exact() {
         );
         for count in [1, 3] {
             let b = ciphertext_batch_to_bytes(p, &batch(level, count)).unwrap();
-            assert_eq!(b.len(), ciphertext_batch_wire_bytes(p, count, level, 2).unwrap());
+            assert_eq!(
+                b.len(),
+                ciphertext_batch_wire_bytes(p, count, level, 2).unwrap()
+            );
         }
     }
     // a seed-compressed ciphertext is smaller than the bound
     let pt = f.enc.encode_real(&[1.0], p.default_scale(), 1).unwrap();
     let seeded = f.kg.encrypt_symmetric(&pt).unwrap();
-    assert!(ciphertext_to_bytes(p, &seeded).unwrap().len() < ciphertext_wire_bytes(p, 1, 2).unwrap());
+    assert!(
+        ciphertext_to_bytes(p, &seeded).unwrap().len() < ciphertext_wire_bytes(p, 1, 2).unwrap()
+    );
 
     assert_eq!(
         relin_key_to_bytes(p, &f.rlk).unwrap().len(),

@@ -247,9 +247,15 @@ pub fn encrypt_batch(
     level: usize,
 ) -> PyResult<CiphertextBatch> {
     let slots = kg.params.slots();
-    encrypt_rows(py, kg, values, slots, "slots", "encrypt_batch", |enc, row| {
-        kg.inner.encrypt_values(enc, row, scale, level)
-    })
+    encrypt_rows(
+        py,
+        kg,
+        values,
+        slots,
+        "slots",
+        "encrypt_batch",
+        |enc, row| kg.inner.encrypt_values(enc, row, scale, level),
+    )
 }
 
 /// Encrypts each row of `values` (`count × N` real) in the coefficients of a plaintext
@@ -263,9 +269,15 @@ pub fn encrypt_batch_coefficients(
     level: usize,
 ) -> PyResult<CiphertextBatch> {
     let n = kg.params.n();
-    encrypt_rows(py, kg, values, n, "coefficients", "encrypt_batch_coefficients", |enc, row| {
-        kg.inner.encrypt_coefficients(enc, row, scale, level)
-    })
+    encrypt_rows(
+        py,
+        kg,
+        values,
+        n,
+        "coefficients",
+        "encrypt_batch_coefficients",
+        |enc, row| kg.inner.encrypt_coefficients(enc, row, scale, level),
+    )
 }
 
 /// Decrypts and decodes every ciphertext: a `count × slots` complex array.

@@ -74,7 +74,9 @@ impl Encoder {
         py: Python<'py>,
         pt: &Plaintext,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let v = run(py, "Encoder.decode_real", || self.inner.decode_real(&pt.inner))?;
+        let v = run(py, "Encoder.decode_real", || {
+            self.inner.decode_real(&pt.inner)
+        })?;
         Ok(PyArray1::from_vec(py, v))
     }
 }

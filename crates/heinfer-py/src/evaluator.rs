@@ -89,7 +89,9 @@ impl Evaluator {
         self.assign(py, "Evaluator.neg_assign", |e| e.neg_assign(a))
     }
     fn add_plain(&self, py: Python<'_>, ct: &Ciphertext, pt: &Plaintext) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.add_plain", |e| e.add_plain(&ct.inner, &pt.inner))
+        self.ct(py, "Evaluator.add_plain", |e| {
+            e.add_plain(&ct.inner, &pt.inner)
+        })
     }
     fn add_plain_assign(
         &self,
@@ -98,13 +100,19 @@ impl Evaluator {
         pt: &Plaintext,
     ) -> PyResult<()> {
         let ct = &mut ct.inner;
-        self.assign(py, "Evaluator.add_plain_assign", |e| e.add_plain_assign(ct, &pt.inner))
+        self.assign(py, "Evaluator.add_plain_assign", |e| {
+            e.add_plain_assign(ct, &pt.inner)
+        })
     }
     fn sub_plain(&self, py: Python<'_>, ct: &Ciphertext, pt: &Plaintext) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.sub_plain", |e| e.sub_plain(&ct.inner, &pt.inner))
+        self.ct(py, "Evaluator.sub_plain", |e| {
+            e.sub_plain(&ct.inner, &pt.inner)
+        })
     }
     fn mul_plain(&self, py: Python<'_>, ct: &Ciphertext, pt: &Plaintext) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.mul_plain", |e| e.mul_plain(&ct.inner, &pt.inner))
+        self.ct(py, "Evaluator.mul_plain", |e| {
+            e.mul_plain(&ct.inner, &pt.inner)
+        })
     }
     fn mul_plain_assign(
         &self,
@@ -113,7 +121,9 @@ impl Evaluator {
         pt: &Plaintext,
     ) -> PyResult<()> {
         let ct = &mut ct.inner;
-        self.assign(py, "Evaluator.mul_plain_assign", |e| e.mul_plain_assign(ct, &pt.inner))
+        self.assign(py, "Evaluator.mul_plain_assign", |e| {
+            e.mul_plain_assign(ct, &pt.inner)
+        })
     }
     fn mul_const(
         &self,
@@ -122,7 +132,9 @@ impl Evaluator {
         c: f64,
         scale: f64,
     ) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.mul_const", |e| e.mul_const(&ct.inner, c, scale))
+        self.ct(py, "Evaluator.mul_const", |e| {
+            e.mul_const(&ct.inner, c, scale)
+        })
     }
     fn mul_const_assign(
         &self,
@@ -132,7 +144,9 @@ impl Evaluator {
         scale: f64,
     ) -> PyResult<()> {
         let ct = &mut ct.inner;
-        self.assign(py, "Evaluator.mul_const_assign", |e| e.mul_const_assign(ct, c, scale))
+        self.assign(py, "Evaluator.mul_const_assign", |e| {
+            e.mul_const_assign(ct, c, scale)
+        })
     }
     fn mul_const_complex(
         &self,
@@ -142,7 +156,9 @@ impl Evaluator {
         im: f64,
         scale: f64,
     ) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.mul_const_complex", |e| e.mul_const_complex(&ct.inner, re, im, scale))
+        self.ct(py, "Evaluator.mul_const_complex", |e| {
+            e.mul_const_complex(&ct.inner, re, im, scale)
+        })
     }
     fn add_const(&self, py: Python<'_>, ct: &Ciphertext, c: f64) -> PyResult<Ciphertext> {
         self.ct(py, "Evaluator.add_const", |e| e.add_const(&ct.inner, c))
@@ -154,7 +170,9 @@ impl Evaluator {
         re: f64,
         im: f64,
     ) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.add_const_complex", |e| e.add_const_complex(&ct.inner, re, im))
+        self.ct(py, "Evaluator.add_const_complex", |e| {
+            e.add_const_complex(&ct.inner, re, im)
+        })
     }
     fn mul(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
         self.ct(py, "Evaluator.mul", |e| e.mul(&a.inner, &b.inner))
@@ -163,7 +181,9 @@ impl Evaluator {
         self.ct(py, "Evaluator.square", |e| e.square(&a.inner))
     }
     fn relinearize(&self, py: Python<'_>, ct: &Ciphertext, rlk: &RelinKey) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.relinearize", |e| e.relinearize(&ct.inner, &rlk.inner))
+        self.ct(py, "Evaluator.relinearize", |e| {
+            e.relinearize(&ct.inner, &rlk.inner)
+        })
     }
     fn relinearize_assign(
         &self,
@@ -172,7 +192,9 @@ impl Evaluator {
         rlk: &RelinKey,
     ) -> PyResult<()> {
         let ct = &mut ct.inner;
-        self.assign(py, "Evaluator.relinearize_assign", |e| e.relinearize_assign(ct, &rlk.inner))
+        self.assign(py, "Evaluator.relinearize_assign", |e| {
+            e.relinearize_assign(ct, &rlk.inner)
+        })
     }
     fn mul_relin(
         &self,
@@ -181,7 +203,9 @@ impl Evaluator {
         b: &Ciphertext,
         rlk: &RelinKey,
     ) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.mul_relin", |e| e.mul_relin(&a.inner, &b.inner, &rlk.inner))
+        self.ct(py, "Evaluator.mul_relin", |e| {
+            e.mul_relin(&a.inner, &b.inner, &rlk.inner)
+        })
     }
     fn rescale(&self, py: Python<'_>, ct: &Ciphertext) -> PyResult<Ciphertext> {
         self.ct(py, "Evaluator.rescale", |e| e.rescale(&ct.inner))
@@ -191,10 +215,14 @@ impl Evaluator {
         self.assign(py, "Evaluator.rescale_assign", |e| e.rescale_assign(ct))
     }
     fn drop_level(&self, py: Python<'_>, ct: &Ciphertext, levels: usize) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.drop_level", |e| e.drop_level(&ct.inner, levels))
+        self.ct(py, "Evaluator.drop_level", |e| {
+            e.drop_level(&ct.inner, levels)
+        })
     }
     fn drop_to_level(&self, py: Python<'_>, ct: &Ciphertext, level: usize) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.drop_to_level", |e| e.drop_to_level(&ct.inner, level))
+        self.ct(py, "Evaluator.drop_to_level", |e| {
+            e.drop_to_level(&ct.inner, level)
+        })
     }
     fn rotate(
         &self,
@@ -203,7 +231,9 @@ impl Evaluator {
         k: i64,
         keys: &GaloisKeys,
     ) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.rotate", |e| e.rotate(&ct.inner, k, &keys.inner))
+        self.ct(py, "Evaluator.rotate", |e| {
+            e.rotate(&ct.inner, k, &keys.inner)
+        })
     }
     fn conjugate(
         &self,
@@ -211,7 +241,9 @@ impl Evaluator {
         ct: &Ciphertext,
         keys: &GaloisKeys,
     ) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.conjugate", |e| e.conjugate(&ct.inner, &keys.inner))
+        self.ct(py, "Evaluator.conjugate", |e| {
+            e.conjugate(&ct.inner, &keys.inner)
+        })
     }
     fn apply_galois(
         &self,
@@ -220,7 +252,9 @@ impl Evaluator {
         g: u64,
         keys: &GaloisKeys,
     ) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.apply_galois", |e| e.apply_galois(&ct.inner, g, &keys.inner))
+        self.ct(py, "Evaluator.apply_galois", |e| {
+            e.apply_galois(&ct.inner, g, &keys.inner)
+        })
     }
     fn rotate_hoisted(
         &self,
@@ -261,7 +295,9 @@ impl Evaluator {
         b: &ExtendedCiphertext,
     ) -> PyResult<()> {
         let a = &mut a.inner;
-        self.assign(py, "Evaluator.add_extended_assign", |e| e.add_extended_assign(a, &b.inner))
+        self.assign(py, "Evaluator.add_extended_assign", |e| {
+            e.add_extended_assign(a, &b.inner)
+        })
     }
     fn mul_const_extended(
         &self,
@@ -270,7 +306,9 @@ impl Evaluator {
         c: f64,
         scale: f64,
     ) -> PyResult<ExtendedCiphertext> {
-        self.ext(py, "Evaluator.mul_const_extended", |e| e.mul_const_extended(&x.inner, c, scale))
+        self.ext(py, "Evaluator.mul_const_extended", |e| {
+            e.mul_const_extended(&x.inner, c, scale)
+        })
     }
     fn mul_plain_extended(
         &self,
@@ -278,10 +316,14 @@ impl Evaluator {
         x: &ExtendedCiphertext,
         pt: &Plaintext,
     ) -> PyResult<ExtendedCiphertext> {
-        self.ext(py, "Evaluator.mul_plain_extended", |e| e.mul_plain_extended(&x.inner, &pt.inner))
+        self.ext(py, "Evaluator.mul_plain_extended", |e| {
+            e.mul_plain_extended(&x.inner, &pt.inner)
+        })
     }
     fn mod_down_extended(&self, py: Python<'_>, x: &ExtendedCiphertext) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.mod_down_extended", |e| e.mod_down_extended(&x.inner))
+        self.ct(py, "Evaluator.mod_down_extended", |e| {
+            e.mod_down_extended(&x.inner)
+        })
     }
     fn dot_plain(
         &self,
@@ -301,6 +343,8 @@ impl Evaluator {
     ) -> PyResult<Ciphertext> {
         let x: Vec<&ckks::ExtendedCiphertext> = exts.iter().map(|c| &c.inner).collect();
         let p: Vec<&ckks::Plaintext> = pts.iter().map(|p| &p.inner).collect();
-        self.ct(py, "Evaluator.dot_plain_extended", |e| e.dot_plain_extended(&x, &p))
+        self.ct(py, "Evaluator.dot_plain_extended", |e| {
+            e.dot_plain_extended(&x, &p)
+        })
     }
 }

@@ -143,7 +143,9 @@ pub fn batch_relinearize(
 ) -> PyResult<()> {
     let ev = Evaluator::new(&batch.params);
     let cts = &mut batch.cts;
-    run_k(py, "batch_relinearize", || batch::relinearize(&ev, cts, &rlk.inner))
+    run_k(py, "batch_relinearize", || {
+        batch::relinearize(&ev, cts, &rlk.inner)
+    })
 }
 
 /// Rescales every ciphertext `times` times, in place.

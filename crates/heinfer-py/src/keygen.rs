@@ -28,7 +28,9 @@ impl KeyGenerator {
     #[staticmethod]
     fn from_secret_key(py: Python<'_>, params: &Params, sk: &SecretKey) -> PyResult<Self> {
         let p = params.inner.clone();
-        let inner = run(py, "KeyGenerator.from_secret_key", || ckks::KeyGenerator::from_secret_key(&p, &sk.inner))?;
+        let inner = run(py, "KeyGenerator.from_secret_key", || {
+            ckks::KeyGenerator::from_secret_key(&p, &sk.inner)
+        })?;
         Ok(Self { inner, params: p })
     }
     fn secret_key(&self) -> SecretKey {
@@ -57,14 +59,18 @@ impl KeyGenerator {
         steps: Vec<i64>,
         conjugate: bool,
     ) -> PyResult<GaloisKeys> {
-        let inner = run(py, "KeyGenerator.galois_keys", || self.inner.galois_keys(&steps, conjugate))?;
+        let inner = run(py, "KeyGenerator.galois_keys", || {
+            self.inner.galois_keys(&steps, conjugate)
+        })?;
         Ok(GaloisKeys {
             inner,
             params: self.params.clone(),
         })
     }
     fn encrypt_symmetric(&self, py: Python<'_>, pt: &Plaintext) -> PyResult<Ciphertext> {
-        let inner = run(py, "KeyGenerator.encrypt_symmetric", || self.inner.encrypt_symmetric(&pt.inner))?;
+        let inner = run(py, "KeyGenerator.encrypt_symmetric", || {
+            self.inner.encrypt_symmetric(&pt.inner)
+        })?;
         Ok(Ciphertext::wrap(inner, &self.params))
     }
     fn __repr__(&self) -> String {

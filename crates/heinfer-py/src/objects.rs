@@ -172,13 +172,17 @@ impl SecretKey {
         self.inner.params_id()
     }
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        bytes_of(py, "SecretKey.to_bytes", || Ok(serialize::secret_key_to_bytes(&self.inner)))
+        bytes_of(py, "SecretKey.to_bytes", || {
+            Ok(serialize::secret_key_to_bytes(&self.inner))
+        })
     }
     #[staticmethod]
     fn from_bytes(py: Python<'_>, params: &Params, data: &[u8]) -> PyResult<Self> {
         let p = params.inner.clone();
         // a secret key is N/4 bytes plus a header: 1 MiB bounds every ring degree
-        let inner = run(py, "SecretKey.from_bytes", || serialize::secret_key_from_bytes(&p, data, 1 << 20))?;
+        let inner = run(py, "SecretKey.from_bytes", || {
+            serialize::secret_key_from_bytes(&p, data, 1 << 20)
+        })?;
         Ok(Self { inner, params: p })
     }
     fn __repr__(&self) -> String {

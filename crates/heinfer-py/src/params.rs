@@ -68,12 +68,16 @@ impl Params {
     #[staticmethod]
     #[pyo3(signature = (data, allow_insecure=false))]
     fn from_bytes(py: Python<'_>, data: &[u8], allow_insecure: bool) -> PyResult<Self> {
-        let inner = run(py, "Params.from_bytes", || serialize::params_from_bytes(data, allow_insecure))?;
+        let inner = run(py, "Params.from_bytes", || {
+            serialize::params_from_bytes(data, allow_insecure)
+        })?;
         Ok(Self { inner })
     }
 
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let v = guard("Params.to_bytes", || Ok(serialize::params_to_bytes(&self.inner)))?;
+        let v = guard("Params.to_bytes", || {
+            Ok(serialize::params_to_bytes(&self.inner))
+        })?;
         Ok(PyBytes::new(py, &v))
     }
     /// Exact length of `Ciphertext.to_bytes()` for a ciphertext of `size` polynomials (2 or

@@ -241,7 +241,7 @@ pub(super) fn switching_key_wire_bytes(params: &CkksParams) -> Result<usize> {
             "these parameters have no special primes, hence no key-switching keys".into(),
         ));
     }
-    let digit = poly_wire_bytes(params, &basis_indices(params, params.max_level(), true))
-        + SEED_BYTES;
+    let digit =
+        poly_wire_bytes(params, &basis_indices(params, params.max_level(), true)) + SEED_BYTES;
     Ok(4 + params.beta() * digit)
 }

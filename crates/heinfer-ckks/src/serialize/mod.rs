@@ -296,9 +296,11 @@ pub fn secret_key_from_bytes(
         }
     }
     r.finish()?;
-    Ok(KeyGenerator::from_ternary_coeffs(params, std::mem::take(&mut *coeffs))
-        .secret_key()
-        .clone())
+    Ok(
+        KeyGenerator::from_ternary_coeffs(params, std::mem::take(&mut *coeffs))
+            .secret_key()
+            .clone(),
+    )
 }
 
 /// Serializes a public key as `(b, seed)`.
