@@ -104,7 +104,7 @@ pub fn _panic_for_tests(py: Python<'_>, site: &str) -> PyResult<()> {
 /// Operations already running finish on the previous pool.
 #[pyfunction]
 pub fn set_num_threads(n: i64) -> PyResult<()> {
-    if n < 1 || n > 4096 {
+    if !(1..=4096).contains(&n) {
         return Err(PyValueError::new_err(format!(
             "the number of threads must be in 1..=4096, got {n}"
         )));
