@@ -172,9 +172,13 @@ impl SecretKey {
         self.inner.params_id()
     }
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        bytes_of(py, "SecretKey.to_bytes", || {
-            Ok(serialize::secret_key_to_bytes(&self.inner))
-        })
+        // the native copy is wiped once Python has its own
+        let v = run(py, "SecretKey.to_bytes", || {
+            Ok(zeroize::Zeroizing::new(serialize::secret_key_to_bytes(
+                &self.inner,
+            )))
+        })?;
+        Ok(PyBytes::new(py, &v))
     }
     #[staticmethod]
     fn from_bytes(py: Python<'_>, params: &Params, data: &[u8]) -> PyResult<Self> {

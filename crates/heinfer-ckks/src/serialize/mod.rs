@@ -257,8 +257,12 @@ pub fn ciphertext_from_bytes(
 }
 
 /// Serializes the secret key (2 bits per ternary coefficient). Client-side only.
+///
+/// The buffer is allocated at its final size, so no reallocation leaves a partial copy of the
+/// key behind; the caller should wipe the result when done (e.g. `zeroize::Zeroizing`).
 pub fn secret_key_to_bytes(sk: &SecretKey) -> Vec<u8> {
     let mut w = Writer::new(Kind::SecretKey, sk.params_id);
+    w.buf.reserve_exact(sk.coeffs.len().div_ceil(4));
     for chunk in sk.coeffs.chunks(4) {
         let mut b = 0u8;
         for (k, &c) in chunk.iter().enumerate() {
