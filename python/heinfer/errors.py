@@ -27,6 +27,8 @@ class                      raised when
                            (recompile with calibration inputs that cover them)
 ``ServiceError``           a call to (or inside) the network service failed; ``code`` names
                            the gRPC status and the message is the server's
+``InternalError``          the native engine hit a bug (a Rust panic, caught at the binding);
+                           the message names the operation and the panic, never secret data
 =========================  ==============================================================
 """
 
@@ -48,6 +50,7 @@ __all__ = [
     "RangeError",
     "OutOfRangeWarning",
     "ServiceError",
+    "InternalError",
 ]
 
 
@@ -137,3 +140,13 @@ class ServiceError(HeinferError):
     def __init__(self, message: str = "", *, code: str = "UNKNOWN") -> None:
         super().__init__(message)
         self.code = code
+
+
+class InternalError(HeinferError, RuntimeError):
+    """The native engine hit a bug: a Rust panic, caught where the binding calls the engine.
+
+    Without the catch the panic would reach Python as ``pyo3_runtime.PanicException``, a
+    ``BaseException`` that ``except Exception`` handlers miss. The message names the operation
+    and the panic message (never secret data); the objects passed to an in-place operation
+    that failed this way may be left half-updated and should be discarded.
+    """

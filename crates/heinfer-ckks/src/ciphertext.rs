@@ -14,6 +14,14 @@ pub struct Plaintext {
     pub(crate) scale: f64,
 }
 
+/// Zeroes the polynomial: a decrypted plaintext holds the message plus the decryption error,
+/// which depends on the secret key (wrap it in `zeroize::Zeroizing` to wipe it on drop).
+impl zeroize::Zeroize for Plaintext {
+    fn zeroize(&mut self) {
+        self.poly.zeroize();
+    }
+}
+
 impl Plaintext {
     /// Level `ℓ` (the polynomial has `ℓ+1` limbs).
     pub fn level(&self) -> usize {

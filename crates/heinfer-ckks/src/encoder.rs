@@ -204,7 +204,8 @@ impl Encoder {
     /// Decodes a plaintext to `N/2` complex values.
     pub fn decode(&self, pt: &Plaintext) -> Result<Vec<Complex64>> {
         let slots = self.params.slots();
-        let values = self.decode_coefficients(pt)?;
+        // the centered coefficients are message plus decryption error: zeroed when dropped
+        let values = zeroize::Zeroizing::new(self.decode_coefficients(pt)?);
         let mut z: Vec<Complex64> = (0..slots)
             .map(|i| Complex64::new(values[i], values[i + slots]))
             .collect();
@@ -238,15 +239,16 @@ impl Encoder {
         let inner = self.params.inner();
         // enough limbs for |m| < 2^61 (fewer inverse NTTs than all ℓ+1 limbs, same result)
         let limbs = self.decode_limbs(pt);
-        let mut coef: Vec<Vec<u64>> = (0..limbs).map(|i| pt.poly.limb(i).to_vec()).collect();
+        // coefficients of a decrypted message with its error: zeroed when dropped
+        let mut coef: zeroize::Zeroizing<Vec<Vec<u64>>> =
+            zeroize::Zeroizing::new((0..limbs).map(|i| pt.poly.limb(i).to_vec()).collect());
         for (i, c) in coef.iter_mut().enumerate() {
             inner.ntt[i].inverse(c);
         }
         let inv_scale = 1.0 / pt.scale;
-        Ok(centered_crt(&inner.moduli[..limbs], &coef)
-            .into_iter()
-            .map(|v| v * inv_scale)
-            .collect())
+        let mut out = centered_crt(&inner.moduli[..limbs], &coef);
+        out.iter_mut().for_each(|v| *v *= inv_scale);
+        Ok(out)
     }
 
     /// Limbs enough to reconstruct `|m| < 2^61` at the plaintext's scale: `Q_k ≥ Δ·2^62`.
@@ -415,5 +417,6 @@ pub(crate) fn centered_crt(moduli: &[heinfer_math::Modulus], coef: &[Vec<u64>]) 
         }
         *o = acc;
     }
+    zeroize::Zeroize::zeroize(&mut t);
     out
 }

@@ -5,6 +5,10 @@
 //! Gaussian. The division shrinks the encryption noise `e·u + e_0 + e_1·s` to the rounding
 //! term `r_0 + r_1·s` — about 3 bits more precision than encrypting over `Q_ℓ` directly, for
 //! `k` extra limbs and two ModDowns. `Dec_s(c) = Σ_i c_i·s^i`.
+//!
+//! `u`, the errors, the `P` limbs of `b·u + e_0` and `a·u + e_1` and the decryption temporaries
+//! are zeroed before they are freed or go back to the scratch pool: knowing `u` (or `b·u` on one
+//! prime, with `b` public) would reveal the message.
 
 use crate::ciphertext::{Ciphertext, Plaintext};
 use crate::error::{CkksError, Result};
@@ -16,6 +20,7 @@ use crate::poly::RnsPoly;
 use heinfer_math::sampler::Sampler;
 use heinfer_math::vecops;
 use rayon::prelude::*;
+use zeroize::Zeroizing;
 
 /// Encrypts plaintexts under a public key.
 pub struct Encryptor {
@@ -42,9 +47,13 @@ impl Encryptor {
         let level = pt.level;
         let idx = basis_indices(params, level, true);
         let mut os = Sampler::from_os()?;
-        let u: Vec<i64> = os.ternary(n).into_iter().map(|x| x as i64).collect();
+        let u = Zeroizing::new(os.ternary(n));
+        let u: Zeroizing<Vec<i64>> = Zeroizing::new(u.iter().map(|&x| x as i64).collect());
         let u = small_to_ntt(params, &u, &idx);
-        let (e0, e1) = (os.gaussian(n), os.gaussian(n));
+        let (e0, e1) = (
+            Zeroizing::new(os.gaussian(n)),
+            Zeroizing::new(os.gaussian(n)),
+        );
         let lq = params.q().len();
         let limbs = idx.len();
         let mut c0 = RnsPoly::from_data(crate::scratch::take(limbs * n), n);
@@ -66,11 +75,11 @@ impl Encryptor {
             .zip(c1.data.par_chunks_mut(n))
             .enumerate()
             .for_each(work);
-        crate::scratch::give(u.data);
+        crate::scratch::give_secret(u.data);
         // ⌊(b·u + e_0)/P⌉, ⌊(a·u + e_1)/P⌉: the errors enter in coefficient form inside ModDown
         let (mut c0, c1) = rayon::join(
-            || mod_down(params, c0.data, level, Some(&e0)),
-            || mod_down(params, c1.data, level, Some(&e1)),
+            || mod_down(params, c0.data, level, Some(&e0[..])),
+            || mod_down(params, c1.data, level, Some(&e1[..])),
         );
         c0.data
             .par_chunks_mut(n)
@@ -120,7 +129,7 @@ impl Decryptor {
             let s = self.sk.ntt.limb(i);
             if ct.parts.len() == 3 {
                 // c0 + s·(c1 + s·c2)
-                let mut t = ct.parts[1].limb(i).to_vec();
+                let mut t = Zeroizing::new(ct.parts[1].limb(i).to_vec());
                 vecops::mul_add_assign(&mut t, ct.parts[2].limb(i), s, b);
                 vecops::mul_add_assign(limb, &t, s, b);
             } else {

@@ -2,6 +2,10 @@
 //!
 //! Every key's uniform half is expanded from a fresh OS-seeded 32-byte seed (ChaCha20), so a
 //! key travels as `(b, seed)`: half the bytes.
+//!
+//! Every temporary derived from the secret or from the errors (`e` before it is hidden by
+//! `−a·s`, `a·s`, `s²`, `s(X^g)`, the widened secret coefficients) is zeroed before it is
+//! freed or returned to the scratch pool.
 
 use crate::ciphertext::Ciphertext;
 use crate::error::Result;
@@ -12,6 +16,7 @@ use heinfer_math::automorphism::{conjugation_galois_element, rotation_galois_ele
 use heinfer_math::sampler::{Sampler, Seed};
 use heinfer_math::vecops;
 use rayon::prelude::*;
+use zeroize::Zeroizing;
 
 /// Generates keys for one parameter set. Holds the secret key: a client-side object.
 pub struct KeyGenerator {
@@ -74,7 +79,7 @@ impl KeyGenerator {
 
     fn from_ternary(params: &CkksParams, coeffs: Vec<i8>) -> Self {
         let all = basis_indices(params, params.max_level(), true);
-        let wide: Vec<i64> = coeffs.iter().map(|&c| c as i64).collect();
+        let wide: Zeroizing<Vec<i64>> = Zeroizing::new(coeffs.iter().map(|&c| c as i64).collect());
         let ntt = small_to_ntt(params, &wide, &all);
         Self {
             params: params.clone(),
@@ -106,7 +111,7 @@ impl KeyGenerator {
         let mut os = Sampler::from_os()?;
         let seed = os.seed();
         let a = expand_uniform(params, seed, &idx);
-        let e = small_to_ntt(params, &os.gaussian(params.n()), &idx);
+        let e = small_to_ntt(params, &Zeroizing::new(os.gaussian(params.n())), &idx);
         let b = self.minus_as_plus(&a, e, &idx);
         Ok(PublicKey {
             params_id: params.id(),
@@ -122,9 +127,10 @@ impl KeyGenerator {
         let n = self.params.n();
         e.data.par_chunks_mut(n).enumerate().for_each(|(i, limb)| {
             let mi = idx[i];
-            let mut t = vec![0u64; n];
+            let mut t = crate::scratch::take(n);
             vecops::mul_into(&mut t, a.limb(i), self.sk.ntt.limb(mi), &inner.barrett[mi]);
             vecops::sub_assign(limb, &t, inner.moduli[mi].q);
+            crate::scratch::give_secret(t);
         });
         e
     }
@@ -143,7 +149,7 @@ impl KeyGenerator {
         for j in 0..params.beta() {
             let seed = os.seed();
             let a = expand_uniform(params, seed, &idx);
-            let e = small_to_ntt(params, &os.gaussian(n), &idx);
+            let e = small_to_ntt(params, &Zeroizing::new(os.gaussian(n)), &idx);
             let mut b = self.minus_as_plus(&a, e, &idx);
             for i in j * alpha..((j + 1) * alpha).min(lq) {
                 let m = &inner.moduli[i];
@@ -165,10 +171,9 @@ impl KeyGenerator {
     /// The relinearization key (`s² → s`).
     pub fn relin_key(&self) -> Result<RelinKey> {
         let inner = self.params.inner();
-        let mut s2 = self.sk.ntt.clone();
+        let mut s2 = Zeroizing::new(self.sk.ntt.clone());
         for i in 0..s2.limbs() {
-            let t = self.sk.ntt.limb(i).to_vec();
-            vecops::mul_assign(s2.limb_mut(i), &t, &inner.barrett[i]);
+            vecops::mul_assign(s2.limb_mut(i), self.sk.ntt.limb(i), &inner.barrett[i]);
         }
         Ok(RelinKey(self.switching_key(&s2)?))
     }
@@ -177,7 +182,7 @@ impl KeyGenerator {
     pub fn galois_key(&self, g: u64) -> Result<GaloisKey> {
         let params = &self.params;
         let table = params.galois_table(g)?;
-        let mut sg = self.sk.ntt.clone();
+        let mut sg = Zeroizing::new(self.sk.ntt.clone());
         for i in 0..sg.limbs() {
             heinfer_math::automorphism::permute_into(self.sk.ntt.limb(i), &table, sg.limb_mut(i));
         }
@@ -221,7 +226,7 @@ impl KeyGenerator {
         let mut os = Sampler::from_os()?;
         let seed = os.seed();
         let a = expand_uniform(params, seed, &idx);
-        let e = small_to_ntt(params, &os.gaussian(params.n()), &idx);
+        let e = small_to_ntt(params, &Zeroizing::new(os.gaussian(params.n())), &idx);
         let mut b = self.minus_as_plus(&a, e, &idx);
         let inner = params.inner();
         for i in 0..=pt.level {
@@ -274,22 +279,24 @@ impl KeyGenerator {
     /// `(−a·s + e + c, a)` for scaled integer coefficients `c` (as f64), one NTT per limb.
     fn encrypt_scaled_coefficients(
         &self,
-        mut coeffs: Vec<f64>,
+        coeffs: Vec<f64>,
         scale: f64,
         level: usize,
     ) -> Result<Ciphertext> {
+        // message plus error: zeroed when dropped, like the error itself
+        let mut coeffs = Zeroizing::new(coeffs);
         let params = &self.params;
         let inner = params.inner();
         let n = params.n();
         let idx = basis_indices(params, level, false);
         let mut os = Sampler::from_os()?;
         let seed = os.seed();
-        let e = os.gaussian(n);
+        let e = Zeroizing::new(os.gaussian(n));
         let max = coeffs
             .iter()
-            .zip(&e)
+            .zip(e.iter())
             .fold(0.0f64, |a, (&c, &x)| a.max((c + x as f64).abs()));
-        for (c, &x) in coeffs.iter_mut().zip(&e) {
+        for (c, &x) in coeffs.iter_mut().zip(e.iter()) {
             *c += x as f64;
         }
         let a = expand_uniform(params, seed, &idx);
@@ -303,7 +310,7 @@ impl KeyGenerator {
                 if max < 4.0e15 && m.q < (1u64 << 50) {
                     vecops::reduce_f64_into(limb, &coeffs, m.q);
                 } else {
-                    for (x, &c) in limb.iter_mut().zip(&coeffs) {
+                    for (x, &c) in limb.iter_mut().zip(coeffs.iter()) {
                         *x = m.reduce_i128(c as i128);
                     }
                 }
@@ -311,7 +318,7 @@ impl KeyGenerator {
                 let mut t = crate::scratch::take(n);
                 vecops::mul_into(&mut t, a.limb(i), self.sk.ntt.limb(mi), &inner.barrett[mi]);
                 vecops::sub_assign(limb, &t, m.q);
-                crate::scratch::give(t);
+                crate::scratch::give_secret(t);
             });
         Ok(Ciphertext {
             params_id: params.id(),

@@ -25,13 +25,9 @@ impl std::fmt::Debug for SecretKey {
 
 impl Drop for SecretKey {
     fn drop(&mut self) {
-        // Best-effort wipe of secret material.
-        for c in self.coeffs.iter_mut() {
-            unsafe { std::ptr::write_volatile(c, 0) };
-        }
-        for x in self.ntt.data.iter_mut() {
-            unsafe { std::ptr::write_volatile(x, 0) };
-        }
+        // wipe the secret, spare capacity included (volatile writes, not optimized away)
+        zeroize::Zeroize::zeroize(&mut self.coeffs);
+        zeroize::Zeroize::zeroize(&mut self.ntt);
     }
 }
 

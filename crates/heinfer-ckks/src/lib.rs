@@ -22,13 +22,14 @@ pub mod encoder;
 pub mod encryptor;
 pub mod error;
 pub mod evaluator;
+pub mod galois_tables;
 pub mod keygen;
 pub mod keys;
 pub mod noise;
 pub mod params;
 pub mod poly;
 pub mod presets;
-mod scratch;
+pub mod scratch;
 pub mod security;
 pub mod serialize;
 

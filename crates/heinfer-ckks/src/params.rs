@@ -11,15 +11,14 @@
 //! * `log2(Q_L·P)` is checked against the HomomorphicEncryption.org table ([`crate::security`]).
 
 use crate::error::{CkksError, Result};
+use crate::galois_tables::{GaloisTableCache, GALOIS_TABLE_CACHE_CAPACITY};
 use crate::security::{max_log_qp, SecurityLevel};
-use heinfer_math::automorphism::ntt_permutation;
 use heinfer_math::primes::generate_primes;
 use heinfer_math::rns::BasisConverter;
 use heinfer_math::vecops::BarrettConst;
 use heinfer_math::{Modulus, NttPlan};
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 /// Largest supported `logN`.
 pub const MAX_LOG_N: u32 = 16;
@@ -101,7 +100,8 @@ pub(crate) struct ParamsInner {
     pub x_half_ntt: Vec<Vec<u64>>,
     /// NTT of `1 + X + … + X^{N−1}` modulo each Q prime (a constant in every coefficient).
     pub ones_ntt: Vec<Vec<u64>>,
-    pub galois_tables: RwLock<HashMap<u64, Arc<Vec<u32>>>>,
+    /// Permutation tables of `σ_g` in NTT form, bounded (see [`crate::galois_tables`]).
+    pub galois_tables: GaloisTableCache,
 }
 
 impl CkksParams {
@@ -305,24 +305,19 @@ impl CkksParams {
         self.inner.id
     }
 
-    /// Evaluation-form permutation of `σ_g`, computed once per `g` and cached.
-    pub(crate) fn galois_table(&self, g: u64) -> Result<Arc<Vec<u32>>> {
-        if let Some(t) = self
-            .inner
-            .galois_tables
-            .read()
-            .expect("galois cache poisoned")
-            .get(&g)
-        {
-            return Ok(t.clone());
-        }
-        let t = Arc::new(ntt_permutation(self.inner.n, g)?);
-        self.inner
-            .galois_tables
-            .write()
-            .expect("galois cache poisoned")
-            .insert(g, t.clone());
-        Ok(t)
+    /// The evaluation-form permutation of `σ_g` (`out[j] = in[table[j]]` on every NTT limb),
+    /// from a bounded least-recently-used cache (see [`crate::galois_tables`]).
+    ///
+    /// Fails with [`CkksError::Math`] when `g` is not a Galois element of this ring (even, or
+    /// not below `2N`).
+    pub fn galois_table(&self, g: u64) -> Result<Arc<Vec<u32>>> {
+        self.inner.galois_tables.get(g)
+    }
+
+    /// Number of permutation tables currently cached (at most
+    /// [`crate::galois_tables::GALOIS_TABLE_CACHE_CAPACITY`]).
+    pub fn cached_galois_tables(&self) -> usize {
+        self.inner.galois_tables.len()
     }
 
     /// Checks that an object with parameter id `found` belongs to these parameters.
@@ -470,6 +465,6 @@ fn precompute(
         p_mod_q,
         x_half_ntt,
         ones_ntt,
-        galois_tables: RwLock::new(HashMap::new()),
+        galois_tables: GaloisTableCache::new(n, GALOIS_TABLE_CACHE_CAPACITY),
     })
 }

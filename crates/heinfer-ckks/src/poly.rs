@@ -65,6 +65,13 @@ impl RnsPoly {
     }
 }
 
+/// Zeroes every residue, capacity included (secret-derived polynomials: `s²`, `s(X^g)`, `u`).
+impl zeroize::Zeroize for RnsPoly {
+    fn zeroize(&mut self) {
+        self.data.zeroize();
+    }
+}
+
 /// Index of the modulus of limb `i` of a polynomial at level `level` (extended with P limbs
 /// when `i > level`) into the parameter tables (Q primes first, then P primes).
 #[inline]

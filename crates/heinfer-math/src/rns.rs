@@ -165,6 +165,8 @@ impl BasisConverter {
         for (vc, &a) in v.iter_mut().zip(&acc) {
             *vc = ((a + MAGIC) - MAGIC) as u64;
         }
+        // the input may be secret-derived (public-key encryption divides `b·u + e` by `P`)
+        zeroize::Zeroize::zeroize(&mut acc);
         for (j, pj) in self.to.iter().enumerate() {
             // v ≤ k: subtract v·(Q mod p_j) from a table of k + 1 entries
             let (w, _) = self.q_mod_p[j];

@@ -32,9 +32,19 @@ pub fn os_seed() -> Result<Seed> {
     Ok(s)
 }
 
-/// A ChaCha20 random stream.
+/// A ChaCha20 random stream. Its state (key, counter, buffered output) is overwritten when
+/// it is dropped: an OS-seeded stream produces secrets and encryption randomness.
 pub struct Sampler {
     rng: ChaCha20Rng,
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        // SAFETY: `self.rng` is a valid, aligned place; the old value needs no drop (plain
+        // words), and the volatile write keeps the compiler from eliding this dead store.
+        unsafe { std::ptr::write_volatile(&mut self.rng, ChaCha20Rng::from_seed([0; 32])) };
+        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl Sampler {

@@ -1,23 +1,22 @@
 //! Batches of ciphertexts (one per tensor element, slots or coefficients = batch items): their
-//! wire format, and batch encryption and decryption. The kernels are in `kernels.rs`.
+//! wire format (`heinfer_ckks::serialize::ciphertext_batch_*`), conversion from and to lists of
+//! ciphertexts, and batch encryption and decryption. The kernels are in `kernels.rs`.
 
 use crate::errors::{check_max_bytes, to_py, OperandError};
 use crate::keygen::{Decryptor, KeyGenerator};
+use crate::objects::Ciphertext;
 use crate::params::Params;
-use crate::pool::{current, run};
+use crate::pool::{run, run_with};
 use heinfer_ckks as ckks;
 use heinfer_ckks::{serialize, CkksParams, Encoder};
 use heinfer_kernels::KernelError;
 use num_complex::Complex64;
 use numpy::{PyArray2, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rayon::prelude::*;
-
-/// Magic and version of a serialized batch: `b"HEBT"`, u16 version, u32 count, then per
-/// ciphertext a u32 length and the ciphertext's own validated format.
-const MAGIC: &[u8; 4] = b"HEBT";
-const VERSION: u16 = 1;
+use zeroize::Zeroizing;
 
 /// Maps a kernel error onto a Python exception.
 pub(crate) fn kerr(e: KernelError) -> PyErr {
@@ -27,13 +26,14 @@ pub(crate) fn kerr(e: KernelError) -> PyErr {
     }
 }
 
-/// Runs kernel work on the pool with the GIL released.
+/// Runs kernel work on the pool with the GIL released; a panic becomes `InternalError`
+/// naming `op` (see [`crate::pool::run`]).
 pub(crate) fn run_k<T: Send, F: FnOnce() -> heinfer_kernels::Result<T> + Send>(
     py: Python<'_>,
+    op: &str,
     f: F,
 ) -> PyResult<T> {
-    let pool = current()?;
-    py.detach(move || pool.install(f)).map_err(kerr)
+    run_with(py, op, f, kerr)
 }
 
 /// An ordered batch of ciphertexts sharing parameters, level, size and scale. The batch
@@ -93,36 +93,52 @@ impl CiphertextBatch {
             &self.params,
         ))
     }
-    /// Overrides the scale of every ciphertext (the caller asserts the messages were
-    /// multiplied accordingly).
-    fn with_scale(&self, scale: f64) -> PyResult<Self> {
-        let mut cts = self.cts.clone();
-        for c in &mut cts {
-            c.set_scale(scale).map_err(to_py)?;
+    /// A batch of copies of `cts`: at least one ciphertext, all of the same parameters, level,
+    /// size and scale (else `OperandError`, or `ParameterError` for other parameters).
+    #[staticmethod]
+    fn from_list(cts: Vec<PyRef<'_, Ciphertext>>) -> PyResult<Self> {
+        let first = cts
+            .first()
+            .ok_or_else(|| OperandError::new_err("a batch needs at least one ciphertext"))?;
+        let params = first.params.clone();
+        for c in &cts {
+            params.check_id(c.inner.params_id()).map_err(to_py)?;
         }
-        Ok(Self::wrap(cts, &self.params))
+        let inner: Vec<ckks::Ciphertext> = cts.iter().map(|c| c.inner.clone()).collect();
+        serialize::check_uniform(&inner)
+            .map_err(|m| OperandError::new_err(format!("cannot build a batch: {m}")))?;
+        Ok(Self::wrap(inner, &params))
     }
-    /// One message: the batch in the validated wire format.
-    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let parts: Vec<Vec<u8>> = run(py, || {
-            self.cts
-                .par_iter()
-                .map(|c| serialize::ciphertext_to_bytes(&self.params, c))
-                .collect()
-        })?;
-        let total = 10 + parts.iter().map(|p| 4 + p.len()).sum::<usize>();
-        let mut out = Vec::with_capacity(total);
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        out.extend_from_slice(&(parts.len() as u32).to_le_bytes());
-        for p in &parts {
-            out.extend_from_slice(&(p.len() as u32).to_le_bytes());
-            out.extend_from_slice(p);
+    /// Copies of the ciphertexts, in order.
+    fn to_list(&self) -> Vec<Ciphertext> {
+        self.cts
+            .iter()
+            .map(|c| Ciphertext::wrap(c.clone(), &self.params))
+            .collect()
+    }
+    /// A copy of ciphertext `i` (negative `i` counts from the end; `IndexError` out of range,
+    /// so iteration stops there).
+    fn __getitem__(&self, i: isize) -> PyResult<Ciphertext> {
+        let len = self.cts.len() as isize;
+        let j = if i < 0 { i + len } else { i };
+        if j < 0 || j >= len {
+            return Err(PyIndexError::new_err(format!(
+                "index {i} out of range for a batch of {len}"
+            )));
         }
+        Ok(Ciphertext::wrap(self.cts[j as usize].clone(), &self.params))
+    }
+    /// One message: the batch in the validated wire format (see
+    /// `heinfer_ckks::serialize::ciphertext_batch_to_bytes`).
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let out = run(py, "CiphertextBatch.to_bytes", || {
+            serialize::ciphertext_batch_to_bytes(&self.params, &self.cts)
+        })?;
         Ok(PyBytes::new(py, &out))
     }
-    /// Decodes and validates a batch: header, count ≤ `max_count`, total ≤ `max_bytes`, every
-    /// ciphertext (parameters, residues below moduli) and that all share level, size, scale.
+    /// Decodes and validates a batch: header, count ≤ `max_count` and against the bytes
+    /// present, total ≤ `max_bytes`, every ciphertext (parameters, residues below moduli) and
+    /// that all share level, size, scale.
     #[staticmethod]
     fn from_bytes(
         py: Python<'_>,
@@ -131,101 +147,12 @@ impl CiphertextBatch {
         max_bytes: usize,
         max_count: usize,
     ) -> PyResult<Self> {
-        let err = |m: String| {
-            crate::errors::SerializationError::new_err(format!(
-                "cannot deserialize ciphertext batch: {m}"
-            ))
-        };
         let max_bytes = check_max_bytes(max_bytes).map_err(to_py)?;
-        if data.len() > max_bytes {
-            return Err(err(format!(
-                "{} bytes exceed the limit of {max_bytes}",
-                data.len()
-            )));
-        }
-        if data.len() < 10 || &data[..4] != MAGIC {
-            return Err(err("bad magic (not a heinfer ciphertext batch)".into()));
-        }
-        let version = u16::from_le_bytes([data[4], data[5]]);
-        if version != VERSION {
-            return Err(err(format!(
-                "version {version}, this build reads {VERSION}"
-            )));
-        }
-        let count = u32::from_le_bytes(data[6..10].try_into().expect("4 bytes")) as usize;
-        if count == 0 || count > max_count {
-            return Err(err(format!(
-                "{count} ciphertexts (allowed 1..={max_count})"
-            )));
-        }
-        let mut slices = Vec::with_capacity(count);
-        let mut pos = 10usize;
-        for i in 0..count {
-            let len_bytes = data
-                .get(pos..pos + 4)
-                .ok_or_else(|| err(format!("truncated before ciphertext {i}")))?;
-            let len = u32::from_le_bytes(len_bytes.try_into().expect("4 bytes")) as usize;
-            let body = data
-                .get(pos + 4..pos + 4 + len)
-                .ok_or_else(|| err(format!("ciphertext {i} is truncated")))?;
-            slices.push(body);
-            pos += 4 + len;
-        }
-        if pos != data.len() {
-            return Err(err(format!("{} trailing bytes", data.len() - pos)));
-        }
         let p = params.inner.clone();
-        let cts: Vec<ckks::Ciphertext> = run(py, || {
-            slices
-                .par_iter()
-                .map(|s| serialize::ciphertext_from_bytes(&p, s, max_bytes))
-                .collect()
+        let cts = run(py, "CiphertextBatch.from_bytes", || {
+            serialize::ciphertext_batch_from_bytes(&p, data, max_bytes, max_count)
         })?;
-        let f = &cts[0];
-        if let Some((i, c)) = cts.iter().enumerate().find(|(_, c)| {
-            c.level() != f.level()
-                || c.size() != f.size()
-                || ((c.scale() - f.scale()) / f.scale()).abs() > 1e-9
-        }) {
-            return Err(err(format!(
-                "ciphertext {i} differs from ciphertext 0 in level, size or scale ({} {} {:e})",
-                c.level(),
-                c.size(),
-                c.scale()
-            )));
-        }
         Ok(Self::wrap(cts, &p))
-    }
-    /// A batch of `cts` (non-empty; one parameter set; all at one level, size and scale).
-    #[staticmethod]
-    fn from_list(cts: Vec<PyRef<'_, crate::objects::Ciphertext>>) -> PyResult<Self> {
-        let first = cts
-            .first()
-            .ok_or_else(|| OperandError::new_err("a batch needs at least one ciphertext"))?;
-        let params = first.params.clone();
-        let f = &first.inner;
-        let mut out = Vec::with_capacity(cts.len());
-        for (i, c) in cts.iter().enumerate() {
-            params.check_id(c.params.id()).map_err(to_py)?;
-            let d = &c.inner;
-            if d.level() != f.level()
-                || d.size() != f.size()
-                || ((d.scale() - f.scale()) / f.scale()).abs() > 1e-9
-            {
-                return Err(OperandError::new_err(format!(
-                    "ciphertext {i} differs from ciphertext 0 in level, size or scale"
-                )));
-            }
-            out.push(d.clone());
-        }
-        Ok(Self::wrap(out, &params))
-    }
-    /// The ciphertexts of the batch, in order.
-    fn to_list(&self) -> Vec<crate::objects::Ciphertext> {
-        self.cts
-            .iter()
-            .map(|c| crate::objects::Ciphertext::wrap(c.clone(), &self.params))
-            .collect()
     }
     /// Concatenation of batches (same parameters, level, size and scale).
     #[staticmethod]
@@ -262,6 +189,7 @@ fn encrypt_rows<T>(
     values: PyReadonlyArray2<'_, T>,
     width: usize,
     what: &str,
+    op: &'static str,
     encrypt: impl Fn(&Encoder, &[T]) -> ckks::Result<ckks::Ciphertext> + Sync,
 ) -> PyResult<CiphertextBatch>
 where
@@ -275,7 +203,7 @@ where
     }
     let data: Vec<T> = values.as_array().iter().copied().collect();
     let params = kg.params.clone();
-    let cts = run(py, || {
+    let cts = run(py, op, || {
         let enc = Encoder::new(&params);
         data.par_chunks(shape[1])
             .map(|row| encrypt(&enc, row))
@@ -289,18 +217,20 @@ fn decrypt_rows<'py, T>(
     py: Python<'py>,
     dec: &Decryptor,
     batch: &CiphertextBatch,
+    op: &'static str,
     decode: impl Fn(&Encoder, &ckks::Plaintext) -> ckks::Result<Vec<T>> + Sync,
 ) -> PyResult<Bound<'py, PyArray2<T>>>
 where
     T: numpy::Element + Copy + Send,
 {
     let params = dec.params.clone();
-    let rows: Vec<Vec<T>> = run(py, || {
+    let rows: Vec<Vec<T>> = run(py, op, || {
         let enc = Encoder::new(&params);
         batch
             .cts
             .par_iter()
-            .map(|c| decode(&enc, &dec.inner.decrypt(c)?))
+            // the plaintext holds message plus decryption error: zeroed when dropped
+            .map(|c| decode(&enc, &Zeroizing::new(dec.inner.decrypt(c)?)))
             .collect()
     })?;
     PyArray2::from_vec2(py, &rows).map_err(|e| OperandError::new_err(e.to_string()))
@@ -317,9 +247,15 @@ pub fn encrypt_batch(
     level: usize,
 ) -> PyResult<CiphertextBatch> {
     let slots = kg.params.slots();
-    encrypt_rows(py, kg, values, slots, "slots", |enc, row| {
-        kg.inner.encrypt_values(enc, row, scale, level)
-    })
+    encrypt_rows(
+        py,
+        kg,
+        values,
+        slots,
+        "slots",
+        "encrypt_batch",
+        |enc, row| kg.inner.encrypt_values(enc, row, scale, level),
+    )
 }
 
 /// Encrypts each row of `values` (`count × N` real) in the coefficients of a plaintext
@@ -333,9 +269,15 @@ pub fn encrypt_batch_coefficients(
     level: usize,
 ) -> PyResult<CiphertextBatch> {
     let n = kg.params.n();
-    encrypt_rows(py, kg, values, n, "coefficients", |enc, row| {
-        kg.inner.encrypt_coefficients(enc, row, scale, level)
-    })
+    encrypt_rows(
+        py,
+        kg,
+        values,
+        n,
+        "coefficients",
+        "encrypt_batch_coefficients",
+        |enc, row| kg.inner.encrypt_coefficients(enc, row, scale, level),
+    )
 }
 
 /// Decrypts and decodes every ciphertext: a `count × slots` complex array.
@@ -345,7 +287,7 @@ pub fn decrypt_batch<'py>(
     dec: &Decryptor,
     batch: &CiphertextBatch,
 ) -> PyResult<Bound<'py, PyArray2<Complex64>>> {
-    decrypt_rows(py, dec, batch, |enc, pt| enc.decode(pt))
+    decrypt_rows(py, dec, batch, "decrypt_batch", |enc, pt| enc.decode(pt))
 }
 
 /// Decrypts coefficient-packed ciphertexts: a `count × N` real array.
@@ -355,5 +297,7 @@ pub fn decrypt_batch_coefficients<'py>(
     dec: &Decryptor,
     batch: &CiphertextBatch,
 ) -> PyResult<Bound<'py, PyArray2<f64>>> {
-    decrypt_rows(py, dec, batch, |enc, pt| enc.decode_coefficients(pt))
+    decrypt_rows(py, dec, batch, "decrypt_batch_coefficients", |enc, pt| {
+        enc.decode_coefficients(pt)
+    })
 }

@@ -30,7 +30,7 @@ impl Encoder {
     #[new]
     fn new(py: Python<'_>, params: &Params) -> PyResult<Self> {
         let p = params.inner.clone();
-        let inner = run(py, || Ok(ckks::Encoder::new(&p)))?;
+        let inner = run(py, "Encoder.new", || Ok(ckks::Encoder::new(&p)))?;
         Ok(Self { inner, params: p })
     }
     /// Real values in the real parts of the slots; `extended` adds the special primes.
@@ -65,7 +65,7 @@ impl Encoder {
         py: Python<'py>,
         pt: &Plaintext,
     ) -> PyResult<Bound<'py, PyArray1<Complex64>>> {
-        let v = run(py, || self.inner.decode(&pt.inner))?;
+        let v = run(py, "Encoder.decode", || self.inner.decode(&pt.inner))?;
         Ok(PyArray1::from_vec(py, v))
     }
     /// The real parts of all `N/2` slots.
@@ -74,7 +74,9 @@ impl Encoder {
         py: Python<'py>,
         pt: &Plaintext,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let v = run(py, || self.inner.decode_real(&pt.inner))?;
+        let v = run(py, "Encoder.decode_real", || {
+            self.inner.decode_real(&pt.inner)
+        })?;
         Ok(PyArray1::from_vec(py, v))
     }
 }
@@ -88,7 +90,7 @@ impl Encoder {
         level: usize,
         extended: bool,
     ) -> PyResult<Plaintext> {
-        let inner = run(py, || {
+        let inner = run(py, "Encoder.encode", || {
             if extended {
                 self.inner.encode_extended(&z, scale, level)
             } else {

@@ -18,6 +18,36 @@ pyo3::import_exception!(heinfer.errors, MissingKeyError);
 pyo3::import_exception!(heinfer.errors, SerializationError);
 pyo3::import_exception!(heinfer.errors, EncodingError);
 pyo3::import_exception!(heinfer.errors, OperandError);
+pyo3::import_exception!(heinfer.errors, InternalError);
+
+/// Longest panic message passed on (characters): enough for any engine assertion.
+const MAX_PANIC_MESSAGE: usize = 300;
+
+/// Turns a caught panic into [`InternalError`] naming the operation and the panic message.
+///
+/// Engine panics are our own invariant checks (`assert!`, slice bounds): their messages carry
+/// lengths and indices, never residues or key material.
+pub fn panic_to_py(op: &str, payload: Box<dyn std::any::Any + Send>) -> PyErr {
+    let text = if let Some(s) = payload.downcast_ref::<&'static str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_owned()
+    };
+    let text: String = text.chars().take(MAX_PANIC_MESSAGE).collect();
+    InternalError::new_err(format!(
+        "internal error in {op}: the engine panicked ({text}); this is a bug in heinfer, \
+         please report it"
+    ))
+}
+
+/// Runs engine code that needs the GIL (cheap calls that do not go to the pool), turning a
+/// panic into [`InternalError`] like [`crate::pool::run`] does.
+pub fn guard<T>(op: &str, f: impl FnOnce() -> pyo3::PyResult<T>) -> pyo3::PyResult<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|p| Err(panic_to_py(op, p)))
+}
 
 /// Maps an engine error, variant by variant, onto its Python exception class.
 pub fn to_py(e: CkksError) -> PyErr {

@@ -19,17 +19,19 @@ impl Evaluator {
     fn ct(
         &self,
         py: Python<'_>,
+        op: &'static str,
         f: impl FnOnce(&ckks::Evaluator) -> ckks::Result<ckks::Ciphertext> + Send,
     ) -> PyResult<Ciphertext> {
-        let inner = run(py, || f(&self.inner))?;
+        let inner = run(py, op, || f(&self.inner))?;
         Ok(Ciphertext::wrap(inner, &self.params))
     }
     fn ext(
         &self,
         py: Python<'_>,
+        op: &'static str,
         f: impl FnOnce(&ckks::Evaluator) -> ckks::Result<ckks::ExtendedCiphertext> + Send,
     ) -> PyResult<ExtendedCiphertext> {
-        let inner = run(py, || f(&self.inner))?;
+        let inner = run(py, op, || f(&self.inner))?;
         Ok(ExtendedCiphertext {
             inner,
             params: self.params.clone(),
@@ -38,9 +40,10 @@ impl Evaluator {
     fn assign(
         &self,
         py: Python<'_>,
+        op: &'static str,
         f: impl FnOnce(&ckks::Evaluator) -> ckks::Result<()> + Send,
     ) -> PyResult<()> {
-        run(py, || f(&self.inner))
+        run(py, op, || f(&self.inner))
     }
 }
 
@@ -55,7 +58,7 @@ impl Evaluator {
     }
 
     fn add(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.add(&a.inner, &b.inner))
+        self.ct(py, "Evaluator.add", |e| e.add(&a.inner, &b.inner))
     }
     fn add_assign(
         &self,
@@ -64,10 +67,10 @@ impl Evaluator {
         b: &Ciphertext,
     ) -> PyResult<()> {
         let a = &mut a.inner;
-        self.assign(py, |e| e.add_assign(a, &b.inner))
+        self.assign(py, "Evaluator.add_assign", |e| e.add_assign(a, &b.inner))
     }
     fn sub(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.sub(&a.inner, &b.inner))
+        self.ct(py, "Evaluator.sub", |e| e.sub(&a.inner, &b.inner))
     }
     fn sub_assign(
         &self,
@@ -76,17 +79,19 @@ impl Evaluator {
         b: &Ciphertext,
     ) -> PyResult<()> {
         let a = &mut a.inner;
-        self.assign(py, |e| e.sub_assign(a, &b.inner))
+        self.assign(py, "Evaluator.sub_assign", |e| e.sub_assign(a, &b.inner))
     }
     fn neg(&self, py: Python<'_>, a: &Ciphertext) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.neg(&a.inner))
+        self.ct(py, "Evaluator.neg", |e| e.neg(&a.inner))
     }
     fn neg_assign(&self, py: Python<'_>, mut a: PyRefMut<'_, Ciphertext>) -> PyResult<()> {
         let a = &mut a.inner;
-        self.assign(py, |e| e.neg_assign(a))
+        self.assign(py, "Evaluator.neg_assign", |e| e.neg_assign(a))
     }
     fn add_plain(&self, py: Python<'_>, ct: &Ciphertext, pt: &Plaintext) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.add_plain(&ct.inner, &pt.inner))
+        self.ct(py, "Evaluator.add_plain", |e| {
+            e.add_plain(&ct.inner, &pt.inner)
+        })
     }
     fn add_plain_assign(
         &self,
@@ -95,13 +100,19 @@ impl Evaluator {
         pt: &Plaintext,
     ) -> PyResult<()> {
         let ct = &mut ct.inner;
-        self.assign(py, |e| e.add_plain_assign(ct, &pt.inner))
+        self.assign(py, "Evaluator.add_plain_assign", |e| {
+            e.add_plain_assign(ct, &pt.inner)
+        })
     }
     fn sub_plain(&self, py: Python<'_>, ct: &Ciphertext, pt: &Plaintext) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.sub_plain(&ct.inner, &pt.inner))
+        self.ct(py, "Evaluator.sub_plain", |e| {
+            e.sub_plain(&ct.inner, &pt.inner)
+        })
     }
     fn mul_plain(&self, py: Python<'_>, ct: &Ciphertext, pt: &Plaintext) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.mul_plain(&ct.inner, &pt.inner))
+        self.ct(py, "Evaluator.mul_plain", |e| {
+            e.mul_plain(&ct.inner, &pt.inner)
+        })
     }
     fn mul_plain_assign(
         &self,
@@ -110,7 +121,9 @@ impl Evaluator {
         pt: &Plaintext,
     ) -> PyResult<()> {
         let ct = &mut ct.inner;
-        self.assign(py, |e| e.mul_plain_assign(ct, &pt.inner))
+        self.assign(py, "Evaluator.mul_plain_assign", |e| {
+            e.mul_plain_assign(ct, &pt.inner)
+        })
     }
     fn mul_const(
         &self,
@@ -119,7 +132,9 @@ impl Evaluator {
         c: f64,
         scale: f64,
     ) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.mul_const(&ct.inner, c, scale))
+        self.ct(py, "Evaluator.mul_const", |e| {
+            e.mul_const(&ct.inner, c, scale)
+        })
     }
     fn mul_const_assign(
         &self,
@@ -129,7 +144,9 @@ impl Evaluator {
         scale: f64,
     ) -> PyResult<()> {
         let ct = &mut ct.inner;
-        self.assign(py, |e| e.mul_const_assign(ct, c, scale))
+        self.assign(py, "Evaluator.mul_const_assign", |e| {
+            e.mul_const_assign(ct, c, scale)
+        })
     }
     fn mul_const_complex(
         &self,
@@ -139,10 +156,12 @@ impl Evaluator {
         im: f64,
         scale: f64,
     ) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.mul_const_complex(&ct.inner, re, im, scale))
+        self.ct(py, "Evaluator.mul_const_complex", |e| {
+            e.mul_const_complex(&ct.inner, re, im, scale)
+        })
     }
     fn add_const(&self, py: Python<'_>, ct: &Ciphertext, c: f64) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.add_const(&ct.inner, c))
+        self.ct(py, "Evaluator.add_const", |e| e.add_const(&ct.inner, c))
     }
     fn add_const_complex(
         &self,
@@ -151,16 +170,20 @@ impl Evaluator {
         re: f64,
         im: f64,
     ) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.add_const_complex(&ct.inner, re, im))
+        self.ct(py, "Evaluator.add_const_complex", |e| {
+            e.add_const_complex(&ct.inner, re, im)
+        })
     }
     fn mul(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.mul(&a.inner, &b.inner))
+        self.ct(py, "Evaluator.mul", |e| e.mul(&a.inner, &b.inner))
     }
     fn square(&self, py: Python<'_>, a: &Ciphertext) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.square(&a.inner))
+        self.ct(py, "Evaluator.square", |e| e.square(&a.inner))
     }
     fn relinearize(&self, py: Python<'_>, ct: &Ciphertext, rlk: &RelinKey) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.relinearize(&ct.inner, &rlk.inner))
+        self.ct(py, "Evaluator.relinearize", |e| {
+            e.relinearize(&ct.inner, &rlk.inner)
+        })
     }
     fn relinearize_assign(
         &self,
@@ -169,7 +192,9 @@ impl Evaluator {
         rlk: &RelinKey,
     ) -> PyResult<()> {
         let ct = &mut ct.inner;
-        self.assign(py, |e| e.relinearize_assign(ct, &rlk.inner))
+        self.assign(py, "Evaluator.relinearize_assign", |e| {
+            e.relinearize_assign(ct, &rlk.inner)
+        })
     }
     fn mul_relin(
         &self,
@@ -178,20 +203,26 @@ impl Evaluator {
         b: &Ciphertext,
         rlk: &RelinKey,
     ) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.mul_relin(&a.inner, &b.inner, &rlk.inner))
+        self.ct(py, "Evaluator.mul_relin", |e| {
+            e.mul_relin(&a.inner, &b.inner, &rlk.inner)
+        })
     }
     fn rescale(&self, py: Python<'_>, ct: &Ciphertext) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.rescale(&ct.inner))
+        self.ct(py, "Evaluator.rescale", |e| e.rescale(&ct.inner))
     }
     fn rescale_assign(&self, py: Python<'_>, mut ct: PyRefMut<'_, Ciphertext>) -> PyResult<()> {
         let ct = &mut ct.inner;
-        self.assign(py, |e| e.rescale_assign(ct))
+        self.assign(py, "Evaluator.rescale_assign", |e| e.rescale_assign(ct))
     }
     fn drop_level(&self, py: Python<'_>, ct: &Ciphertext, levels: usize) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.drop_level(&ct.inner, levels))
+        self.ct(py, "Evaluator.drop_level", |e| {
+            e.drop_level(&ct.inner, levels)
+        })
     }
     fn drop_to_level(&self, py: Python<'_>, ct: &Ciphertext, level: usize) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.drop_to_level(&ct.inner, level))
+        self.ct(py, "Evaluator.drop_to_level", |e| {
+            e.drop_to_level(&ct.inner, level)
+        })
     }
     fn rotate(
         &self,
@@ -200,7 +231,9 @@ impl Evaluator {
         k: i64,
         keys: &GaloisKeys,
     ) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.rotate(&ct.inner, k, &keys.inner))
+        self.ct(py, "Evaluator.rotate", |e| {
+            e.rotate(&ct.inner, k, &keys.inner)
+        })
     }
     fn conjugate(
         &self,
@@ -208,7 +241,9 @@ impl Evaluator {
         ct: &Ciphertext,
         keys: &GaloisKeys,
     ) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.conjugate(&ct.inner, &keys.inner))
+        self.ct(py, "Evaluator.conjugate", |e| {
+            e.conjugate(&ct.inner, &keys.inner)
+        })
     }
     fn apply_galois(
         &self,
@@ -217,7 +252,9 @@ impl Evaluator {
         g: u64,
         keys: &GaloisKeys,
     ) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.apply_galois(&ct.inner, g, &keys.inner))
+        self.ct(py, "Evaluator.apply_galois", |e| {
+            e.apply_galois(&ct.inner, g, &keys.inner)
+        })
     }
     fn rotate_hoisted(
         &self,
@@ -226,7 +263,7 @@ impl Evaluator {
         steps: Vec<i64>,
         keys: &GaloisKeys,
     ) -> PyResult<Vec<Ciphertext>> {
-        let v = run(py, || {
+        let v = run(py, "Evaluator.rotate_hoisted", || {
             self.inner.rotate_hoisted(&ct.inner, &steps, &keys.inner)
         })?;
         Ok(v.into_iter()
@@ -240,7 +277,7 @@ impl Evaluator {
         steps: Vec<i64>,
         keys: &GaloisKeys,
     ) -> PyResult<Vec<ExtendedCiphertext>> {
-        let v = run(py, || {
+        let v = run(py, "Evaluator.rotate_hoisted_extended", || {
             self.inner
                 .rotate_hoisted_extended(&ct.inner, &steps, &keys.inner)
         })?;
@@ -258,7 +295,9 @@ impl Evaluator {
         b: &ExtendedCiphertext,
     ) -> PyResult<()> {
         let a = &mut a.inner;
-        self.assign(py, |e| e.add_extended_assign(a, &b.inner))
+        self.assign(py, "Evaluator.add_extended_assign", |e| {
+            e.add_extended_assign(a, &b.inner)
+        })
     }
     fn mul_const_extended(
         &self,
@@ -267,7 +306,9 @@ impl Evaluator {
         c: f64,
         scale: f64,
     ) -> PyResult<ExtendedCiphertext> {
-        self.ext(py, |e| e.mul_const_extended(&x.inner, c, scale))
+        self.ext(py, "Evaluator.mul_const_extended", |e| {
+            e.mul_const_extended(&x.inner, c, scale)
+        })
     }
     fn mul_plain_extended(
         &self,
@@ -275,10 +316,14 @@ impl Evaluator {
         x: &ExtendedCiphertext,
         pt: &Plaintext,
     ) -> PyResult<ExtendedCiphertext> {
-        self.ext(py, |e| e.mul_plain_extended(&x.inner, &pt.inner))
+        self.ext(py, "Evaluator.mul_plain_extended", |e| {
+            e.mul_plain_extended(&x.inner, &pt.inner)
+        })
     }
     fn mod_down_extended(&self, py: Python<'_>, x: &ExtendedCiphertext) -> PyResult<Ciphertext> {
-        self.ct(py, |e| e.mod_down_extended(&x.inner))
+        self.ct(py, "Evaluator.mod_down_extended", |e| {
+            e.mod_down_extended(&x.inner)
+        })
     }
     fn dot_plain(
         &self,
@@ -288,7 +333,7 @@ impl Evaluator {
     ) -> PyResult<Ciphertext> {
         let c: Vec<&ckks::Ciphertext> = cts.iter().map(|c| &c.inner).collect();
         let p: Vec<&ckks::Plaintext> = pts.iter().map(|p| &p.inner).collect();
-        self.ct(py, |e| e.dot_plain(&c, &p))
+        self.ct(py, "Evaluator.dot_plain", |e| e.dot_plain(&c, &p))
     }
     fn dot_plain_extended(
         &self,
@@ -298,6 +343,8 @@ impl Evaluator {
     ) -> PyResult<Ciphertext> {
         let x: Vec<&ckks::ExtendedCiphertext> = exts.iter().map(|c| &c.inner).collect();
         let p: Vec<&ckks::Plaintext> = pts.iter().map(|p| &p.inner).collect();
-        self.ct(py, |e| e.dot_plain_extended(&x, &p))
+        self.ct(py, "Evaluator.dot_plain_extended", |e| {
+            e.dot_plain_extended(&x, &p)
+        })
     }
 }

@@ -2,7 +2,7 @@
 //! per layer, never one per ciphertext.
 
 use crate::batch::{kerr, run_k, CiphertextBatch};
-use crate::errors::OperandError;
+use crate::errors::{guard, OperandError};
 use crate::objects::RelinKey;
 use heinfer_ckks::{Encoder, Evaluator};
 use heinfer_kernels::linear::GroupSpec;
@@ -51,10 +51,12 @@ impl LinearLayer {
                 weights: w.as_array().iter().copied().collect(),
             })
             .collect();
-        let inner =
-            heinfer_kernels::LinearLayer::new(out_count, in_count, specs, weight_scale, digits)
-                .map_err(kerr)?;
-        Ok(Self { inner })
+        guard("LinearLayer.new", || {
+            let inner =
+                heinfer_kernels::LinearLayer::new(out_count, in_count, specs, weight_scale, digits)
+                    .map_err(kerr)?;
+            Ok(Self { inner })
+        })
     }
     #[getter]
     fn nnz(&self) -> usize {
@@ -82,7 +84,7 @@ impl LinearLayer {
     ) -> PyResult<CiphertextBatch> {
         let b: Option<Vec<f64>> = bias.map(|b| b.as_array().to_vec());
         let pk = parse_packing(packing)?;
-        let cts = run_k(py, || {
+        let cts = run_k(py, "LinearLayer.apply", || {
             if square {
                 self.inner
                     .apply_squared(&batch.params, &batch.cts, b.as_deref(), pk)
@@ -110,7 +112,7 @@ pub fn square_chain(
     let b1: Option<Vec<f64>> = bias1.map(|b| b.as_array().to_vec());
     let pk = parse_packing(packing)?;
     let b2: Option<Vec<f64>> = bias2.map(|b| b.as_array().to_vec());
-    let cts = run_k(py, || {
+    let cts = run_k(py, "square_chain", || {
         heinfer_kernels::chain::square_chain(
             &batch.params,
             &first.inner,
@@ -129,7 +131,7 @@ pub fn square_chain(
 pub fn batch_square(py: Python<'_>, mut batch: PyRefMut<'_, CiphertextBatch>) -> PyResult<()> {
     let ev = Evaluator::new(&batch.params);
     let cts = &mut batch.cts;
-    run_k(py, || batch::square(&ev, cts))
+    run_k(py, "batch_square", || batch::square(&ev, cts))
 }
 
 /// Relinearizes every ciphertext, in place.
@@ -141,7 +143,9 @@ pub fn batch_relinearize(
 ) -> PyResult<()> {
     let ev = Evaluator::new(&batch.params);
     let cts = &mut batch.cts;
-    run_k(py, || batch::relinearize(&ev, cts, &rlk.inner))
+    run_k(py, "batch_relinearize", || {
+        batch::relinearize(&ev, cts, &rlk.inner)
+    })
 }
 
 /// Rescales every ciphertext `times` times, in place.
@@ -153,13 +157,15 @@ pub fn batch_rescale(
 ) -> PyResult<()> {
     let ev = Evaluator::new(&batch.params);
     let cts = &mut batch.cts;
-    run_k(py, || batch::rescale(&ev, cts, times))
+    run_k(py, "batch_rescale", || batch::rescale(&ev, cts, times))
 }
 
 /// Drops every ciphertext to `level`, in place.
 #[pyfunction]
 pub fn batch_drop_to_level(mut batch: PyRefMut<'_, CiphertextBatch>, level: usize) -> PyResult<()> {
-    batch::drop_to_level(&mut batch.cts, level).map_err(kerr)
+    guard("batch_drop_to_level", || {
+        batch::drop_to_level(&mut batch.cts, level).map_err(kerr)
+    })
 }
 
 /// The baseline linear layer (general plaintext products, optional rescale per product) on
@@ -177,7 +183,7 @@ pub fn naive_linear_rows(
     let w: Vec<f64> = weights.as_array().iter().copied().collect();
     let b = bias.as_array().to_vec();
     let p = batch.params.clone();
-    let cts = run_k(py, || {
+    let cts = run_k(py, "naive_linear_rows", || {
         let ev = Evaluator::new(&p);
         let enc = Encoder::new(&p);
         naive::linear_rows(

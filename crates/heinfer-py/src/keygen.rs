@@ -1,5 +1,6 @@
 //! Key generation, encryption and decryption.
 
+use crate::errors::{guard, to_py};
 use crate::objects::{Ciphertext, GaloisKeys, Plaintext, PublicKey, RelinKey, SecretKey};
 use crate::params::Params;
 use crate::pool::run;
@@ -20,14 +21,16 @@ impl KeyGenerator {
     #[new]
     fn new(py: Python<'_>, params: &Params) -> PyResult<Self> {
         let p = params.inner.clone();
-        let inner = run(py, || ckks::KeyGenerator::new(&p))?;
+        let inner = run(py, "KeyGenerator.new", || ckks::KeyGenerator::new(&p))?;
         Ok(Self { inner, params: p })
     }
     /// A key generator around an existing secret key.
     #[staticmethod]
     fn from_secret_key(py: Python<'_>, params: &Params, sk: &SecretKey) -> PyResult<Self> {
         let p = params.inner.clone();
-        let inner = run(py, || ckks::KeyGenerator::from_secret_key(&p, &sk.inner))?;
+        let inner = run(py, "KeyGenerator.from_secret_key", || {
+            ckks::KeyGenerator::from_secret_key(&p, &sk.inner)
+        })?;
         Ok(Self { inner, params: p })
     }
     fn secret_key(&self) -> SecretKey {
@@ -37,14 +40,14 @@ impl KeyGenerator {
         }
     }
     fn public_key(&self, py: Python<'_>) -> PyResult<PublicKey> {
-        let inner = run(py, || self.inner.public_key())?;
+        let inner = run(py, "KeyGenerator.public_key", || self.inner.public_key())?;
         Ok(PublicKey {
             inner,
             params: self.params.clone(),
         })
     }
     fn relin_key(&self, py: Python<'_>) -> PyResult<RelinKey> {
-        let inner = run(py, || self.inner.relin_key())?;
+        let inner = run(py, "KeyGenerator.relin_key", || self.inner.relin_key())?;
         Ok(RelinKey {
             inner,
             params: self.params.clone(),
@@ -56,14 +59,18 @@ impl KeyGenerator {
         steps: Vec<i64>,
         conjugate: bool,
     ) -> PyResult<GaloisKeys> {
-        let inner = run(py, || self.inner.galois_keys(&steps, conjugate))?;
+        let inner = run(py, "KeyGenerator.galois_keys", || {
+            self.inner.galois_keys(&steps, conjugate)
+        })?;
         Ok(GaloisKeys {
             inner,
             params: self.params.clone(),
         })
     }
     fn encrypt_symmetric(&self, py: Python<'_>, pt: &Plaintext) -> PyResult<Ciphertext> {
-        let inner = run(py, || self.inner.encrypt_symmetric(&pt.inner))?;
+        let inner = run(py, "KeyGenerator.encrypt_symmetric", || {
+            self.inner.encrypt_symmetric(&pt.inner)
+        })?;
         Ok(Ciphertext::wrap(inner, &self.params))
     }
     fn __repr__(&self) -> String {
@@ -82,14 +89,16 @@ pub struct Encryptor {
 impl Encryptor {
     #[new]
     fn new(params: &Params, pk: &PublicKey) -> PyResult<Self> {
-        let inner = ckks::Encryptor::new(&params.inner, &pk.inner).map_err(crate::errors::to_py)?;
+        let inner = guard("Encryptor.new", || {
+            ckks::Encryptor::new(&params.inner, &pk.inner).map_err(to_py)
+        })?;
         Ok(Self {
             inner,
             params: params.inner.clone(),
         })
     }
     fn encrypt(&self, py: Python<'_>, pt: &Plaintext) -> PyResult<Ciphertext> {
-        let inner = run(py, || self.inner.encrypt(&pt.inner))?;
+        let inner = run(py, "Encryptor.encrypt", || self.inner.encrypt(&pt.inner))?;
         Ok(Ciphertext::wrap(inner, &self.params))
     }
 }
@@ -105,14 +114,16 @@ pub struct Decryptor {
 impl Decryptor {
     #[new]
     fn new(params: &Params, sk: &SecretKey) -> PyResult<Self> {
-        let inner = ckks::Decryptor::new(&params.inner, &sk.inner).map_err(crate::errors::to_py)?;
+        let inner = guard("Decryptor.new", || {
+            ckks::Decryptor::new(&params.inner, &sk.inner).map_err(to_py)
+        })?;
         Ok(Self {
             inner,
             params: params.inner.clone(),
         })
     }
     fn decrypt(&self, py: Python<'_>, ct: &Ciphertext) -> PyResult<Plaintext> {
-        let inner = run(py, || self.inner.decrypt(&ct.inner))?;
+        let inner = run(py, "Decryptor.decrypt", || self.inner.decrypt(&ct.inner))?;
         Ok(Plaintext {
             inner,
             params: self.params.clone(),

@@ -8,6 +8,9 @@
 //!   the module's rayon pool ([`pool::run`]): other Python threads keep running meanwhile.
 //! * Every [`heinfer_ckks::CkksError`] becomes an instance of one of the exception classes
 //!   defined in `heinfer/errors.py` ([`errors::to_py`]); caller input never panics.
+//! * Every call into engine code catches panics ([`pool::run`], [`errors::guard`]): a bug in
+//!   the engine arrives as `heinfer.errors.InternalError` (a `HeinferError`), never as pyo3's
+//!   `PanicException`, which derives from `BaseException`.
 //! * Every wrapped object keeps the parameters it belongs to, so it can serialize itself.
 
 mod batch;
@@ -35,6 +38,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add_function(wrap_pyfunction!(pool::set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(pool::get_num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(pool::_panic_for_tests, m)?)?;
     m.add_class::<params::Params>()?;
     m.add_class::<objects::Plaintext>()?;
     m.add_class::<objects::Ciphertext>()?;

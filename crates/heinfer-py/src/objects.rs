@@ -10,11 +10,11 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 /// Serializes on the pool (bit packing of large keys takes a while) and returns `bytes`.
-fn bytes_of<'py, F>(py: Python<'py>, f: F) -> PyResult<Bound<'py, PyBytes>>
+fn bytes_of<'py, F>(py: Python<'py>, op: &'static str, f: F) -> PyResult<Bound<'py, PyBytes>>
 where
     F: FnOnce() -> heinfer_ckks::Result<Vec<u8>> + Send,
 {
-    let v = run(py, f)?;
+    let v = run(py, op, f)?;
     Ok(PyBytes::new(py, &v))
 }
 
@@ -45,7 +45,7 @@ impl Plaintext {
         self.inner.poly().limbs() > self.inner.level() + 1
     }
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        bytes_of(py, || {
+        bytes_of(py, "Plaintext.to_bytes", || {
             serialize::plaintext_to_bytes(&self.params, &self.inner)
         })
     }
@@ -57,7 +57,7 @@ impl Plaintext {
         max_bytes: usize,
     ) -> PyResult<Self> {
         let p = params.inner.clone();
-        let inner = run(py, || {
+        let inner = run(py, "Plaintext.from_bytes", || {
             serialize::plaintext_from_bytes(&p, data, check_max_bytes(max_bytes)?)
         })?;
         Ok(Self { inner, params: p })
@@ -104,14 +104,16 @@ impl Ciphertext {
     }
     /// Overrides the scale (the caller asserts what the message now is).
     fn set_scale(&mut self, scale: f64) -> PyResult<()> {
-        self.inner.set_scale(scale).map_err(crate::errors::to_py)
+        crate::errors::guard("Ciphertext.set_scale", || {
+            self.inner.set_scale(scale).map_err(crate::errors::to_py)
+        })
     }
     fn clone(&self, py: Python<'_>) -> PyResult<Self> {
-        let inner = run(py, || Ok(self.inner.clone()))?;
+        let inner = run(py, "Ciphertext.clone", || Ok(self.inner.clone()))?;
         Ok(Self::wrap(inner, &self.params))
     }
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        bytes_of(py, || {
+        bytes_of(py, "Ciphertext.to_bytes", || {
             serialize::ciphertext_to_bytes(&self.params, &self.inner)
         })
     }
@@ -123,7 +125,7 @@ impl Ciphertext {
         max_bytes: usize,
     ) -> PyResult<Self> {
         let p = params.inner.clone();
-        let inner = run(py, || {
+        let inner = run(py, "Ciphertext.from_bytes", || {
             serialize::ciphertext_from_bytes(&p, data, check_max_bytes(max_bytes)?)
         })?;
         Ok(Self { inner, params: p })
@@ -148,7 +150,7 @@ impl ExtendedCiphertext {
         self.inner.scale()
     }
     fn clone(&self, py: Python<'_>) -> PyResult<Self> {
-        let inner = run(py, || Ok(self.inner.clone()))?;
+        let inner = run(py, "ExtendedCiphertext.clone", || Ok(self.inner.clone()))?;
         Ok(Self {
             inner,
             params: self.params.clone(),
@@ -170,13 +172,21 @@ impl SecretKey {
         self.inner.params_id()
     }
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        bytes_of(py, || Ok(serialize::secret_key_to_bytes(&self.inner)))
+        // the native copy is wiped once Python has its own
+        let v = run(py, "SecretKey.to_bytes", || {
+            Ok(zeroize::Zeroizing::new(serialize::secret_key_to_bytes(
+                &self.inner,
+            )))
+        })?;
+        Ok(PyBytes::new(py, &v))
     }
     #[staticmethod]
     fn from_bytes(py: Python<'_>, params: &Params, data: &[u8]) -> PyResult<Self> {
         let p = params.inner.clone();
         // a secret key is N/4 bytes plus a header: 1 MiB bounds every ring degree
-        let inner = run(py, || serialize::secret_key_from_bytes(&p, data, 1 << 20))?;
+        let inner = run(py, "SecretKey.from_bytes", || {
+            serialize::secret_key_from_bytes(&p, data, 1 << 20)
+        })?;
         Ok(Self { inner, params: p })
     }
     fn __repr__(&self) -> String {
@@ -204,12 +214,12 @@ macro_rules! wire_key {
                 self.inner.params_id()
             }
             fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-                bytes_of(py, || $to(&self.params, &self.inner))
+                bytes_of(py, concat!($pyname, ".to_bytes"), || $to(&self.params, &self.inner))
             }
             #[staticmethod]
             fn from_bytes(py: Python<'_>, params: &Params, data: &[u8], max_bytes: usize) -> PyResult<Self> {
                 let p = params.inner.clone();
-                let inner = run(py, || $from(&p, data, check_max_bytes(max_bytes)?))?;
+                let inner = run(py, concat!($pyname, ".from_bytes"), || $from(&p, data, check_max_bytes(max_bytes)?))?;
                 Ok(Self { inner, params: p })
             }
         }
@@ -258,7 +268,7 @@ impl GaloisKeys {
         self.inner.get(g).is_some()
     }
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        bytes_of(py, || {
+        bytes_of(py, "GaloisKeys.to_bytes", || {
             serialize::galois_keys_to_bytes(&self.params, &self.inner)
         })
     }
@@ -270,7 +280,7 @@ impl GaloisKeys {
         max_bytes: usize,
     ) -> PyResult<Self> {
         let p = params.inner.clone();
-        let inner = run(py, || {
+        let inner = run(py, "GaloisKeys.from_bytes", || {
             serialize::galois_keys_from_bytes(&p, data, check_max_bytes(max_bytes)?)
         })?;
         Ok(Self { inner, params: p })

@@ -1,6 +1,6 @@
 //! `Params`: checked CKKS parameters (a literal checked on construction, or a preset).
 
-use crate::errors::to_py;
+use crate::errors::{guard, to_py};
 use crate::pool::run;
 use heinfer_ckks::{presets, serialize, CkksError, CkksParams, CkksParamsLiteral, SecurityLevel};
 use pyo3::prelude::*;
@@ -42,7 +42,7 @@ impl Params {
             digits,
             security,
         };
-        let inner = run(py, move || CkksParams::new(lit))?;
+        let inner = run(py, "Params.new", move || CkksParams::new(lit))?;
         Ok(Self { inner })
     }
 
@@ -51,7 +51,7 @@ impl Params {
     #[staticmethod]
     fn preset(py: Python<'_>, name: &str) -> PyResult<Self> {
         let name = name.to_owned();
-        let inner = run(py, move || match name.as_str() {
+        let inner = run(py, "Params.preset", move || match name.as_str() {
             "PN13_QP218" => CkksParams::new(presets::pn13_qp218()),
             "PN14_QP438" => CkksParams::new(presets::pn14_qp438()),
             "PN15_QP881" => CkksParams::new(presets::pn15_qp881()),
@@ -68,12 +68,45 @@ impl Params {
     #[staticmethod]
     #[pyo3(signature = (data, allow_insecure=false))]
     fn from_bytes(py: Python<'_>, data: &[u8], allow_insecure: bool) -> PyResult<Self> {
-        let inner = run(py, || serialize::params_from_bytes(data, allow_insecure))?;
+        let inner = run(py, "Params.from_bytes", || {
+            serialize::params_from_bytes(data, allow_insecure)
+        })?;
         Ok(Self { inner })
     }
 
-    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &serialize::params_to_bytes(&self.inner))
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let v = guard("Params.to_bytes", || {
+            Ok(serialize::params_to_bytes(&self.inner))
+        })?;
+        Ok(PyBytes::new(py, &v))
+    }
+    /// Exact length of `Ciphertext.to_bytes()` for a ciphertext of `size` polynomials (2 or
+    /// 3) at `level`, not seed-compressed (a fresh secret-key encryption is smaller).
+    /// `LevelError` above the top level, `OperandError` for another size.
+    fn ciphertext_wire_bytes(&self, level: usize, size: usize) -> PyResult<usize> {
+        guard("Params.ciphertext_wire_bytes", || {
+            serialize::ciphertext_wire_bytes(&self.inner, level, size).map_err(to_py)
+        })
+    }
+    /// Exact length of `CiphertextBatch.to_bytes()` for `count` (≥ 1) ciphertexts of `size`
+    /// polynomials at `level`, none seed-compressed (an upper bound otherwise).
+    fn batch_wire_bytes(&self, count: usize, level: usize, size: usize) -> PyResult<usize> {
+        guard("Params.batch_wire_bytes", || {
+            serialize::ciphertext_batch_wire_bytes(&self.inner, count, level, size).map_err(to_py)
+        })
+    }
+    /// Exact length of `RelinKey.to_bytes()`. `ParameterError` without special primes.
+    fn relin_key_wire_bytes(&self) -> PyResult<usize> {
+        guard("Params.relin_key_wire_bytes", || {
+            serialize::relin_key_wire_bytes(&self.inner).map_err(to_py)
+        })
+    }
+    /// Exact length of `GaloisKeys.to_bytes()` for `count` keys (at most `N − 1`).
+    /// `ParameterError` without special primes, `OperandError` for too many keys.
+    fn galois_keys_wire_bytes(&self, count: usize) -> PyResult<usize> {
+        guard("Params.galois_keys_wire_bytes", || {
+            serialize::galois_keys_wire_bytes(&self.inner, count).map_err(to_py)
+        })
     }
 
     #[getter]

@@ -8,6 +8,7 @@ use crate::errors;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rayon::{ThreadPool, ThreadPoolBuilder};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, RwLock};
 
 static POOL: RwLock<Option<Arc<ThreadPool>>> = RwLock::new(None);
@@ -36,20 +37,74 @@ pub fn current() -> PyResult<Arc<ThreadPool>> {
 }
 
 /// Runs `f` on the pool with the GIL released and maps its error onto a Python exception.
-pub fn run<T, F>(py: Python<'_>, f: F) -> PyResult<T>
+///
+/// A panic anywhere in `f` — on this thread or on a pool worker, which rayon propagates to
+/// `install` — is caught here and becomes `InternalError` naming `op` ([`errors::panic_to_py`]):
+/// it never reaches Python as pyo3's `PanicException`, a `BaseException`.
+pub fn run<T, F>(py: Python<'_>, op: &str, f: F) -> PyResult<T>
 where
     F: FnOnce() -> heinfer_ckks::Result<T> + Send,
     T: Send,
 {
+    run_with(py, op, f, errors::to_py)
+}
+
+/// [`run`] for any error type, mapped onto Python by `map`.
+pub fn run_with<T, E, F>(
+    py: Python<'_>,
+    op: &str,
+    f: F,
+    map: impl FnOnce(E) -> PyErr,
+) -> PyResult<T>
+where
+    F: FnOnce() -> Result<T, E> + Send,
+    T: Send,
+    E: Send,
+{
     let pool = current()?;
-    py.detach(move || pool.install(f)).map_err(errors::to_py)
+    let caught = py.detach(move || catch_unwind(AssertUnwindSafe(|| pool.install(f))));
+    match caught {
+        Ok(r) => r.map_err(map),
+        Err(payload) => Err(errors::panic_to_py(op, payload)),
+    }
+}
+
+/// Hidden test hook (`_native._panic_for_tests`): panics inside [`run`] — in one item of a
+/// parallel loop (`"parallel"`, rayon carries it back across workers) or in the closure itself
+/// (`"closure"`, an out-of-bounds index) — or inside [`errors::guard`] (`"guard"`), so tests
+/// can check that a real panic arrives as `InternalError`. No safe input reaches a panic.
+#[pyfunction]
+pub fn _panic_for_tests(py: Python<'_>, site: &str) -> PyResult<()> {
+    match site {
+        "parallel" => run(py, "_panic_for_tests", || {
+            use rayon::prelude::*;
+            (0..64u32).into_par_iter().for_each(|i| {
+                assert!(i != 37, "test panic on a pool worker at item {i}");
+            });
+            Ok(())
+        }),
+        "closure" => run(py, "_panic_for_tests", || -> heinfer_ckks::Result<()> {
+            let v: Vec<u8> = Vec::new();
+            let i = v.len() + 3;
+            Err(heinfer_ckks::CkksError::InvalidOperand {
+                op: "test",
+                reason: format!("{}", v[i]),
+            })
+        }),
+        "guard" => errors::guard("_panic_for_tests", || -> PyResult<()> {
+            panic!("test panic while holding the GIL")
+        }),
+        other => Err(PyValueError::new_err(format!(
+            "site must be parallel, closure or guard, not {other:?}"
+        ))),
+    }
 }
 
 /// Sets the number of worker threads used by every later operation (at least 1).
 /// Operations already running finish on the previous pool.
 #[pyfunction]
 pub fn set_num_threads(n: i64) -> PyResult<()> {
-    if n < 1 || n > 4096 {
+    if !(1..=4096).contains(&n) {
         return Err(PyValueError::new_err(format!(
             "the number of threads must be in 1..=4096, got {n}"
         )));

@@ -127,6 +127,10 @@ impl Evaluator {
 
 /// ModDown: `x ∈ R_{Q_ℓ P}` (NTT, consumed) ↦ `⌊x/P⌉ ∈ R_{Q_ℓ}` (NTT), up to `±|P|`.
 ///
+/// With `error = Some(e)` (public-key encryption: `x = b·u` or `a·u`, secret-derived) every
+/// temporary and the `P` limbs of `x` are zeroed before they are freed or pooled; only the
+/// result, a ciphertext component, is kept.
+///
 /// With `error = Some(e)` it returns `⌊(x + e)/P⌉` for a small signed polynomial `e` given in
 /// coefficient form, at no extra transform: `e` is added to the P residues after their inverse
 /// NTT and subtracted from the converted value before its forward NTT, since
@@ -157,7 +161,13 @@ pub(crate) fn mod_down(
     let mut conv = scratch::take(qn);
     let mut conv_scratch = scratch::take((k + 1) * n);
     inner.moddown[level].convert_centered(&x[qn..qn + k * n], &mut conv, &mut conv_scratch, n);
-    scratch::give(conv_scratch);
+    let secret = error.is_some();
+    if secret {
+        scratch::give_secret(conv_scratch);
+        zeroize::Zeroize::zeroize(&mut x[qn..]);
+    } else {
+        scratch::give(conv_scratch);
+    }
     x.truncate(qn);
     x.par_chunks_mut(n)
         .zip(conv.par_chunks_mut(n))
@@ -172,7 +182,11 @@ pub(crate) fn mod_down(
             let (w, ws) = inner.p_inv_mod_q[i];
             vecops::mul_scalar_assign(o, w, ws, m);
         });
-    scratch::give(conv);
+    if secret {
+        scratch::give_secret(conv);
+    } else {
+        scratch::give(conv);
+    }
     RnsPoly::from_data(x, n)
 }
 

@@ -19,8 +19,14 @@ use crate::params::{CkksParams, CkksParamsLiteral};
 use crate::security::SecurityLevel;
 use heinfer_math::automorphism::check_galois_element;
 
+mod batch;
 mod wire;
 
+pub use batch::{
+    check_uniform, ciphertext_batch_from_bytes, ciphertext_batch_to_bytes,
+    ciphertext_batch_wire_bytes, ciphertext_wire_bytes, galois_keys_wire_bytes,
+    relin_key_wire_bytes, BATCH_HEADER_BYTES, BATCH_MAGIC, BATCH_VERSION,
+};
 use wire::{open, open_for, Reader, Writer};
 
 /// Format magic.
@@ -29,6 +35,10 @@ pub const MAGIC: &[u8; 4] = b"HEIN";
 pub const FORMAT_VERSION: u16 = 1;
 /// Default decoding size limit (1 GiB).
 pub const DEFAULT_MAX_BYTES: usize = 1 << 30;
+/// Bytes of the common header: magic, version, kind, flags, parameter id.
+pub const HEADER_BYTES: usize = 16;
+/// Bytes of the seed that stands for a uniform polynomial.
+pub const SEED_BYTES: usize = 32;
 
 /// Kinds of serialized objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,8 +257,12 @@ pub fn ciphertext_from_bytes(
 }
 
 /// Serializes the secret key (2 bits per ternary coefficient). Client-side only.
+///
+/// The buffer is allocated at its final size, so no reallocation leaves a partial copy of the
+/// key behind; the caller should wipe the result when done (e.g. `zeroize::Zeroizing`).
 pub fn secret_key_to_bytes(sk: &SecretKey) -> Vec<u8> {
     let mut w = Writer::new(Kind::SecretKey, sk.params_id);
+    w.buf.reserve_exact(sk.coeffs.len().div_ceil(4));
     for chunk in sk.coeffs.chunks(4) {
         let mut b = 0u8;
         for (k, &c) in chunk.iter().enumerate() {
@@ -273,7 +287,8 @@ pub fn secret_key_from_bytes(
     let mut r = open_for(params, bytes, Kind::SecretKey, max_bytes)?;
     let n = params.n();
     let src = r.take(n / 4)?;
-    let mut coeffs = Vec::with_capacity(n);
+    // the secret: zeroed if decoding fails half-way (on success it moves into the key)
+    let mut coeffs = zeroize::Zeroizing::new(Vec::with_capacity(n));
     for &b in src {
         for k in 0..4 {
             coeffs.push(match (b >> (2 * k)) & 3 {
@@ -285,9 +300,11 @@ pub fn secret_key_from_bytes(
         }
     }
     r.finish()?;
-    Ok(KeyGenerator::from_ternary_coeffs(params, coeffs)
-        .secret_key()
-        .clone())
+    Ok(
+        KeyGenerator::from_ternary_coeffs(params, std::mem::take(&mut *coeffs))
+            .secret_key()
+            .clone(),
+    )
 }
 
 /// Serializes a public key as `(b, seed)`.
@@ -445,6 +462,15 @@ pub fn galois_keys_from_bytes(
     if count > params.n() {
         return Err(r.err(format!(
             "{count} keys is more than there are Galois elements"
+        )));
+    }
+    // every key has the same size: refuse a count the bytes cannot hold before any work
+    let one = 8 + batch::switching_key_wire_bytes(params)?;
+    if count.saturating_mul(one) > r.remaining() {
+        return Err(r.err(format!(
+            "truncated: {count} keys need {} bytes, {} present",
+            count.saturating_mul(one),
+            r.remaining()
         )));
     }
     let mut keys = GaloisKeys::new();

@@ -67,6 +67,10 @@ impl<'a> Reader<'a> {
             reason: reason.into(),
         }
     }
+    /// Bytes not read yet.
+    pub(super) fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
     pub(super) fn take(&mut self, k: usize) -> Result<&'a [u8]> {
         if self.buf.len() - self.pos < k {
             return Err(self.err(format!(
@@ -101,6 +105,15 @@ impl<'a> Reader<'a> {
     pub(super) fn poly(&mut self, params: &CkksParams, moduli: &[usize]) -> Result<RnsPoly> {
         let inner = params.inner();
         let n = params.n();
+        // the level (hence the limb count) came from the bytes: allocate only once the bytes
+        // of every limb are known to be there
+        let need = poly_wire_bytes(params, moduli);
+        if self.remaining() < need {
+            return Err(self.err(format!(
+                "truncated: needed {need} more bytes at offset {}",
+                self.pos
+            )));
+        }
         // filled limb after limb by appending: no zero-fill pass over the whole polynomial
         let mut data = Vec::with_capacity(n * moduli.len());
         for (i, &mi) in moduli.iter().enumerate() {
@@ -207,6 +220,16 @@ pub(super) fn open_for<'a>(
 /// Bit width of residues modulo `q`: the bit length of `q` (1..=64 for `q ≥ 1`).
 fn modulus_bits(q: u64) -> u32 {
     64 - q.leading_zeros()
+}
+
+/// Bytes of a polynomial over the moduli of table indices `moduli`, as [`Writer::poly`]
+/// writes it: one bit-packed limb per modulus.
+pub(super) fn poly_wire_bytes(params: &CkksParams, moduli: &[usize]) -> usize {
+    let inner = params.inner();
+    moduli
+        .iter()
+        .map(|&mi| packed_len(params.n(), modulus_bits(inner.moduli[mi].q)))
+        .sum()
 }
 
 /// Bytes taken by `count` residues of `bits` bits: `⌈count·bits/8⌉`.

@@ -1,0 +1,247 @@
+//! Batches of ciphertexts as one message, and the exact wire sizes of messages.
+//!
+//! Part of the serialization layer of `heinfer-ckks`. A batch is `b"HEBT"`, a u16 version, a
+//! u32 count, then per ciphertext a u32 length and the ciphertext in its own validated format
+//! ([`super::ciphertext_to_bytes`]). Every ciphertext of a batch shares parameters, level,
+//! size and scale (one per tensor element of a batch-axis layout).
+//!
+//! The sizes let a protocol derive the limit of every message from a public program before
+//! any byte arrives: they are exact for the objects [`super`] writes (a ciphertext without
+//! seed compression; a seed-compressed one is smaller).
+
+use super::wire::{packed_len, poly_wire_bytes};
+use super::{ciphertext_from_bytes, ciphertext_to_bytes, HEADER_BYTES, SEED_BYTES};
+use crate::ciphertext::Ciphertext;
+use crate::error::{CkksError, Result};
+use crate::keygen::basis_indices;
+use crate::params::CkksParams;
+use rayon::prelude::*;
+
+/// Magic of a serialized batch.
+pub const BATCH_MAGIC: &[u8; 4] = b"HEBT";
+/// Current batch format version.
+pub const BATCH_VERSION: u16 = 1;
+/// Bytes before the first ciphertext: magic, version, count.
+pub const BATCH_HEADER_BYTES: usize = 10;
+/// Bytes of a ciphertext after the common header: level (u32), scale (f64), size (u8), seed
+/// flag (u8).
+const CIPHERTEXT_FIELDS_BYTES: usize = 4 + 8 + 1 + 1;
+
+fn batch_err(reason: impl Into<String>) -> CkksError {
+    CkksError::Deserialize {
+        what: "ciphertext batch",
+        reason: reason.into(),
+    }
+}
+
+/// `a · b + c` without overflow, or an error naming `what`.
+fn checked(what: &str, a: usize, b: usize, c: usize) -> Result<usize> {
+    a.checked_mul(b)
+        .and_then(|x| x.checked_add(c))
+        .ok_or_else(|| CkksError::InvalidParameters(format!("{what}: the size overflows")))
+}
+
+/// Exact length of [`ciphertext_to_bytes`] for a ciphertext of `size` polynomials (2 or 3) at
+/// `level`, without seed compression (a fresh secret-key encryption is smaller: its second
+/// polynomial travels as a 32-byte seed).
+///
+/// Fails with [`CkksError::LevelOutOfRange`] above the top level and
+/// [`CkksError::InvalidOperand`] for a size other than 2 or 3.
+pub fn ciphertext_wire_bytes(params: &CkksParams, level: usize, size: usize) -> Result<usize> {
+    if level > params.max_level() {
+        return Err(CkksError::LevelOutOfRange {
+            level,
+            max: params.max_level(),
+        });
+    }
+    if !(2..=3).contains(&size) {
+        return Err(CkksError::InvalidOperand {
+            op: "size a ciphertext",
+            reason: format!("a ciphertext has 2 or 3 polynomials, not {size}"),
+        });
+    }
+    let poly = poly_wire_bytes(params, &basis_indices(params, level, false));
+    Ok(HEADER_BYTES + CIPHERTEXT_FIELDS_BYTES + size * poly)
+}
+
+/// The smallest valid serialized ciphertext of `params`: seed-compressed at level 0.
+fn min_ciphertext_bytes(params: &CkksParams) -> usize {
+    let bits = 64 - params.q()[0].leading_zeros();
+    HEADER_BYTES + CIPHERTEXT_FIELDS_BYTES + packed_len(params.n(), bits) + SEED_BYTES
+}
+
+/// Exact length of [`ciphertext_batch_to_bytes`] for `count` ciphertexts of `size`
+/// polynomials at `level`, none seed-compressed (an upper bound for seed-compressed ones).
+///
+/// Fails like [`ciphertext_wire_bytes`], with [`CkksError::InvalidOperand`] for an empty
+/// batch, and with [`CkksError::InvalidParameters`] when the size overflows.
+pub fn ciphertext_batch_wire_bytes(
+    params: &CkksParams,
+    count: usize,
+    level: usize,
+    size: usize,
+) -> Result<usize> {
+    if count == 0 {
+        return Err(CkksError::InvalidOperand {
+            op: "size a ciphertext batch",
+            reason: "a batch holds at least one ciphertext".into(),
+        });
+    }
+    let one = ciphertext_wire_bytes(params, level, size)?;
+    checked("ciphertext batch", count, 4 + one, BATCH_HEADER_BYTES)
+}
+
+/// Serializes ciphertexts (in parallel) as one batch message. Fails for an empty batch and
+/// for ciphertexts of other parameters.
+pub fn ciphertext_batch_to_bytes(params: &CkksParams, cts: &[Ciphertext]) -> Result<Vec<u8>> {
+    if cts.is_empty() {
+        return Err(CkksError::InvalidOperand {
+            op: "serialize a ciphertext batch",
+            reason: "the batch is empty".into(),
+        });
+    }
+    let count = u32::try_from(cts.len()).map_err(|_| CkksError::InvalidOperand {
+        op: "serialize a ciphertext batch",
+        reason: format!("{} ciphertexts exceed the format's u32 count", cts.len()),
+    })?;
+    let parts: Vec<Vec<u8>> = cts
+        .par_iter()
+        .map(|c| ciphertext_to_bytes(params, c))
+        .collect::<Result<_>>()?;
+    let total = BATCH_HEADER_BYTES + parts.iter().map(|p| 4 + p.len()).sum::<usize>();
+    let mut out = Vec::with_capacity(total);
+    out.extend_from_slice(BATCH_MAGIC);
+    out.extend_from_slice(&BATCH_VERSION.to_le_bytes());
+    out.extend_from_slice(&count.to_le_bytes());
+    for p in &parts {
+        out.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        out.extend_from_slice(p);
+    }
+    Ok(out)
+}
+
+/// Decodes and validates a batch: total ≤ `max_bytes`, header, `1 ≤ count ≤ max_count`, the
+/// count against the bytes actually present (before anything is allocated for it), every
+/// ciphertext (decoded in parallel, each fully validated) and that all share level, size and
+/// scale. Every failure is [`CkksError::Deserialize`].
+pub fn ciphertext_batch_from_bytes(
+    params: &CkksParams,
+    bytes: &[u8],
+    max_bytes: usize,
+    max_count: usize,
+) -> Result<Vec<Ciphertext>> {
+    if bytes.len() > max_bytes {
+        return Err(batch_err(format!(
+            "{} bytes exceed the limit of {max_bytes}",
+            bytes.len()
+        )));
+    }
+    if bytes.len() < BATCH_HEADER_BYTES || &bytes[..4] != BATCH_MAGIC {
+        return Err(batch_err("bad magic (not a heinfer ciphertext batch)"));
+    }
+    let version = u16::from_le_bytes([bytes[4], bytes[5]]);
+    if version != BATCH_VERSION {
+        return Err(batch_err(format!(
+            "version {version}, this build reads {BATCH_VERSION}"
+        )));
+    }
+    let count = u32::from_le_bytes([bytes[6], bytes[7], bytes[8], bytes[9]]) as usize;
+    if count == 0 || count > max_count {
+        return Err(batch_err(format!(
+            "{count} ciphertexts (allowed 1..={max_count})"
+        )));
+    }
+    // every ciphertext takes its length prefix and at least the smallest valid body
+    let room = (bytes.len() - BATCH_HEADER_BYTES) / (4 + min_ciphertext_bytes(params));
+    if count > room {
+        return Err(batch_err(format!(
+            "{count} ciphertexts cannot fit in {} bytes (at most {room})",
+            bytes.len()
+        )));
+    }
+    let mut slices = Vec::with_capacity(count);
+    let mut pos = BATCH_HEADER_BYTES;
+    for i in 0..count {
+        let len_bytes = bytes
+            .get(pos..pos + 4)
+            .ok_or_else(|| batch_err(format!("truncated before ciphertext {i}")))?;
+        let len = u32::from_le_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]);
+        let end = (pos + 4).saturating_add(len as usize);
+        let body = bytes
+            .get(pos + 4..end)
+            .ok_or_else(|| batch_err(format!("ciphertext {i} is truncated")))?;
+        slices.push(body);
+        pos = end;
+    }
+    if pos != bytes.len() {
+        return Err(batch_err(format!("{} trailing bytes", bytes.len() - pos)));
+    }
+    let cts: Vec<Ciphertext> = slices
+        .par_iter()
+        .map(|s| ciphertext_from_bytes(params, s, max_bytes))
+        .collect::<Result<_>>()?;
+    check_uniform(&cts).map_err(batch_err)?;
+    Ok(cts)
+}
+
+/// Checks that every ciphertext shares the first one's level, size and scale (relative
+/// difference at most `1e-9`); the error names the first that does not.
+pub fn check_uniform(cts: &[Ciphertext]) -> std::result::Result<(), String> {
+    let Some(f) = cts.first() else {
+        return Ok(());
+    };
+    match cts.iter().enumerate().find(|(_, c)| {
+        c.level() != f.level()
+            || c.size() != f.size()
+            || ((c.scale() - f.scale()) / f.scale()).abs() > 1e-9
+    }) {
+        Some((i, c)) => Err(format!(
+            "ciphertext {i} differs from ciphertext 0 in level, size or scale \
+             ({} {} {:e} vs {} {} {:e})",
+            c.level(),
+            c.size(),
+            c.scale(),
+            f.level(),
+            f.size(),
+            f.scale()
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Exact length of [`super::relin_key_to_bytes`]: header, digit count, then per digit `b`
+/// over `Q ∪ P` and the seed of `a`. Fails for parameters without special primes (no
+/// relinearization key exists).
+pub fn relin_key_wire_bytes(params: &CkksParams) -> Result<usize> {
+    Ok(HEADER_BYTES + switching_key_wire_bytes(params)?)
+}
+
+/// Exact length of [`super::galois_keys_to_bytes`] for `count` keys (each: element, digit
+/// count, digits). Fails for parameters without special primes and for more keys than
+/// there are non-identity Galois elements (`N − 1`).
+pub fn galois_keys_wire_bytes(params: &CkksParams, count: usize) -> Result<usize> {
+    if count >= params.n() {
+        return Err(CkksError::InvalidOperand {
+            op: "size Galois keys",
+            reason: format!(
+                "{count} keys: a ring of degree {} has {} non-identity Galois elements",
+                params.n(),
+                params.n() - 1
+            ),
+        });
+    }
+    let one = 8 + switching_key_wire_bytes(params)?;
+    checked("Galois keys", count, one, HEADER_BYTES + 4)
+}
+
+/// One switching key without header: digit count (u32) and `β` × (`b`, seed).
+pub(super) fn switching_key_wire_bytes(params: &CkksParams) -> Result<usize> {
+    if params.p().is_empty() {
+        return Err(CkksError::InvalidParameters(
+            "these parameters have no special primes, hence no key-switching keys".into(),
+        ));
+    }
+    let digit =
+        poly_wire_bytes(params, &basis_indices(params, params.max_level(), true)) + SEED_BYTES;
+    Ok(4 + params.beta() * digit)
+}

@@ -1,0 +1,153 @@
+//! Counts decoded from bytes are checked against the bytes present before anything is
+//! allocated for them, and the wire sizes a protocol derives its limits from are exact.
+mod common;
+use common::*;
+use heinfer_ckks::serialize::*;
+use heinfer_ckks::*;
+use std::sync::OnceLock;
+
+fn fx() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| Fixture::new(presets::insecure_logn10().unwrap(), &[1, 2, 5]))
+}
+
+const MAX: usize = DEFAULT_MAX_BYTES;
+
+fn batch(level: usize, count: usize) -> Vec<Ciphertext> {
+    let f = fx();
+    (0..count)
+        .map(|i| {
+            let ct = f.encrypt(&vector(f.params.slots(), i as u64));
+            f.ev.drop_to_level(&ct, level).unwrap()
+        })
+        .collect()
+}
+
+fn with_count(bytes: &[u8], at: usize, count: u32) -> Vec<u8> {
+    let mut b = bytes.to_vec();
+    b[at..at + 4].copy_from_slice(&count.to_le_bytes());
+    b
+}
+
+fn expect_deserialize<T: std::fmt::Debug>(r: Result<T>, needle: &str) {
+    match r {
+        Err(CkksError::Deserialize { reason, .. }) => {
+            assert!(reason.contains(needle), "{reason:?} lacks {needle:?}")
+        }
+        other => panic!("expected a Deserialize error with {needle:?}, got {other:?}"),
+    }
+}
+
+#[test]
+fn batches_round_trip_and_refuse_mixed_levels() {
+    let p = &fx().params;
+    let cts = batch(1, 3);
+    let bytes = ciphertext_batch_to_bytes(p, &cts).unwrap();
+    assert_eq!(&bytes[..4], BATCH_MAGIC);
+    let back = ciphertext_batch_from_bytes(p, &bytes, MAX, 3).unwrap();
+    assert_eq!(back, cts);
+    expect_deserialize(
+        ciphertext_batch_from_bytes(p, &bytes, MAX, 2),
+        "allowed 1..=2",
+    );
+    let mut mixed = batch(1, 2);
+    mixed.extend(batch(0, 1));
+    let bytes = ciphertext_batch_to_bytes(p, &mixed).unwrap();
+    expect_deserialize(ciphertext_batch_from_bytes(p, &bytes, MAX, 3), "differs");
+    assert!(ciphertext_batch_to_bytes(p, &[]).is_err());
+}
+
+#[test]
+fn forged_batch_counts_are_refused_before_allocation() {
+    let p = &fx().params;
+    let bytes = ciphertext_batch_to_bytes(p, &batch(0, 2)).unwrap();
+    // u32::MAX slices would be 64 GiB of bookkeeping: refused from the byte count alone
+    for forged in [u32::MAX, 1 << 28, 1000] {
+        let b = with_count(&bytes, 6, forged);
+        expect_deserialize(
+            ciphertext_batch_from_bytes(p, &b, MAX, usize::MAX),
+            "cannot fit",
+        );
+    }
+    // counts that fit the bytes but not the lengths that follow
+    expect_deserialize(
+        ciphertext_batch_from_bytes(p, &with_count(&bytes, 6, 3), MAX, usize::MAX),
+        "truncated",
+    );
+    let mut short = with_count(&bytes, 6, 2);
+    short.truncate(short.len() - 1);
+    assert!(ciphertext_batch_from_bytes(p, &short, MAX, usize::MAX).is_err());
+    // a forged length prefix cannot overflow the position arithmetic
+    let mut b = bytes.clone();
+    b[10..14].copy_from_slice(&u32::MAX.to_le_bytes());
+    expect_deserialize(ciphertext_batch_from_bytes(p, &b, MAX, 2), "truncated");
+}
+
+#[test]
+fn forged_galois_key_counts_and_levels_are_refused() {
+    let f = fx();
+    let p = &f.params;
+    let gk = galois_keys_to_bytes(p, &f.gks).unwrap();
+    for forged in [p.n() as u32, 5, 1 << 31] {
+        assert!(galois_keys_from_bytes(p, &with_count(&gk, 16, forged), MAX).is_err());
+    }
+    expect_deserialize(
+        galois_keys_from_bytes(p, &with_count(&gk, 16, p.n() as u32), MAX),
+        "truncated",
+    );
+    // a ciphertext header claiming the top level over a level-0 body
+    let ct = ciphertext_to_bytes(p, &batch(0, 1)[0]).unwrap();
+    let forged = with_count(&ct, 16, p.max_level() as u32);
+    expect_deserialize(ciphertext_from_bytes(p, &forged, MAX), "truncated");
+}
+
+#[test]
+fn wire_sizes_are_exact() {
+    let f = fx();
+    let p = &f.params;
+    for level in 0..=p.max_level() {
+        let ct = batch(level, 1).remove(0);
+        let bytes = ciphertext_to_bytes(p, &ct).unwrap();
+        assert_eq!(
+            bytes.len(),
+            ciphertext_wire_bytes(p, level, 2).unwrap(),
+            "level {level}"
+        );
+        let three = f.ev.mul(&ct, &ct).unwrap();
+        assert_eq!(
+            ciphertext_to_bytes(p, &three).unwrap().len(),
+            ciphertext_wire_bytes(p, level, 3).unwrap()
+        );
+        for count in [1, 3] {
+            let b = ciphertext_batch_to_bytes(p, &batch(level, count)).unwrap();
+            assert_eq!(
+                b.len(),
+                ciphertext_batch_wire_bytes(p, count, level, 2).unwrap()
+            );
+        }
+    }
+    // a seed-compressed ciphertext is smaller than the bound
+    let pt = f.enc.encode_real(&[1.0], p.default_scale(), 1).unwrap();
+    let seeded = f.kg.encrypt_symmetric(&pt).unwrap();
+    assert!(
+        ciphertext_to_bytes(p, &seeded).unwrap().len() < ciphertext_wire_bytes(p, 1, 2).unwrap()
+    );
+
+    assert_eq!(
+        relin_key_to_bytes(p, &f.rlk).unwrap().len(),
+        relin_key_wire_bytes(p).unwrap()
+    );
+    for steps in [&[][..], &[1][..], &[1, 2, 5, -3][..]] {
+        let keys = f.kg.galois_keys(steps, false).unwrap();
+        assert_eq!(
+            galois_keys_to_bytes(p, &keys).unwrap().len(),
+            galois_keys_wire_bytes(p, keys.len()).unwrap()
+        );
+    }
+
+    assert!(ciphertext_wire_bytes(p, p.max_level() + 1, 2).is_err());
+    assert!(ciphertext_wire_bytes(p, 0, 4).is_err());
+    assert!(ciphertext_batch_wire_bytes(p, 0, 0, 2).is_err());
+    assert!(ciphertext_batch_wire_bytes(p, usize::MAX, 0, 2).is_err());
+    assert!(galois_keys_wire_bytes(p, p.n()).is_err());
+}

@@ -1,0 +1,142 @@
+"""The native module's safety net and the binding additions the protocol needs.
+
+* A Rust panic arrives as ``heinfer.errors.InternalError`` (a ``HeinferError``), never as
+  pyo3's ``PanicException`` (a ``BaseException`` that ``except Exception`` misses).
+* Batch messages with forged counts are refused before anything is allocated for them.
+* ``CiphertextBatch.from_list`` / ``to_list`` / ``__getitem__``.
+* ``Params.*_wire_bytes`` equal the lengths of real serializations.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from heinfer import _native
+from heinfer.errors import (
+    HeinferError,
+    InternalError,
+    LevelError,
+    OperandError,
+    ParameterError,
+    SerializationError,
+)
+
+MAX = _native.DEFAULT_MAX_BYTES
+
+
+@pytest.fixture(scope="module")
+def tools():
+    p = _native.Params.preset("INSECURE_LOGN10")
+    kg = _native.KeyGenerator(p)
+    enc = _native.Encoder(p)
+    encryptor = _native.Encryptor(p, kg.public_key())
+    ev = _native.Evaluator(p)
+    return p, kg, enc, encryptor, ev
+
+
+def _ct(tools, value: float, level: int):
+    p, _, enc, encryptor, ev = tools
+    pt = enc.encode_real(np.full(4, value), p.default_scale, p.max_level, False)
+    return ev.drop_to_level(encryptor.encrypt(pt), level)
+
+
+@pytest.mark.parametrize("site", ["parallel", "closure", "guard"])
+def test_a_panic_arrives_as_internal_error(site: str) -> None:
+    with pytest.raises(InternalError, match=r"internal error in _panic_for_tests") as info:
+        _native._panic_for_tests(site)
+    assert isinstance(info.value, HeinferError) and isinstance(info.value, Exception)
+    # an ordinary handler catches it, and the pool still works afterwards
+    try:
+        _native._panic_for_tests(site)
+    except Exception as e:  # noqa: BLE001 - the point of the test
+        assert type(e) is InternalError
+    assert _native.get_num_threads() >= 1
+
+
+def test_the_pool_survives_a_panic(tools) -> None:
+    p, _, enc, _, ev = tools
+    with pytest.raises(InternalError):
+        _native._panic_for_tests("parallel")
+    ct = _ct(tools, 0.5, 1)
+    assert ev.add(ct, ct).level == 1
+
+
+def test_forged_batch_counts_are_refused(tools) -> None:
+    p = tools[0]
+    good = _native.CiphertextBatch.from_list([_ct(tools, 0.1, 0), _ct(tools, 0.2, 0)]).to_bytes()
+    for count in (2**32 - 1, 2**28, 1000):
+        forged = good[:6] + struct.pack("<I", count) + good[10:]
+        with pytest.raises(SerializationError, match="cannot fit"):
+            _native.CiphertextBatch.from_bytes(p, forged, MAX, 2**40)
+    forged = good[:6] + struct.pack("<I", 3) + good[10:]
+    with pytest.raises(SerializationError, match="truncated"):
+        _native.CiphertextBatch.from_bytes(p, forged, MAX, 2**40)
+    assert len(_native.CiphertextBatch.from_bytes(p, good, MAX, 2)) == 2
+
+
+def test_from_list_to_list_and_indexing(tools) -> None:
+    p, kg, enc, encryptor, ev = tools
+    cts = [_ct(tools, v, 1) for v in (0.1, 0.2, 0.3)]
+    batch = _native.CiphertextBatch.from_list(cts)
+    assert (len(batch), batch.level, batch.size) == (3, 1, 2)
+    out = batch.to_list()
+    assert [c.to_bytes() for c in out] == [c.to_bytes() for c in cts]
+    assert batch[0].to_bytes() == cts[0].to_bytes()
+    assert batch[-1].to_bytes() == cts[2].to_bytes()
+    assert len(list(batch)) == 3  # iteration through __getitem__ stops at IndexError
+    with pytest.raises(IndexError):
+        batch[3]
+    with pytest.raises(IndexError):
+        batch[-4]
+    # copies: changing one does not change the batch
+    out[0].set_scale(out[0].scale * 2)
+    assert batch[0].scale == cts[0].scale
+
+    with pytest.raises(OperandError, match="at least one"):
+        _native.CiphertextBatch.from_list([])
+    with pytest.raises(OperandError, match="level"):
+        _native.CiphertextBatch.from_list([cts[0], _ct(tools, 0.4, 0)])
+    with pytest.raises(OperandError):
+        _native.CiphertextBatch.from_list([cts[0], ev.square(cts[1])])
+    scaled = cts[1].clone()
+    scaled.set_scale(scaled.scale * 3)
+    with pytest.raises(OperandError, match="scale"):
+        _native.CiphertextBatch.from_list([cts[0], scaled])
+    other = _native.Params.preset("INSECURE_LOGN12")
+    kg12 = _native.KeyGenerator(other)
+    pt12 = _native.Encoder(other).encode_real(np.zeros(2), other.default_scale, 0, False)
+    with pytest.raises(ParameterError):
+        _native.CiphertextBatch.from_list([cts[0], kg12.encrypt_symmetric(pt12)])
+    assert not hasattr(batch, "with_scale")
+
+
+def test_wire_sizes_match_real_serializations(tools) -> None:
+    p, kg, enc, encryptor, ev = tools
+    for level in range(p.max_level + 1):
+        ct = _ct(tools, 0.25, level)
+        assert len(ct.to_bytes()) == p.ciphertext_wire_bytes(level, 2)
+        assert len(ev.square(ct).to_bytes()) == p.ciphertext_wire_bytes(level, 3)
+        for count in (1, 4):
+            b = _native.CiphertextBatch.from_list([ct] * count).to_bytes()
+            assert len(b) == p.batch_wire_bytes(count, level, 2)
+    assert len(kg.relin_key().to_bytes()) == p.relin_key_wire_bytes()
+    for steps, conj in (([], False), ([1], False), ([1, 2, -3], True)):
+        keys = kg.galois_keys(steps, conj)
+        assert len(keys.to_bytes()) == p.galois_keys_wire_bytes(len(keys))
+    # a seed-compressed ciphertext is smaller than the bound
+    pt = enc.encode_real(np.ones(2), p.default_scale, 1, False)
+    assert len(kg.encrypt_symmetric(pt).to_bytes()) < p.ciphertext_wire_bytes(1, 2)
+
+    with pytest.raises(LevelError):
+        p.ciphertext_wire_bytes(p.max_level + 1, 2)
+    with pytest.raises(OperandError):
+        p.ciphertext_wire_bytes(0, 4)
+    with pytest.raises(OperandError):
+        p.batch_wire_bytes(0, 0, 2)
+    with pytest.raises(OperandError):
+        p.galois_keys_wire_bytes(p.n)
+    no_p = _native.Params(13, [40, 30], [], 30)
+    with pytest.raises(ParameterError):
+        no_p.relin_key_wire_bytes()
