@@ -1,15 +1,50 @@
-//! The key-switching inner product: `acc_0 = Σ_j d_j·b_j`, `acc_1 = Σ_j d_j·a_j (mod q)` over the
-//! digits `j`, for one RNS limb.
+//! Inner products of residue vectors for one RNS limb: the key-switching inner product
+//! [`dot2`] (`acc_0 = Σ_j d_j·b_j`, `acc_1 = Σ_j d_j·a_j (mod q)` over the digits `j`) and the
+//! plaintext dot product [`dot1`] (`acc = Σ_t a_t·b_t (mod q)`, the sums of plaintext products
+//! of latency mode's kernels).
 //!
 //! For `q < 2^50` on AVX-512 the products run in double precision (see [`crate::ntt`] for the
-//! exact FMA product): each product lands in `(−q, q)` un-reduced, up to eight of them are summed
-//! in registers (`|Σ| < 8q ≤ 2^53`, still exact), and one reduction per coefficient finishes.
-//! Each digit's limb is loaded once for both key halves. Otherwise, Barrett products.
+//! exact FMA product): each product lands in `[−q, q]` un-reduced, up to eight of them are
+//! summed in registers (`|Σ| ≤ 8q ≤ 2^53`, still exact; a chunk after the first adds the
+//! reduced running sum and seven products), and one reduction per coefficient finishes. Each
+//! digit's limb is loaded once for both key halves. Otherwise, Barrett products.
 
 use crate::vecops::{self, BarrettConst};
 
-/// Largest number of products accumulated before a reduction on the FMA path.
+/// Largest number of products accumulated before a reduction on the FMA path (one fewer when
+/// the chunk also adds the running sum, so that `|Σ| ≤ 8q < 2^53`).
 const LAZY_TERMS: usize = 8;
+
+/// `(start, end, accumulate)` of the chunks of `len` terms summed lazily.
+fn chunks(len: usize) -> impl Iterator<Item = (usize, usize, bool)> {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        if start >= len {
+            return None;
+        }
+        let take = if start == 0 { LAZY_TERMS } else { LAZY_TERMS - 1 };
+        let end = (start + take).min(len);
+        let chunk = (start, end, start > 0);
+        start = end;
+        Some(chunk)
+    })
+}
+
+/// Writes `acc = Σ_t a[t]·b[t]` modulo `q` (all inputs in `[0, q)`; at least one term).
+pub fn dot1(acc: &mut [u64], a: &[&[u64]], b: &[&[u64]], bc: &BarrettConst) {
+    assert!(!a.is_empty() && a.len() == b.len());
+    #[cfg(target_arch = "x86_64")]
+    if bc.modulus() < (1u64 << 50) && crate::ntt_fma::available() && acc.len() % 8 == 0 {
+        for (start, end, accumulate) in chunks(a.len()) {
+            unsafe { fma::dot1(acc, &a[start..end], &b[start..end], bc.modulus(), accumulate) };
+        }
+        return;
+    }
+    vecops::mul_into(acc, a[0], b[0], bc);
+    for t in 1..a.len() {
+        vecops::mul_add_assign(acc, a[t], b[t], bc);
+    }
+}
 
 /// Writes `acc0 = Σ_j d[j]·b[j]` and `acc1 = Σ_j d[j]·a[j]` modulo `q` (all inputs in `[0, q)`).
 pub fn dot2(
@@ -23,8 +58,7 @@ pub fn dot2(
     assert!(!d.is_empty() && d.len() == b.len() && d.len() == a.len());
     #[cfg(target_arch = "x86_64")]
     if bc.modulus() < (1u64 << 50) && crate::ntt_fma::available() && acc0.len() % 8 == 0 {
-        for start in (0..d.len()).step_by(LAZY_TERMS) {
-            let end = (start + LAZY_TERMS).min(d.len());
+        for (start, end, accumulate) in chunks(d.len()) {
             unsafe {
                 fma::dot2(
                     acc0,
@@ -33,7 +67,7 @@ pub fn dot2(
                     &b[start..end],
                     &a[start..end],
                     bc.modulus(),
-                    start > 0,
+                    accumulate,
                 )
             };
         }
@@ -81,6 +115,22 @@ mod fma {
     }
 
     #[target_feature(enable = "avx512f,avx512dq")]
+    pub(super) unsafe fn dot1(acc: &mut [u64], a: &[&[u64]], b: &[&[u64]], q: u64, accumulate: bool) {
+        let qv = _mm512_set1_pd(q as f64);
+        let qinv = _mm512_set1_pd(1.0 / q as f64);
+        let n = acc.len();
+        let mut i = 0;
+        while i < n {
+            let mut s = if accumulate { load(acc, i) } else { _mm512_setzero_pd() };
+            for t in 0..a.len() {
+                s = _mm512_add_pd(s, mul_lazy(load(a[t], i), load(b[t], i), qv, qinv));
+            }
+            _mm512_storeu_si512(acc.as_mut_ptr().add(i) as *mut _, _mm512_cvtpd_epu64(reduce(s, qv, qinv)));
+            i += 8;
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512dq")]
     pub(super) unsafe fn dot2(
         acc0: &mut [u64],
         acc1: &mut [u64],
@@ -122,12 +172,12 @@ mod tests {
 
     #[test]
     fn dot2_matches_scalar_for_many_digit_counts() {
-        for bits in [30u32, 40, 49, 55] {
+        for bits in [30u32, 40, 49, 50, 55] {
             let q = generate_primes(&[bits], 64, &[]).unwrap()[0];
             let m = Modulus::new(q);
             let bc = BarrettConst::new(q);
             let n = 64;
-            for digits in [1usize, 2, 7, 8, 9, 17] {
+            for digits in [1usize, 2, 7, 8, 9, 15, 16, 17, 40] {
                 let mut s = (bits as u64) * 1000 + digits as u64;
                 let mut next = || {
                     s = s
@@ -146,6 +196,9 @@ mod tests {
                 let ar: Vec<&[u64]> = av.iter().map(|v| v.as_slice()).collect();
                 let (mut x0, mut x1) = (vec![0u64; n], vec![0u64; n]);
                 dot2(&mut x0, &mut x1, &dr, &br, &ar, &bc);
+                let mut y0 = vec![0u64; n];
+                dot1(&mut y0, &dr, &br, &bc);
+                assert_eq!(y0, x0, "dot1 == first half of dot2, bits {bits} digits {digits}");
                 for c in 0..n {
                     let e0 = (0..digits).fold(0, |acc, j| m.add(acc, m.mul(dv[j][c], bv[j][c])));
                     let e1 = (0..digits).fold(0, |acc, j| m.add(acc, m.mul(dv[j][c], av[j][c])));

@@ -22,7 +22,7 @@ from heinfer.compiler.cost import BATCH_KINDS, KINDS, CostTable, analytic_costs
 
 __all__ = ["measure_costs", "cpu_model"]
 
-_VERSION = 4
+_VERSION = 5
 
 
 def cpu_model() -> str:

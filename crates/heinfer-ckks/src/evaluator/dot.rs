@@ -12,7 +12,7 @@ use crate::ciphertext::{check_scale, Ciphertext, Plaintext};
 use crate::error::{CkksError, Result};
 use crate::evaluator::extended::ExtendedCiphertext;
 use crate::poly::{modulus_index, RnsPoly};
-use heinfer_math::vecops;
+use heinfer_math::dot;
 use rayon::prelude::*;
 
 fn invalid(op: &'static str, reason: &str) -> CkksError {
@@ -59,14 +59,9 @@ impl Evaluator {
             .map(|j| {
                 let mut acc = vec![0u64; (level + 1) * n];
                 acc.par_chunks_mut(n).enumerate().for_each(|(i, out)| {
-                    for (ct, pt) in cts.iter().zip(pts) {
-                        vecops::mul_add_assign(
-                            out,
-                            ct.parts[j].limb(i),
-                            pt.poly.limb(i),
-                            &inner.barrett[i],
-                        );
-                    }
+                    let a: Vec<&[u64]> = cts.iter().map(|ct| ct.parts[j].limb(i)).collect();
+                    let b: Vec<&[u64]> = pts.iter().map(|pt| pt.poly.limb(i)).collect();
+                    dot::dot1(out, &a, &b, &inner.barrett[i]);
                 });
                 RnsPoly::from_data(acc, n)
             })
@@ -122,9 +117,9 @@ impl Evaluator {
                 let mut acc = vec![0u64; limbs * n];
                 acc.par_chunks_mut(n).enumerate().for_each(|(i, out)| {
                     let bc = &inner.barrett[modulus_index(&self.params, level, i)];
-                    for (e, pt) in exts.iter().zip(pts) {
-                        vecops::mul_add_assign(out, e.parts[j].limb(i), pt.poly.limb(i), bc);
-                    }
+                    let a: Vec<&[u64]> = exts.iter().map(|e| e.parts[j].limb(i)).collect();
+                    let b: Vec<&[u64]> = pts.iter().map(|pt| pt.poly.limb(i)).collect();
+                    dot::dot1(out, &a, &b, bc);
                 });
                 RnsPoly::from_data(acc, n)
             })
