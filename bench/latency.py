@@ -41,11 +41,13 @@ from machine import build_profile, cpu_model
 MODELS = ("cryptonets", "lola_small", "cryptonets_relu")
 STRATEGIES = ("bsgs", "hybrid", "input_rotations", "output_rotations")
 TARGET_S = {"cryptonets": 0.05}
+#: Peers' figures, **quoted** (not measured by this script): the paper's, and runs made by hand
+#: on an Intel Xeon on 2026-11-22. Printed as quoted so that no ratio is read off them.
 REFERENCES = {
     "LoLa-Conv (paper, 8 cores)": 2.2,
-    "Orion / Lattigo, logN=13, this machine": 0.40,
-    "Orion / Lattigo, logN=14, this machine": 0.73,
-    "TenSEAL one-conv MNIST net, this machine": 3.0,
+    "Orion / Lattigo, logN=13 (quoted: Xeon, 2026-11-22)": 0.40,
+    "Orion / Lattigo, logN=14 (quoted: Xeon, 2026-11-22)": 0.73,
+    "TenSEAL one-conv MNIST net (quoted: Xeon, 2026-11-22)": 3.0,
 }
 
 
@@ -192,7 +194,7 @@ def main() -> None:
             else:
                 print(f"  fixed strategy {s:<17} {f['latency_s'] * 1e3:9.1f} ms ({f['rotation_keys']} rotation keys)")
         print(f"  search vs best fixed strategy ({r['best_fixed_strategy']}): ×{r['search_speedup_vs_best_fixed']:.1f}")
-    print("\n## reference points (seconds per image)")
+    print("\n## reference points (seconds per image; quoted, not measured in this run)")
     for k, v in REFERENCES.items():
         print(f"  {k}: {v}")
     print(json.dumps({"cpu": cpu_model(), "threads": args.threads, "build": build_profile(), "references_s": REFERENCES, **results}))
