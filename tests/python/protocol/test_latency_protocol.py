@@ -24,6 +24,9 @@ from compiler import onnx_models as om
 from compiler.onnx_models import ModelBuilder
 from heinfer import _native
 from heinfer.protocol.messages import decode, encode
+from protocol.forge import fields as _fields
+from protocol.forge import payload as _payload
+from protocol.forge import reencode as _reencode
 
 BAD = (heinfer.ProtocolError, heinfer.SerializationError)
 
@@ -120,18 +123,6 @@ class Kit:
         return _reencode(self.keys, relin_key=rlk, galois_keys=gk)
 
 
-def _fields(message: bytes) -> dict:
-    _, body = decode(message)
-    return {f.name: getattr(body, f.name) for f in body.DESCRIPTOR.fields}
-
-
-def _reencode(message: bytes, **fields) -> bytes:
-    """The same message with some fields replaced (``ciphertexts=`` for the payload)."""
-    return encode(decode(message)[0], **{**_fields(message), **fields})
-
-
-def _payload(message: bytes) -> bytes:
-    return decode(message)[1].ciphertexts
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import pytest
 import heinfer
 from heinfer import _native
 from heinfer.protocol.messages import decode, encode
+from protocol.forge import reencode as _forge
 
 DIGITS = np.load("models/digits_test.npz")["x"]
 
@@ -35,14 +36,6 @@ def parties(relu_program):
 
 def _first_step(client, server, session, n: int = 4) -> bytes:
     return server.begin(client.query_message(session, DIGITS[:n]))
-
-
-def _forge(message: bytes, **fields) -> bytes:
-    """The same message with some fields replaced."""
-    kind, body = decode(message)
-    values = {f.name: getattr(body, f.name) for f in body.DESCRIPTOR.fields}
-    values.update(fields)
-    return encode(kind, **values)
 
 
 def _batch(params, message: bytes) -> _native.CiphertextBatch:

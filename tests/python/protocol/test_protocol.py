@@ -27,6 +27,9 @@ from heinfer.program import Program
 from heinfer.protocol import Client, Server
 from heinfer.protocol.layouts import decrypt_segment_output
 from heinfer.protocol.messages import KINDS, decode, encode
+from protocol.forge import fields as _fields
+from protocol.forge import payload as _payload
+from protocol.forge import reencode as _reencode
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -105,18 +108,6 @@ def _assert_good_query(
     np.testing.assert_allclose(got, want, atol=_tol(_program(name)))
 
 
-def _fields(message: bytes) -> dict:
-    _, body = decode(message)
-    return {f.name: getattr(body, f.name) for f in body.DESCRIPTOR.fields}
-
-
-def _reencode(message: bytes, **fields) -> bytes:
-    """The same message with some fields replaced (``ciphertexts=`` for the payload)."""
-    return encode(decode(message)[0], **{**_fields(message), **fields})
-
-
-def _payload(message: bytes) -> bytes:
-    return decode(message)[1].ciphertexts
 
 
 def _batch(client: Client, payload: bytes) -> _native.CiphertextBatch:

@@ -1,0 +1,22 @@
+"""Helpers of the protocol tests that play a tampering party: read a protobuf message's fields
+and write the same message with some of them replaced."""
+
+from __future__ import annotations
+
+from heinfer.protocol.messages import decode, encode
+
+
+def fields(message: bytes) -> dict:
+    """Every field of a message's body, by name."""
+    _, body = decode(message)
+    return {f.name: getattr(body, f.name) for f in body.DESCRIPTOR.fields}
+
+
+def reencode(message: bytes, **replaced) -> bytes:
+    """The same message with some fields replaced (``ciphertexts=`` for the payload)."""
+    return encode(decode(message)[0], **{**fields(message), **replaced})
+
+
+def payload(message: bytes) -> bytes:
+    """The ciphertext bytes of a message."""
+    return decode(message)[1].ciphertexts
