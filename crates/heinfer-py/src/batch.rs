@@ -128,11 +128,27 @@ impl CiphertextBatch {
         }
         Ok(Ciphertext::wrap(self.cts[j as usize].clone(), &self.params))
     }
-    /// One message: the batch in the validated wire format (see
-    /// `heinfer_ckks::serialize::ciphertext_batch_to_bytes`).
-    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+    /// One message: ciphertexts `[start, stop)` of the batch (all of it by default) in the
+    /// validated wire format (see `heinfer_ckks::serialize::ciphertext_batch_to_bytes`); a
+    /// chunk of a batch is serialized without copying the batch. `IndexError` unless
+    /// `start < stop <= len`.
+    #[pyo3(signature = (start = 0, stop = None))]
+    fn to_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        start: usize,
+        stop: Option<usize>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let stop = stop.unwrap_or(self.cts.len());
+        if start >= stop || stop > self.cts.len() {
+            return Err(PyIndexError::new_err(format!(
+                "ciphertexts [{start}, {stop}) of a batch of {}",
+                self.cts.len()
+            )));
+        }
+        let cts = &self.cts[start..stop];
         let out = run(py, "CiphertextBatch.to_bytes", || {
-            serialize::ciphertext_batch_to_bytes(&self.params, &self.cts)
+            serialize::ciphertext_batch_to_bytes(&self.params, cts)
         })?;
         Ok(PyBytes::new(py, &out))
     }
