@@ -10,7 +10,8 @@ part), so it never holds weights.
 * a fresh secret key per session (:meth:`Client.keys_message`), and per query when the
   program needs no evaluation key;
 * a per-query state machine: each step answered once, in order, only for queries this
-  client started; a result only after the last step; a query that fails is forgotten;
+  client started; a result only after the last step; the chunks of a step in order, each
+  once (:mod:`heinfer.protocol.chunks`); a query that fails is forgotten;
 * counts, levels, scales and sizes come from the public program, never from the message:
   a batch of the wrong count, level, size or scale is refused before decryption;
 * a decrypted value out of its planned range never aborts the query and never appears in
@@ -26,14 +27,16 @@ from __future__ import annotations
 import math
 import os
 import secrets
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from heinfer import _native
 from heinfer.errors import ProtocolError, RangeError
 from heinfer.program.model import PublicProgram, Segment
-from heinfer.protocol.layouts import decrypt_segment_output, encrypt_segment_input
+from heinfer.protocol.chunks import Cursor, bounds, chunks_for
+from heinfer.protocol.layouts import decrypt_rows, encrypt_rows, input_rows, output_values
 from heinfer.protocol.limits import message_limits
 from heinfer.protocol.messages import decode, encode
 from heinfer.runtime.executor import native_params
@@ -69,6 +72,9 @@ class _Query:
     next_step: int = 0
     server_query: str | None = None
     out_of_range: int = 0
+    #: The chunks of the step being received, and their decrypted rows.
+    cursor: Cursor | None = None
+    rows: list = field(default_factory=list)
 
 
 class Client:
@@ -113,7 +119,14 @@ class Client:
         return encode("keys", program_id=self.program_id, relin_key=rlk, galois_keys=gk)
 
     def query_message(self, session: str, x: np.ndarray) -> bytes:
-        """Encrypts ``x`` of shape ``(n, *input_shape)``, ``1 ≤ n ≤ batch_capacity``."""
+        """Encrypts ``x`` of shape ``(n, *input_shape)``, ``1 ≤ n ≤ batch_capacity``: the
+        whole query in one message."""
+        return _one(self.query_messages(session, x), "query")
+
+    def query_messages(self, session: str, x: np.ndarray, max_bytes: int | None = None) -> Iterator[bytes]:
+        """:meth:`query_message` in chunks of at most ``max_bytes`` each (``None``: one),
+        each encrypted when it is asked for, so that it can travel while the next one is
+        encrypted. The input is checked (and the query registered) before the first."""
         p = self.program
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != len(p.input_shape) + 1 or x.shape[1:] != p.input_shape:
@@ -133,14 +146,27 @@ class Client:
         for f in p.pre:
             v = f.apply(v)
         check_input(v, p.input_bound)
-        batch = encrypt_segment_input(key.kg, p.segments[0], v, p.slots)
+        seg = p.segments[0]
+        rows = input_rows(seg, v, p.slots)
         ref = secrets.token_hex(16)
         self._queries[ref] = _Query(key, n)
-        return encode("query", session=session, ref=ref, items=n, ciphertexts=batch.to_bytes())
+        fields = {"session": session, "ref": ref, "items": n}
+        return self._encrypted(key, seg, rows, "query", fields, max_bytes, ref)
 
     def reply_message(self, step_message: bytes) -> bytes:
-        """Answers step ``k`` of a query: decrypts the values, applies the step's functions
-        and encrypts the next segment's input (fresh: the noise and depth restart)."""
+        """Answers step ``k`` of a query, sent whole (chunk 0 of 1): decrypts the values,
+        applies the step's functions and encrypts the next segment's input (fresh: the
+        noise and depth restart)."""
+        replies = self.receive_step(step_message)
+        if replies is None:
+            raise ProtocolError("reply_message takes a whole step; feed the chunks of a step to receive_step")
+        return _one(replies, "reply")
+
+    def receive_step(self, step_message: bytes, max_bytes: int | None = None) -> Iterator[bytes] | None:
+        """Takes one chunk of a step: checks it (the query, the step, the chunk's place and
+        its ciphertexts against the plan) and decrypts it. ``None`` until the last chunk;
+        then the reply, as an iterator of chunks of at most ``max_bytes`` (``None``: one
+        message), each encrypted when it is asked for."""
         _, msg = decode(step_message, "step")
         q = self._query(msg.ref, msg.query)
         p = self.program
@@ -149,12 +175,19 @@ class Client:
             if msg.step != k or k >= len(p.steps):
                 what = "an extra step" if k >= len(p.steps) else f"step {msg.step} while waiting for step {k}"
                 raise ProtocolError(f"the server sent {what} (replayed, out of order or forged)")
+            seg = p.segments[k]
+            if q.cursor is None:
+                q.cursor, q.rows = Cursor(seg.n_output_cts, f"step {k}"), []
+            start, stop = q.cursor.take(msg.chunk, msg.chunks)
+            q.rows.append(self._decrypt(q, seg, msg.ciphertexts, stop - start, "step"))
+            if not q.cursor.done:
+                return None
             q.next_step += 1
-            vals = self._open(q, p.segments[k], msg.ciphertexts)
-            out = p.steps[k].apply(vals)
+            rows, q.cursor, q.rows = np.concatenate(q.rows), None, []
+            out = p.steps[k].apply(self._values(q, seg, rows))
             nxt = p.segments[k + 1]
-            reply = encrypt_segment_input(q.key.kg, nxt, out, p.slots)
-            return encode("reply", query=msg.query, step=k, ciphertexts=reply.to_bytes())
+            fields = {"query": msg.query, "step": k}
+            return self._encrypted(q.key, nxt, input_rows(nxt, out, p.slots), "reply", fields, max_bytes, msg.ref)
         except Exception:
             self._queries.pop(msg.ref, None)
             raise
@@ -186,21 +219,59 @@ class Client:
             raise ProtocolError("the server changed the id of a query mid-protocol")
         return q
 
-    def _open(self, q: _Query, seg: Segment, payload: bytes) -> np.ndarray:
-        """Checks the ciphertexts against the plan (count, level, size, scale: never the
-        message's word), decrypts, and clamps values out of range (counted, never raised)."""
-        count, parts = seg.n_output_cts, seg.output_parts
-        limit = self.limits["result"] if seg is self.program.segments[-1] else self.limits["step"]
-        batch = _native.CiphertextBatch.from_bytes(self.params, payload, limit, count)
+    def _encrypted(self, key: _Key, seg: Segment, rows: np.ndarray, kind: str, fields: dict, max_bytes: int | None, ref: str) -> Iterator[bytes]:
+        """The messages of ``kind`` carrying ``rows`` encrypted for ``seg``, in chunks of at
+        most ``max_bytes``; encryption happens as they are asked for (a failure forgets the
+        query)."""
+        n = len(rows)
+        chunks = chunks_for(n, self.params.ciphertext_wire_bytes(seg.input_level, 2), max_bytes)
+
+        def messages() -> Iterator[bytes]:
+            try:
+                for i in range(chunks):
+                    start, stop = bounds(n, chunks, i)
+                    batch = encrypt_rows(key.kg, seg, rows[start:stop])
+                    yield encode(kind, **fields, ciphertexts=batch.to_bytes(), chunk=i, chunks=chunks)
+            except Exception:
+                self._queries.pop(ref, None)
+                raise
+
+        return messages()
+
+    def _decrypt(self, q: _Query, seg: Segment, payload: bytes, count: int, kind: str) -> np.ndarray:
+        """Checks ``count`` ciphertexts of a segment's output against the plan (count, level,
+        size, scale: never the message's word) and decrypts them to rows."""
+        parts = seg.output_parts
+        batch = _native.CiphertextBatch.from_bytes(self.params, payload, self.limits[kind], count)
         if len(batch) != count or batch.level != seg.output_level or batch.size != parts or not math.isclose(batch.scale, seg.output_scale, rel_tol=SCALE_TOLERANCE):
             raise ProtocolError(
                 f"expected {count} ciphertexts of size {parts} at level {seg.output_level} and scale 2^{math.log2(seg.output_scale):.2f}, "
                 f"got {len(batch)} of size {batch.size} at level {batch.level} and scale 2^{math.log2(max(batch.scale, 1e-300)):.2f}"
             )
-        vals = decrypt_segment_output(q.key.dec, seg, batch, q.items)
+        return decrypt_rows(q.key.dec, seg, batch)
+
+    def _open(self, q: _Query, seg: Segment, payload: bytes) -> np.ndarray:
+        """All output ciphertexts of a segment, checked, decrypted, out-of-range values
+        clamped (a result, or a step in one message)."""
+        kind = "result" if seg is self.program.segments[-1] else "step"
+        return self._values(q, seg, self._decrypt(q, seg, payload, seg.n_output_cts, kind))
+
+    @staticmethod
+    def _values(q: _Query, seg: Segment, rows: np.ndarray) -> np.ndarray:
+        """Decrypted rows → the segment's output values, values out of range clamped (counted,
+        never raised)."""
+        vals = output_values(seg, rows, q.items)
         bad = ~np.isfinite(vals) | (np.abs(vals) > seg.output_bound)
         q.out_of_range += int(bad.sum())
         return np.clip(np.nan_to_num(vals, nan=0.0, posinf=0.0, neginf=0.0), -seg.output_bound, seg.output_bound)
+
+
+def _one(messages: Iterator[bytes], kind: str) -> bytes:
+    """The only message of an iterator of one chunk."""
+    out = list(messages)
+    if len(out) != 1:  # the chunk count is 1 without max_bytes: a bug, not an input
+        raise ProtocolError(f"a whole {kind} came as {len(out)} messages")
+    return out[0]
 
 
 def _flood_and_round(vals: np.ndarray, precision: float) -> np.ndarray:

@@ -15,34 +15,58 @@ import numpy as np
 from heinfer import _native
 from heinfer.program.model import Segment
 
-__all__ = ["encrypt_segment_input", "decrypt_segment_output"]
+__all__ = ["decrypt_rows", "decrypt_segment_output", "encrypt_rows", "encrypt_segment_input", "input_rows", "output_values"]
+
+
+def input_rows(seg: Segment, values: np.ndarray, slots: int) -> np.ndarray:
+    """``values`` ``(items, in_size)`` → one row per input ciphertext of the segment: complex
+    slots (slot layout, real and complex packing) or real coefficients (coefficient packing).
+    Row ``i`` is encrypted on its own (:func:`encrypt_rows`), so rows can be encrypted chunk
+    by chunk."""
+    lay = seg.layout
+    if lay.kind == "slots":
+        g = lay.gather
+        return np.where(g >= 0, values[0][np.maximum(g, 0)], 0.0).astype(np.complex128)
+    rows = np.ascontiguousarray(values.T, dtype=np.float64)  # (in_size, items)
+    return rows if lay.packing == "coeff" else _pack(rows, slots)
+
+
+def encrypt_rows(kg: _native.KeyGenerator, seg: Segment, rows: np.ndarray) -> _native.CiphertextBatch:
+    """Rows of :func:`input_rows` (any contiguous range of them) → input ciphertexts."""
+    if rows.dtype == np.float64:
+        return _native.encrypt_batch_coefficients(kg, np.ascontiguousarray(rows), seg.input_scale, seg.input_level)
+    return _native.encrypt_batch(kg, np.ascontiguousarray(rows), seg.input_scale, seg.input_level)
 
 
 def encrypt_segment_input(kg: _native.KeyGenerator, seg: Segment, values: np.ndarray, slots: int) -> _native.CiphertextBatch:
     """``values`` ``(items, in_size)`` → the segment's input ciphertexts (``slots`` per ciphertext)."""
+    return encrypt_rows(kg, seg, input_rows(seg, values, slots))
+
+
+def decrypt_rows(dec: _native.Decryptor, seg: Segment, batch: _native.CiphertextBatch) -> np.ndarray:
+    """Output ciphertexts (any contiguous range of the segment's) → one row each: real
+    coefficients (coefficient packing) or complex slots."""
+    if seg.layout.kind == "batch" and seg.layout.packing == "coeff":
+        return _native.decrypt_batch_coefficients(dec, batch)
+    return _native.decrypt_batch(dec, batch)
+
+
+def output_values(seg: Segment, rows: np.ndarray, items: int) -> np.ndarray:
+    """The rows of every output ciphertext of the segment (:func:`decrypt_rows`, in order) →
+    values ``(items, out_size)``."""
     lay = seg.layout
     if lay.kind == "slots":
-        g = lay.gather
-        slots = np.where(g >= 0, values[0][np.maximum(g, 0)], 0.0)
-        return _native.encrypt_batch(kg, slots.astype(np.complex128), seg.input_scale, seg.input_level)
-    rows = np.ascontiguousarray(values.T, dtype=np.float64)  # (in_size, items)
+        return seg.output.gather(rows.real)[None, :]
     if lay.packing == "coeff":
-        return _native.encrypt_batch_coefficients(kg, rows, seg.input_scale, seg.input_level)
-    return _native.encrypt_batch(kg, _pack(rows, slots), seg.input_scale, seg.input_level)
+        return rows[:, :items].T
+    s = rows.shape[1]
+    vals = rows.real[:, :items] if items <= s else np.concatenate([rows.real[:, :s], rows.imag[:, : items - s]], axis=1)
+    return vals.T
 
 
 def decrypt_segment_output(dec: _native.Decryptor, seg: Segment, batch: _native.CiphertextBatch, items: int) -> np.ndarray:
     """The segment's output ciphertexts → values ``(items, out_size)``."""
-    lay = seg.layout
-    if lay.kind == "slots":
-        z = _native.decrypt_batch(dec, batch).real
-        return seg.output.gather(z)[None, :]
-    if lay.packing == "coeff":
-        return _native.decrypt_batch_coefficients(dec, batch)[:, :items].T
-    z = _native.decrypt_batch(dec, batch)
-    s = z.shape[1]
-    vals = z.real[:, :items] if items <= s else np.concatenate([z.real[:, :s], z.imag[:, : items - s]], axis=1)
-    return vals.T
+    return output_values(seg, decrypt_rows(dec, seg, batch), items)
 
 
 def _pack(values: np.ndarray, slots: int) -> np.ndarray:

@@ -11,11 +11,14 @@ against the counts, levels and scales of its (public) program — never against 
 kind         direction             fields
 ===========  ====================  ===========================================================
 ``keys``     client → server       ``program_id``, ``relin_key``, ``galois_keys``
-``query``    client → server       ``session``, ``ref``, ``items``, ``ciphertexts``
-``step``     server → client       ``query``, ``ref``, ``step``, ``ciphertexts``
-``reply``    client → server       ``query``, ``step``, ``ciphertexts``
+``query``    client → server       ``session``, ``ref``, ``items``, ``ciphertexts``, ``chunk``, ``chunks``
+``step``     server → client       ``query``, ``ref``, ``step``, ``ciphertexts``, ``chunk``, ``chunks``
+``reply``    client → server       ``query``, ``step``, ``ciphertexts``, ``chunk``, ``chunks``
 ``result``   server → client       ``query``, ``ref``, ``ciphertexts``
 ===========  ====================  ===========================================================
+
+``chunk`` / ``chunks``: a query, step or reply may be cut into chunks of its ciphertexts
+(:mod:`heinfer.protocol.chunks`); a whole message is chunk 0 of 1.
 
 ``ref`` is the client's own reference of a query (the server echoes it): a client refuses
 steps and results of queries it did not start.

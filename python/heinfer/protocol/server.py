@@ -20,16 +20,18 @@ import math
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from heinfer import _native
 from heinfer.errors import ProtocolError
 from heinfer.program.model import Program
+from heinfer.protocol.chunks import Cursor, chunks_for
 from heinfer.protocol.limits import message_limits
-from heinfer.protocol.messages import decode, encode
+from heinfer.protocol.messages import decode, encode, pb
 from heinfer.runtime.executor import Executor, native_params
 
-__all__ = ["Server", "QueryTable"]
+__all__ = ["Outgoing", "Server", "QueryTable"]
 
 #: Largest relative difference between a received ciphertext's scale and the planned one.
 SCALE_TOLERANCE = 1e-9
@@ -42,17 +44,29 @@ class QueryTable:
     def __init__(self) -> None:
         self._sessions: dict = {}
         self._queries: dict = {}
+        #: (session, client reference) → id of the query (while it runs).
+        self._by_ref: dict[tuple[str, str], str] = {}
 
     def close_session(self, session: str) -> None:
         """Forgets a session, its keys and its queries."""
         self._sessions.pop(session, None)
         for q, st in list(self._queries.items()):
             if st.session == session:
-                self._queries.pop(q, None)
+                self.cancel(q)
 
     def cancel(self, query_id: str) -> None:
-        """Forgets an in-flight query (a client that vanished mid-protocol); idempotent."""
-        self._queries.pop(query_id, None)
+        """Forgets an in-flight query (a client that vanished mid-protocol, or a query whose
+        input was refused); idempotent."""
+        state = self._queries.pop(query_id, None)
+        if state is not None:
+            self._by_ref.pop((state.session, state.ref), None)
+
+    def cancel_ref(self, session: str, ref: str) -> None:
+        """Forgets the query a session started under the client reference ``ref`` (a stream
+        that broke before the server's id of the query was known); idempotent."""
+        qid = self._by_ref.get((session, ref))
+        if qid is not None:
+            self.cancel(qid)
 
     @property
     def query_count(self) -> int:
@@ -65,6 +79,19 @@ class QueryTable:
         return len(self._sessions)
 
 
+class Outgoing:
+    """What a server sends after a query's input is complete: ``kind`` (``"step"`` or
+    ``"result"``), ``query`` (the server's id of the query) and ``chunks`` messages, each
+    serialized when iteration reaches it (so that one travels while the next is made)."""
+
+    def __init__(self, kind: str, query: str, chunks: int, messages: Iterator[bytes]) -> None:
+        self.kind, self.query, self.chunks = kind, query, chunks
+        self._messages = messages
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._messages
+
+
 @dataclass
 class _Session:
     relin: _native.RelinKey | None
@@ -75,8 +102,14 @@ class _Session:
 class _Query:
     session: str
     ref: str
+    items: int = 0
     segment: int = 0
     waiting: bool = False
+    #: The chunks of the input being received (the query's, or a reply's), and their batches.
+    cursor: Cursor | None = None
+    batches: list = field(default_factory=list)
+    #: Chunk size of what the server sends back (``None``: whole messages).
+    max_bytes: int | None = None
 
 
 class Server(QueryTable):
@@ -139,37 +172,100 @@ class Server(QueryTable):
 
     # ------------------------------------------------------------------ queries
     def begin(self, query_message: bytes) -> bytes:
-        """Starts a query: validates the input ciphertexts and runs until the first step."""
+        """Starts a query sent whole (chunk 0 of 1): validates the input ciphertexts and runs
+        until the first step; returns it (or the result), whole."""
+        return self._whole(self._receive(query_message, "query"), "query")
+
+    def resume(self, reply_message: bytes) -> bytes:
+        """Continues a query with the client's whole reply to its step; returns the next step
+        (or the result), whole."""
+        return self._whole(self._receive(reply_message, "reply"), "reply")
+
+    def receive(self, message: bytes, max_bytes: int | None = None, session: str | None = None, query: str | None = None) -> Outgoing | None:
+        """Takes one chunk of a query or of a reply (:mod:`heinfer.protocol.chunks`): checks
+        it and its ciphertexts against the plan. ``None`` until the last chunk; then runs the
+        segment and returns the next step (chunks of at most ``max_bytes``; ``None``: one
+        message) or the result (one message): an :class:`Outgoing`.
+
+        ``session`` / ``query``: the session (or query) the caller's stream belongs to; a
+        chunk of another one is refused. The chunks of one query's input come from one
+        caller, in order (a service reads one stream per query)."""
+        return self._receive(message, ("query", "reply"), max_bytes, session, query)
+
+    def _receive(self, message: bytes, kinds: str | tuple[str, ...], max_bytes: int | None = None, session: str | None = None, query: str | None = None) -> Outgoing | None:
         t0 = time.perf_counter()
-        self._check_size(query_message, "query")
-        _, msg = decode(query_message, "query")
+        kinds = (kinds,) if isinstance(kinds, str) else kinds
+        self._check_size(message, max(kinds, key=self.limits.__getitem__))
+        _, msg = decode(message, kinds)
+        if isinstance(msg, pb.Query):
+            self._check_size(message, "query")
+            qid, state = self._query_chunk(msg, session, max_bytes)
+            k, kind = 0, "query"
+        else:
+            self._check_size(message, "reply")
+            qid, state = msg.query, self._queries.get(msg.query)
+            if query is not None and msg.query != query:
+                raise ProtocolError(f"a reply for query {msg.query[:16]!r} on the stream of query {query[:16]!r}")
+            if state is None or not state.waiting:
+                raise ProtocolError(f"no query {msg.query[:16]!r} is waiting for a reply")
+            if msg.step != state.segment - 1:
+                raise ProtocolError(f"reply to step {msg.step}, the query waits for step {state.segment - 1}")
+            k, kind = state.segment, "reply"
+        try:
+            if state.cursor is None:
+                state.cursor, state.batches = Cursor(self.program.segments[k].n_input_cts, f"{kind} of query {qid[:16]}"), []
+            start, stop = state.cursor.take(msg.chunk, msg.chunks)
+            state.batches.append(self._batch(msg.ciphertexts, k, kind, stop - start))
+            done = state.cursor.done
+        except Exception:
+            self.cancel(qid)
+            raise
+        finally:
+            self._count(t0)
+        if not done:
+            return None
+        batches, state.cursor, state.batches = state.batches, None, []
+        state.waiting = False
+        return self._run(qid, state, batches)
+
+    def _query_chunk(self, msg: pb.Query, session: str | None, max_bytes: int | None) -> tuple[str, _Query]:
+        """The query a query chunk belongs to: a new one for chunk 0 (its id drawn here), else
+        the query of this session and client reference whose input is being received."""
+        if session is not None and msg.session != session:
+            raise ProtocolError(f"a query message for session {msg.session[:16]!r} on a call of session {session[:16]!r}")
         if msg.session not in self._sessions:
             raise ProtocolError(f"unknown session {msg.session[:16]!r}")
         if not 1 <= msg.items <= self.program.batch_capacity:
             raise ProtocolError(f"{msg.items} items per query (capacity {self.program.batch_capacity})")
-        batch = self._batch(msg.ciphertexts, 0, "query")
-        qid = secrets.token_hex(16)
-        state = _Query(msg.session, msg.ref)
-        self._queries[qid] = state
-        return self._run(qid, state, batch, t0)
+        key = (msg.session, msg.ref)
+        if msg.chunk == 0:
+            if key in self._by_ref:
+                raise ProtocolError("a query with this client reference is already running (replayed?)")
+            qid = secrets.token_hex(16)
+            state = _Query(msg.session, msg.ref, msg.items, max_bytes=max_bytes)
+            self._queries[qid] = state
+            self._by_ref[key] = qid
+            return qid, state
+        qid = self._by_ref.get(key, "")
+        state = self._queries.get(qid)
+        if state is None or state.segment != 0 or state.cursor is None:
+            raise ProtocolError(f"query chunk {msg.chunk} of a query whose input this server is not receiving")
+        if msg.items != state.items:
+            self.cancel(qid)
+            raise ProtocolError(f"query chunk {msg.chunk} declares {msg.items} items, chunk 0 declared {state.items}")
+        return qid, state
 
-    def resume(self, reply_message: bytes) -> bytes:
-        """Continues a query with the client's reply to its step."""
-        t0 = time.perf_counter()
-        self._check_size(reply_message, "reply")
-        _, msg = decode(reply_message, "reply")
-        state = self._queries.get(msg.query)
-        if state is None or not state.waiting:
-            raise ProtocolError(f"no query {msg.query[:16]!r} is waiting for a reply")
-        if msg.step != state.segment - 1:
-            raise ProtocolError(f"reply to step {msg.step}, the query waits for step {state.segment - 1}")
-        try:
-            batch = self._batch(msg.ciphertexts, state.segment, "reply")
-        except Exception:
-            self._queries.pop(msg.query, None)
-            raise
-        state.waiting = False
-        return self._run(msg.query, state, batch, t0)
+    def _whole(self, out: Outgoing | None, kind: str) -> bytes:
+        if out is None:
+            raise ProtocolError(f"this {kind} message is one chunk of several; feed them to Server.receive")
+        messages = list(out)
+        if len(messages) != 1:  # whole messages were asked for: a bug, not an input
+            raise ProtocolError(f"the server's answer came as {len(messages)} messages")
+        return messages[0]
+
+    def _count(self, t0: float) -> None:
+        with self._lock:
+            self.seconds += time.perf_counter() - t0
 
     def _check_size(self, data: bytes, kind: str) -> None:
         if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -177,10 +273,9 @@ class Server(QueryTable):
         if len(data) > self.limits[kind]:
             raise ProtocolError(f"{kind} message of {len(data)} bytes exceeds the {self.limits[kind]} this program allows")
 
-    def _batch(self, payload: bytes, k: int, kind: str) -> _native.CiphertextBatch:
-        """The input ciphertexts of segment ``k``, checked against the plan."""
+    def _batch(self, payload: bytes, k: int, kind: str, count: int) -> _native.CiphertextBatch:
+        """``count`` input ciphertexts of segment ``k``, checked against the plan."""
         seg = self.program.segments[k]
-        count = seg.n_input_cts
         batch = _native.CiphertextBatch.from_bytes(self.params, payload, self.limits[kind], count)
         if len(batch) != count or batch.level != seg.input_level or batch.size != 2 or not math.isclose(batch.scale, seg.input_scale, rel_tol=SCALE_TOLERANCE):
             raise ProtocolError(
@@ -189,24 +284,38 @@ class Server(QueryTable):
             )
         return batch
 
-    def _run(self, qid: str, state: _Query, batch: _native.CiphertextBatch, t0: float) -> bytes:
+    def _run(self, qid: str, state: _Query, batches: list) -> Outgoing:
+        """Runs the query's next segment; the messages that carry its output."""
+        t0 = time.perf_counter()
         k = state.segment
         session = self._sessions.get(state.session)
         try:
             if session is None:
                 raise ProtocolError("the session of this query was closed")
+            batch = batches[0] if len(batches) == 1 else _native.CiphertextBatch.concat(batches)
+            del batches
             out = self.executor.run(k, batch, session.relin, session.galois)
             state.segment += 1
-            payload = out.to_bytes()
         except Exception:
-            self._queries.pop(qid, None)
+            self.cancel(qid)
             raise
+        finally:
+            self._count(t0)
         if k == len(self.program.steps):
-            self._queries.pop(qid, None)
-            reply = encode("result", query=qid, ref=state.ref, ciphertexts=payload)
-        else:
-            state.waiting = True
-            reply = encode("step", query=qid, ref=state.ref, step=k, ciphertexts=payload)
-        with self._lock:
-            self.seconds += time.perf_counter() - t0
-        return reply
+            self.cancel(qid)
+            return Outgoing("result", qid, 1, self._messages(out, "result", {"query": qid, "ref": state.ref}, 1))
+        state.waiting = True
+        n = len(out)
+        chunks = chunks_for(n, self.params.ciphertext_wire_bytes(out.level, out.size), state.max_bytes)
+        return Outgoing("step", qid, chunks, self._messages(out, "step", {"query": qid, "ref": state.ref, "step": k}, chunks))
+
+    def _messages(self, out: _native.CiphertextBatch, kind: str, fields: dict, chunks: int) -> Iterator[bytes]:
+        """``out`` serialized as ``chunks`` messages of ``kind``, each when it is asked for."""
+        n = len(out)
+        for i in range(chunks):
+            t0 = time.perf_counter()
+            payload = out.to_bytes(i * n // chunks, (i + 1) * n // chunks)
+            chunk = {} if kind == "result" else {"chunk": i, "chunks": chunks}
+            message = encode(kind, **fields, ciphertexts=payload, **chunk)
+            self._count(t0)
+            yield message

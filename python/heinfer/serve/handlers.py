@@ -131,53 +131,53 @@ class Servicer(pb_grpc.InferenceServicer):
             self.registry.start_query(peer, session, secret)
         except Exception as e:  # noqa: BLE001 - every failure becomes a status
             self._fail(context, e)
-        query = inbox = None
+        ref = inbox = None
         ok = False
         try:
-            steps = len(self.server.program.steps)
-            expected = [(self._allow("query"), "query message")]
-            expected += [(self._allow("reply"), f"reply to step {k}") for k in range(steps)]
+            program = self.server.program
+            allowed = {k: self.message_limits[k] for k in ("query", "reply")}
+            # one chunk per ciphertext at most: the most messages a query's stream can carry
+            most = sum(seg.n_input_cts for seg in program.segments)
+            expected = [(allowed, "query message")] * most
             inbox = Inbox(requests, expected, self.limits.max_part_bytes, self._count_in)
-            _, message = inbox.message(self.limits.query_timeout_s)
-            _, q = decode(message, "query")
-            if q.session != session:
-                raise ProtocolError(
-                    f"a query message for session {q.session[:16]!r} on a call of session {session[:16]!r}"
-                )
-            t0 = time.perf_counter()
-            out = self.server.begin(message)
-            seconds = time.perf_counter() - t0
-            del message, q
+            out, query, busy, step = None, None, 0.0, 0  # busy: seconds in the protocol server
             while True:
-                kind, body = decode(out, ("step", "result"))
-                query = body.query
-                if kind == "result":
-                    context.set_trailing_metadata(
-                        ((wire.SERVER_SECONDS_METADATA, f"{seconds:.6f}"),)
-                    )
-                    yield from self._send(out, kind, part_bytes, context)
+                while out is None:  # the chunks of the query (or of a reply)
+                    kind, message = inbox.message(self.limits.query_timeout_s)
+                    want = "query" if query is None else "reply"
+                    if kind != want:
+                        name = "query message" if query is None else f"reply to step {step - 1}"
+                        raise ProtocolError(f"{name}: expected a {want!r} message, got {kind!r}")
+                    if ref is None:
+                        ref = decode(message, "query")[1].ref
+                    t0 = time.perf_counter()
+                    out = self.server.receive(message, part_bytes, session=session, query=query)
+                    busy += time.perf_counter() - t0
+                query, messages = out.query, iter(out)
+                if out.kind == "step":
+                    inbox.rename(f"reply to step {step}")
+                    step += 1
+                while True:
+                    t0 = time.perf_counter()
+                    message = next(messages, None)  # serialized here
+                    busy += time.perf_counter() - t0
+                    if message is None:
+                        break
+                    if out.kind == "result":
+                        context.set_trailing_metadata(((wire.SERVER_SECONDS_METADATA, f"{busy:.6f}"),))
+                    yield from self._send(message, out.kind, part_bytes, context)
+                if out.kind == "result":
                     ok = True
                     return
-                what = f"reply to step {body.step}"
-                yield from self._send(out, kind, part_bytes, context)
-                del out, body
-                _, reply = inbox.message(self.limits.query_timeout_s)
-                _, r = decode(reply, "reply")
-                if r.query != query:
-                    raise ProtocolError(
-                        f"{what}: a reply for query {r.query[:16]!r} on the stream of query {query[:16]!r}"
-                    )
-                t0 = time.perf_counter()
-                out = self.server.resume(reply)
-                seconds += time.perf_counter() - t0
+                out = None
         except Exception as e:  # noqa: BLE001 - every failure becomes a status
             abort(context, e)
         finally:
             if inbox is not None:
                 inbox.close()
             self.watch.sent(id(context))
-            if query is not None and not ok:
-                self.server.cancel(query)
+            if ref is not None and not ok:
+                self.server.cancel_ref(session, ref)
             self.registry.end_query(peer, session, ok)
 
     # ------------------------------------------------------------------ helpers

@@ -46,6 +46,7 @@ class Inbox:
         self._queue: queue.Queue = queue.Queue(maxsize=1)
         self._closed = threading.Event()
         self._on_bytes = on_bytes
+        self._name: str | None = None
         self._thread = threading.Thread(
             target=self._pump, args=(requests,), name="heinfer-inbox", daemon=True
         )
@@ -71,10 +72,16 @@ class Inbox:
             return item
         self._queue.put((kind, item))  # later reads see the same end
         if kind == _END:
-            raise ProtocolError(f"the client ended its stream {item}")
+            raise ProtocolError(f"the client ended its stream {self._assembler.describe()}")
         if kind == _ERROR:
             raise ServiceError("the client cancelled the call", code="CANCELLED")
         raise item
+
+    def rename(self, what: str) -> None:
+        """Names the messages from now on in errors (``"reply to step 0"``): for streams
+        whose messages are allowed by kind, not listed one by one."""
+        self._name = what
+        self._assembler.what = what
 
     def close(self) -> None:
         """Stops reading (the helper thread ends when the call ends)."""
@@ -97,10 +104,11 @@ class Inbox:
                     continue
                 done += 1
                 if done < len(self._expected):
-                    a.expect(*self._expected[done])
+                    limits, what = self._expected[done]
+                    a.expect(limits, self._name or what)
                 if not self._put((_MESSAGE, message)):
                     return
-            self._put((_END, a.describe()))
+            self._put((_END, None))  # described when read: by then the handler named what it waits for
         except (ProtocolError, ServiceError) as e:
             self._put((_BAD, e))
         except Exception as e:  # noqa: BLE001 - the call was cancelled or broke: tell the handler

@@ -44,10 +44,11 @@ class Limits:
     max_message_bytes: int | None = None
     #: Largest keys message: ``None`` = what the program's key manifest allows.
     max_key_bytes: int | None = None
-    #: Largest part of a message on the wire: 256 KiB (measured fastest on loopback between two
-    #: processes, ``bench/service.py``; every channel and server is configured
-    #: for exactly this size plus the part's fields).
-    max_part_bytes: int = 256 << 10
+    #: Largest part of a message on the wire: 1 MiB (measured fastest on loopback between two
+    #: processes on an AMD EPYC: 18.7 MB up and 20.6 MB down in 33 ms with 1 MiB parts, 45 ms with 256 KiB,
+    #: 120 ms with 64 KiB; every channel and server is configured for exactly this size plus
+    #: the part's fields). Queries, steps and replies travel in chunks of one part each.
+    max_part_bytes: int = 1 << 20
     #: Sessions open at once: 64.
     max_sessions: int = 64
     #: Sessions open at once from one peer address: 16.

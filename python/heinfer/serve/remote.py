@@ -272,14 +272,12 @@ class RemoteSession:
         return InferenceResult(np.concatenate(outputs), report)
 
     def _query(self, xs: np.ndarray, totals: dict) -> np.ndarray:
-        """One query on one ``Infer`` stream."""
-        t0 = time.perf_counter()
-        message = self._client.query_message(self.session_id, xs)
-        totals["client_s"] += time.perf_counter() - t0
+        """One query on one ``Infer`` stream. Messages go out in chunks of one part each: the
+        query's chunks are encrypted here while gRPC's sending thread sends the previous ones,
+        a step's chunks are decrypted as they arrive, and a reply's chunks travel while the
+        next are encrypted (:mod:`heinfer.protocol.chunks`)."""
+        messages = self._client.query_messages(self.session_id, xs, self._send_part)  # checks xs
         outbox: queue.Queue = queue.Queue()
-        outbox.put(("query", message))
-        totals["up"] += len(message)
-        del message
 
         def requests() -> Iterator[pb.InferRequest]:
             while (item := outbox.get()) is not None:
@@ -291,6 +289,7 @@ class RemoteSession:
         metadata = [*self._metadata, (wire.MAX_PART_METADATA, str(self.limits.max_part_bytes))]
         call = self._stub.Infer(requests(), timeout=self._timeout, metadata=metadata)
         try:
+            self._send_all("query", messages, outbox, totals)
             result = self._exchange(call, outbox, totals)
             outbox.put(None)  # half-closes the stream: the query is done
             seconds = dict(call.trailing_metadata() or ()).get(wire.SERVER_SECONDS_METADATA)
@@ -306,6 +305,17 @@ class RemoteSession:
             raise
         finally:
             outbox.put(None)  # ends the request stream (and its sending thread) in every case
+
+    def _send_all(self, kind: str, messages: Iterator[bytes], outbox: queue.Queue, totals: dict) -> None:
+        """Makes each message (encryption: client time) and hands it to the sending thread."""
+        while True:
+            t0 = time.perf_counter()
+            m = next(messages, None)
+            totals["client_s"] += time.perf_counter() - t0
+            if m is None:
+                return
+            totals["up"] += len(m)
+            outbox.put((kind, m))
 
     def _exchange(
         self, call: Iterator[pb.InferResponse], outbox: queue.Queue, totals: dict
@@ -330,9 +340,9 @@ class RemoteSession:
                 out = self._client.decode_result(message)
                 totals["client_s"] += time.perf_counter() - t0
                 return out
-            reply = self._client.reply_message(message)
+            replies = self._client.receive_step(message, self._send_part)
             totals["client_s"] += time.perf_counter() - t0
-            totals["rounds"] += 1
-            totals["up"] += len(reply)
-            outbox.put(("reply", reply))
+            if replies is not None:  # the step's last chunk
+                totals["rounds"] += 1
+                self._send_all("reply", replies, outbox, totals)
         raise ProtocolError(f"the server ended the query stream {assembler.describe()}")

@@ -9,8 +9,9 @@ method              kind              requests → responses
 ==================  ================  ===================================================
 ``GetInfo``         unary             → program id, message limits, part size, timeouts
 ``OpenSession``     client streaming  parts of one ``keys`` message → session id and secret
-``Infer``           bidirectional     parts of the ``query``, then of each ``reply`` →
-                                      parts of each ``step``, then of the ``result``
+``Infer``           bidirectional     the ``query``'s chunks, then each ``reply``'s →
+                                      each ``step``'s chunks, then the ``result``; every
+                                      message in parts (one per chunk by default)
 ``CloseSession``    unary             session id (+ its secret in metadata) → empty
 ==================  ================  ===================================================
 """

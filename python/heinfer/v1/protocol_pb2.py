@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19heinfer/v1/protocol.proto\x12\nheinfer.v1\"B\n\x04Keys\x12\x12\n\nprogram_id\x18\x01 \x01(\t\x12\x11\n\trelin_key\x18\x02 \x01(\x0c\x12\x13\n\x0bgalois_keys\x18\x03 \x01(\x0c\"I\n\x05Query\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0b\n\x03ref\x18\x02 \x01(\t\x12\r\n\x05items\x18\x03 \x01(\r\x12\x13\n\x0b\x63iphertexts\x18\x04 \x01(\x0c\"E\n\x04Step\x12\r\n\x05query\x18\x01 \x01(\t\x12\x0b\n\x03ref\x18\x02 \x01(\t\x12\x0c\n\x04step\x18\x03 \x01(\r\x12\x13\n\x0b\x63iphertexts\x18\x04 \x01(\x0c\"9\n\x05Reply\x12\r\n\x05query\x18\x01 \x01(\t\x12\x0c\n\x04step\x18\x02 \x01(\r\x12\x13\n\x0b\x63iphertexts\x18\x03 \x01(\x0c\"9\n\x06Result\x12\r\n\x05query\x18\x01 \x01(\t\x12\x0b\n\x03ref\x18\x02 \x01(\t\x12\x13\n\x0b\x63iphertexts\x18\x03 \x01(\x0c\"\xc3\x01\n\x07Message\x12 \n\x04keys\x18\x01 \x01(\x0b\x32\x10.heinfer.v1.KeysH\x00\x12\"\n\x05query\x18\x02 \x01(\x0b\x32\x11.heinfer.v1.QueryH\x00\x12 \n\x04step\x18\x03 \x01(\x0b\x32\x10.heinfer.v1.StepH\x00\x12\"\n\x05reply\x18\x04 \x01(\x0b\x32\x11.heinfer.v1.ReplyH\x00\x12$\n\x06result\x18\x05 \x01(\x0b\x32\x12.heinfer.v1.ResultH\x00\x42\x06\n\x04kindb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19heinfer/v1/protocol.proto\x12\nheinfer.v1\"B\n\x04Keys\x12\x12\n\nprogram_id\x18\x01 \x01(\t\x12\x11\n\trelin_key\x18\x02 \x01(\x0c\x12\x13\n\x0bgalois_keys\x18\x03 \x01(\x0c\"h\n\x05Query\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0b\n\x03ref\x18\x02 \x01(\t\x12\r\n\x05items\x18\x03 \x01(\r\x12\x13\n\x0b\x63iphertexts\x18\x04 \x01(\x0c\x12\r\n\x05\x63hunk\x18\x05 \x01(\r\x12\x0e\n\x06\x63hunks\x18\x06 \x01(\r\"d\n\x04Step\x12\r\n\x05query\x18\x01 \x01(\t\x12\x0b\n\x03ref\x18\x02 \x01(\t\x12\x0c\n\x04step\x18\x03 \x01(\r\x12\x13\n\x0b\x63iphertexts\x18\x04 \x01(\x0c\x12\r\n\x05\x63hunk\x18\x05 \x01(\r\x12\x0e\n\x06\x63hunks\x18\x06 \x01(\r\"X\n\x05Reply\x12\r\n\x05query\x18\x01 \x01(\t\x12\x0c\n\x04step\x18\x02 \x01(\r\x12\x13\n\x0b\x63iphertexts\x18\x03 \x01(\x0c\x12\r\n\x05\x63hunk\x18\x04 \x01(\r\x12\x0e\n\x06\x63hunks\x18\x05 \x01(\r\"9\n\x06Result\x12\r\n\x05query\x18\x01 \x01(\t\x12\x0b\n\x03ref\x18\x02 \x01(\t\x12\x13\n\x0b\x63iphertexts\x18\x03 \x01(\x0c\"\xc3\x01\n\x07Message\x12 \n\x04keys\x18\x01 \x01(\x0b\x32\x10.heinfer.v1.KeysH\x00\x12\"\n\x05query\x18\x02 \x01(\x0b\x32\x11.heinfer.v1.QueryH\x00\x12 \n\x04step\x18\x03 \x01(\x0b\x32\x10.heinfer.v1.StepH\x00\x12\"\n\x05reply\x18\x04 \x01(\x0b\x32\x11.heinfer.v1.ReplyH\x00\x12$\n\x06result\x18\x05 \x01(\x0b\x32\x12.heinfer.v1.ResultH\x00\x42\x06\n\x04kindb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,13 +34,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_KEYS']._serialized_start=41
   _globals['_KEYS']._serialized_end=107
   _globals['_QUERY']._serialized_start=109
-  _globals['_QUERY']._serialized_end=182
-  _globals['_STEP']._serialized_start=184
-  _globals['_STEP']._serialized_end=253
-  _globals['_REPLY']._serialized_start=255
-  _globals['_REPLY']._serialized_end=312
-  _globals['_RESULT']._serialized_start=314
-  _globals['_RESULT']._serialized_end=371
-  _globals['_MESSAGE']._serialized_start=374
-  _globals['_MESSAGE']._serialized_end=569
+  _globals['_QUERY']._serialized_end=213
+  _globals['_STEP']._serialized_start=215
+  _globals['_STEP']._serialized_end=315
+  _globals['_REPLY']._serialized_start=317
+  _globals['_REPLY']._serialized_end=405
+  _globals['_RESULT']._serialized_start=407
+  _globals['_RESULT']._serialized_end=464
+  _globals['_MESSAGE']._serialized_start=467
+  _globals['_MESSAGE']._serialized_end=662
 # @@protoc_insertion_point(module_scope)

@@ -16,38 +16,50 @@ class Keys(_message.Message):
     def __init__(self, program_id: _Optional[str] = ..., relin_key: _Optional[bytes] = ..., galois_keys: _Optional[bytes] = ...) -> None: ...
 
 class Query(_message.Message):
-    __slots__ = ("session", "ref", "items", "ciphertexts")
+    __slots__ = ("session", "ref", "items", "ciphertexts", "chunk", "chunks")
     SESSION_FIELD_NUMBER: _ClassVar[int]
     REF_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
     session: str
     ref: str
     items: int
     ciphertexts: bytes
-    def __init__(self, session: _Optional[str] = ..., ref: _Optional[str] = ..., items: _Optional[int] = ..., ciphertexts: _Optional[bytes] = ...) -> None: ...
+    chunk: int
+    chunks: int
+    def __init__(self, session: _Optional[str] = ..., ref: _Optional[str] = ..., items: _Optional[int] = ..., ciphertexts: _Optional[bytes] = ..., chunk: _Optional[int] = ..., chunks: _Optional[int] = ...) -> None: ...
 
 class Step(_message.Message):
-    __slots__ = ("query", "ref", "step", "ciphertexts")
+    __slots__ = ("query", "ref", "step", "ciphertexts", "chunk", "chunks")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     REF_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
     query: str
     ref: str
     step: int
     ciphertexts: bytes
-    def __init__(self, query: _Optional[str] = ..., ref: _Optional[str] = ..., step: _Optional[int] = ..., ciphertexts: _Optional[bytes] = ...) -> None: ...
+    chunk: int
+    chunks: int
+    def __init__(self, query: _Optional[str] = ..., ref: _Optional[str] = ..., step: _Optional[int] = ..., ciphertexts: _Optional[bytes] = ..., chunk: _Optional[int] = ..., chunks: _Optional[int] = ...) -> None: ...
 
 class Reply(_message.Message):
-    __slots__ = ("query", "step", "ciphertexts")
+    __slots__ = ("query", "step", "ciphertexts", "chunk", "chunks")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     CIPHERTEXTS_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
     query: str
     step: int
     ciphertexts: bytes
-    def __init__(self, query: _Optional[str] = ..., step: _Optional[int] = ..., ciphertexts: _Optional[bytes] = ...) -> None: ...
+    chunk: int
+    chunks: int
+    def __init__(self, query: _Optional[str] = ..., step: _Optional[int] = ..., ciphertexts: _Optional[bytes] = ..., chunk: _Optional[int] = ..., chunks: _Optional[int] = ...) -> None: ...
 
 class Result(_message.Message):
     __slots__ = ("query", "ref", "ciphertexts")

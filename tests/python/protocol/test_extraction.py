@@ -57,7 +57,7 @@ def test_a_client_rebuilds_the_model_through_client_aided_steps() -> None:
         # reply with impulses for the next segment instead of the step's function
         q.next_step += 1
         batch = encrypt_segment_input(q.key.kg, public.segments[k + 1], _probe_items(widths[k + 1], items, sizes[k + 1]), public.slots)
-        msg = server.resume(encode("reply", query=body.query, step=k, ciphertexts=batch.to_bytes()))
+        msg = server.resume(encode("reply", query=body.query, step=k, ciphertexts=batch.to_bytes(), chunk=0, chunks=1))
 
     # the stolen network: the extracted affine maps and the public step functions
     x = DATA["x"].reshape(len(DATA["x"]), -1)

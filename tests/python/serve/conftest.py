@@ -26,7 +26,7 @@ from compiler.onnx_models import ModelBuilder
 from heinfer.program import Program
 from heinfer.protocol import Client
 from heinfer.serve import Limits, ServiceHandle, serve, wire
-from heinfer.serve.parts import split
+from heinfer.serve.parts import Assembler, split
 from heinfer.v1 import service_pb2 as pb
 from heinfer.v1.service_pb2_grpc import InferenceStub
 
@@ -116,6 +116,19 @@ def parts(message: bytes, kind: str, part_bytes: int = PART) -> list[pb.Part]:
 def infer_requests(*messages: tuple[str, bytes]) -> list[pb.InferRequest]:
     """``Infer`` requests carrying ``(kind, message)`` pairs in parts."""
     return [pb.InferRequest(part=p) for kind, m in messages for p in parts(m, kind)]
+
+
+def answer_step(responses, client: Client) -> bytes:
+    """Reads the chunks of a step from a raw ``Infer`` call (one part each, or more) and
+    returns ``client``'s whole reply to it."""
+    a = Assembler({"step": 1 << 30}, 1 << 30)
+    for response in responses:
+        if (done := a.feed(response.part)) is not None:
+            replies = client.receive_step(done[1])
+            if replies is not None:
+                (reply,) = replies
+                return reply
+    raise AssertionError("the stream ended before the step's last chunk")
 
 
 @dataclass

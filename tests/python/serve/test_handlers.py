@@ -18,13 +18,12 @@ import pytest
 from heinfer.protocol import Client
 from heinfer.protocol.limits import message_limits
 from heinfer.serve import connect
-from heinfer.serve.parts import Assembler
 from heinfer.v1 import protocol_pb2
 from heinfer.v1 import service_pb2 as pb
 
 from .conftest import (
-    PART,
     SMALL,
+    answer_step,
     assert_idle,
     infer_requests,
     mlp_input,
@@ -84,8 +83,9 @@ def service(mlp, start, raw):
 
 
 def _step(r, client: Client, session: str):
-    """Sends a query and returns (call, step message, gate, tail): requests in ``tail``
-    follow once ``gate`` is set."""
+    """Sends a query and returns (call, the client's whole reply to the step, gate, tail):
+    requests in ``tail`` follow once ``gate`` is set. The step arrives in chunks of one part
+    each; the client decrypts each and answers with one message."""
     gate = threading.Event()
     tail: list[pb.InferRequest] = []
 
@@ -95,11 +95,7 @@ def _step(r, client: Client, session: str):
         yield from tail
 
     call = r.infer(requests(), timeout=30)
-    a = Assembler({"step": 1 << 30}, PART)
-    for response in call:
-        if (done := a.feed(response.part)) is not None:
-            return call, done[1], gate, tail
-    raise AssertionError("no step")
+    return call, answer_step(call, client), gate, tail
 
 
 @pytest.mark.parametrize(
@@ -263,8 +259,8 @@ def test_a_reply_must_belong_to_the_stream_and_the_step(service) -> None:
         ({"query": "f" * 32}, "on the stream of query"),
         ({"step": 3}, "reply to step 3"),
     ]:
-        call, step, gate, tail = _step(r, client, session)
-        tail.extend(infer_requests(("reply", _edit(client.reply_message(step), **fields))))
+        call, reply, gate, tail = _step(r, client, session)
+        tail.extend(infer_requests(("reply", _edit(reply, **fields))))
         gate.set()
         got, details = _status(call)
         assert got == grpc.StatusCode.INVALID_ARGUMENT and text in details, details

@@ -13,7 +13,7 @@ from heinfer.serve.limits import MAX_PART_BYTES, MIN_PART_BYTES, effective_limit
 def test_defaults_are_the_documented_ones() -> None:
     d = Limits()
     assert d.max_message_bytes is None and d.max_key_bytes is None  # the program's bounds
-    assert d.max_part_bytes == 256 << 10 < 4 << 20  # below gRPC's default 4 MB cap
+    assert d.max_part_bytes == 1 << 20 < 4 << 20  # below gRPC's default 4 MB cap
     assert (d.max_sessions, d.max_sessions_per_peer) == (64, 16)
     assert (d.max_concurrent_queries, d.max_queries_per_peer) == (8, 4)
     assert (d.idle_timeout_s, d.query_timeout_s) == (600.0, 300.0)

@@ -41,8 +41,10 @@ def test_cryptonets_over_grpc_matches_in_process_inference(
         set(want.report) - {"setup_s"} <= set(r) and r["transport"] == "grpc"
     )  # setup: the server's
     assert (r["items"], r["queries"], r["rounds"]) == (len(x), 1, 2)
-    for k in ("bytes_up", "bytes_down", "bytes_per_item_up", "items", "queries", "rounds"):
+    for k in ("items", "queries", "rounds"):
         assert r[k] == want.report[k], k  # the same quantities as in-process inference
+    for k in ("bytes_up", "bytes_down"):  # the same ciphertexts, in chunks of one part each
+        assert want.report[k] <= r[k] <= want.report[k] * 1.005, k
     assert r["total_s"] >= r["queries_s"] + r["keygen_s"]
     assert r["wire_bytes_up"] > r["bytes_up"] and r["server_s"] > 0
     stats = h.stats()

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from heinfer.errors import ServiceError
 from heinfer.protocol import Client, Server
-from heinfer.serve import connect
+from heinfer.serve import Limits, connect
 from heinfer.serve.parts import Assembler
 from heinfer.serve.sessions import Registry, peer_address
 
-from .conftest import PART, SMALL, assert_idle, infer_requests, mlp_input, tolerance, wait_until
+from .conftest import PART, SMALL, answer_step, assert_idle, infer_requests, mlp_input, tolerance, wait_until
 
 
 def _limits(**kw):
@@ -41,15 +41,10 @@ class _HeldQuery:
             yield from infer_requests(*(("reply", r) for r in self._replies))
 
         self.call = raw.infer(requests(), timeout=30)
-        a = Assembler({"step": 1 << 30}, PART)
-        for response in self.call:
-            if (done := a.feed(response.part)) is not None:
-                break
-        assert done[0] == "step"
-        self.step = done[1]
+        self.reply = answer_step(self.call, self.client)
 
     def finish(self) -> np.ndarray:
-        self._replies.append(self.client.reply_message(self.step))
+        self._replies.append(self.reply)
         self._go.set()
         a = Assembler({"result": 1 << 30}, PART)
         for response in self.call:
@@ -243,21 +238,29 @@ def test_max_key_bytes(squares, mlp, start) -> None:
     assert h.stats()["sessions"] == 0 and not h._servicer.registry._reserved
 
 
-def test_max_message_bytes_lowers_the_programs_bound(mlp, start) -> None:
+def test_max_message_bytes_lowers_the_programs_bound(mlp, start, raw) -> None:
     h = start(mlp, limits=_limits(max_message_bytes=50_000))
-    with connect(h.address, mlp.public(), limits=SMALL) as s:
-        with pytest.raises(
-            ServiceError, match=r"a query message of \d+ bytes exceeds the limit of 50000"
-        ) as e:
-            s.infer(mlp_input())
-        assert e.value.code == "RESOURCE_EXHAUSTED"
+    r = raw(h)
+    client = Client(mlp.public())
+    whole = client.query_message(r.session(client), mlp_input())
+    assert len(whole) > 50_000
+    with pytest.raises(grpc.RpcError) as e:
+        list(r.infer(infer_requests(("query", whole))))
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert f"a query message of {len(whole)} bytes exceeds the limit of 50000" in e.value.details()
+    assert_idle(h)
+    with connect(h.address, mlp.public(), limits=SMALL) as s:  # chunks of one 16 KiB part each
+        np.testing.assert_allclose(s.infer(mlp_input()).outputs, heinfer.infer(mlp, mlp_input()).outputs, atol=tolerance(mlp))
     assert_idle(h)
 
 
 def test_the_client_applies_its_limits_to_what_the_server_sends(mlp, start) -> None:
-    h = start(mlp)
+    # the server cuts steps into chunks of the part size the client advertises (1 MiB here):
+    # its one-chunk step is above the client's own message limit
+    big = Limits(max_part_bytes=1 << 20, max_message_bytes=200_000)
+    h = start(mlp, limits=Limits())
     with (
-        connect(h.address, mlp.public(), limits=_limits(max_message_bytes=200_000)) as s,
+        connect(h.address, mlp.public(), limits=big) as s,
         pytest.raises(
             ServiceError, match=r"a step message of \d+ bytes exceeds the limit of 200000"
         ),
