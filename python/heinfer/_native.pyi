@@ -299,3 +299,11 @@ def naive_linear_rows(
     weight_scale: float,
     rescale_each: bool,
 ) -> CiphertextBatch: ...
+def naive_linear_rows_timed(
+    batch: CiphertextBatch,
+    weights: npt.NDArray[np.float64],
+    bias: npt.NDArray[np.float64],
+    rows: list[int],
+    weight_scale: float,
+    rescale_each: bool,
+) -> tuple[float, float]: ...

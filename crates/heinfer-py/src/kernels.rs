@@ -199,3 +199,34 @@ pub fn naive_linear_rows(
     })?;
     Ok(CiphertextBatch::wrap(cts, &batch.params))
 }
+
+/// The baseline linear layer timed as nGraph-HE2 would run it: the general plaintexts of the
+/// rows `rows` encoded first (once, like a compile step), then the products and sums alone.
+/// Returns `(encode_seconds, compute_seconds)`; the output is dropped (benchmarks).
+#[pyfunction]
+pub fn naive_linear_rows_timed(
+    py: Python<'_>,
+    batch: &CiphertextBatch,
+    weights: PyReadonlyArray2<'_, f64>,
+    bias: PyReadonlyArray1<'_, f64>,
+    rows: Vec<usize>,
+    weight_scale: f64,
+    rescale_each: bool,
+) -> PyResult<(f64, f64)> {
+    let w: Vec<f64> = weights.as_array().iter().copied().collect();
+    let b = bias.as_array().to_vec();
+    let p = batch.params.clone();
+    run_k(py, "naive_linear_rows_timed", || {
+        let ev = Evaluator::new(&p);
+        let enc = Encoder::new(&p);
+        let t0 = std::time::Instant::now();
+        let encoded = naive::encode_rows(
+            &ev, &enc, &batch.cts, &w, &b, &rows, weight_scale, rescale_each,
+        )?;
+        let t1 = std::time::Instant::now();
+        let out = naive::apply_rows(&ev, &enc, &batch.cts, &encoded, &b, &rows, rescale_each)?;
+        let t2 = std::time::Instant::now();
+        drop(out);
+        Ok(((t1 - t0).as_secs_f64(), (t2 - t1).as_secs_f64()))
+    })
+}

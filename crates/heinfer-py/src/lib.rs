@@ -64,5 +64,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kernels::batch_rescale, m)?)?;
     m.add_function(wrap_pyfunction!(kernels::batch_drop_to_level, m)?)?;
     m.add_function(wrap_pyfunction!(kernels::naive_linear_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels::naive_linear_rows_timed, m)?)?;
     Ok(())
 }
