@@ -14,8 +14,9 @@ relative logit error.
 
 In the same run, the search's plan is compared with every fixed strategy applied to every
 layer (``strategy="bsgs" | "hybrid" | "input_rotations" | "output_rotations"``: same
-parameters, same client and server code): the ratio of the best fixed strategy's latency to
-the search's is the figure of merit (target ≥ 2). The last line is one JSON object.
+parameters, same client and server code, and every layout the search may use — LoLa's
+expanded input and stacked copies — chosen by cost for each strategy): the ratio of the best
+fixed strategy's latency to the search's is the figure of merit (target ≥ 2). The last line is one JSON object.
 """
 
 from __future__ import annotations

@@ -43,7 +43,9 @@ class LatencyOptions:
     the smallest secure ring wins. ``headroom``: factor over calibrated maxima.
     ``precision_bits``: decrypted values are released rounded to ``bound · 2^-bits``.
     ``strategy``: ``None`` runs the packing search; a name of :data:`STRATEGIES` applies one
-    fixed kernel to every layer (the benchmarks' baselines). ``log_n``: force a ring degree."""
+    fixed kernel rule (method and giant-step modulus) to every layer (the benchmarks'
+    baselines), with every layout still open to it (LoLa's expanded input and stacked copies,
+    chosen by cost). ``log_n``: force a ring degree."""
 
     security: int = 128
     scale_bits: tuple[int, ...] = (40, 36, 33, 30, 28)

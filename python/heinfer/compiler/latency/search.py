@@ -130,7 +130,7 @@ def choose_kernel(
     methods = {None: ["diagonal", "hybrid"], "hybrid": ["hybrid", "diagonal"]}.get(strategy, ["diagonal"])
     for method in methods:
         copies_list = [1]
-        if method == "hybrid" and clean and strategy is None and inp.n_cts == 1:
+        if method == "hybrid" and clean and inp.n_cts == 1:  # LoLa's stacked copies, any strategy
             copies_list += [1 << i for i in range(1, int(math.log2(inp.slots)))]
         found = False
         for copies in copies_list:
@@ -179,8 +179,8 @@ def input_candidates(first, slots: int, level: int, costs: CostTable, strategy: 
     gather, place = dense_input(n, slots)
     enc = costs.get("encrypt", [0.0] * (level + 1))[level]
     out = [{"gather": gather, "placement": place, "encrypt_s": enc * len(gather)}]
-    if not isinstance(first, Linear) or strategy is not None or first.matrix.shape[0] > slots // 2:
-        return out
+    if not isinstance(first, Linear) or first.matrix.shape[0] > slots // 2:
+        return out  # LoLa's expanded input below: offered to fixed strategies too
     rows = first.matrix.shape[0]
     bias = bool(np.any(first.bias))
     taps = int(np.diff(first.matrix.indptr).max(initial=1))
@@ -192,7 +192,7 @@ def input_candidates(first, slots: int, level: int, costs: CostTable, strategy: 
             g, trans, out_e = kernels.expanded(first.matrix, first.bias, slots, slots, t, fold)
             o, a, d = trans.terms[:, 0], trans.terms[:, 2], (trans.terms[:, 1] + trans.terms[:, 3]) % slots
             best = None
-            for mod in [1] if fold else _moduli(slots):
+            for mod in [1] if fold else _strategy_moduli(strategy, len(d), slots):
                 c = candidate_counts(o, a, d, len(trans.fold), 1, slots, mod)
                 cost = price(c, level, costs, 1, bias)
                 if best is None or cost < best[0]:

@@ -254,10 +254,18 @@ def test_input_candidates_compute_the_first_layer(name: str) -> None:
 
 
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
-def test_fixed_strategies_keep_the_dense_input(strategy: str) -> None:
+def test_fixed_strategies_get_every_input_layout_under_their_kernel_rule(strategy: str) -> None:
+    """A fixed strategy is a baseline of the search: it may use LoLa's expanded input too (the
+    search is credited only with what it picks), with the strategy's giant-step rule."""
+    rule = {"input_rotations": S, "output_rotations": 1}
     for op in OPS.values():
-        cands = input_candidates(op, S, LEVEL, analytic_costs(12, 3, 1), strategy)
-        assert len(cands) == 1 and "step" not in cands[0]
+        search = input_candidates(op, S, LEVEL, analytic_costs(12, 3, 1), None)
+        fixed = input_candidates(op, S, LEVEL, analytic_costs(12, 3, 1), strategy)
+        assert len(fixed) == len(search) and "step" not in fixed[0]
+        for cand in fixed[1:]:
+            plan = cand["step"].plan
+            if plan["method"] == "expanded" and strategy in rule:
+                assert plan["giant_modulus"] == rule[strategy]
 
 
 def test_expensive_hoisted_rotations_give_output_rotations() -> None:
