@@ -11,46 +11,59 @@ use rayon::prelude::*;
 /// The general plaintexts of one output row: `(input index, plaintext)` per non-zero weight.
 pub type EncodedRow = Vec<(usize, Plaintext)>;
 
-/// `out_j = Σ_k w_jk·in_k + b_j` for the rows `rows` of the dense `weights`
-/// (`out_count × inputs.len()`, row-major, real values). Weights are encoded at scale
-/// `q_ℓ` when `rescale_each` (so each rescaled product keeps the input scale) and at
-/// `weight_scale` otherwise (then nothing is rescaled). Each row's weights are encoded when
-/// the row is computed (a whole layer's general plaintexts would not fit in memory).
+/// A dense layer `out_j = Σ_k w_jk·in_k + b_j` as the baseline runs it: `weights` row-major
+/// (`out_count × inputs`, real values), encoded at scale `q_ℓ` when `rescale_each` (so each
+/// rescaled product keeps the input scale) and at `weight_scale` otherwise (then nothing is
+/// rescaled).
+#[derive(Clone, Copy, Debug)]
+pub struct Dense<'a> {
+    /// Row-major weights.
+    pub weights: &'a [f64],
+    /// One bias per output row.
+    pub bias: &'a [f64],
+    /// Scale of the weights' plaintexts without `rescale_each`.
+    pub weight_scale: f64,
+    /// Rescale every product before it is summed (the baseline without lazy rescaling).
+    pub rescale_each: bool,
+}
+
+/// The rows `rows` of `layer` on `inputs`, each row's weights encoded when the row is
+/// computed (a whole layer's general plaintexts would not fit in memory).
 pub fn linear_rows(
     ev: &Evaluator,
     enc: &Encoder,
     inputs: &[Ciphertext],
-    weights: &[f64],
-    bias: &[f64],
+    layer: Dense<'_>,
     rows: &[usize],
-    weight_scale: f64,
-    rescale_each: bool,
 ) -> Result<Vec<Ciphertext>> {
-    check(inputs, weights, bias)?;
+    check(inputs, layer)?;
     rows.par_iter()
         .map(|&j| {
-            let row = encode_row(ev, enc, inputs, weights, j, weight_scale, rescale_each)?;
-            apply_row(ev, enc, inputs, &row, bias, j, rescale_each)
+            apply_row(
+                ev,
+                enc,
+                inputs,
+                &encode_row(ev, enc, inputs, layer, j)?,
+                layer,
+                j,
+            )
         })
         .collect()
 }
 
-/// The general plaintexts of the rows `rows` (see [`linear_rows`]), encoded once, as
-/// nGraph-HE2 encodes a model's plaintexts at compile time: the benchmarks time
-/// [`apply_rows`] alone against the optimized kernel, which also encodes ahead of time.
+/// The general plaintexts of the rows `rows` of `layer`, encoded once, as nGraph-HE2 encodes
+/// a model's plaintexts at compile time: the benchmarks time [`apply_rows`] alone against the
+/// optimized kernel, which also encodes ahead of time.
 pub fn encode_rows(
     ev: &Evaluator,
     enc: &Encoder,
     inputs: &[Ciphertext],
-    weights: &[f64],
-    bias: &[f64],
+    layer: Dense<'_>,
     rows: &[usize],
-    weight_scale: f64,
-    rescale_each: bool,
 ) -> Result<Vec<EncodedRow>> {
-    check(inputs, weights, bias)?;
+    check(inputs, layer)?;
     rows.par_iter()
-        .map(|&j| encode_row(ev, enc, inputs, weights, j, weight_scale, rescale_each))
+        .map(|&j| encode_row(ev, enc, inputs, layer, j))
         .collect()
 }
 
@@ -60,9 +73,8 @@ pub fn apply_rows(
     enc: &Encoder,
     inputs: &[Ciphertext],
     encoded: &[EncodedRow],
-    bias: &[f64],
+    layer: Dense<'_>,
     rows: &[usize],
-    rescale_each: bool,
 ) -> Result<Vec<Ciphertext>> {
     if encoded.len() != rows.len() {
         return Err(KernelError::InvalidOperands(format!(
@@ -73,17 +85,15 @@ pub fn apply_rows(
     }
     rows.par_iter()
         .zip(encoded)
-        .map(|(&j, row)| apply_row(ev, enc, inputs, row, bias, j, rescale_each))
+        .map(|(&j, row)| apply_row(ev, enc, inputs, row, layer, j))
         .collect()
 }
 
-fn check(inputs: &[Ciphertext], weights: &[f64], bias: &[f64]) -> Result<()> {
-    let k = inputs.len();
-    if k == 0 || weights.len() % k != 0 || bias.len() * k != weights.len() {
+fn check(inputs: &[Ciphertext], layer: Dense<'_>) -> Result<()> {
+    let (k, w, b) = (inputs.len(), layer.weights.len(), layer.bias.len());
+    if k == 0 || w % k != 0 || b * k != w {
         return Err(KernelError::InvalidOperands(format!(
-            "{} weights, {} bias values for {k} inputs",
-            weights.len(),
-            bias.len()
+            "{w} weights, {b} bias values for {k} inputs"
         )));
     }
     Ok(())
@@ -93,19 +103,18 @@ fn encode_row(
     ev: &Evaluator,
     enc: &Encoder,
     inputs: &[Ciphertext],
-    weights: &[f64],
+    layer: Dense<'_>,
     j: usize,
-    weight_scale: f64,
-    rescale_each: bool,
 ) -> Result<EncodedRow> {
     let k = inputs.len();
     let level = inputs[0].level();
-    let w_scale = if rescale_each {
+    let w_scale = if layer.rescale_each {
         ev.params().q()[level] as f64
     } else {
-        weight_scale
+        layer.weight_scale
     };
-    let row = weights
+    let row = layer
+        .weights
         .get(j * k..(j + 1) * k)
         .ok_or_else(|| KernelError::InvalidOperands(format!("row {j} out of range")))?;
     let slots = enc.slots();
@@ -123,18 +132,16 @@ fn apply_row(
     enc: &Encoder,
     inputs: &[Ciphertext],
     row: &EncodedRow,
-    bias: &[f64],
+    layer: Dense<'_>,
     j: usize,
-    rescale_each: bool,
 ) -> Result<Ciphertext> {
-    let slots = enc.slots();
     let mut acc: Option<Ciphertext> = None;
     for (i, pt) in row {
         let x = inputs
             .get(*i)
             .ok_or_else(|| KernelError::InvalidOperands(format!("input {i} out of range")))?;
         let mut t = ev.mul_plain(x, pt)?;
-        if rescale_each {
+        if layer.rescale_each {
             ev.rescale_assign(&mut t)?;
         }
         match acc.as_mut() {
@@ -145,11 +152,13 @@ fn apply_row(
             None => acc = Some(t),
         }
     }
-    let mut a = acc.ok_or_else(|| KernelError::InvalidOperands(format!("row {j} has no weight")))?;
-    let b = bias
+    let mut a =
+        acc.ok_or_else(|| KernelError::InvalidOperands(format!("row {j} has no weight")))?;
+    let b = layer
+        .bias
         .get(j)
         .ok_or_else(|| KernelError::InvalidOperands(format!("row {j} has no bias")))?;
-    let pt = enc.encode_real(&vec![*b; slots], a.scale(), a.level())?;
+    let pt = enc.encode_real(&vec![*b; enc.slots()], a.scale(), a.level())?;
     ev.add_plain_assign(&mut a, &pt)?;
     Ok(a)
 }

@@ -26,7 +26,11 @@ fn encoded_once_equals_encoded_per_row_and_the_plaintext_product() {
     let dec = Decryptor::new(&p, kg.secret_key()).unwrap();
     let (k, m, slots) = (5usize, 4usize, p.slots());
     let x: Vec<Vec<f64>> = (0..k)
-        .map(|i| (0..slots).map(|s| ((i * 7 + s) % 11) as f64 / 11.0 - 0.5).collect())
+        .map(|i| {
+            (0..slots)
+                .map(|s| ((i * 7 + s) % 11) as f64 / 11.0 - 0.5)
+                .collect()
+        })
         .collect();
     let cts: Vec<_> = x
         .iter()
@@ -39,12 +43,15 @@ fn encoded_once_equals_encoded_per_row_and_the_plaintext_product() {
     let b: Vec<f64> = (0..m).map(|j| j as f64 / 4.0).collect();
     let rows = [0usize, 2, 3];
     for rescale_each in [false, true] {
-        let direct =
-            naive::linear_rows(&ev, &enc, &cts, &w, &b, &rows, 1.0, rescale_each).unwrap();
-        let encoded =
-            naive::encode_rows(&ev, &enc, &cts, &w, &b, &rows, 1.0, rescale_each).unwrap();
-        let applied =
-            naive::apply_rows(&ev, &enc, &cts, &encoded, &b, &rows, rescale_each).unwrap();
+        let layer = naive::Dense {
+            weights: &w,
+            bias: &b,
+            weight_scale: 1.0,
+            rescale_each,
+        };
+        let direct = naive::linear_rows(&ev, &enc, &cts, layer, &rows).unwrap();
+        let encoded = naive::encode_rows(&ev, &enc, &cts, layer, &rows).unwrap();
+        let applied = naive::apply_rows(&ev, &enc, &cts, &encoded, layer, &rows).unwrap();
         for ((d, a), &j) in direct.iter().zip(&applied).zip(&rows) {
             let (vd, va) = (
                 enc.decode_real(&dec.decrypt(d).unwrap()).unwrap(),
@@ -52,11 +59,24 @@ fn encoded_once_equals_encoded_per_row_and_the_plaintext_product() {
             );
             for s in 0..slots {
                 let want: f64 = (0..k).map(|i| w[j * k + i] * x[i][s]).sum::<f64>() + b[j];
-                assert!((va[s] - want).abs() < 1e-3, "row {j} slot {s}: {} vs {want}", va[s]);
+                assert!(
+                    (va[s] - want).abs() < 1e-3,
+                    "row {j} slot {s}: {} vs {want}",
+                    va[s]
+                );
                 assert!((vd[s] - va[s]).abs() < 1e-3);
             }
         }
     }
-    let wrong = naive::apply_rows(&ev, &enc, &cts, &[], &b, &rows, false);
-    assert!(wrong.is_err(), "a count of encoded rows that differs from the rows is refused");
+    let layer = naive::Dense {
+        weights: &w,
+        bias: &b,
+        weight_scale: 1.0,
+        rescale_each: false,
+    };
+    let wrong = naive::apply_rows(&ev, &enc, &cts, &[], layer, &rows);
+    assert!(
+        wrong.is_err(),
+        "a count of encoded rows that differs from the rows is refused"
+    );
 }

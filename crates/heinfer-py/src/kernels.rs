@@ -180,21 +180,20 @@ pub fn naive_linear_rows(
     weight_scale: f64,
     rescale_each: bool,
 ) -> PyResult<CiphertextBatch> {
-    let w: Vec<f64> = weights.as_array().iter().copied().collect();
-    let b = bias.as_array().to_vec();
-    let p = batch.params.clone();
+    let (w, b, p) = naive_operands(batch, &weights, &bias);
     let cts = run_k(py, "naive_linear_rows", || {
-        let ev = Evaluator::new(&p);
-        let enc = Encoder::new(&p);
-        naive::linear_rows(
-            &ev,
-            &enc,
-            &batch.cts,
-            &w,
-            &b,
-            &rows,
+        let layer = naive::Dense {
+            weights: &w,
+            bias: &b,
             weight_scale,
             rescale_each,
+        };
+        naive::linear_rows(
+            &Evaluator::new(&p),
+            &Encoder::new(&p),
+            &batch.cts,
+            layer,
+            &rows,
         )
     })?;
     Ok(CiphertextBatch::wrap(cts, &batch.params))
@@ -213,20 +212,32 @@ pub fn naive_linear_rows_timed(
     weight_scale: f64,
     rescale_each: bool,
 ) -> PyResult<(f64, f64)> {
-    let w: Vec<f64> = weights.as_array().iter().copied().collect();
-    let b = bias.as_array().to_vec();
-    let p = batch.params.clone();
+    let (w, b, p) = naive_operands(batch, &weights, &bias);
     run_k(py, "naive_linear_rows_timed", || {
-        let ev = Evaluator::new(&p);
-        let enc = Encoder::new(&p);
+        let layer = naive::Dense {
+            weights: &w,
+            bias: &b,
+            weight_scale,
+            rescale_each,
+        };
+        let (ev, enc) = (Evaluator::new(&p), Encoder::new(&p));
         let t0 = std::time::Instant::now();
-        let encoded = naive::encode_rows(
-            &ev, &enc, &batch.cts, &w, &b, &rows, weight_scale, rescale_each,
-        )?;
+        let encoded = naive::encode_rows(&ev, &enc, &batch.cts, layer, &rows)?;
         let t1 = std::time::Instant::now();
-        let out = naive::apply_rows(&ev, &enc, &batch.cts, &encoded, &b, &rows, rescale_each)?;
+        drop(naive::apply_rows(
+            &ev, &enc, &batch.cts, &encoded, layer, &rows,
+        )?);
         let t2 = std::time::Instant::now();
-        drop(out);
         Ok(((t1 - t0).as_secs_f64(), (t2 - t1).as_secs_f64()))
     })
+}
+
+/// Owned weights, bias and parameters of a baseline layer call (the pool runs without the GIL).
+fn naive_operands(
+    batch: &CiphertextBatch,
+    weights: &PyReadonlyArray2<'_, f64>,
+    bias: &PyReadonlyArray1<'_, f64>,
+) -> (Vec<f64>, Vec<f64>, heinfer_ckks::CkksParams) {
+    let w = weights.as_array().iter().copied().collect();
+    (w, bias.as_array().to_vec(), batch.params.clone())
 }

@@ -54,19 +54,6 @@ def test_cursor_takes_chunks_in_order_once() -> None:
             Cursor(10, "step 0").take(0, bad)
 
 
-@pytest.fixture(scope="module")
-def relu_program() -> heinfer.Program:
-    """CryptoNets-ReLU, batch axis: two client-aided steps, no evaluation key."""
-    return heinfer.compile("models/cryptonets_relu.onnx", mode="throughput", calibration=DIGITS[:64])
-
-
-@pytest.fixture()
-def parties(relu_program):
-    client = heinfer.Client(relu_program.public())
-    server = heinfer.Server(relu_program)
-    return client, server, server.open_session(client.keys_message())
-
-
 def _step_chunks(client, server, session, x) -> list[bytes]:
     """The first step of a query sent in chunks, as chunks."""
     out = None

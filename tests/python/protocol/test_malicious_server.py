@@ -20,20 +20,6 @@ from protocol.forge import reencode as _forge
 DIGITS = np.load("models/digits_test.npz")["x"]
 
 
-@pytest.fixture(scope="module")
-def relu_program() -> heinfer.Program:
-    """CryptoNets-ReLU, batch axis: two client-aided steps, no evaluation key."""
-    return heinfer.compile("models/cryptonets_relu.onnx", mode="throughput", calibration=DIGITS[:64])
-
-
-@pytest.fixture()
-def parties(relu_program):
-    client = heinfer.Client(relu_program.public())
-    server = heinfer.Server(relu_program)
-    session = server.open_session(client.keys_message())
-    return client, server, session
-
-
 def _first_step(client, server, session, n: int = 4) -> bytes:
     return server.begin(client.query_message(session, DIGITS[:n]))
 
