@@ -183,7 +183,8 @@ class Client:
             if not q.cursor.done:
                 return None
             q.next_step += 1
-            rows, q.cursor, q.rows = np.concatenate(q.rows), None, []
+            rows = q.rows[0] if len(q.rows) == 1 else np.concatenate(q.rows)
+            q.cursor, q.rows = None, []
             out = p.steps[k].apply(self._values(q, seg, rows))
             nxt = p.segments[k + 1]
             fields = {"query": msg.query, "step": k}
@@ -261,9 +262,13 @@ class Client:
         """Decrypted rows → the segment's output values, values out of range clamped (counted,
         never raised)."""
         vals = output_values(seg, rows, q.items)
-        bad = ~np.isfinite(vals) | (np.abs(vals) > seg.output_bound)
-        q.out_of_range += int(bad.sum())
-        return np.clip(np.nan_to_num(vals, nan=0.0, posinf=0.0, neginf=0.0), -seg.output_bound, seg.output_bound)
+        b = seg.output_bound
+        bad = vals.size - int(np.count_nonzero(np.abs(vals) <= b))  # NaN compares False: bad
+        q.out_of_range += bad
+        out = np.clip(vals, -b, b)  # ±inf → ±b; NaN stays NaN …
+        if bad:
+            out[np.isnan(out)] = 0.0  # … and becomes 0
+        return out
 
 
 def _one(messages: Iterator[bytes], kind: str) -> bytes:

@@ -42,15 +42,46 @@ _HEX = frozenset("0123456789abcdef")
 
 
 def encode(kind: str, **fields) -> bytes:
-    """One message of ``kind`` with ``fields`` (names of the proto message), serialized."""
+    """One message of ``kind`` with ``fields`` (names of the proto message), serialized.
+
+    The ciphertexts (megabytes) are copied once: protobuf serializes the other fields, and the
+    ``ciphertexts`` field — a tag, a varint length and the bytes, as protobuf writes a
+    ``bytes`` field — is appended to them inside the ``Message`` envelope. Protobuf parses a
+    message whose fields come in any order (a field written last wins), so this is the same
+    message as ``SerializeToString`` gives, with that field last
+    (``tests/python/protocol/test_messages.py`` checks it against protobuf)."""
     if kind not in KINDS:
         raise ProtocolError(f"unknown message kind {kind!r}")
+    payload = fields.pop("ciphertexts", None)
     m = pb.Message()
-    getattr(m, kind).SetInParent()
     body = getattr(m, kind)
+    body.SetInParent()
     for name, value in fields.items():
         setattr(body, name, value)
-    return m.SerializeToString()
+    if payload is not None and not isinstance(payload, bytes):
+        raise TypeError(f"ciphertexts are bytes, got {type(payload).__name__}")
+    if not payload:  # no field: protobuf omits an empty one
+        return m.SerializeToString()
+    head = body.SerializeToString()
+    field = body.DESCRIPTOR.fields_by_name["ciphertexts"].number
+    tail = (_varint(field << 3 | _LEN), _varint(len(payload)))
+    inner = len(head) + sum(map(len, tail)) + len(payload)
+    outer = pb.Message.DESCRIPTOR.fields_by_name[kind].number
+    return b"".join((_varint(outer << 3 | _LEN), _varint(inner), head, *tail, payload))
+
+
+#: Protobuf wire type of length-delimited fields (``bytes``, nested messages).
+_LEN = 2
+
+
+def _varint(v: int) -> bytes:
+    """Protobuf's base-128 varint of a non-negative integer."""
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
 
 
 def decode(data: bytes, expect: str | tuple[str, ...] | None = None):

@@ -166,3 +166,18 @@ def test_begin_takes_a_whole_query_only(parties) -> None:
     first = next(client.query_messages(session, DIGITS[:4], CHUNK))
     with pytest.raises(heinfer.ProtocolError, match="one chunk of several"):
         server.begin(first)
+
+
+def test_decrypted_values_out_of_range_are_clamped_and_counted(relu_program) -> None:
+    """Defense: a value out of its planned range (NaN and ±∞ included) never aborts and never
+    passes: clamped to the bound (NaN to 0) and counted."""
+    from heinfer.protocol.client import Client, _Query
+
+    seg = relu_program.public().segments[-1]
+    b = seg.output_bound
+    rows = np.zeros((seg.n_output_cts, 8))
+    rows[0, :5] = [np.nan, np.inf, -np.inf, 2 * b, -b]
+    q = _Query(key=None, items=8)
+    vals = Client._values(q, seg, rows)
+    assert q.out_of_range == 4
+    assert vals[:5, 0].tolist() == [0.0, b, -b, b, -b] and np.isfinite(vals).all()
