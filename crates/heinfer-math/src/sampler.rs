@@ -70,6 +70,10 @@ impl Sampler {
     }
 
     /// Fills `out` with uniform residues modulo `m` (rejection sampling, no bias).
+    ///
+    /// The words are drawn in bulk, exactly as many as still needed each round: the stream
+    /// is consumed word by word in the same order as one word per coefficient would, so a
+    /// seed expands to the same polynomial.
     pub fn uniform_into(&mut self, out: &mut [u64], m: &Modulus) {
         let bits = 64 - m.q.leading_zeros();
         let mask = if bits == 64 {
@@ -77,14 +81,33 @@ impl Sampler {
         } else {
             (1u64 << bits) - 1
         };
-        for x in out.iter_mut() {
-            loop {
-                let v = self.rng.next_u64() & mask;
-                if v < m.q {
-                    *x = v;
-                    break;
-                }
+        let mut filled = 0;
+        while filled < out.len() {
+            self.words(&mut out[filled..]);
+            let mut kept = filled;
+            for r in filled..out.len() {
+                let v = out[r] & mask;
+                out[kept] = v;
+                kept += usize::from(v < m.q);
             }
+            filled = kept;
+        }
+    }
+
+    /// Fills `out` with the next `out.len()` 64-bit words of the stream (little-endian, as
+    /// `next_u64` reads them).
+    fn words(&mut self, out: &mut [u64]) {
+        // SAFETY: a `[u64]` is valid as `8 · len` initialized bytes (no padding, any bit
+        // pattern is a valid u64), and the byte view does not outlive this borrow.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(
+                out.as_mut_ptr().cast::<u8>(),
+                std::mem::size_of_val(out),
+            )
+        };
+        self.rng.fill_bytes(bytes);
+        for w in out.iter_mut() {
+            *w = u64::from_le(*w);
         }
     }
 
@@ -103,19 +126,78 @@ impl Sampler {
         out
     }
 
-    /// `n` discrete-Gaussian error values (σ = 3.19, |e| ≤ 6σ).
+    /// `n` discrete-Gaussian error values (σ = 3.19, |e| ≤ 6σ), one 64-bit word each.
     pub fn gaussian(&mut self, n: usize) -> Vec<i64> {
         let table = cdt();
         let mut out = Vec::with_capacity(n);
-        for _ in 0..n {
-            let r = self.rng.next_u64();
-            // the top bit is the sign, the other 63 bits index the CDT of |e|
-            let u = r & (u64::MAX >> 1);
-            let mag = table.partition_point(|&c| c <= u) as i64;
-            out.push(if r >> 63 == 1 { -mag } else { mag });
+        let mut buf = [0u64; 64];
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(buf.len());
+            self.words(&mut buf[..k]);
+            let start = out.len();
+            out.resize(start + k, 0);
+            invert_cdt(table, &buf[..k], &mut out[start..]);
+            left -= k;
+        }
+        // the words decided the secret errors: overwrite them
+        for w in buf.iter_mut() {
+            // SAFETY: `w` is a valid, aligned place of a plain integer.
+            unsafe { std::ptr::write_volatile(w, 0) };
         }
         out
     }
+}
+
+/// The error of each word `r`: the top bit is the sign, the other 63 bits `u` index the CDT,
+/// `|e|` = the number of table entries `≤ u` (the table increases) — counted without a
+/// branch, so that the time does not depend on the secret sample (a binary search's branches
+/// would). AVX2 compares four words per instruction where the CPU has it; both paths give
+/// the same errors.
+fn invert_cdt(table: &[u64], words: &[u64], out: &mut [i64]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 is present (checked just above).
+        unsafe { invert_cdt_avx2(table, words, out) };
+        return;
+    }
+    invert_cdt_scalar(table, words, out);
+}
+
+fn invert_cdt_scalar(table: &[u64], words: &[u64], out: &mut [i64]) {
+    for (e, &r) in out.iter_mut().zip(words) {
+        let u = r & (u64::MAX >> 1);
+        let mag = table.iter().map(|&c| i64::from(c <= u)).sum::<i64>();
+        *e = if r >> 63 == 1 { -mag } else { mag };
+    }
+}
+
+/// [`invert_cdt_scalar`], four words at a time: every entry and every `u` is below 2^63, so
+/// the signed 64-bit comparison of AVX2 orders them as unsigned numbers.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn invert_cdt_avx2(table: &[u64], words: &[u64], out: &mut [i64]) {
+    use std::arch::x86_64::*;
+    let n = words.len().min(out.len());
+    let low = _mm256_set1_epi64x(i64::MAX);
+    let mut i = 0;
+    while i + 4 <= n {
+        // SAFETY: i + 4 ≤ n ≤ words.len(), out.len(): unaligned loads and stores in bounds.
+        let r = unsafe { _mm256_loadu_si256(words.as_ptr().add(i).cast()) };
+        let u = _mm256_and_si256(r, low);
+        let mut mag = _mm256_setzero_si256();
+        for &c in table {
+            // c > u: all ones; c ≤ u: zero → subtract (c > u) − 1 = add 1 when c ≤ u
+            let gt = _mm256_cmpgt_epi64(_mm256_set1_epi64x(c as i64), u);
+            mag = _mm256_add_epi64(mag, _mm256_add_epi64(gt, _mm256_set1_epi64x(1)));
+        }
+        // the sign: −mag where the top bit of r is set (mag ⊕ s − s with s = 0 or −1)
+        let sign = _mm256_cmpgt_epi64(_mm256_setzero_si256(), r);
+        let e = _mm256_sub_epi64(_mm256_xor_si256(mag, sign), sign);
+        unsafe { _mm256_storeu_si256(out.as_mut_ptr().add(i).cast(), e) };
+        i += 4;
+    }
+    invert_cdt_scalar(table, &words[i..n], &mut out[i..n]);
 }
 
 /// Cumulative table of `|e|` for the discrete Gaussian, scaled to 2^63: entry `k` is
@@ -179,6 +261,62 @@ mod tests {
         assert!(u.iter().all(|&x| x < m.q));
         let mean = u.iter().map(|&x| x as f64).sum::<f64>() / u.len() as f64;
         assert!((mean / m.q as f64 - 0.5).abs() < 0.01);
+    }
+
+    #[test]
+    fn the_gaussian_inverts_the_table_exactly() {
+        // the branchless count equals the CDT's inversion by binary search, sample by sample
+        let table = cdt();
+        let mut rng = ChaCha20Rng::from_seed([3; 32]);
+        let e = Sampler::from_seed([3; 32]).gaussian(20_000);
+        for &x in &e {
+            let r = rng.next_u64();
+            let mag = table.partition_point(|&c| c <= (r & (u64::MAX >> 1))) as i64;
+            assert_eq!(x, if r >> 63 == 1 { -mag } else { mag });
+        }
+    }
+
+    #[test]
+    fn both_cdt_paths_give_the_same_errors() {
+        let mut words = vec![0u64; 4099];
+        Sampler::from_seed([5; 32]).words(&mut words);
+        // the edges: each table entry, one below and one above, with either sign
+        for &c in cdt() {
+            for v in [
+                c.saturating_sub(1),
+                c,
+                c.saturating_add(1) & (u64::MAX >> 1),
+            ] {
+                words.extend([v, v | 1 << 63]);
+            }
+        }
+        let (mut a, mut b) = (vec![0; words.len()], vec![0; words.len()]);
+        invert_cdt(cdt(), &words, &mut a);
+        invert_cdt_scalar(cdt(), &words, &mut b);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn uniform_words_in_bulk_expand_a_seed_as_word_by_word() {
+        // the reference: one word per draw, rejected words skipped (the stream's meaning)
+        for q in [97u64, 1_000_003, (1 << 41) + 1, (1 << 61) - 1] {
+            let m = Modulus::new(q);
+            let mask = u64::MAX >> m.q.leading_zeros();
+            let mut rng = ChaCha20Rng::from_seed([9; 32]);
+            let want: Vec<u64> = (0..3000)
+                .map(|_| loop {
+                    let v = rng.next_u64() & mask;
+                    if v < q {
+                        break v;
+                    }
+                })
+                .collect();
+            let mut s = Sampler::from_seed([9; 32]);
+            let mut got = vec![0; 3000];
+            s.uniform_into(&mut got, &m);
+            assert_eq!(got, want, "q = {q}");
+            assert_eq!(s.seed(), Sampler { rng }.seed(), "the same words consumed");
+        }
     }
 
     #[test]
