@@ -19,6 +19,7 @@ mod errors;
 mod evaluator;
 mod kernels;
 mod keygen;
+mod malloc;
 mod objects;
 mod params;
 mod pool;
@@ -31,6 +32,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// The native module: classes are registered under their Python names.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    malloc::tune();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(
         "DEFAULT_MAX_BYTES",
