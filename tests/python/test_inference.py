@@ -85,8 +85,24 @@ def _square_then_relu() -> bytes:
     return b.build()
 
 
+def _depthwise_separable_net(seed: int = 4) -> bytes:
+    """MobileNet's block as a chain: conv 1→4, ReLU, depthwise 3×3 (group = 4, stride 2),
+    ReLU6 (Clip 0..6), pointwise 1×1 conv 4→6, global average pool, Gemm."""
+    b = ModelBuilder((1, 8, 8), seed=seed)
+    b.node("Conv", [b.x, b.weight(4, 1, 3, 3), b.weight(4)], pads=[1, 1, 1, 1])
+    b.node("Relu", [b.last])
+    b.node("Conv", [b.last, b.weight(4, 1, 3, 3, fan_in=9), b.weight(4)], group=4, strides=[2, 2], pads=[1, 1, 1, 1])
+    b.node("Clip", [b.last, b.const(0.0), b.const(6.0)])
+    b.node("Conv", [b.last, b.weight(6, 4, 1, 1), b.weight(6)])
+    b.node("GlobalAveragePool", [b.last])
+    b.node("Flatten", [b.last], axis=1)
+    b.node("Gemm", [b.last, b.weight(5, 6), b.weight(5)], transB=1)
+    return b.build()
+
+
 MODELS = {
     # name: (builder, per-item input shape)
+    "depthwise-separable-relu6": (_depthwise_separable_net, (1, 8, 8)),
     "conv-s2-p1-square-avgpool": (
         lambda: om.conv_net(stride=2, pads=1, act="square", pool="avg"),
         (1, 8, 8),

@@ -70,6 +70,7 @@ SMALL = {
             "mlp-matmul-relu-softmax",
             "mlp-transB0-tanh",
             "square-then-relu-softmax",
+            "depthwise-separable-relu6",
         )
     },
     "two-channels-relu-maxpool": (_maxpool_net, (2, 6, 6)),

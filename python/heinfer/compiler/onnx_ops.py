@@ -189,22 +189,29 @@ def _windows(n: NodeInfo, kernel: Shape) -> tuple[np.ndarray, Shape]:
 
 
 def _conv(n: NodeInfo) -> Converted:
+    """A convolution as one sparse linear layer. With ``group = g``, output channel ``o``
+    reads only the input channels of its group, ``[⌊o·g/M⌋·C/g, (⌊o·g/M⌋ + 1)·C/g)`` (the
+    weight holds ``C/g`` input channels per output channel); ``g = C`` is a depthwise
+    convolution (MobileNet)."""
     n.dynamic_first()
     w = n.const(1, "weight").astype(np.float64)
     b = n.optional_const(2, "bias")
-    if n.attr("group", 1) != 1:
-        raise n.unsupported(f"group={n.attr('group')} (grouped convolution); only group=1")
-    if w.ndim != len(n.x_shape) + 1 or w.ndim < 3 or w.shape[1] != n.x_shape[0]:
-        raise n.error(f"weight shape {w.shape} does not fit the input shape {n.x_shape}")
+    g = n.attr("group", 1)
+    channels = n.x_shape[0] if n.x_shape else 0
+    if not isinstance(g, int) or g < 1 or channels % g or (w.ndim and w.shape[0] % g):
+        raise n.error(f"group={g} does not divide the {channels} input channels and the {w.shape[0] if w.ndim else 0} output channels")
+    if w.ndim != len(n.x_shape) + 1 or w.ndim < 3 or w.shape[1] * g != channels:
+        raise n.error(f"weight shape {w.shape} does not fit the input shape {n.x_shape} with group={g}")
     kernel = tuple(w.shape[2:])
     if n.attr("kernel_shape") and tuple(n.attr("kernel_shape")) != kernel:
         raise n.error(f"kernel_shape {n.attr('kernel_shape')} differs from the weight {kernel}")
     idx, out_shape = _windows(n, kernel)
-    m, c = w.shape[:2]
+    m, c = w.shape[:2]  # c: input channels per group
     n_pos, spatial_in = idx.shape[0], math.prod(n.x_shape[1:])
     o_i, k_i = np.nonzero(idx >= 0)  # the (output position, kernel offset) pairs that hit input
     rows = np.arange(m)[:, None, None] * n_pos + o_i
-    cols = np.arange(c)[None, :, None] * spatial_in + idx[o_i, k_i]
+    first = (np.arange(m) // (m // g)) * c  # the first input channel of each output's group
+    cols = (first[:, None, None] + np.arange(c)[None, :, None]) * spatial_in + idx[o_i, k_i]
     data = w.reshape(m, c, -1)[:, :, k_i]
     rows, cols = np.broadcast_arrays(rows, cols, data)[:2]
     bias = None if b is None else np.repeat(b.astype(np.float64), n_pos)
