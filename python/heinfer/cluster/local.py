@@ -64,6 +64,7 @@ def ensure_ray(address: str | None, workers: int) -> bool:
         kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False, namespace="heinfer")
         try:
             if address is None:
+                _keep_loopback(ray)
                 ray.init(num_cpus=workers, _node_ip_address=LOOPBACK, **kwargs)
                 if ray.nodes() and any(n.get("NodeManagerAddress") != LOOPBACK for n in ray.nodes()):
                     ray.shutdown()
@@ -91,6 +92,15 @@ def release_ray() -> None:
         _owned = max(0, _owned - 1)
         if _owned == 0 and ray.is_initialized():
             ray.shutdown()
+
+
+def _keep_loopback(ray: Any) -> None:
+    """Ray imported before :func:`require_ray` set the environment read the flag already:
+    set it where ``ray._private.services`` reads it at call time (a private name of Ray
+    2.60; the check after ``ray.init`` refuses a non-loopback node should it move)."""
+    consts = getattr(getattr(ray, "_private", None), "ray_constants", None)
+    if consts is not None and getattr(consts, "ENABLE_RAY_CLUSTER", False):
+        consts.ENABLE_RAY_CLUSTER = False
 
 
 def _check_address(address: str) -> None:

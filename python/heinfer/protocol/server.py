@@ -87,9 +87,9 @@ class Server(QueryTable):
     ``resume(reply)`` continues after a step. ``baseline=True`` runs batch-axis linear
     layers without the nGraph-HE2 optimizations (benchmarks; the default for a program
     compiled with ``lazy=False``). ``executor``: runs the segments instead of an in-process
-    :class:`~heinfer.runtime.executor.Executor` (e.g. a :class:`heinfer.cluster.RayExecutor`;
-    its ``forget_keys(relin, galois)``, if any, is called when a session closes). ``seconds``: time spent in ``begin``/``resume``, message
-    parsing and serialization included."""
+    :class:`~heinfer.runtime.executor.Executor` (a :class:`heinfer.cluster.RayExecutor`; its
+    ``forget_keys(relin, galois)``, if any, is called when a session closes). ``seconds``:
+    time spent in ``begin``/``resume``, message parsing and serialization included."""
 
     def __init__(self, program: Program, max_sessions: int = 64, max_message_bytes: int | None = None, baseline: bool | None = None, executor=None) -> None:
         if not isinstance(program, Program):
