@@ -136,3 +136,18 @@ def test_a_closed_executor_refuses_work(cluster, relu_net, digits):
     ex.close()
     with pytest.raises(heinfer.ClusterError, match="closed"):
         ex.run(2, as_batch(relu_net, data), None, None)
+
+
+def test_the_grpc_service_on_the_ray_backend(cluster, relu_net, digits):
+    """``serve(program, backend="ray")``: clients see the same service; answers match."""
+    from heinfer.serve import connect, serve
+
+    x = digits[0][:50]
+    ref = heinfer.infer(relu_net, x)
+    with serve(relu_net, "127.0.0.1:0", backend="ray", ray_workers=2, ray_split="queries") as handle:
+        with connect(handle.address, relu_net.public(), timeout_s=120) as s:
+            out = s.infer(x).outputs
+    assert np.abs(out - ref.outputs).max() < 0.05
+    assert (out.argmax(1) == ref.outputs.argmax(1)).mean() >= 0.98
+    with pytest.raises(ValueError, match="backend"):
+        serve(relu_net, "127.0.0.1:0", backend="spark")
