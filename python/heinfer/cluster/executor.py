@@ -26,7 +26,7 @@ from typing import Any
 from heinfer import _native
 from heinfer.cluster.local import ensure_ray, release_ray, require_ray
 from heinfer.cluster.plan import NetworkModel, ShardPlan, shard_plan, single_linear
-from heinfer.cluster.wire import batch_count, join_batches
+from heinfer.cluster.wire import JoinedBatch, batch_count, join_batches
 from heinfer.cluster.worker import ShardWorker
 from heinfer.errors import ClusterError, HeinferError, ProtocolError
 from heinfer.program.model import Program
@@ -94,9 +94,10 @@ class RayExecutor:
         self.setup_seconds = time.perf_counter() - t0
 
     # ------------------------------------------------------------------ the executor API
-    def run(self, k: int, batch: _native.CiphertextBatch, relin: _native.RelinKey | None, galois: _native.GaloisKeys | None) -> _native.CiphertextBatch:
+    def run(self, k: int, batch: _native.CiphertextBatch, relin: _native.RelinKey | None, galois: _native.GaloisKeys | None) -> JoinedBatch:
         """Segment ``k`` on its input ciphertexts; returns its output ciphertexts (exactly
-        those of the in-process executor). Raises :class:`ClusterError` when the cluster
+        those of the in-process executor), as a :class:`~heinfer.cluster.wire.JoinedBatch`
+        (their bytes, decoded on demand). Raises :class:`ClusterError` when the cluster
         cannot answer, and the worker's own :class:`~heinfer.errors.HeinferError` when the
         computation itself fails."""
         if self._closed:
@@ -133,8 +134,16 @@ class RayExecutor:
         return len(self._actors)
 
     def worker_pids(self) -> list[int]:
-        """The process id of each actor (for tests that kill one)."""
-        return self._ray.get([a.ping.remote() for a in self._actors], timeout=self.timeout_s)
+        """The process id of each actor, replacing the ones found dead (a health check)."""
+        pids = []
+        for i in range(len(self._actors)):
+            actor = self._actors[i]
+            try:
+                pids.append(self._ray.get(actor.ping.remote(), timeout=self.timeout_s))
+            except (self._ray.exceptions.RayActorError, self._ray.exceptions.WorkerCrashedError):
+                self._replace(i, actor)
+                pids.append(self._ray.get(self._actors[i].ping.remote(), timeout=self.timeout_s))
+        return pids
 
     def close(self) -> None:
         """Kills the actors and, when this executor started Ray, shuts it down. Idempotent."""
