@@ -26,7 +26,7 @@ while it computes; the answer must be byte-identical to the in-process one (wron
 answers counted; target 0). **Projection** (stated model): n workers of one core each as
 measured here, a 10 Gbit/s full-duplex link per front-end, 100 µs per message, and one
 gRPC front-end (the driver, with ``--frontend-cores``) per 16 workers; images/s =
-min(compute: n × per-worker rate × measured 2-worker efficiency; front-end network:
+min(compute: n × the per-worker rate measured with two workers here; front-end network:
 links × 1.25 GB/s ÷ bytes a query moves each way; front-end CPU: cores ÷ measured driver CPU
 per query) × items per query. The plot (``bench/figures/scaleout.png``) shows the projection
 and its three bounds. The last line is one JSON object.
@@ -153,12 +153,12 @@ def fault_runs(ex: RayExecutor, params, inputs, want: list[bytes], runs: int, se
     return bad, ex.reruns - reruns0, notes
 
 
-def project(per_query_s: float, eff: float, bytes_each_way: int, fe_cpu_s: float, items: int, fe_cores: int, net: NetworkModel) -> dict:
+def project(per_worker_ips: float, bytes_each_way: int, fe_cpu_s: float, items: int, fe_cores: int, net: NetworkModel) -> dict:
     """images/s at each node count and the three bounds (see the module documentation)."""
     out = {}
     for n in NODES:
         frontends = math.ceil(n / WORKERS_PER_FRONTEND)
-        compute = n * eff * items / per_query_s
+        compute = n * per_worker_ips
         network = frontends * net.bandwidth / bytes_each_way * items
         cpu = frontends * fe_cores / fe_cpu_s * items
         out[n] = {"images_s": min(compute, network, cpu), "compute": compute, "network": network, "frontend_cpu": cpu, "frontends": frontends}
@@ -266,10 +266,10 @@ def main() -> None:
 
     net = NetworkModel()
     per_query = statistics.median(runs["inproc"]) / queries
-    eff = min(1.0, speedup / 2)
+    per_worker = ips["ray2"] / 2
     fe_cpu = statistics.median(cpu["ray2"])
     each_way = sum(in_bytes) + sum(outs_bytes)
-    proj = project(per_query, eff, each_way, fe_cpu, items, args.frontend_cores, net)
+    proj = project(per_worker, each_way, fe_cpu, items, args.frontend_cores, net)
     measured = {"1": round(ips["ray1"]), "2": round(ips["ray2"])}
     where = plot(args.plot, measured, proj)
 
@@ -284,7 +284,8 @@ def main() -> None:
     print(f"faults: {args.fault_runs} queries with a worker SIGKILLed mid-query, {reruns} shards re-run, "
           f"{bad} wrong or lost answers ({fault_s:.0f} s)" + "".join(f"\n  {n}" for n in notes))
     print(f"projection (network model: {net.bandwidth * 8 / 1e9:.0f} Gbit/s, {net.latency * 1e6:.0f} µs per message; "
-          f"one front-end of {args.frontend_cores} cores per {WORKERS_PER_FRONTEND} workers; 2-worker efficiency {eff:.2f}):")
+          f"one front-end of {args.frontend_cores} cores per {WORKERS_PER_FRONTEND} workers; "
+          f"{per_worker:.0f} images/s per worker, as measured with 2):")
     for n in NODES:
         p = proj[n]
         bound = min(("compute", "network", "frontend_cpu"), key=lambda k: p[k])

@@ -92,3 +92,19 @@ def test_worker_without_keys_says_so(squares):
     with pytest.raises(KeyError, match="no keys"):
         worker.run(0, b"", 1, "nope", None)
     assert np.isfinite(worker.ping())
+
+
+def test_inspect_shows_the_shard_plan(tmp_path, relu_net):
+    from click.testing import CliRunner
+    from heinfer.cli import cli
+
+    path = tmp_path / "net.hep"
+    path.write_bytes(relu_net.to_bytes())
+    r = CliRunner().invoke(cli, ["inspect", str(path), "--ray-workers", "2"])
+    assert r.exit_code == 0, r.output
+    assert "shard plan on 2 Ray worker(s)" in r.stdout and "segment 1: rows" in r.stdout
+    r = CliRunner().invoke(cli, ["inspect", str(path), "--ray-workers", "3", "--json"])
+    import json
+
+    shards = json.loads(r.stdout)["shards"]
+    assert shards["workers"] == 3 and len(shards["segments"]) == 3
