@@ -28,7 +28,7 @@ from heinfer.cluster.local import ensure_ray, release_ray, require_ray
 from heinfer.cluster.plan import NetworkModel, ShardPlan, shard_plan, single_linear
 from heinfer.cluster.wire import JoinedBatch, batch_count, join_batches
 from heinfer.cluster.worker import ShardWorker
-from heinfer.errors import ClusterError, HeinferError, ProtocolError
+from heinfer.errors import ClusterError, HeinferError, NotSupportedYetError, ProtocolError
 from heinfer.program.model import Program
 from heinfer.runtime.executor import native_params
 
@@ -41,7 +41,10 @@ class RayExecutor:
     ``address``: a running cluster (``"host:port"`` or ``"auto"``); ``None`` uses the Ray
     initialized in this process or starts a local one on 127.0.0.1. ``split``: ``"auto"``,
     ``"queries"`` or ``"rows"`` (:func:`heinfer.cluster.plan.shard_plan`). ``baseline`` as
-    for :class:`heinfer.Server`. ``setup_seconds``: the time to start and prepare the actors.
+    for :class:`heinfer.Server`. ``max_worker_bytes``: the most program bytes one worker may
+    hold (every worker holds the whole program: beyond it,
+    :class:`~heinfer.errors.NotSupportedYetError`, as layer tiles are not implemented yet).
+    ``setup_seconds``: the time to start and prepare the actors.
     """
 
     def __init__(
@@ -56,6 +59,7 @@ class RayExecutor:
         timeout_s: float = 120.0,
         retries: int = 2,
         network: NetworkModel = NetworkModel(),  # noqa: B008 - immutable
+        max_worker_bytes: int | None = None,
     ) -> None:
         if not isinstance(program, Program):
             raise ProtocolError("executing a program needs its weights: give the cluster the full program, not the public one")
@@ -66,6 +70,12 @@ class RayExecutor:
         if timeout_s <= 0 or retries < 0:
             raise ValueError("timeout_s must be positive and retries non-negative")
         t0 = time.perf_counter()
+        program_bytes = program.to_bytes()
+        if max_worker_bytes is not None and len(program_bytes) > max_worker_bytes:
+            raise NotSupportedYetError(
+                f"the program's weights ({len(program_bytes)} bytes) exceed what one worker may hold "
+                f"({max_worker_bytes}): large models by layer tiles are not supported yet on the Ray backend"
+            )
         self.program = program
         self.params = native_params(program.params)
         self.baseline = (not bool(program.meta.get("lazy", True))) if baseline is None else baseline
@@ -80,7 +90,7 @@ class RayExecutor:
         self._lock = threading.Lock()
         self._closed = False
         try:
-            self._program_ref = self._ray.put(program.to_bytes())
+            self._program_ref = self._ray.put(program_bytes)
             self._cls = self._ray.remote(num_cpus=threads, max_restarts=0, max_task_retries=0)(ShardWorker)
             self._actors: list[Any] = [self._spawn() for _ in range(workers)]
             self._inflight = [0] * workers

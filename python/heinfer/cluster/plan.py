@@ -31,6 +31,11 @@ __all__ = ["NetworkModel", "SegmentShards", "ShardPlan", "shard_plan", "row_grou
 
 #: The sharding choices of :func:`shard_plan`.
 SPLITS = ("auto", "queries", "rows")
+#: Sharding modes of the roadmap that are named but not implemented yet.
+NOT_YET = {
+    "channels": "latency-mode sharding by output-channel groups or giant steps of a slot-layout layer",
+    "layers": "large models by layer tiles (each worker holding only some layers' weights)",
+}
 
 
 @dataclass(frozen=True)
@@ -110,7 +115,9 @@ def shard_plan(program: Program, workers: int, split: str = "auto", network: Net
 
     Raises :class:`ValueError` for an unknown ``split`` and
     :class:`~heinfer.errors.NotSupportedYetError` for ``split="rows"`` on a program with a
-    slot-layout (latency-mode) segment."""
+    slot-layout (latency-mode) segment and for the modes of :data:`NOT_YET`."""
+    if split in NOT_YET:
+        raise NotSupportedYetError(f"split={split!r}: {NOT_YET[split]} is not supported yet on the Ray backend")
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if workers < 1:

@@ -37,7 +37,7 @@ def test_plan_splits_by_rows_only_when_the_network_pays(relu_net):
 
 def test_plan_refuses_what_it_cannot_do(relu_net, squares):
     with pytest.raises(ValueError, match="split"):
-        shard_plan(relu_net, 2, split="layers")
+        shard_plan(relu_net, 2, split="pipelines")
     with pytest.raises(ValueError, match="workers"):
         shard_plan(relu_net, 0)
     # Two linear layers in one segment (square fused between them): never split by rows.
@@ -108,3 +108,16 @@ def test_inspect_shows_the_shard_plan(tmp_path, relu_net):
 
     shards = json.loads(r.stdout)["shards"]
     assert shards["workers"] == 3 and len(shards["segments"]) == 3
+
+
+@pytest.mark.parametrize("split,named", [("channels", "output-channel groups"), ("layers", "layer tiles")])
+def test_roadmap_modes_are_named_as_not_supported_yet(relu_net, split, named):
+    with pytest.raises(heinfer.NotSupportedYetError, match=named):
+        shard_plan(relu_net, 2, split=split)
+
+
+def test_a_program_too_large_for_one_worker_is_not_supported_yet(relu_net):
+    from heinfer.cluster import RayExecutor
+
+    with pytest.raises(heinfer.NotSupportedYetError, match="layer tiles"):
+        RayExecutor(relu_net, workers=2, max_worker_bytes=1000)
