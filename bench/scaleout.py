@@ -17,7 +17,8 @@ thread (the driver too). In the same process, in interleaved rounds (order rotat
   work — decoding and checking each segment's input, as :class:`heinfer.Server` does, and
   Ray's transfers — overlaps the worker's; also measured one query at a time
   (``ray_overhead_sequential``);
-* **ray-2**: two workers, four queries in flight (sharded by queries: throughput mode).
+* **ray-2**: two workers, four queries in flight (sharded by queries: throughput mode); also
+  with one query in flight per worker (``speedup_2_sequential``, against ray-1 one at a time).
 
 ``ray_overhead`` = median over rounds of ray-1 time / in-process time − 1 (target ≤ 0.10);
 ``speedup_2`` = median of ray-1 time / ray-2 time (target ≥ 1.8). **Faults**: F single
@@ -26,7 +27,7 @@ while it computes; the answer must be byte-identical to the in-process one (wron
 answers counted; target 0). **Projection** (stated model): n workers of one core each as
 measured here, a 10 Gbit/s full-duplex link per front-end, 100 µs per message, and one
 gRPC front-end (the driver, with ``--frontend-cores``) per 16 workers; images/s =
-min(compute: n × the per-worker rate measured with two workers here; front-end network:
+min(compute: n × items ÷ the busy time per query measured inside the actors; front-end network:
 links × 1.25 GB/s ÷ bytes a query moves each way; front-end CPU: cores ÷ measured driver CPU
 per query) × items per query. The plot (``bench/figures/scaleout.png``) shows the projection
 and its three bounds. The last line is one JSON object.
@@ -231,12 +232,15 @@ def main() -> None:
         for ex in (ray1, ray2):  # warm-up, and the answers are the in-process ones
             assert one_query(ex, params, inputs) == want, "the Ray backend answered differently"
         one_query(local, params, inputs)
-        runs = {"inproc": [], "ray1": [], "ray2": [], "ray1_seq": []}
-        cpu = {"ray1": [], "ray2": [], "ray1_seq": []}
-        backends = [("inproc", local, 1), ("ray1", ray1, 2 * args.submit), ("ray2", ray2, 2 * 2 * args.submit), ("ray1_seq", ray1, 1)]
+        runs = {"inproc": [], "ray1": [], "ray2": [], "ray1_seq": [], "ray2_seq": []}
+        cpu = {"ray1": [], "ray2": [], "ray1_seq": [], "ray2_seq": []}
+        backends = [
+            ("inproc", local, 1), ("ray1", ray1, 2 * args.submit), ("ray2", ray2, 2 * 2 * args.submit),
+            ("ray1_seq", ray1, 1), ("ray2_seq", ray2, 2),
+        ]
         print(f"# {rounds} rounds of {queries} queries per backend (order rotated each round)")
         for r in range(rounds):
-            order = backends[r % 4 :] + backends[: r % 4]
+            order = backends[r % len(backends) :] + backends[: r % len(backends)]
             for name, ex, threads in order:
                 wall, c = throughput(ex, params, inputs, queries, threads)
                 runs[name].append(wall)
@@ -245,10 +249,15 @@ def main() -> None:
             print(
                 f"round {r + 1}: images/s in-process {queries * items / runs['inproc'][-1]:.0f}, "
                 f"ray-1 {queries * items / runs['ray1'][-1]:.0f} (sequential front-end "
-                f"{queries * items / runs['ray1_seq'][-1]:.0f}), ray-2 {queries * items / runs['ray2'][-1]:.0f}"
+                f"{queries * items / runs['ray1_seq'][-1]:.0f}), ray-2 {queries * items / runs['ray2'][-1]:.0f} "
+                f"(one query in flight per worker {queries * items / runs['ray2_seq'][-1]:.0f})"
             )
+        busy = sum(w["busy_s"] for w in ray1.worker_stats())
+        done = (len(runs["ray1"]) + len(runs["ray1_seq"])) * queries + 1  # + the warm-up query
+        worker_s = busy / done
         overhead = statistics.median(b / a for a, b in zip(runs["inproc"], runs["ray1"])) - 1
         overhead_seq = statistics.median(b / a for a, b in zip(runs["inproc"], runs["ray1_seq"])) - 1
+        speedup_seq = statistics.median(a / b for a, b in zip(runs["ray1_seq"], runs["ray2_seq"]))
         speedup = statistics.median(a / b for a, b in zip(runs["ray1"], runs["ray2"]))
         ips = {k: queries * items / statistics.median(v) for k, v in runs.items()}
         ray1.close()
@@ -266,7 +275,9 @@ def main() -> None:
 
     net = NetworkModel()
     per_query = statistics.median(runs["inproc"]) / queries
-    per_worker = ips["ray2"] / 2
+    # Per-worker rate from the per-shard compute measured inside the actors (decode, run,
+    # encode), the front-end's work being on the front-end machines of the model.
+    per_worker = items / worker_s
     fe_cpu = statistics.median(cpu["ray2"])
     each_way = sum(in_bytes) + sum(outs_bytes)
     proj = project(per_worker, each_way, fe_cpu, items, args.frontend_cores, net)
@@ -280,12 +291,16 @@ def main() -> None:
     print(f"Ray, 1 worker, one query at a time: {ips['ray1_seq']:.0f} images/s   overhead {overhead_seq * 100:+.1f} % "
           f"(the front-end's own decoding and Ray's transfers not overlapped with the worker)")
     print(f"Ray, 2 workers:               {ips['ray2']:.0f} images/s   speedup_2 {speedup:.2f}× (target ≥ 1.8×)")
+    print(f"Ray, 2 workers, one query in flight per worker: {ips['ray2_seq']:.0f} images/s   "
+          f"speedup {speedup_seq:.2f}× over one worker with one query in flight")
+    print(f"worker busy time per query (inside the actor, one thread): {worker_s * 1e3:.0f} ms "
+          f"= {worker_s / per_query:.2f}× the in-process server's {per_query * 1e3:.0f} ms")
     print(f"driver (front-end) CPU per query on 2 workers: {fe_cpu * 1e3:.0f} ms; bytes per query each way: {each_way / 1e6:.1f} MB")
     print(f"faults: {args.fault_runs} queries with a worker SIGKILLed mid-query, {reruns} shards re-run, "
           f"{bad} wrong or lost answers ({fault_s:.0f} s)" + "".join(f"\n  {n}" for n in notes))
     print(f"projection (network model: {net.bandwidth * 8 / 1e9:.0f} Gbit/s, {net.latency * 1e6:.0f} µs per message; "
           f"one front-end of {args.frontend_cores} cores per {WORKERS_PER_FRONTEND} workers; "
-          f"{per_worker:.0f} images/s per worker, as measured with 2):")
+          f"{per_worker:.0f} images/s per worker from the measured per-shard compute):")
     for n in NODES:
         p = proj[n]
         bound = min(("compute", "network", "frontend_cpu"), key=lambda k: p[k])
@@ -299,6 +314,9 @@ def main() -> None:
         "speedup_2": round(speedup, 3),
         "ray_overhead": round(overhead, 4),
         "ray_overhead_sequential": round(overhead_seq, 4),
+        "speedup_2_sequential": round(speedup_seq, 3),
+        "worker_s_per_query": round(worker_s, 4),
+        "inproc_s_per_query": round(per_query, 4),
         "fault_runs": args.fault_runs,
         "fault_wrong_or_lost": bad,
         "fault_reruns": reruns,

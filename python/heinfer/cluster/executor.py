@@ -138,6 +138,10 @@ class RayExecutor:
         """How many sessions' keys each actor holds (asks them; for tests and monitoring)."""
         return self._ray.get([a.key_count.remote() for a in self._actors], timeout=self.timeout_s)
 
+    def worker_stats(self) -> list[dict]:
+        """Each actor's ``{"shards", "busy_s"}`` since it started (for benchmarks)."""
+        return self._ray.get([a.stats.remote() for a in self._actors], timeout=self.timeout_s)
+
     @property
     def workers(self) -> int:
         """Number of actors."""

@@ -10,6 +10,7 @@ the server (same trust, same threat model).
 from __future__ import annotations
 
 import os
+import time
 
 from heinfer import _native
 from heinfer.program.format import load
@@ -45,6 +46,8 @@ class ShardWorker:
         self.baseline = baseline
         self._slices: dict[tuple, tuple] = {}
         self._keys: dict[str, tuple] = {}
+        self._busy = 0.0
+        self._shards = 0
 
     def ping(self) -> int:
         """The worker's process id (a liveness check)."""
@@ -72,9 +75,15 @@ class ShardWorker:
         """How many sessions' keys this worker holds."""
         return len(self._keys)
 
+    def stats(self) -> dict:
+        """``shards`` run and ``busy_s``, the seconds spent in them (decoding, computing and
+        encoding; the transfers are Ray's)."""
+        return {"shards": self._shards, "busy_s": self._busy}
+
     def run(self, k: int, data: bytes, count: int, key_id: str | None, rows: tuple | None = None) -> bytes:
         """Segment ``k`` on ``count`` serialized ciphertexts; with ``rows = (start, stop)``
         only that output-row group of the segment's linear layer. Returns the output bytes."""
+        t0 = time.perf_counter()
         relin, galois = self._keys_of(key_id)
         batch = _native.CiphertextBatch.from_bytes(self.params, data, len(data), count)
         if rows is None:
@@ -87,7 +96,10 @@ class ShardWorker:
             built = dict(self.executor.built)
             built[layer] = self._slice(layer, *rows)[1]
             out = run_batch_segment(seg, batch, layers, built, relin, self.baseline)
-        return out.to_bytes()
+        data = out.to_bytes()
+        self._busy += time.perf_counter() - t0
+        self._shards += 1
+        return data
 
     def _keys_of(self, key_id: str | None) -> tuple:
         if key_id is None:
