@@ -59,14 +59,17 @@ def test_outputs_are_those_of_the_in_process_executor(cluster, relu_net, digits,
         assert (got.outputs.argmax(1) == y).mean() > 0.9
 
 
-def _kill_while_running(ex: RayExecutor, k: int, batch_bytes: bytes, program, victim: int, delay: float):
-    """Runs segment ``k`` in a thread and SIGKILLs worker ``victim`` after ``delay`` s."""
+def _kill_while_running(ex: RayExecutor, k: int, batch_bytes: bytes, program, victim: int, delay: float, repeat: int = 5):
+    """Runs segment ``k`` ``repeat`` times in a thread and SIGKILLs worker ``victim`` after
+    ``delay`` s: the kill lands while a shard runs, or between runs, where the next shard
+    meets the dead actor (both must be survived). ``box["out"]``: the answers."""
     pid = ex.worker_pids()[victim]
-    box: dict = {}
+    box: dict = {"out": []}
 
     def go():
         try:
-            box["out"] = ex.run(k, as_batch(program, batch_bytes), None, None).to_bytes()
+            for _ in range(repeat):
+                box["out"].append(ex.run(k, as_batch(program, batch_bytes), None, None).to_bytes())
         except Exception as e:  # noqa: BLE001 - the test inspects it
             box["err"] = e
 
@@ -86,7 +89,7 @@ def test_a_worker_killed_mid_query_is_replaced_and_its_shard_rerun(cluster, relu
         before = ex.worker_pids()
         box = _kill_while_running(ex, 1, data, relu_net, victim=1, delay=0.05)
         assert "err" not in box, box.get("err")
-        assert box["out"] == want
+        assert box["out"] == [want] * 5
         assert ex.reruns >= 1
         after = ex.worker_pids()
         assert after[0] == before[0] and after[1] != before[1]
@@ -97,9 +100,9 @@ def test_a_worker_killed_mid_query_is_replaced_and_its_shard_rerun(cluster, relu
 def test_a_worker_that_keeps_dying_is_a_clear_error(cluster, relu_net, digits):
     data = segment_inputs(relu_net, digits[0])[1]
     with RayExecutor(relu_net, workers=2, split="queries", retries=0, timeout_s=60) as ex:
-        ex._inflight[1] = 10  # the next query goes to worker 0
+        ex._inflight[1] = 10**6  # every query goes to worker 0
         box = _kill_while_running(ex, 1, data, relu_net, victim=0, delay=0.05)
-        assert "out" not in box
+        assert len(box["out"]) < 5
         assert isinstance(box["err"], heinfer.ClusterError)
         assert "segment 1" in str(box["err"]) and "died" in str(box["err"])
 
