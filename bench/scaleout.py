@@ -127,7 +127,7 @@ def fault_runs(ex: RayExecutor, params, inputs, want: list[bytes], runs: int, se
         pid = ex.worker_pids()[rng.randrange(ex.workers)]
         box: dict = {}
 
-        def go():
+        def go(box: dict = box) -> None:
             try:
                 box["out"] = one_query(ex, params, inputs)
             except Exception as e:  # noqa: BLE001 - counted as lost

@@ -245,7 +245,7 @@ class RayExecutor:
             except ray.exceptions.GetTimeoutError:
                 self._settle(i)
                 self._replace(i, actor)  # a stuck actor may hold the CPU: start afresh
-                for jj, (ii, _, _) in pending.items():
+                for ii, _, _ in pending.values():
                     self._settle(ii)
                 raise ClusterError(
                     f"segment {k}, shard {j + 1}/{len(shards)} ({_rows(shards[j])}) got no answer within "

@@ -16,7 +16,7 @@ from typing import Any
 
 from heinfer.errors import ClusterError
 
-__all__ = ["require_ray", "ensure_ray", "release_ray", "LOOPBACK"]
+__all__ = ["LOOPBACK", "ensure_ray", "release_ray", "require_ray"]
 
 #: The only address a local cluster uses.
 LOOPBACK = "127.0.0.1"
@@ -61,7 +61,7 @@ def ensure_ray(address: str | None, workers: int) -> bool:
                 _owned += 1
                 return True
             return False
-        kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False, namespace="heinfer")
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False, "namespace": "heinfer"}
         try:
             if address is None:
                 _keep_loopback(ray)

@@ -27,7 +27,7 @@ from heinfer.program.model import Program
 from heinfer.program.ops import Linear
 from heinfer.runtime.executor import native_params
 
-__all__ = ["NetworkModel", "SegmentShards", "ShardPlan", "shard_plan", "row_groups", "SPLITS"]
+__all__ = ["SPLITS", "NetworkModel", "SegmentShards", "ShardPlan", "row_groups", "shard_plan"]
 
 #: The sharding choices of :func:`shard_plan`.
 SPLITS = ("auto", "queries", "rows")
@@ -110,7 +110,7 @@ def single_linear(program: Program, k: int) -> int | None:
     return lin[0].layer if len(lin) == 1 else None
 
 
-def shard_plan(program: Program, workers: int, split: str = "auto", network: NetworkModel = NetworkModel()) -> ShardPlan:  # noqa: B008
+def shard_plan(program: Program, workers: int, split: str = "auto", network: NetworkModel = NetworkModel()) -> ShardPlan:
     """The shard plan of ``program`` on ``workers`` workers (see the module documentation).
 
     Raises :class:`ValueError` for an unknown ``split`` and

@@ -15,7 +15,7 @@ import struct
 from heinfer import _native
 from heinfer.errors import ClusterError
 
-__all__ = ["join_batches", "batch_count", "JoinedBatch"]
+__all__ = ["JoinedBatch", "batch_count", "join_batches"]
 
 _HEAD = struct.Struct("<4sHI")
 _MAGIC = b"HEBT"

@@ -9,8 +9,8 @@ from pathlib import Path
 import heinfer
 import numpy as np
 import pytest
-from compiler.onnx_models import ModelBuilder
 from compiler import onnx_models as om
+from compiler.onnx_models import ModelBuilder
 from heinfer import _native
 from heinfer.program import Program
 from heinfer.protocol import Client, Server

@@ -7,12 +7,13 @@ import sys
 import heinfer
 import numpy as np
 import pytest
-from cluster.conftest import as_batch, segment_inputs
 from heinfer.cluster import NetworkModel, shard_plan
 from heinfer.cluster.plan import row_groups
 from heinfer.cluster.wire import join_batches
 from heinfer.cluster.worker import ShardWorker
 from heinfer.runtime.executor import Executor, native_params
+
+from cluster.conftest import as_batch, segment_inputs
 
 
 @pytest.mark.parametrize("rows,parts", [(845, 2), (10, 3), (3, 8), (1, 1), (100, 7)])

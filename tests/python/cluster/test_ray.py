@@ -16,14 +16,15 @@ import time
 import heinfer
 import numpy as np
 import pytest
-from cluster.conftest import as_batch, segment_inputs
 from heinfer.protocol import Client, Server
 from heinfer.runtime.executor import Executor
 
+from cluster.conftest import as_batch, segment_inputs
+
 ray = pytest.importorskip("ray")
 
-from heinfer.cluster import RayExecutor  # noqa: E402
-from heinfer.cluster.local import LOOPBACK, ensure_ray, release_ray  # noqa: E402
+from heinfer.cluster import RayExecutor
+from heinfer.cluster.local import LOOPBACK, ensure_ray, release_ray
 
 
 @pytest.fixture(scope="module")
@@ -147,9 +148,9 @@ def test_the_grpc_service_on_the_ray_backend(cluster, relu_net, digits):
 
     x = digits[0][:50]
     ref = heinfer.infer(relu_net, x)
-    with serve(relu_net, "127.0.0.1:0", backend="ray", ray_workers=2, ray_split="queries") as handle:
-        with connect(handle.address, relu_net.public(), timeout_s=120) as s:
-            out = s.infer(x).outputs
+    handle = serve(relu_net, "127.0.0.1:0", backend="ray", ray_workers=2, ray_split="queries")
+    with handle, connect(handle.address, relu_net.public(), timeout_s=120) as s:
+        out = s.infer(x).outputs
     assert np.abs(out - ref.outputs).max() < 0.05
     assert (out.argmax(1) == ref.outputs.argmax(1)).mean() >= 0.98
     with pytest.raises(ValueError, match="backend"):
