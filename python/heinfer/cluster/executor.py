@@ -90,6 +90,7 @@ class RayExecutor:
         self._lock = threading.Lock()
         self._closed = False
         try:
+            self._wait_for_cpus(workers * threads)
             self._program_ref = self._ray.put(program_bytes)
             self._cls = self._ray.remote(num_cpus=threads, max_restarts=0, max_task_retries=0)(ShardWorker)
             self._actors: list[Any] = [self._spawn() for _ in range(workers)]
@@ -179,6 +180,22 @@ class RayExecutor:
         self.close()
 
     # ------------------------------------------------------------------ internals
+    def _wait_for_cpus(self, need: int, grace_s: float = 10.0) -> None:
+        """:class:`ClusterError` at once (after ``grace_s`` for CPUs being released) when
+        the cluster cannot place the actors, rather than waiting ``timeout_s`` for them."""
+        deadline = time.monotonic() + grace_s
+        while True:
+            free = float(self._ray.available_resources().get("CPU", 0.0))
+            if free >= need:
+                return
+            if time.monotonic() > deadline:
+                total = float(self._ray.cluster_resources().get("CPU", 0.0))
+                raise ClusterError(
+                    f"the Ray cluster has {free:g} free CPU(s) of {total:g}; {need} are needed "
+                    f"({self.plan.workers} worker(s) of {self.threads} thread(s))"
+                )
+            time.sleep(0.1)
+
     def _spawn(self) -> Any:
         return self._cls.remote(self._program_ref, self.baseline, self.threads)
 

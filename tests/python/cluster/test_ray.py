@@ -155,3 +155,29 @@ def test_the_grpc_service_on_the_ray_backend(cluster, relu_net, digits):
     assert (out.argmax(1) == ref.outputs.argmax(1)).mean() >= 0.98
     with pytest.raises(ValueError, match="backend"):
         serve(relu_net, "127.0.0.1:0", backend="spark")
+
+
+def test_a_frozen_worker_is_a_timeout_error_not_a_hang(cluster, relu_net, digits):
+    """A worker that stops answering (SIGSTOP) fails the query after ``timeout_s`` with a
+    ClusterError; the frozen actor is replaced and the next query is answered."""
+    data = segment_inputs(relu_net, digits[0][:64])[1]
+    want = Executor(relu_net).run(1, as_batch(relu_net, data), None, None).to_bytes()
+    with RayExecutor(relu_net, workers=1, split="queries", timeout_s=3) as ex:
+        pid = ex.worker_pids()[0]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(heinfer.ClusterError, match=r"no answer within 3 s"):
+                ex.run(1, as_batch(relu_net, data), None, None)
+            assert time.monotonic() - t0 < 30
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert ex.worker_pids()[0] != pid
+        assert ex.run(1, as_batch(relu_net, data), None, None).to_bytes() == want
+
+
+def test_more_workers_than_the_cluster_has_is_a_clear_error(cluster, relu_net):
+    t0 = time.monotonic()
+    with pytest.raises(heinfer.ClusterError, match=r"free CPU\(s\) of 2; 3 are needed"):
+        RayExecutor(relu_net, workers=3)
+    assert time.monotonic() - t0 < 30
