@@ -27,9 +27,10 @@ while it computes; the answer must be byte-identical to the in-process one (wron
 answers counted; target 0). **Projection** (stated model): n workers of one core each as
 measured here, a 10 Gbit/s full-duplex link per front-end, 100 µs per message, and one
 gRPC front-end (the driver, with ``--frontend-cores``) per 16 workers; images/s =
-min(compute: n × items ÷ the busy time per query measured inside the actors; front-end network:
-links × 1.25 GB/s ÷ bytes a query moves each way; front-end CPU: cores ÷ measured driver CPU
-per query) × items per query. The plot (``bench/figures/scaleout.png``) shows the projection
+min(compute: n × items ÷ the CPU time per query measured inside the actors; front-end network:
+links × 1.25 GB/s ÷ bytes a query moves each way; front-end CPU: cores ÷ the driver's measured
+CPU per query) × items per query. CPU times are also printed for the single-machine runs:
+unlike wall-clock ratios they do not move with the load other processes put on the machine. The plot (``bench/figures/scaleout.png``) shows the projection
 and its three bounds. The last line is one JSON object.
 """
 
@@ -233,7 +234,7 @@ def main() -> None:
             assert one_query(ex, params, inputs) == want, "the Ray backend answered differently"
         one_query(local, params, inputs)
         runs = {"inproc": [], "ray1": [], "ray2": [], "ray1_seq": [], "ray2_seq": []}
-        cpu = {"ray1": [], "ray2": [], "ray1_seq": [], "ray2_seq": []}
+        cpu = {"inproc": [], "ray1": [], "ray2": [], "ray1_seq": [], "ray2_seq": []}
         backends = [
             ("inproc", local, 1), ("ray1", ray1, 2 * args.submit), ("ray2", ray2, 2 * 2 * args.submit),
             ("ray1_seq", ray1, 1), ("ray2_seq", ray2, 2),
@@ -252,9 +253,12 @@ def main() -> None:
                 f"{queries * items / runs['ray1_seq'][-1]:.0f}), ray-2 {queries * items / runs['ray2'][-1]:.0f} "
                 f"(one query in flight per worker {queries * items / runs['ray2_seq'][-1]:.0f})"
             )
-        busy = sum(w["busy_s"] for w in ray1.worker_stats())
+        stats1 = ray1.worker_stats()
+        busy = sum(w["busy_s"] for w in stats1)
+        worker_cpu = sum(w["cpu_s"] for w in stats1)
         done = (len(runs["ray1"]) + len(runs["ray1_seq"])) * queries + 1  # + the warm-up query
         worker_s = busy / done
+        worker_cpu /= done
         overhead = statistics.median(b / a for a, b in zip(runs["inproc"], runs["ray1"])) - 1
         overhead_seq = statistics.median(b / a for a, b in zip(runs["inproc"], runs["ray1_seq"])) - 1
         speedup_seq = statistics.median(a / b for a, b in zip(runs["ray1_seq"], runs["ray2_seq"]))
@@ -276,9 +280,10 @@ def main() -> None:
     net = NetworkModel()
     per_query = statistics.median(runs["inproc"]) / queries
     # Per-worker rate from the per-shard compute measured inside the actors (decode, run,
-    # encode), the front-end's work being on the front-end machines of the model.
-    per_worker = items / worker_s
-    fe_cpu = statistics.median(cpu["ray2"])
+    # encode; CPU seconds of the worker process, so that this shared machine's load does not
+    # count), the front-end's work being on the front-end machines of the model.
+    per_worker = items / worker_cpu
+    fe_cpu = statistics.median(cpu["ray1_seq"])
     each_way = sum(in_bytes) + sum(outs_bytes)
     proj = project(per_worker, each_way, fe_cpu, items, args.frontend_cores, net)
     measured = {"1": round(ips["ray1"]), "2": round(ips["ray2"])}
@@ -295,6 +300,10 @@ def main() -> None:
           f"speedup {speedup_seq:.2f}× over one worker with one query in flight")
     print(f"worker busy time per query (inside the actor, one thread): {worker_s * 1e3:.0f} ms "
           f"= {worker_s / per_query:.2f}× the in-process server's {per_query * 1e3:.0f} ms")
+    inproc_cpu = statistics.median(cpu["inproc"])
+    fe_cpu1 = statistics.median(cpu["ray1_seq"])
+    print(f"CPU per query (robust to the machine's load): in-process {inproc_cpu * 1e3:.0f} ms; Ray: worker "
+          f"{worker_cpu * 1e3:.0f} ms (+{(worker_cpu / inproc_cpu - 1) * 100:.0f} %) + front-end {fe_cpu1 * 1e3:.0f} ms")
     print(f"driver (front-end) CPU per query on 2 workers: {fe_cpu * 1e3:.0f} ms; bytes per query each way: {each_way / 1e6:.1f} MB")
     print(f"faults: {args.fault_runs} queries with a worker SIGKILLed mid-query, {reruns} shards re-run, "
           f"{bad} wrong or lost answers ({fault_s:.0f} s)" + "".join(f"\n  {n}" for n in notes))
@@ -316,6 +325,8 @@ def main() -> None:
         "ray_overhead_sequential": round(overhead_seq, 4),
         "speedup_2_sequential": round(speedup_seq, 3),
         "worker_s_per_query": round(worker_s, 4),
+        "worker_cpu_overhead": round(worker_cpu / inproc_cpu - 1, 4),
+        "frontend_cpu_s_per_query": round(fe_cpu1, 4),
         "inproc_s_per_query": round(per_query, 4),
         "fault_runs": args.fault_runs,
         "fault_wrong_or_lost": bad,

@@ -47,6 +47,7 @@ class ShardWorker:
         self._slices: dict[tuple, tuple] = {}
         self._keys: dict[str, tuple] = {}
         self._busy = 0.0
+        self._cpu = 0.0
         self._shards = 0
 
     def ping(self) -> int:
@@ -76,14 +77,14 @@ class ShardWorker:
         return len(self._keys)
 
     def stats(self) -> dict:
-        """``shards`` run and ``busy_s``, the seconds spent in them (decoding, computing and
-        encoding; the transfers are Ray's)."""
-        return {"shards": self._shards, "busy_s": self._busy}
+        """``shards`` run, ``busy_s`` the seconds spent in them (decoding, computing and
+        encoding; the transfers are Ray's) and ``cpu_s`` the CPU time of the worker process in them."""
+        return {"shards": self._shards, "busy_s": self._busy, "cpu_s": self._cpu}
 
     def run(self, k: int, data: bytes, count: int, key_id: str | None, rows: tuple | None = None) -> bytes:
         """Segment ``k`` on ``count`` serialized ciphertexts; with ``rows = (start, stop)``
         only that output-row group of the segment's linear layer. Returns the output bytes."""
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         relin, galois = self._keys_of(key_id)
         batch = _native.CiphertextBatch.from_bytes(self.params, data, len(data), count)
         if rows is None:
@@ -98,6 +99,7 @@ class ShardWorker:
             out = run_batch_segment(seg, batch, layers, built, relin, self.baseline)
         data = out.to_bytes()
         self._busy += time.perf_counter() - t0
+        self._cpu += time.process_time() - c0
         self._shards += 1
         return data
 
