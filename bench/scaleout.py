@@ -304,7 +304,7 @@ def main() -> None:
     fe_cpu1 = statistics.median(cpu["ray1_seq"])
     print(f"CPU per query (robust to the machine's load): in-process {inproc_cpu * 1e3:.0f} ms; Ray: worker "
           f"{worker_cpu * 1e3:.0f} ms (+{(worker_cpu / inproc_cpu - 1) * 100:.0f} %) + front-end {fe_cpu1 * 1e3:.0f} ms")
-    print(f"driver (front-end) CPU per query on 2 workers: {fe_cpu * 1e3:.0f} ms; bytes per query each way: {each_way / 1e6:.1f} MB")
+    print(f"bytes per query through the front end, each way: {each_way / 1e6:.1f} MB")
     print(f"faults: {args.fault_runs} queries with a worker SIGKILLed mid-query, {reruns} shards re-run, "
           f"{bad} wrong or lost answers ({fault_s:.0f} s)" + "".join(f"\n  {n}" for n in notes))
     print(f"projection (network model: {net.bandwidth * 8 / 1e9:.0f} Gbit/s, {net.latency * 1e6:.0f} µs per message; "
