@@ -109,6 +109,8 @@ class Server(QueryTable):
         if max_message_bytes is not None:
             self.limits = {k: min(v, max_message_bytes) for k, v in self.limits.items()}
         # ``executor``: anything with Executor's ``run`` (heinfer.cluster.RayExecutor).
+        if executor is not None and (executor.program.id != program.id or executor.baseline != baseline):
+            raise ProtocolError("the executor runs another program (or another baseline mode) than this server")
         self.executor = Executor(program, baseline) if executor is None else executor
         self.setup_seconds = self.executor.setup_seconds
         self.max_sessions = max_sessions

@@ -122,3 +122,11 @@ def test_a_program_too_large_for_one_worker_is_not_supported_yet(relu_net):
 
     with pytest.raises(heinfer.NotSupportedYetError, match="layer tiles"):
         RayExecutor(relu_net, workers=2, max_worker_bytes=1000)
+
+
+def test_a_server_refuses_an_executor_of_another_program(relu_net, squares):
+    from heinfer.protocol import Server
+
+    with pytest.raises(heinfer.ProtocolError, match="another program"):
+        Server(relu_net, executor=Executor(squares))
+    assert Server(relu_net, executor=Executor(relu_net)).executor.program is relu_net
