@@ -12,14 +12,14 @@ STAMPS  := $(VENV)/.heinfer-stamps
 MATURIN_VERSION := 1.16.0
 TEST_DEPS := "numpy>=1.24,<3" "pytest>=8,<10" "hypothesis>=6.100,<7" "scipy>=1.11,<2" "onnx>=1.16,<2" "onnxruntime>=1.18,<2" \
              "grpcio>=1.85.1,<2" "click>=8.1,<9" "rich>=13,<16" "protobuf>=7.35.1,<8" \
-             "grpcio-tools==1.85.1" "import-linter>=2.1,<3"
+             "grpcio-tools==1.85.1" "import-linter>=2.1,<3" "ray==2.60.0"
 
 RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml Cargo.lock
 
 # Cargo and maturin must agree on the interpreter, or pyo3 rebuilds at every switch.
 export PYO3_PYTHON := $(abspath $(PY))
 
-.PHONY: proto all venv native test test-rust test-python test-slow demo bench bench-quick bench-throughput bench-latency bench-kernels bench-service bench-deps models clean
+.PHONY: proto all venv native test test-rust test-python test-slow demo bench bench-quick bench-throughput bench-latency bench-kernels bench-service bench-scaleout bench-deps models clean
 
 all: native
 
@@ -72,6 +72,11 @@ bench-kernels: $(STAMPS)/native
 
 bench-service: $(STAMPS)/native
 	$(PY) bench/service.py
+
+# Ray scale-out (1 and 2 local workers on 127.0.0.1, projection to 8/64/512 nodes, a plot).
+bench-scaleout: $(STAMPS)/native
+	$(PY) -m pip install --quiet --disable-pip-version-check "matplotlib==3.11.2"
+	$(PY) bench/scaleout.py
 
 # Regenerates the checked-in protobuf code (python/heinfer/v1) from proto/ (grpcio-tools, pinned).
 proto: $(STAMPS)/venv

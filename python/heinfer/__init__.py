@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 
 from heinfer.errors import (
+    ClusterError,
     CompileError,
     EncodingError,
     HeinferError,
@@ -96,6 +97,7 @@ __all__ = [
     "HeinferError",
     "InternalError",
     "ServiceError",
+    "ClusterError",
     "ParameterError",
     "LevelError",
     "ScaleError",

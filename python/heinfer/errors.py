@@ -27,6 +27,8 @@ class                      raised when
                            (recompile with calibration inputs that cover them)
 ``ServiceError``           a call to (or inside) the network service failed; ``code`` names
                            the gRPC status and the message is the server's
+``ClusterError``           the Ray backend failed: Ray missing, a worker lost beyond the
+                           retries, a shard timed out (:mod:`heinfer.cluster`)
 ``InternalError``          the native engine hit a bug (a Rust panic, caught at the binding);
                            the message names the operation and the panic, never secret data
 =========================  ==============================================================
@@ -50,6 +52,7 @@ __all__ = [
     "RangeError",
     "OutOfRangeWarning",
     "ServiceError",
+    "ClusterError",
     "InternalError",
 ]
 
@@ -140,6 +143,13 @@ class ServiceError(HeinferError):
     def __init__(self, message: str = "", *, code: str = "UNKNOWN") -> None:
         super().__init__(message)
         self.code = code
+
+
+class ClusterError(HeinferError, RuntimeError):
+    """The Ray backend (:mod:`heinfer.cluster`) could not answer: Ray is not installed, the
+    cluster cannot be reached, a shard timed out, or workers kept dying beyond the retries.
+    The message names the segment, the shard and the cause; a query that fails this way
+    gets no answer (never a partial or wrong one)."""
 
 
 class InternalError(HeinferError, RuntimeError):

@@ -106,6 +106,7 @@ def test_contracts_cover_every_layer() -> None:
     sources = {m for c in _contracts() for m in c["source_modules"]}
     assert {"heinfer.program", "heinfer.runtime", "heinfer.protocol", "heinfer.compiler"} <= sources
     assert "heinfer.serve" in sources
+    assert "heinfer.cluster" in sources
 
 
 def test_importing_the_compiler_does_not_load_the_native_module() -> None:

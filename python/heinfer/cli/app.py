@@ -177,13 +177,18 @@ def compile_cmd(
 
 @cli.command("inspect")
 @click.argument("program", type=click.Path(dir_okay=False))
+@click.option(
+    "--ray-workers",
+    type=click.IntRange(1, 4096),
+    help="Also show how `heinfer serve --ray` would shard a server's program on this many workers.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def inspect_cmd(program: str, as_json: bool) -> None:
+def inspect_cmd(program: str, ray_workers: int | None, as_json: bool) -> None:
     """Shows a compiled PROGRAM: parameters, levels, client steps, plan, keys and sizes."""
     from heinfer.cli.describe import describe, render
 
     prog = load_program(program)
-    desc = describe(prog, size_bytes=os.path.getsize(program))
+    desc = describe(prog, size_bytes=os.path.getsize(program), ray_workers=ray_workers)
     if as_json:
         click.echo(to_json(desc))
         return

@@ -139,9 +139,11 @@ def _step(i: int, st: Any) -> dict:
     }
 
 
-def describe(program: PublicProgram, size_bytes: int | None = None) -> dict:
+def describe(program: PublicProgram, size_bytes: int | None = None, ray_workers: int | None = None) -> dict:
     """Everything ``heinfer inspect`` reports about ``program`` (either kind, either mode),
-    as a JSON-ready dict. A full program adds ``plan``: the text of :func:`heinfer.explain`."""
+    as a JSON-ready dict. A full program adds ``plan``: the text of :func:`heinfer.explain`,
+    and with ``ray_workers`` ``shards``: its shard plan on that many Ray workers
+    (:func:`heinfer.cluster.shard_plan`, split ``auto``)."""
     from heinfer.protocol.limits import message_limits
 
     params, raw = _params(program)
@@ -173,6 +175,19 @@ def describe(program: PublicProgram, size_bytes: int | None = None) -> dict:
         desc["program_bytes"] = size_bytes
     if full:
         desc["plan"] = _explain(program)
+    if full and ray_workers:
+        from heinfer.cluster import shard_plan
+
+        sp = shard_plan(program, ray_workers)
+        desc["shards"] = {
+            "workers": ray_workers,
+            "network": {"bandwidth_bytes_s": sp.network.bandwidth, "latency_s": sp.network.latency},
+            "segments": [
+                {"segment": s.segment, "how": s.how, "row_groups": [list(g) for g in s.groups], "why": s.why}
+                for s in sp.segments
+            ],
+            "text": sp.describe(),
+        }
     if "auto" in program.meta:
         desc["auto"] = dict(program.meta["auto"])
     return desc
@@ -226,6 +241,10 @@ def render(desc: dict, console: Any) -> None:
     if "plan" in desc:
         console.print("plan (heinfer.explain):", style="bold")
         console.print(desc["plan"], markup=False, highlight=False)
+    if "shards" in desc:
+        console.print(f"shard plan on {desc['shards']['workers']} Ray worker(s):", style="bold")
+        for line in desc["shards"]["text"]:
+            console.print(f"  {line}", markup=False, highlight=False)
     lim = desc["message_limits"]
     console.print(
         "message size bounds: " + ", ".join(f"{k} {_fmt_bytes(v)}" for k, v in lim.items())

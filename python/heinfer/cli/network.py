@@ -145,6 +145,31 @@ def _limits(given: dict[str, Any]) -> Any:
     show_default=True,
     help="Seconds running queries get to finish on SIGINT/SIGTERM.",
 )
+@click.option(
+    "--ray",
+    "ray_address",
+    is_flag=False,
+    flag_value="local",
+    default=None,
+    metavar="[ADDRESS]",
+    help="Run the server's work on Ray actors: on the cluster at ADDRESS (host:port of `ray "
+    "start --head`, or auto), or, with no ADDRESS, on a local Ray started on 127.0.0.1. "
+    "Needs heinfer[ray].",
+)
+@click.option(
+    "--ray-workers",
+    type=click.IntRange(1, 4096),
+    default=2,
+    show_default=True,
+    help="Ray actors (one CPU each) with --ray.",
+)
+@click.option(
+    "--ray-split",
+    type=click.Choice(["auto", "queries", "rows"]),
+    default="auto",
+    show_default=True,
+    help="With --ray: whole queries per actor, output-row groups of a layer, or chosen per segment.",
+)
 @_limit_options
 @click.option("--json", "as_json", is_flag=True, help="Print events as JSON lines.")
 def serve(
@@ -159,11 +184,15 @@ def serve(
     workers: int,
     threads: int | None,
     grace: float,
+    ray_address: str | None,
+    ray_workers: int,
+    ray_split: str,
     as_json: bool,
     **limits: Any,
 ) -> None:
     """Serves encrypted inference on a compiled PROGRAM (the server's NAME.hep, with the
-    weights; a public program is refused) until SIGINT or SIGTERM."""
+    weights; a public program is refused) until SIGINT or SIGTERM. With --ray the gRPC front
+    end stays here and the segments run on Ray actors."""
     import heinfer
 
     prog = load_server_program(program)
@@ -186,11 +215,18 @@ def serve(
                 token=token,
                 max_workers=workers,
                 insecure=insecure,
+                **_ray_options(ray_address, ray_workers, ray_split),
             )
-        except ValueError as e:  # the service refuses an argument
+        except (ValueError, NotImplementedError) as e:  # the service refuses an argument
             raise CliError(f"cannot serve: {e}") from None
+        except heinfer.ClusterError as e:
+            raise CliError(f"cannot start the Ray backend: {e}") from None
+        if ray_address:  # ray.init installs its own SIGTERM handler: ours must win
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
         security = ("mutual TLS" if tls_client_ca else "TLS") if tls else "no TLS (plaintext)"
         facts = {"tls": tls is not None, "mtls": bool(tls_client_ca), "token": token is not None}
+        if ray_address:
+            facts["ray"] = {"address": ray_address, "workers": ray_workers, "split": ray_split}
         address = f"{_host(host)}:{handle.port}"
         if as_json:
             event = {"event": "listening", "address": address, "port": handle.port, **facts}
@@ -200,7 +236,9 @@ def serve(
             click.echo(
                 f"  program {program}: {prog.mode} mode, {prog.batch_capacity} item(s)/query; "
                 f"{security}; token {'required' if token else 'not required'}; "
-                f"{workers} workers. Stop with Ctrl-C or SIGTERM."
+                f"{workers} workers"
+                + (f"; Ray backend, {ray_workers} actor(s) on {_ray_where(ray_address)}" if ray_address else "")
+                + ". Stop with Ctrl-C or SIGTERM."
             )
         sys.stdout.flush()
         while not stop.wait(0.5):
@@ -209,6 +247,17 @@ def serve(
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def _ray_options(address: str | None, workers: int, split: str) -> dict:
+    """The keyword arguments of :func:`heinfer.serve.serve` for ``--ray [ADDRESS]``."""
+    if address is None:
+        return {}
+    return {"backend": "ray", "ray_address": None if address == "local" else address, "ray_workers": workers, "ray_split": split}
+
+
+def _ray_where(address: str) -> str:
+    return "a local Ray (127.0.0.1)" if address == "local" else f"the Ray cluster at {address}"
 
 
 def _stop(handle: Any, grace: float, as_json: bool) -> None:

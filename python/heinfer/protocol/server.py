@@ -119,10 +119,12 @@ class Server(QueryTable):
     ``begin(query)`` starts a query and returns the next message (a step or the result);
     ``resume(reply)`` continues after a step. ``baseline=True`` runs batch-axis linear
     layers without the nGraph-HE2 optimizations (benchmarks; the default for a program
-    compiled with ``lazy=False``). ``seconds``: time spent in ``begin``/``resume``, message
-    parsing and serialization included."""
+    compiled with ``lazy=False``). ``executor``: runs the segments instead of an in-process
+    :class:`~heinfer.runtime.executor.Executor` (a :class:`heinfer.cluster.RayExecutor`; its
+    ``forget_keys(relin, galois)``, if any, is called when a session closes). ``seconds``:
+    time spent in ``begin``/``resume``, message parsing and serialization included."""
 
-    def __init__(self, program: Program, max_sessions: int = 64, max_message_bytes: int | None = None, baseline: bool | None = None) -> None:
+    def __init__(self, program: Program, max_sessions: int = 64, max_message_bytes: int | None = None, baseline: bool | None = None, executor=None) -> None:
         if not isinstance(program, Program):
             raise ProtocolError("a Server needs the full program with its weights (heinfer.Program), not a PublicProgram")
         lazy = bool(program.meta.get("lazy", True))
@@ -139,7 +141,10 @@ class Server(QueryTable):
         self.limits = message_limits(program.public())
         if max_message_bytes is not None:
             self.limits = {k: min(v, max_message_bytes) for k, v in self.limits.items()}
-        self.executor = Executor(program, baseline)
+        # ``executor``: anything with Executor's ``run`` (heinfer.cluster.RayExecutor).
+        if executor is not None and (executor.program.id != program.id or executor.baseline != baseline):
+            raise ProtocolError("the executor runs another program (or another baseline mode) than this server")
+        self.executor = Executor(program, baseline) if executor is None else executor
         self.setup_seconds = self.executor.setup_seconds
         self.max_sessions = max_sessions
         self.baseline = baseline
@@ -148,6 +153,13 @@ class Server(QueryTable):
         self.seconds = 0.0
 
     # ------------------------------------------------------------------ sessions
+    def close_session(self, session: str) -> None:
+        """Forgets a session, its keys and its queries (on the executor's workers too)."""
+        s = self._sessions.get(session)
+        super().close_session(session)
+        if s is not None and hasattr(self.executor, "forget_keys"):
+            self.executor.forget_keys(s.relin, s.galois)
+
     def open_session(self, keys_message: bytes) -> str:
         """Registers evaluation keys (validated against the key manifest); returns the id."""
         t0 = time.perf_counter()

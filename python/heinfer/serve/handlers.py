@@ -53,9 +53,10 @@ class Servicer(pb_grpc.InferenceServicer):
     """``GetInfo``, ``OpenSession``, ``Infer`` and ``CloseSession`` for one program."""
 
     def __init__(
-        self, program: Program, limits: Limits, token: str | None, watch: SendWatch
+        self, program: Program, limits: Limits, token: str | None, watch: SendWatch, executor=None
     ) -> None:
-        self.server = Server(program, max_sessions=limits.max_sessions)
+        # ``executor``: None (in-process) or a heinfer.cluster.RayExecutor.
+        self.server = Server(program, max_sessions=limits.max_sessions, executor=executor)
         self.limits = limits
         self.program_id = program.id
         #: Kind → largest message of that kind, from the public program (and the operator).

@@ -49,8 +49,10 @@ class ServiceHandle:
         reaper: Reaper,
         host: str,
         port: int,
+        executor: object = None,
     ) -> None:
         self._server = server
+        self._executor = executor
         self._pool = pool
         self._servicer = servicer
         self._reaper = reaper
@@ -88,6 +90,8 @@ class ServiceHandle:
         self._server.stop(grace).wait()
         self._reaper.stop()
         self._pool.shutdown(wait=True)
+        if self._executor is not None:
+            self._executor.close()
         self._stopped.set()
 
     def wait_for_termination(self, timeout: float | None = None) -> bool:
@@ -105,6 +109,10 @@ def serve(
     token: str | None = None,
     max_workers: int = 8,
     insecure: bool = False,
+    backend: str = "local",
+    ray_address: str | None = None,
+    ray_workers: int = 2,
+    ray_split: str = "auto",
 ) -> ServiceHandle:
     """Starts serving ``program`` on ``address`` (``"host:port"``, port 0 picks a free one).
 
@@ -113,7 +121,11 @@ def serve(
     every call must carry ``authorization: Bearer <token>`` (use it with TLS: without TLS the
     token travels in clear). ``insecure``: allow listening without TLS on an address that is
     not loopback (anyone on the path then sees ciphertexts, session secrets and the token; the
-    inputs stay encrypted). Returns at once; the service runs on background threads.
+    inputs stay encrypted). ``backend="ray"``: the server's work runs on Ray actors
+    (:class:`heinfer.cluster.RayExecutor`: ``ray_workers`` actors of one CPU each, on the
+    cluster at ``ray_address`` or, with ``None``, on a local Ray started on 127.0.0.1;
+    ``ray_split`` as in :func:`heinfer.cluster.shard_plan`); the actors stop with the service.
+    Returns at once; the service runs on background threads.
 
     Raises :class:`TypeError` for a :class:`~heinfer.PublicProgram` (no weights) or bad
     ``limits``, :class:`ValueError` for bad arguments — a non-loopback address without
@@ -131,6 +143,8 @@ def serve(
         raise ValueError("token must be a non-empty printable string")
     if not isinstance(max_workers, int) or max_workers < 1:
         raise ValueError(f"max_workers must be a positive integer, got {max_workers!r}")
+    if backend not in ("local", "ray"):
+        raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
     host, _, port_text = address.rpartition(":")
     if not host or not port_text.isdigit():
         raise ValueError(f"address must be 'host:port', got {address!r}")
@@ -142,8 +156,13 @@ def serve(
                 "listen on 127.0.0.1, or pass insecure=True (--insecure) to accept that"
             )
         _LOG.warning("serving on %s without TLS (insecure=True): everything travels in clear", host)
+    executor = None
+    if backend == "ray":
+        from heinfer.cluster import RayExecutor
+
+        executor = RayExecutor(program, workers=ray_workers, address=ray_address, split=ray_split)
     watch = SendWatch()
-    servicer = Servicer(program, limits, token, watch)
+    servicer = Servicer(program, limits, token, watch, executor)
     pool = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="heinfer-serve")
     server = grpc.server(
         pool,
@@ -163,11 +182,13 @@ def serve(
     if not port:
         server.stop(None)
         pool.shutdown(wait=False)
+        if executor is not None:
+            executor.close()
         raise ServiceError(f"cannot listen on {address}: {why}", code="UNAVAILABLE")
     server.start()
     period = min(1.0, limits.idle_timeout_s / 4, limits.query_timeout_s / 4)
     reaper = Reaper(servicer.registry, watch, max(period, 0.01))
-    return ServiceHandle(server, pool, servicer, reaper, host, port)
+    return ServiceHandle(server, pool, servicer, reaper, host, port, executor)
 
 
 def is_loopback(host: str) -> bool:

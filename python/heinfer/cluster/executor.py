@@ -1,0 +1,329 @@
+"""The Ray executor: the server's segments run on Ray actors, with the in-process signature.
+
+Layer: ``heinfer.cluster``. :class:`RayExecutor` has :class:`heinfer.runtime.Executor`'s
+``run(k, batch, relin, galois)``, so a protocol server takes it as it is
+(``Server(program, executor=RayExecutor(program))``) and the gRPC front end is unchanged.
+Each actor (:class:`~heinfer.cluster.worker.ShardWorker`, ``threads`` CPUs) holds the
+program's prepared weights and its row slices; a session's evaluation keys are sent to an
+actor once, before its first shard of that session, and dropped from every actor by
+:meth:`RayExecutor.forget_keys` (the server calls it when the session closes). How a
+segment is split comes from the :class:`~heinfer.cluster.plan.ShardPlan`.
+
+Faults: every wait has a deadline (``timeout_s``). An actor that dies while holding a shard
+is replaced by a fresh one (same program, keys re-sent on demand) and the shard re-run, up
+to ``retries`` times per shard; beyond that, or on a timeout, the query fails with
+:class:`~heinfer.errors.ClusterError` naming the segment and the shard. Outputs are only
+ever a complete set of shard answers, each checked for its count and decoded with full
+validation: a query gets the right answer or an error, never a partial one.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from heinfer import _native
+from heinfer.cluster.local import ensure_ray, release_ray, require_ray
+from heinfer.cluster.plan import NetworkModel, ShardPlan, shard_plan, single_linear
+from heinfer.cluster.wire import JoinedBatch, batch_count, join_batches
+from heinfer.cluster.worker import ShardWorker
+from heinfer.errors import ClusterError, HeinferError, NotSupportedYetError, ProtocolError
+from heinfer.program.model import Program
+from heinfer.runtime.executor import native_params
+
+__all__ = ["RayExecutor"]
+
+
+class RayExecutor:
+    """A program's segments on ``workers`` Ray actors (see the module documentation).
+
+    ``address``: a running cluster (``"host:port"`` or ``"auto"``); ``None`` uses the Ray
+    initialized in this process or starts a local one on 127.0.0.1. ``split``: ``"auto"``,
+    ``"queries"`` or ``"rows"`` (:func:`heinfer.cluster.plan.shard_plan`). ``baseline`` as
+    for :class:`heinfer.Server`. ``max_worker_bytes``: the most program bytes one worker may
+    hold (every worker holds the whole program: beyond it,
+    :class:`~heinfer.errors.NotSupportedYetError`, as layer tiles are not implemented yet).
+    ``setup_seconds``: the time to start and prepare the actors.
+    """
+
+    def __init__(
+        self,
+        program: Program,
+        *,
+        workers: int = 2,
+        address: str | None = None,
+        split: str = "auto",
+        threads: int = 1,
+        baseline: bool | None = None,
+        timeout_s: float = 120.0,
+        retries: int = 2,
+        network: NetworkModel = NetworkModel(),  # noqa: B008 - immutable
+        max_worker_bytes: int | None = None,
+    ) -> None:
+        if not isinstance(program, Program):
+            raise ProtocolError("executing a program needs its weights: give the cluster the full program, not the public one")
+        if not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers must be a positive integer, got {workers!r}")
+        if not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads must be a positive integer, got {threads!r}")
+        if timeout_s <= 0 or retries < 0:
+            raise ValueError("timeout_s must be positive and retries non-negative")
+        t0 = time.perf_counter()
+        program_bytes = program.to_bytes()
+        if max_worker_bytes is not None and len(program_bytes) > max_worker_bytes:
+            raise NotSupportedYetError(
+                f"the program's weights ({len(program_bytes)} bytes) exceed what one worker may hold "
+                f"({max_worker_bytes}): large models by layer tiles are not supported yet on the Ray backend"
+            )
+        self.program = program
+        self.params = native_params(program.params)
+        self.baseline = (not bool(program.meta.get("lazy", True))) if baseline is None else baseline
+        self.plan: ShardPlan = shard_plan(program, workers, split, network)
+        self.timeout_s = float(timeout_s)
+        self.retries = int(retries)
+        self.threads = threads
+        #: Shards re-run after their actor died (a counter for tests and benchmarks).
+        self.reruns = 0
+        self._ray = require_ray()
+        self._owns_ray = ensure_ray(address, workers * threads)
+        self._lock = threading.Lock()
+        self._closed = False
+        try:
+            self._wait_for_cpus(workers * threads)
+            self._program_ref = self._ray.put(program_bytes)
+            self._cls = self._ray.remote(num_cpus=threads, max_restarts=0, max_task_retries=0)(ShardWorker)
+            self._actors: list[Any] = [self._spawn() for _ in range(workers)]
+            self._inflight = [0] * workers
+            self._has_keys: list[set] = [set() for _ in range(workers)]
+            self._keys: dict[str, tuple] = {}
+            for i in range(workers):
+                self._ready(i, self._actors[i])
+        except BaseException:
+            self.close()
+            raise
+        self.setup_seconds = time.perf_counter() - t0
+
+    # ------------------------------------------------------------------ the executor API
+    def run(self, k: int, batch: _native.CiphertextBatch, relin: _native.RelinKey | None, galois: _native.GaloisKeys | None) -> JoinedBatch:
+        """Segment ``k`` on its input ciphertexts; returns its output ciphertexts (exactly
+        those of the in-process executor), as a :class:`~heinfer.cluster.wire.JoinedBatch`
+        (their bytes, decoded on demand). Raises :class:`ClusterError` when the cluster
+        cannot answer, and the worker's own :class:`~heinfer.errors.HeinferError` when the
+        computation itself fails."""
+        if self._closed:
+            raise ClusterError("this Ray executor was closed")
+        count = len(batch)
+        data = self._ray.put(batch.to_bytes())
+        key_id = self._key_id(relin, galois)
+        shards = self.plan.segments[k]
+        if shards.how == "rows":
+            parts = self._run_shards(k, data, count, key_id, list(shards.groups))
+            rows = self.program.layers[single_linear(self.program, k)].out_size
+            return join_batches(self.params, parts, rows)
+        (part,) = self._run_shards(k, data, count, key_id, [None])
+        return join_batches(self.params, [part], batch_count(part))
+
+    def forget_keys(self, relin: _native.RelinKey | None, galois: _native.GaloisKeys | None) -> None:
+        """Drops a session's keys from every actor (called when the session closes)."""
+        key_id = _identity(relin, galois)
+        with self._lock:
+            if key_id is None or self._keys.pop(key_id, None) is None:
+                return
+            holders = [i for i, s in enumerate(self._has_keys) if key_id in s]
+            for i in holders:
+                self._has_keys[i].discard(key_id)
+                self._actors[i].drop_keys.remote(key_id)
+
+    def sessions_on_workers(self) -> list[int]:
+        """How many sessions' keys each actor holds (asks them; for tests and monitoring)."""
+        return self._ray.get([a.key_count.remote() for a in self._actors], timeout=self.timeout_s)
+
+    def worker_stats(self) -> list[dict]:
+        """Each actor's ``{"shards", "busy_s"}`` since it started (for benchmarks)."""
+        return self._ray.get([a.stats.remote() for a in self._actors], timeout=self.timeout_s)
+
+    @property
+    def workers(self) -> int:
+        """Number of actors."""
+        return len(self._actors)
+
+    def worker_pids(self) -> list[int]:
+        """The process id of each actor, replacing the ones found dead (a health check)."""
+        pids = []
+        for i in range(len(self._actors)):
+            actor = self._actors[i]
+            try:
+                pids.append(self._ray.get(actor.ping.remote(), timeout=self.timeout_s))
+            except (self._ray.exceptions.RayActorError, self._ray.exceptions.WorkerCrashedError):
+                self._replace(i, actor)
+                pids.append(self._ray.get(self._actors[i].ping.remote(), timeout=self.timeout_s))
+        return pids
+
+    def close(self) -> None:
+        """Kills the actors and, when this executor started Ray, shuts it down. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for a in getattr(self, "_actors", []):
+            try:
+                self._ray.kill(a)
+            except Exception:  # noqa: BLE001, S110 - already gone
+                pass
+        if getattr(self, "_owns_ray", False):
+            release_ray()
+
+    def __enter__(self) -> RayExecutor:  # noqa: PYI034
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ internals
+    def _wait_for_cpus(self, need: int, grace_s: float = 10.0) -> None:
+        """:class:`ClusterError` at once (after ``grace_s`` for CPUs being released) when
+        the cluster cannot place the actors, rather than waiting ``timeout_s`` for them."""
+        deadline = time.monotonic() + grace_s
+        while True:
+            free = float(self._ray.available_resources().get("CPU", 0.0))
+            if free >= need:
+                return
+            if time.monotonic() > deadline:
+                total = float(self._ray.cluster_resources().get("CPU", 0.0))
+                raise ClusterError(
+                    f"the Ray cluster has {free:g} free CPU(s) of {total:g}; {need} are needed "
+                    f"({self.plan.workers} worker(s) of {self.threads} thread(s))"
+                )
+            time.sleep(0.1)
+
+    def _spawn(self) -> Any:
+        return self._cls.remote(self._program_ref, self.baseline, self.threads)
+
+    def _ready(self, i: int, actor: Any) -> None:
+        """Waits until actor ``i`` is up and has prepared its row slices."""
+        groups = [(single_linear(self.program, s.segment), a, b) for s in self.plan.segments if s.how == "rows" for a, b in s.groups]
+        try:
+            self._ray.get(actor.prepare.remote(groups), timeout=self.timeout_s)
+        except self._ray.exceptions.GetTimeoutError:
+            raise ClusterError(
+                f"worker {i} did not start within {self.timeout_s:.0f} s: does the cluster have "
+                f"{self.threads} free CPU(s) for each of the {len(self._actors) if hasattr(self, '_actors') else '?'} workers?"
+            ) from None
+        except self._ray.exceptions.RayError as e:
+            raise ClusterError(f"worker {i} failed to start: {_short(e)}") from None
+
+    def _key_id(self, relin: Any, galois: Any) -> str | None:
+        key_id = _identity(relin, galois)
+        if key_id is not None:
+            with self._lock:
+                if key_id not in self._keys:
+                    rb = relin.to_bytes() if relin is not None else None
+                    gb = galois.to_bytes() if galois is not None else None
+                    # The objects are kept so that their ids stay unique while cached.
+                    self._keys[key_id] = (relin, galois, self._ray.put((rb, gb)))
+        return key_id
+
+    def _submit(self, i: int, k: int, data: Any, count: int, key_id: str | None, rows: tuple | None) -> tuple[Any, Any]:
+        """Submits one shard to actor ``i`` (its keys first, once); returns (actor, ref)."""
+        with self._lock:
+            actor = self._actors[i]
+            if key_id is not None and key_id not in self._has_keys[i]:
+                kb = self._keys.get(key_id)
+                if kb is None:
+                    raise ClusterError("the session's keys were dropped while its query ran")
+                actor.put_keys.remote(key_id, kb[2])
+                self._has_keys[i].add(key_id)
+            self._inflight[i] += 1
+        return actor, actor.run.remote(k, data, count, key_id, rows)
+
+    def _pick(self, n: int) -> list[int]:
+        """``n`` actor indices: the least busy first (queries), all of them in order (rows)."""
+        with self._lock:
+            order = sorted(range(len(self._actors)), key=lambda i: self._inflight[i])
+        return order[:n] if n == 1 else [j % len(self._actors) for j in range(n)]
+
+    def _run_shards(self, k: int, data: Any, count: int, key_id: str | None, shards: list) -> list[bytes]:
+        """Runs every shard (a row group, or ``None`` for the whole segment) to completion,
+        replacing dead actors and re-running their shards; answers in shard order."""
+        deadline = time.monotonic() + self.timeout_s
+        slots = self._pick(len(shards))
+        pending = {j: (slots[j], *self._submit(slots[j], k, data, count, key_id, shards[j])) for j in range(len(shards))}
+        out: list[bytes | None] = [None] * len(shards)
+        tries = [0] * len(shards)
+        ray = self._ray
+        while pending:
+            j = next(iter(pending))
+            i, actor, ref = pending.pop(j)
+            try:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ray.exceptions.GetTimeoutError()
+                out[j] = ray.get(ref, timeout=left)
+            except ray.exceptions.GetTimeoutError:
+                self._settle(i)
+                self._replace(i, actor)  # a stuck actor may hold the CPU: start afresh
+                for ii, _, _ in pending.values():
+                    self._settle(ii)
+                raise ClusterError(
+                    f"segment {k}, shard {j + 1}/{len(shards)} ({_rows(shards[j])}) got no answer within "
+                    f"{self.timeout_s:.0f} s; the query was abandoned"
+                ) from None
+            except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError) as e:
+                self._settle(i)
+                tries[j] += 1
+                self._replace(i, actor)
+                if tries[j] > self.retries:
+                    for ii, _, _ in pending.values():
+                        self._settle(ii)
+                    raise ClusterError(
+                        f"segment {k}, shard {j + 1}/{len(shards)} ({_rows(shards[j])}): its worker died "
+                        f"{tries[j]} times ({_short(e)}); giving up after {self.retries} re-runs"
+                    ) from None
+                with self._lock:
+                    self.reruns += 1
+                pending[j] = (i, *self._submit(i, k, data, count, key_id, shards[j]))
+                continue
+            except ray.exceptions.RayTaskError as e:
+                self._settle(i)
+                for ii, _, _ in pending.values():
+                    self._settle(ii)
+                cause = getattr(e, "cause", None)
+                if isinstance(cause, HeinferError):
+                    raise cause from None
+                raise ClusterError(f"segment {k}, shard {j + 1}/{len(shards)} failed on its worker: {_short(e)}") from None
+            self._settle(i)
+        return out  # type: ignore[return-value]
+
+    def _settle(self, i: int) -> None:
+        with self._lock:
+            self._inflight[i] = max(0, self._inflight[i] - 1)
+
+    def _replace(self, i: int, dead: Any) -> None:
+        """Actor ``i`` is replaced by a fresh one, unless another thread already did."""
+        with self._lock:
+            if self._closed or self._actors[i] is not dead:
+                return
+            try:
+                self._ray.kill(dead)
+            except Exception:  # noqa: BLE001, S110 - already gone
+                pass
+            fresh = self._spawn()
+            self._actors[i] = fresh
+            self._has_keys[i] = set()
+        self._ready(i, fresh)
+
+
+def _identity(relin: Any, galois: Any) -> str | None:
+    """A session's key id: the identities of its key objects (kept alive while cached)."""
+    if relin is None and galois is None:
+        return None
+    return f"{id(relin):x}-{id(galois):x}"
+
+
+def _rows(shard: tuple | None) -> str:
+    return "whole segment" if shard is None else f"rows {shard[0]}–{shard[1]}"
+
+
+def _short(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]

@@ -1,0 +1,81 @@
+"""Serialized ciphertext batches between the server and its workers.
+
+Layer: ``heinfer.cluster``. The batch format (``heinfer_ckks::serialize::batch``) is a
+10-byte header — magic ``HEBT``, version (u16), count (u32), little-endian — then each
+ciphertext as its length (u32) and bytes. Output-row groups are concatenated here at the
+byte level (headers checked, counts summed) by :func:`join_batches`: far cheaper than
+rebuilding ciphertext objects one by one; the result is decoded only if it is used as more
+than bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from heinfer import _native
+from heinfer.errors import ClusterError
+
+__all__ = ["JoinedBatch", "batch_count", "join_batches"]
+
+_HEAD = struct.Struct("<4sHI")
+_MAGIC = b"HEBT"
+
+
+def batch_count(data: bytes) -> int:
+    """The count in a serialized batch's header (checked magic)."""
+    if len(data) < _HEAD.size:
+        raise ClusterError(f"a worker answered {len(data)} bytes, not a ciphertext batch")
+    magic, _, count = _HEAD.unpack_from(data)
+    if magic != _MAGIC:
+        raise ClusterError("a worker answered bytes that are not a ciphertext batch (bad magic)")
+    return count
+
+
+class JoinedBatch:
+    """The output of a segment as the workers serialized it: :meth:`to_bytes` returns those
+    bytes as they are (what the protocol server sends on, without decoding and re-encoding
+    them: the workers are the server's own processes); any other use of a
+    :class:`~heinfer._native.CiphertextBatch` (``len``, ``level``, ``to_list``…) decodes
+    them once, fully validated."""
+
+    def __init__(self, params: _native.Params, data: bytes, count: int) -> None:
+        self._params = params
+        self._data = data
+        self._count = count
+        self._batch: _native.CiphertextBatch | None = None
+
+    def to_bytes(self) -> bytes:
+        """The serialized ciphertexts."""
+        return self._data
+
+    def __len__(self) -> int:
+        return self._count
+
+    def decoded(self) -> _native.CiphertextBatch:
+        """The ciphertexts, decoded and validated (once)."""
+        if self._batch is None:
+            self._batch = _native.CiphertextBatch.from_bytes(self._params, self._data, len(self._data), self._count)
+            if len(self._batch) != self._count:
+                raise ClusterError(f"the workers' answer decodes to {len(self._batch)} ciphertexts, not {self._count}")
+        return self._batch
+
+    def __getattr__(self, name: str):
+        return getattr(self.decoded(), name)
+
+    def __getitem__(self, i):
+        return self.decoded()[i]
+
+
+def join_batches(params: _native.Params, parts: list[bytes], expected: int) -> JoinedBatch:
+    """The batches ``parts`` (in order) as one batch of exactly ``expected`` ciphertexts
+    (headers checked, counts summed; decoded on demand, see :class:`JoinedBatch`);
+    :class:`ClusterError` when a part or the total count is wrong."""
+    counts = [batch_count(p) for p in parts]
+    if sum(counts) != expected:
+        raise ClusterError(f"the workers answered {sum(counts)} ciphertexts, the segment has {expected} outputs")
+    if len(parts) == 1:
+        data = parts[0]
+    else:
+        version = _HEAD.unpack_from(parts[0])[1]
+        data = b"".join([_HEAD.pack(_MAGIC, version, expected)] + [memoryview(p)[_HEAD.size :] for p in parts])
+    return JoinedBatch(params, data, expected)

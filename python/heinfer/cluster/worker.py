@@ -1,0 +1,125 @@
+"""What runs inside one Ray actor: a program's weights, prepared, and the sessions' keys.
+
+Layer: ``heinfer.cluster``. :class:`ShardWorker` is a plain class (testable without Ray);
+:mod:`heinfer.cluster.executor` turns it into a Ray actor. It receives only picklable data —
+the program as bytes, ciphertexts and keys as their serialized bytes — and answers bytes.
+It holds the server's weights and evaluation keys, never a secret key: a worker is part of
+the server (same trust, same threat model).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from heinfer import _native
+from heinfer.program.format import load
+from heinfer.program.model import Program
+from heinfer.program.ops import Linear
+from heinfer.program.weights import LinearStep
+from heinfer.runtime.batch import run_batch_segment
+from heinfer.runtime.executor import Executor, native_params
+from heinfer.runtime.linear import PreparedLinear
+
+__all__ = ["ShardWorker", "row_slice"]
+
+
+def row_slice(step: LinearStep, start: int, stop: int) -> LinearStep:
+    """Rows ``start:stop`` of a batch-axis linear layer (same weight scale and digits, so
+    its outputs are exactly those rows of the whole layer's)."""
+    bias = None if step.bias is None else step.bias[start:stop]
+    return LinearStep(step.name, step.matrix.tocsr()[start:stop], bias, step.weight_scale, step.digits)
+
+
+class ShardWorker:
+    """One worker: the program prepared once (``threads`` native threads), row slices
+    prepared on demand, and evaluation keys by key id until dropped."""
+
+    def __init__(self, program_bytes: bytes, baseline: bool, threads: int = 1) -> None:
+        _native.set_num_threads(int(threads))
+        program = load(program_bytes)
+        if not isinstance(program, Program):
+            raise TypeError("a worker needs the full program with its weights")
+        self.program = program
+        self.params = native_params(program.params)
+        self.executor = Executor(program, baseline)
+        self.baseline = baseline
+        self._slices: dict[tuple, tuple] = {}
+        self._keys: dict[str, tuple] = {}
+        self._busy = 0.0
+        self._cpu = 0.0
+        self._shards = 0
+
+    def ping(self) -> int:
+        """The worker's process id (a liveness check)."""
+        return os.getpid()
+
+    def prepare(self, groups: list[tuple[int, int, int]]) -> int:
+        """Prepares the row slices ``(layer, start, stop)`` ahead of the first query."""
+        for g in groups:
+            self._slice(*g)
+        return len(self._slices)
+
+    def put_keys(self, key_id: str, keys: tuple) -> None:
+        """Stores a session's evaluation keys ``(relin bytes | None, galois bytes | None)``
+        under ``key_id``."""
+        relin, galois = keys
+        rlk = _native.RelinKey.from_bytes(self.params, relin, len(relin)) if relin else None
+        gk = _native.GaloisKeys.from_bytes(self.params, galois, len(galois)) if galois else None
+        self._keys[key_id] = (rlk, gk)
+
+    def drop_keys(self, key_id: str) -> None:
+        """Forgets a session's keys (idempotent)."""
+        self._keys.pop(key_id, None)
+
+    def key_count(self) -> int:
+        """How many sessions' keys this worker holds."""
+        return len(self._keys)
+
+    def stats(self) -> dict:
+        """``shards`` run, ``busy_s`` the seconds spent in them (decoding, computing and
+        encoding; the transfers are Ray's) and ``cpu_s`` the CPU time of the worker process in them."""
+        return {"shards": self._shards, "busy_s": self._busy, "cpu_s": self._cpu}
+
+    def run(self, k: int, data: bytes, count: int, key_id: str | None, rows: tuple | None = None) -> bytes:
+        """Segment ``k`` on ``count`` serialized ciphertexts; with ``rows = (start, stop)``
+        only that output-row group of the segment's linear layer. Returns the output bytes."""
+        t0, c0 = time.perf_counter(), time.process_time()
+        relin, galois = self._keys_of(key_id)
+        batch = _native.CiphertextBatch.from_bytes(self.params, data, len(data), count)
+        if rows is None:
+            out = self.executor.run(k, batch, relin, galois)
+        else:
+            seg = self.program.segments[k]
+            layer = _only_linear(seg)
+            layers = list(self.program.layers)
+            layers[layer] = self._slice(layer, *rows)[0]
+            built = dict(self.executor.built)
+            built[layer] = self._slice(layer, *rows)[1]
+            out = run_batch_segment(seg, batch, layers, built, relin, self.baseline)
+        data = out.to_bytes()
+        self._busy += time.perf_counter() - t0
+        self._cpu += time.process_time() - c0
+        self._shards += 1
+        return data
+
+    def _keys_of(self, key_id: str | None) -> tuple:
+        if key_id is None:
+            return None, None
+        if key_id not in self._keys:
+            raise KeyError(f"this worker holds no keys {key_id!r} (they were not sent or were dropped with the session)")
+        return self._keys[key_id]
+
+    def _slice(self, layer: int, start: int, stop: int) -> tuple:
+        key = (layer, start, stop)
+        if key not in self._slices:
+            step = row_slice(self.program.layers[layer], start, stop)
+            self._slices[key] = (step, PreparedLinear(step).build() if not self.baseline else None)
+        return self._slices[key]
+
+
+def _only_linear(seg) -> int:
+    lin = [op.layer for op in seg.ops if isinstance(op, Linear)]
+    if seg.layout.kind != "batch" or len(lin) != 1:
+        raise ValueError(f"segment {seg} cannot be split into output-row groups")
+    return lin[0]

@@ -1,0 +1,33 @@
+"""``heinfer serve --ray``: the command line starts a local Ray on 127.0.0.1 in the server's
+process, serves through it, and stops it on SIGTERM (``heinfer.cli`` with ``heinfer.cluster``)."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import heinfer
+import numpy as np
+import pytest
+from heinfer.cli.process import ServerProcess, run_cli
+
+pytest.importorskip("ray")
+
+
+def test_serve_with_ray_and_predict(tmp_path: Path, relu_net, digits):
+    (tmp_path / "net.hep").write_bytes(relu_net.to_bytes())
+    (tmp_path / "net.public.hep").write_bytes(relu_net.public().to_bytes())
+    x = digits[0][:10]
+    np.save(tmp_path / "x.npy", x)
+    with ServerProcess(str(tmp_path / "net.hep"), "--ray", "--ray-workers", "2", "--json", startup_timeout=120) as server:
+        ok = run_cli(
+            "predict", "--server", server.address, "--model", str(tmp_path / "net.public.hep"),
+            str(tmp_path / "x.npy"), "-o", str(tmp_path / "out.npy"), "--timeout", "120", "--json", timeout=180,
+        )
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(timeout=60) == 0
+    report = json.loads(ok.stdout.strip().splitlines()[-1])
+    assert report["items"] == 10
+    out = np.load(tmp_path / "out.npy")
+    assert (out.argmax(1) == heinfer.infer(relu_net, x).outputs.argmax(1)).all()

@@ -1,0 +1,132 @@
+"""The shard plan, the worker and the batch joining, without Ray (``heinfer.cluster``)."""
+
+from __future__ import annotations
+
+import sys
+
+import heinfer
+import numpy as np
+import pytest
+from heinfer.cluster import NetworkModel, shard_plan
+from heinfer.cluster.plan import row_groups
+from heinfer.cluster.wire import join_batches
+from heinfer.cluster.worker import ShardWorker
+from heinfer.runtime.executor import Executor, native_params
+
+from cluster.conftest import as_batch, segment_inputs
+
+
+@pytest.mark.parametrize("rows,parts", [(845, 2), (10, 3), (3, 8), (1, 1), (100, 7)])
+def test_row_groups_cover_every_row_once(rows, parts):
+    groups = row_groups(rows, parts)
+    assert len(groups) == min(rows, parts)
+    covered = [r for a, b in groups for r in range(a, b)]
+    assert covered == list(range(rows))
+    sizes = [b - a for a, b in groups]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_plan_splits_by_rows_only_when_the_network_pays(relu_net):
+    fast = shard_plan(relu_net, 2, network=NetworkModel(bandwidth=1e12, latency=0.0))
+    assert [s.how for s in fast.segments] == ["rows"] * 3
+    assert fast.segments[0].groups == ((0, 422), (422, 845))
+    slow = shard_plan(relu_net, 2, network=NetworkModel(bandwidth=1e6))
+    assert [s.how for s in slow.segments] == ["queries"] * 3
+    assert shard_plan(relu_net, 1).segments[0].how == "queries"
+    assert all("segment" in line for line in fast.describe())
+
+
+def test_plan_refuses_what_it_cannot_do(relu_net, squares):
+    with pytest.raises(ValueError, match="split"):
+        shard_plan(relu_net, 2, split="pipelines")
+    with pytest.raises(ValueError, match="workers"):
+        shard_plan(relu_net, 0)
+    # Two linear layers in one segment (square fused between them): never split by rows.
+    plan = shard_plan(squares, 2, split="auto", network=NetworkModel(bandwidth=1e12, latency=0.0))
+    assert plan.segments[0].how == "queries" and "more than one linear" in plan.segments[0].why
+
+
+def test_latency_sharding_is_not_supported_yet():
+    from compiler import onnx_models as om
+
+    prog = heinfer.compile(om.mlp((8, 16, 4), act="relu", seed=1), mode="latency", calibration=om.random_input((8,), 64, seed=11))
+    assert any(s.layout.kind == "slots" for s in prog.segments)
+    with pytest.raises(heinfer.NotSupportedYetError, match="latency-mode sharding"):
+        shard_plan(prog, 2, split="rows")
+    assert all(s.how == "queries" for s in shard_plan(prog, 2).segments)
+
+
+def test_row_groups_on_a_worker_are_exactly_the_whole_segment(relu_net, digits):
+    """Each output ciphertext of a row group is bit-for-bit the in-process one."""
+    inputs = segment_inputs(relu_net, digits[0][:40])
+    worker = ShardWorker(relu_net.to_bytes(), False, 1)
+    ex = Executor(relu_net)
+    params = native_params(relu_net.params)
+    for k, data in enumerate(inputs):
+        want = ex.run(k, as_batch(relu_net, data), None, None).to_bytes()
+        rows = relu_net.layers[k].out_size
+        groups = row_groups(rows, 3)
+        parts = [worker.run(k, data, len(as_batch(relu_net, data)), None, g) for g in groups]
+        assert join_batches(params, parts, rows).to_bytes() == want
+        assert worker.run(k, data, 1 << 20, None, None) == want
+
+
+def test_join_refuses_a_wrong_count(relu_net, digits):
+    data = segment_inputs(relu_net, digits[0][:8])[2]
+    params = native_params(relu_net.params)
+    with pytest.raises(heinfer.ClusterError, match="ciphertexts"):
+        join_batches(params, [data, data], 2 * len(as_batch(relu_net, data)) + 1)
+    with pytest.raises(heinfer.ClusterError, match="not a ciphertext batch"):
+        join_batches(params, [b"nonsense-bytes"], 1)
+
+
+def test_missing_ray_names_the_extra(monkeypatch):
+    from heinfer.cluster.local import require_ray
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(heinfer.ClusterError, match=r"heinfer\[ray\]"):
+        require_ray()
+
+
+def test_worker_without_keys_says_so(squares):
+    worker = ShardWorker(squares.to_bytes(), False, 1)
+    with pytest.raises(KeyError, match="no keys"):
+        worker.run(0, b"", 1, "nope", None)
+    assert np.isfinite(worker.ping())
+
+
+def test_inspect_shows_the_shard_plan(tmp_path, relu_net):
+    from click.testing import CliRunner
+    from heinfer.cli import cli
+
+    path = tmp_path / "net.hep"
+    path.write_bytes(relu_net.to_bytes())
+    r = CliRunner().invoke(cli, ["inspect", str(path), "--ray-workers", "2"])
+    assert r.exit_code == 0, r.output
+    assert "shard plan on 2 Ray worker(s)" in r.stdout and "segment 1: rows" in r.stdout
+    r = CliRunner().invoke(cli, ["inspect", str(path), "--ray-workers", "3", "--json"])
+    import json
+
+    shards = json.loads(r.stdout)["shards"]
+    assert shards["workers"] == 3 and len(shards["segments"]) == 3
+
+
+@pytest.mark.parametrize("split,named", [("channels", "output-channel groups"), ("layers", "layer tiles")])
+def test_roadmap_modes_are_named_as_not_supported_yet(relu_net, split, named):
+    with pytest.raises(heinfer.NotSupportedYetError, match=named):
+        shard_plan(relu_net, 2, split=split)
+
+
+def test_a_program_too_large_for_one_worker_is_not_supported_yet(relu_net):
+    from heinfer.cluster import RayExecutor
+
+    with pytest.raises(heinfer.NotSupportedYetError, match="layer tiles"):
+        RayExecutor(relu_net, workers=2, max_worker_bytes=1000)
+
+
+def test_a_server_refuses_an_executor_of_another_program(relu_net, squares):
+    from heinfer.protocol import Server
+
+    with pytest.raises(heinfer.ProtocolError, match="another program"):
+        Server(relu_net, executor=Executor(squares))
+    assert Server(relu_net, executor=Executor(relu_net)).executor.program is relu_net
