@@ -44,9 +44,26 @@ class JoinedBatch:
         self._count = count
         self._batch: _native.CiphertextBatch | None = None
 
-    def to_bytes(self) -> bytes:
-        """The serialized ciphertexts."""
-        return self._data
+    def to_bytes(self, start: int = 0, stop: int | None = None) -> bytes:
+        """The serialized ciphertexts ``[start, stop)`` (all by default): the workers' bytes
+        as they are, or a batch of that range cut from them at the byte level (each
+        ciphertext's length read from its prefix, bounds checked)."""
+        stop = self._count if stop is None else stop
+        if not 0 <= start < stop <= self._count:
+            raise IndexError(f"ciphertexts [{start}, {stop}) of a batch of {self._count}")
+        if (start, stop) == (0, self._count):
+            return self._data
+        data, pos, begin = self._data, _HEAD.size, 0
+        for i in range(stop):
+            if i == start:
+                begin = pos
+            if pos + 4 > len(data):
+                raise ClusterError("the workers' answer ends inside a ciphertext")
+            pos += 4 + struct.unpack_from("<I", data, pos)[0]
+        if pos > len(data):
+            raise ClusterError("the workers' answer ends inside a ciphertext")
+        version = _HEAD.unpack_from(data)[1]
+        return b"".join((_HEAD.pack(_MAGIC, version, stop - start), memoryview(data)[begin:pos]))
 
     def __len__(self) -> int:
         return self._count

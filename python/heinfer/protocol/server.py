@@ -317,8 +317,8 @@ class Server(QueryTable):
             self.cancel(qid)
             return Outgoing("result", qid, 1, self._messages(out, "result", {"query": qid, "ref": state.ref}, 1))
         state.waiting = True
-        n = len(out)
-        chunks = chunks_for(n, self.params.ciphertext_wire_bytes(out.level, out.size), state.max_bytes)
+        seg = self.program.segments[k]  # the output's level and size are the plan's
+        chunks = chunks_for(len(out), self.params.ciphertext_wire_bytes(seg.output_level, seg.output_parts), state.max_bytes)
         return Outgoing("step", qid, chunks, self._messages(out, "step", {"query": qid, "ref": state.ref, "step": k}, chunks))
 
     def _messages(self, out: _native.CiphertextBatch, kind: str, fields: dict, chunks: int) -> Iterator[bytes]:
