@@ -105,16 +105,29 @@ class RayExecutor:
         self.setup_seconds = time.perf_counter() - t0
 
     # ------------------------------------------------------------------ the executor API
-    def run(self, k: int, batch: _native.CiphertextBatch, relin: _native.RelinKey | None, galois: _native.GaloisKeys | None) -> JoinedBatch:
+    #: :class:`heinfer.Server` hands :meth:`run` the input's bytes as it received (and
+    #: validated) them, so that they travel to the workers without being serialized again.
+    takes_payloads = True
+
+    def run(
+        self,
+        k: int,
+        batch: _native.CiphertextBatch,
+        relin: _native.RelinKey | None,
+        galois: _native.GaloisKeys | None,
+        payloads: list[bytes] | None = None,
+    ) -> JoinedBatch:
         """Segment ``k`` on its input ciphertexts; returns its output ciphertexts (exactly
         those of the in-process executor), as a :class:`~heinfer.cluster.wire.JoinedBatch`
-        (their bytes, decoded on demand). Raises :class:`ClusterError` when the cluster
-        cannot answer, and the worker's own :class:`~heinfer.errors.HeinferError` when the
-        computation itself fails."""
+        (their bytes, decoded on demand). ``payloads``: the serialized chunks ``batch`` was
+        decoded from, in order (joined at the byte level and shipped as they are). Raises
+        :class:`ClusterError` when the cluster cannot answer, and the worker's own
+        :class:`~heinfer.errors.HeinferError` when the computation itself fails."""
         if self._closed:
             raise ClusterError("this Ray executor was closed")
         count = len(batch)
-        data = self._ray.put(batch.to_bytes())
+        serialized = join_batches(self.params, payloads, count).to_bytes() if payloads else batch.to_bytes()
+        data = self._ray.put(serialized)
         key_id = self._key_id(relin, galois)
         shards = self.plan.segments[k]
         if shards.how == "rows":

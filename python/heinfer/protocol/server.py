@@ -105,9 +105,11 @@ class _Query:
     items: int = 0
     segment: int = 0
     waiting: bool = False
-    #: The chunks of the input being received (the query's, or a reply's), and their batches.
+    #: The chunks of the input being received (the query's, or a reply's): their batches
+    #: and, for an executor that takes them, their validated bytes.
     cursor: Cursor | None = None
     batches: list = field(default_factory=list)
+    payloads: list = field(default_factory=list)
     #: Chunk size of what the server sends back (``None``: whole messages).
     max_bytes: int | None = None
 
@@ -145,6 +147,7 @@ class Server(QueryTable):
         if executor is not None and (executor.program.id != program.id or executor.baseline != baseline):
             raise ProtocolError("the executor runs another program (or another baseline mode) than this server")
         self.executor = Executor(program, baseline) if executor is None else executor
+        self._takes_payloads = bool(getattr(self.executor, "takes_payloads", False))
         self.setup_seconds = self.executor.setup_seconds
         self.max_sessions = max_sessions
         self.baseline = baseline
@@ -227,7 +230,10 @@ class Server(QueryTable):
             if state.cursor is None:
                 state.cursor, state.batches = Cursor(self.program.segments[k].n_input_cts, f"{kind} of query {qid[:16]}"), []
             start, stop = state.cursor.take(msg.chunk, msg.chunks)
-            state.batches.append(self._batch(msg.ciphertexts, k, kind, stop - start))
+            payload = msg.ciphertexts
+            state.batches.append(self._batch(payload, k, kind, stop - start))
+            if self._takes_payloads:
+                state.payloads.append(payload)
             done = state.cursor.done
         except Exception:
             self.cancel(qid)
@@ -236,9 +242,10 @@ class Server(QueryTable):
             self._count(t0)
         if not done:
             return None
-        batches, state.cursor, state.batches = state.batches, None, []
+        batches, payloads = state.batches, state.payloads
+        state.cursor, state.batches, state.payloads = None, [], []
         state.waiting = False
-        return self._run(qid, state, batches)
+        return self._run(qid, state, batches, payloads)
 
     def _query_chunk(self, msg: pb.Query, session: str | None, max_bytes: int | None) -> tuple[str, _Query]:
         """The query a query chunk belongs to: a new one for chunk 0 (its id drawn here), else
@@ -296,8 +303,10 @@ class Server(QueryTable):
             )
         return batch
 
-    def _run(self, qid: str, state: _Query, batches: list) -> Outgoing:
-        """Runs the query's next segment; the messages that carry its output."""
+    def _run(self, qid: str, state: _Query, batches: list, payloads: list) -> Outgoing:
+        """Runs the query's next segment; the messages that carry its output. An executor
+        with ``takes_payloads`` (the Ray executor) also gets the input's bytes as received
+        — already validated here — so it ships them on without serializing them again."""
         t0 = time.perf_counter()
         k = state.segment
         session = self._sessions.get(state.session)
@@ -306,7 +315,10 @@ class Server(QueryTable):
                 raise ProtocolError("the session of this query was closed")
             batch = batches[0] if len(batches) == 1 else _native.CiphertextBatch.concat(batches)
             del batches
-            out = self.executor.run(k, batch, session.relin, session.galois)
+            if self._takes_payloads:
+                out = self.executor.run(k, batch, session.relin, session.galois, payloads=payloads)
+            else:
+                out = self.executor.run(k, batch, session.relin, session.galois)
             state.segment += 1
         except Exception:
             self.cancel(qid)
