@@ -167,16 +167,15 @@ impl BasisConverter {
         }
         // the input may be secret-derived (public-key encryption divides `b·u + e` by `P`)
         zeroize::Zeroize::zeroize(&mut acc);
+        // v ≤ k (a sum of k terms in [0, 1], rounded): subtract v·(Q mod p_j), a Shoup product
+        // (exact for any 64-bit multiplicand), with the vector kernels; the y_i are no longer
+        // needed, so their scratch holds the product (and is the caller's to wipe)
+        let t = &mut ys[..n];
         for (j, pj) in self.to.iter().enumerate() {
-            // v ≤ k: subtract v·(Q mod p_j) from a table of k + 1 entries
-            let (w, _) = self.q_mod_p[j];
-            let table: Vec<u64> = (0..=k as u64).map(|t| pj.mul(t % pj.q, w)).collect();
-            let q = pj.q;
-            for (o, &vc) in output[j * n..(j + 1) * n].iter_mut().zip(v.iter()) {
-                let t = table[(vc as usize).min(k)];
-                let d = o.wrapping_sub(t);
-                *o = d.min(d.wrapping_add(q));
-            }
+            let (w, ws) = self.q_mod_p[j];
+            t.copy_from_slice(v);
+            vecops::mul_scalar_assign(t, w, ws, pj);
+            vecops::sub_assign(&mut output[j * n..(j + 1) * n], t, pj.q);
         }
     }
 }

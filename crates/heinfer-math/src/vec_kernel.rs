@@ -253,6 +253,14 @@ mod tests {
             let mut t = acc0.clone();
             mul_scalar_add_assign_with(k, &mut t, &wide, w, ws, &m);
             assert_eq!(t, e_shac, "mul_scalar_add_assign {ctx}");
+            let mut t = a.clone();
+            sub_mul_scalar_assign_with(k, &mut t, &b, w, ws, &m);
+            let e: Vec<u64> = a
+                .iter()
+                .zip(&b)
+                .map(|(&x, &y)| m.mul(m.sub(x, y), w))
+                .collect();
+            assert_eq!(t, e, "sub_mul_scalar_assign {ctx}");
         }
     }
 

@@ -335,6 +335,39 @@ pub(crate) fn mul_scalar_add_assign_with(
     }
 }
 
+/// `a[i] ← (a[i] − b[i])·w mod q` for `a[i], b[i] < q` and a constant `w < q` with Shoup
+/// companion `ws` (ModDown's last step, `(x − Conv([x]_P))·P^{-1}`, in one pass with IFMA).
+pub fn sub_mul_scalar_assign(a: &mut [u64], b: &[u64], w: u64, ws: u64, m: &Modulus) {
+    sub_mul_scalar_assign_with(kernel_for(m.q), a, b, w, ws, m)
+}
+
+/// [`sub_mul_scalar_assign`] through the kernel family `k` (which this CPU must support).
+pub(crate) fn sub_mul_scalar_assign_with(
+    k: VecKernel,
+    a: &mut [u64],
+    b: &[u64],
+    w: u64,
+    ws: u64,
+    m: &Modulus,
+) {
+    debug_assert_eq!(a.len(), b.len());
+    let len = a.len().min(b.len());
+    let (a, b) = (&mut a[..len], &b[..len]);
+    #[cfg(target_arch = "x86_64")]
+    if k == VecKernel::Ifma && m.q >> vecops_ifma::MAX_BITS == 0 {
+        // SAFETY: IFMA is available (`k`) and `q < 2^50`; both slices hold `len` elements.
+        return unsafe { vecops_ifma::sub_mul_shoup(a.as_mut_ptr(), b.as_ptr(), len, w, ws, m.q) };
+    }
+    if k == VecKernel::Portable {
+        for (x, &y) in a.iter_mut().zip(b) {
+            *x = small_mod(*x + m.q - y, m.q);
+        }
+        return mul_shoup_assign_scalar(a, w, ws, m.q);
+    }
+    sub_assign(a, b, m.q);
+    mul_scalar_assign_with(k, a, w, ws, m);
+}
+
 /// `a[i] ← a[i]·b[i] mod q`.
 pub fn mul_assign(a: &mut [u64], b: &[u64], bc: &BarrettConst) {
     mul_assign_with(kernel_for(bc.q), a, b, bc)

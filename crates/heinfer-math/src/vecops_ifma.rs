@@ -277,3 +277,30 @@ pub(crate) unsafe fn dot2(
         store(p1, i, fold(hi1, lo1, &f, &c));
     }
 }
+
+/// `a[i] = (a[i] − b[i])·w mod q` for `i < len` (`a[i], b[i] < q < 2^50`, `w < q` with 64-bit
+/// Shoup companion `ws`): `a − b + q ∈ [1, 2q) < 2^52` is a valid Shoup multiplicand, so the
+/// difference needs no reduction of its own.
+#[target_feature(enable = "avx512f,avx512ifma")]
+pub(crate) unsafe fn sub_mul_shoup(
+    a: *mut u64,
+    b: *const u64,
+    len: usize,
+    w: u64,
+    ws: u64,
+    q: u64,
+) {
+    let c = consts(q);
+    let vw = _mm512_set1_epi64(w as i64);
+    let vws = _mm512_set1_epi64((ws >> 12) as i64);
+    let body = len - len % 8;
+    for i in (0..body).step_by(8) {
+        let x = _mm512_sub_epi64(_mm512_add_epi64(load(a, i), c.q), load(b, i));
+        let h = _mm512_madd52hi_epu64(c.zero, x, vws);
+        let t = _mm512_madd52lo_epu64(_mm512_madd52lo_epu64(c.zero, x, vw), h, c.neg_q);
+        store(a, i, finish(t, &c));
+    }
+    for i in body..len {
+        *a.add(i) = shoup_scalar(*a.add(i) + q - *b.add(i), w, ws, q);
+    }
+}

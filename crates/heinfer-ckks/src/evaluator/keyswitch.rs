@@ -178,9 +178,8 @@ pub(crate) fn mod_down(
                 sub_small(c, e, m.q);
             }
             inner.ntt[i].forward(c);
-            vecops::sub_assign(o, c, m.q);
             let (w, ws) = inner.p_inv_mod_q[i];
-            vecops::mul_scalar_assign(o, w, ws, m);
+            vecops::sub_mul_scalar_assign(o, c, w, ws, m);
         });
     if secret {
         scratch::give_secret(conv);
