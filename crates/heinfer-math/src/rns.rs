@@ -124,13 +124,8 @@ impl BasisConverter {
             let limb = if j < gap_at { j } else { j + gap_len };
             let out = &mut output[limb * n..(limb + 1) * n];
             // Shoup's product is exact for any 64-bit multiplicand, so t_i ≥ p_j is fine.
-            let (w, ws) = self.qhat_mod_p[j][0];
-            out.copy_from_slice(&scratch[..n]);
-            vecops::mul_scalar_assign(out, w, ws, pj);
-            for i in 1..k {
-                let (w, ws) = self.qhat_mod_p[j][i];
-                vecops::mul_scalar_add_assign(out, &scratch[i * n..(i + 1) * n], w, ws, pj);
-            }
+            let terms: Vec<&[u64]> = scratch[..k * n].chunks(n).collect();
+            vecops::mul_scalar_sum_into(out, &terms, &self.qhat_mod_p[j], pj);
         }
     }
 }

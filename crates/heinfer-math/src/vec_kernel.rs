@@ -261,6 +261,21 @@ mod tests {
                 .map(|(&x, &y)| m.mul(m.sub(x, y), w))
                 .collect();
             assert_eq!(t, e, "sub_mul_scalar_assign {ctx}");
+            let terms: Vec<&[u64]> = vec![&wide, &b, &acc0, &a];
+            let ws4 = [
+                (w, ws),
+                (1 % q, m.shoup(1 % q)),
+                (q - 1, m.shoup(q - 1)),
+                (0, 0),
+            ];
+            for nt in 1..=4 {
+                let mut t = vec![0; len];
+                mul_scalar_sum_into_with(k, &mut t, &terms[..nt], &ws4[..nt], &m);
+                let e: Vec<u64> = (0..len)
+                    .map(|i| (0..nt).fold(0, |s, j| m.add(s, m.mul(terms[j][i] % q, ws4[j].0))))
+                    .collect();
+                assert_eq!(t, e, "mul_scalar_sum_into terms={nt} {ctx}");
+            }
         }
     }
 

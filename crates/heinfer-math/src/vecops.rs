@@ -368,6 +368,39 @@ pub(crate) fn sub_mul_scalar_assign_with(
     mul_scalar_assign_with(k, a, w, ws, m);
 }
 
+/// `out[i] ← Σ_t a[t][i]·w[t].0 mod q` for constants `w[t].0 < q` with Shoup companions
+/// `w[t].1` (any `a[t][i]`; at least one term): the inner sum of a fast basis conversion, one
+/// pass over memory with IFMA (the running sum stays in a register).
+pub fn mul_scalar_sum_into(out: &mut [u64], a: &[&[u64]], w: &[(u64, u64)], m: &Modulus) {
+    mul_scalar_sum_into_with(kernel_for(m.q), out, a, w, m)
+}
+
+/// [`mul_scalar_sum_into`] through the kernel family `k` (which this CPU must support).
+pub(crate) fn mul_scalar_sum_into_with(
+    k: VecKernel,
+    out: &mut [u64],
+    a: &[&[u64]],
+    w: &[(u64, u64)],
+    m: &Modulus,
+) {
+    assert!(!a.is_empty() && a.len() == w.len());
+    let len = a.iter().fold(out.len(), |l, x| l.min(x.len()));
+    debug_assert_eq!(len, out.len());
+    let out = &mut out[..len];
+    #[cfg(target_arch = "x86_64")]
+    if k == VecKernel::Ifma && m.q >> vecops_ifma::MAX_BITS == 0 {
+        let ptrs: Vec<*const u64> = a.iter().map(|x| x.as_ptr()).collect();
+        // SAFETY: IFMA is available (`k`) and `q < 2^50`; `out` and every input hold at least
+        // `len` elements; `out` does not alias an input (it is a unique borrow).
+        return unsafe { vecops_ifma::mul_shoup_sum(out.as_mut_ptr(), &ptrs, w, len, m.q) };
+    }
+    out.copy_from_slice(&a[0][..len]);
+    mul_scalar_assign_with(k, out, w[0].0, w[0].1, m);
+    for (x, &(wt, wst)) in a.iter().zip(w).skip(1) {
+        mul_scalar_add_assign_with(k, out, &x[..len], wt, wst, m);
+    }
+}
+
 /// `a[i] ← a[i]·b[i] mod q`.
 pub fn mul_assign(a: &mut [u64], b: &[u64], bc: &BarrettConst) {
     mul_assign_with(kernel_for(bc.q), a, b, bc)

@@ -304,3 +304,44 @@ pub(crate) unsafe fn sub_mul_shoup(
         *a.add(i) = shoup_scalar(*a.add(i) + q - *b.add(i), w, ws, q);
     }
 }
+
+/// `out[i] = Σ_t a_t[i]·w_t mod q` for `i < len` (`w_t < q < 2^50` with 64-bit Shoup
+/// companions `ws_t`; any `a_t[i]`, blocks holding a value `≥ 2^52` take the portable formula):
+/// the fast basis conversion's inner sum, with the running sum kept in a register — each
+/// Shoup product in `[0, 2q)` is added to a sum in `[0, q)` and `finish` reduces `[0, 3q)`.
+/// `a` and `w` have the same length; `out` is not read (it may be uninitialized).
+#[target_feature(enable = "avx512f,avx512ifma")]
+pub(crate) unsafe fn mul_shoup_sum(
+    out: *mut u64,
+    a: &[*const u64],
+    w: &[(u64, u64)],
+    len: usize,
+    q: u64,
+) {
+    let c = consts(q);
+    let limit = _mm512_set1_epi64(1 << 52);
+    let body = len - len % 8;
+    let scalar = |i: usize| {
+        let mut s = 0u64;
+        for (&p, &(wt, wst)) in a.iter().zip(w) {
+            let r = s + shoup_scalar(*p.add(i), wt, wst, q);
+            s = r.min(r.wrapping_sub(q));
+        }
+        *out.add(i) = s;
+    };
+    'block: for i in (0..body).step_by(8) {
+        let mut s = c.zero;
+        for (&p, &(wt, wst)) in a.iter().zip(w) {
+            let x = load(p, i);
+            if _mm512_cmpge_epu64_mask(x, limit) != 0 {
+                (i..i + 8).for_each(scalar);
+                continue 'block;
+            }
+            let h = _mm512_madd52hi_epu64(c.zero, x, _mm512_set1_epi64((wst >> 12) as i64));
+            let t = _mm512_madd52lo_epu64(s, x, _mm512_set1_epi64(wt as i64));
+            s = finish(_mm512_madd52lo_epu64(t, h, c.neg_q), &c);
+        }
+        store(out, i, s);
+    }
+    (body..len).for_each(scalar);
+}
