@@ -57,7 +57,7 @@ pub(crate) fn dot1_with(
     bc: &BarrettConst,
 ) {
     assert!(!a.is_empty() && a.len() == b.len());
-    let vector_ok = acc.len() % 8 == 0 && long_enough(acc.len(), &[a, b]);
+    let vector_ok = acc.len().is_multiple_of(8) && long_enough(acc.len(), &[a, b]);
     #[cfg(target_arch = "x86_64")]
     if k == VecKernel::Ifma && vector_ok && bc.modulus() >> crate::vecops_ifma::MAX_BITS == 0 {
         let step = crate::vecops_ifma::LAZY_TERMS;
@@ -127,7 +127,7 @@ pub(crate) fn dot2_with(
 ) {
     assert!(!d.is_empty() && d.len() == b.len() && d.len() == a.len());
     let n = acc0.len();
-    let vector_ok = n % 8 == 0 && acc1.len() == n && long_enough(n, &[d, b, a]);
+    let vector_ok = n.is_multiple_of(8) && acc1.len() == n && long_enough(n, &[d, b, a]);
     #[cfg(target_arch = "x86_64")]
     if k == VecKernel::Ifma && vector_ok && bc.modulus() >> crate::vecops_ifma::MAX_BITS == 0 {
         let step = crate::vecops_ifma::LAZY_TERMS;

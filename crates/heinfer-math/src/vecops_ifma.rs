@@ -221,7 +221,7 @@ unsafe fn fold(hi: __m512i, lo: __m512i, f: &[__m512i; 3], c: &Consts) -> __m512
     let ql = _mm512_madd52hi_epu64(c.zero, l, f[2]);
     let t = _mm512_madd52lo_epu64(l, h, f[0]);
     let t = _mm512_madd52lo_epu64(_mm512_madd52lo_epu64(t, qh, c.neg_q), ql, c.neg_q);
-    finish(t, &c)
+    finish(t, c)
 }
 
 /// `acc = (accumulate ? acc : 0) + Σ_t a[t]·b[t] mod q` over `len` coefficients, for at most
