@@ -21,6 +21,9 @@
 //! * **Lazy inner products** ([`dot1`], [`dot2`]): the 104-bit products are summed unreduced
 //!   as `(Σ hi52, Σ lo52)`, two instructions per product; after at most [`LAZY_TERMS`] terms
 //!   `S = H·2^52 + L` with `H < 2^52` is reduced as `Shoup(H, 2^52 mod q) + Shoup(L, 1)`.
+//! * **Key-switching helpers**: [`sub_mul_shoup`] (ModDown's `(x − Conv)·P^{-1}`: the
+//!   unreduced difference `x − c + q < 2q` is a valid Shoup input) and [`mul_shoup_sum`]
+//!   (the fast basis conversion `Σ_i t_i·w_i`, the running sum kept in a register).
 //!
 //! Every function here is `unsafe`: it must only be called when [`available`] is true, with
 //! pointers valid for `len` elements (outputs may alias an input exactly, never partially).
