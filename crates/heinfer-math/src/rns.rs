@@ -131,6 +131,26 @@ impl BasisConverter {
 }
 
 impl BasisConverter {
+    /// The first step of [`Self::convert`] for source limb `i`, in place:
+    /// `x_i ← [x_i·(Q/q_i)^{-1}]_{q_i}`.
+    pub fn scale_input(&self, i: usize, limb: &mut [u64]) {
+        let (w, ws) = self.qhat_inv[i];
+        vecops::mul_scalar_assign(limb, w, ws, &self.from[i]);
+    }
+
+    /// The second step of [`Self::convert`] for target limb `j` alone:
+    /// `out ← Σ_i y_i·[Q/q_i]_{p_j} mod p_j` for the scaled inputs `y_i` ([`Self::scale_input`],
+    /// `from.len()` limbs of `n` concatenated in `scaled`). Bit-identical to limb `j` of
+    /// [`Self::convert`]; lets key switching convert one target limb at a time.
+    pub fn convert_one(&self, scaled: &[u64], j: usize, out: &mut [u64], n: usize) {
+        let k = self.from.len();
+        assert!(scaled.len() >= k * n && out.len() >= n && j < self.to.len());
+        let terms: Vec<&[u64]> = scaled[..k * n].chunks(n).collect();
+        vecops::mul_scalar_sum_into(&mut out[..n], &terms, &self.qhat_mod_p[j], &self.to[j]);
+    }
+}
+
+impl BasisConverter {
     /// Exact conversion of the *centered* representative `x ∈ (−Q/2, Q/2]` (HPS 2019): with
     /// `y_i = [x_i·(Q/q_i)^{-1}]_{q_i}`, `v = ⌊Σ_i y_i/q_i⌉` (double precision) is the number of
     /// `Q`s that the fast conversion adds beyond the centered value, so
@@ -199,6 +219,15 @@ mod tests {
         let mut out = vec![0u64; 3 * n];
         let mut scratch = vec![0u64; 2 * n];
         conv.convert(&input, &mut out, &mut scratch, n);
+        let mut scaled = input.clone();
+        for (i, limb) in scaled.chunks_mut(n).enumerate() {
+            conv.scale_input(i, limb);
+        }
+        for j in 0..to.len() {
+            let mut one = vec![0u64; n];
+            conv.convert_one(&scaled, j, &mut one, n);
+            assert_eq!(one, out[j * n..(j + 1) * n], "convert_one limb {j}");
+        }
         for (j, pj) in to.iter().enumerate() {
             for c in 0..n {
                 let ok = (0..2u128)
