@@ -199,6 +199,13 @@ fn rotations_match_roll_and_hoisting_agrees() {
         let hoisted = f.ev.rotate_hoisted(&ct, &steps, &f.gks).unwrap();
         for (&k, h) in steps.iter().zip(&hoisted) {
             let r = f.ev.rotate(&ct, k, &f.gks).unwrap();
+            // plain rotation (fused ModUp + inner product) and hoisted rotation (shared
+            // decomposition) compute the same thing: the same bits
+            for (pr, ph) in r.parts().iter().zip(h.parts()) {
+                for l in 0..pr.limbs() {
+                    assert_eq!(pr.limb(l), ph.limb(l), "rotate {k} vs hoisted, limb {l}");
+                }
+            }
             let want = roll(&x, k);
             assert_precision(
                 &format!("logN={} rotate {k}", f.params.log_n()),

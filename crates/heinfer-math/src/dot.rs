@@ -7,8 +7,12 @@
 //! exact FMA product): each product lands in `[−q, q]` un-reduced, up to eight of them are
 //! summed in registers (`|Σ| ≤ 8q ≤ 2^53`, still exact; a chunk after the first adds the
 //! reduced running sum and seven products), and one reduction per coefficient finishes. Each
-//! digit's limb is loaded once for both key halves. Otherwise, Barrett products.
+//! digit's limb is loaded once for both key halves. When the process runs the IFMA kernels
+//! ([`crate::vec_kernel`]) and `q < 2^50`, the 104-bit products are summed unreduced instead,
+//! two multiply-add instructions per product and one reduction per 15 terms
+//! ([`crate::vecops_ifma::dot2`]). Otherwise, Barrett products. All paths give the same bits.
 
+use crate::vec_kernel::{kernel_for, VecKernel};
 use crate::vecops::{self, BarrettConst};
 
 /// Largest number of products accumulated before a reduction on the FMA path (one fewer when
@@ -22,7 +26,11 @@ fn chunks(len: usize) -> impl Iterator<Item = (usize, usize, bool)> {
         if start >= len {
             return None;
         }
-        let take = if start == 0 { LAZY_TERMS } else { LAZY_TERMS - 1 };
+        let take = if start == 0 {
+            LAZY_TERMS
+        } else {
+            LAZY_TERMS - 1
+        };
         let end = (start + take).min(len);
         let chunk = (start, end, start > 0);
         start = end;
@@ -30,19 +38,68 @@ fn chunks(len: usize) -> impl Iterator<Item = (usize, usize, bool)> {
     })
 }
 
+/// Whether every slice holds at least `n` words (the vector kernels read `n` of each).
+fn long_enough(n: usize, xs: &[&[&[u64]]]) -> bool {
+    xs.iter().all(|s| s.iter().all(|v| v.len() >= n))
+}
+
 /// Writes `acc = Σ_t a[t]·b[t]` modulo `q` (all inputs in `[0, q)`; at least one term).
 pub fn dot1(acc: &mut [u64], a: &[&[u64]], b: &[&[u64]], bc: &BarrettConst) {
+    dot1_with(kernel_for(bc.modulus()), acc, a, b, bc)
+}
+
+/// [`dot1`] through the kernel family `k` (which this CPU must support).
+pub(crate) fn dot1_with(
+    k: VecKernel,
+    acc: &mut [u64],
+    a: &[&[u64]],
+    b: &[&[u64]],
+    bc: &BarrettConst,
+) {
     assert!(!a.is_empty() && a.len() == b.len());
+    let vector_ok = acc.len().is_multiple_of(8) && long_enough(acc.len(), &[a, b]);
     #[cfg(target_arch = "x86_64")]
-    if bc.modulus() < (1u64 << 50) && crate::ntt_fma::available() && acc.len() % 8 == 0 {
-        for (start, end, accumulate) in chunks(a.len()) {
-            unsafe { fma::dot1(acc, &a[start..end], &b[start..end], bc.modulus(), accumulate) };
+    if k == VecKernel::Ifma && vector_ok && bc.modulus() >> crate::vecops_ifma::MAX_BITS == 0 {
+        let step = crate::vecops_ifma::LAZY_TERMS;
+        for start in (0..a.len()).step_by(step) {
+            let end = (start + step).min(a.len());
+            // SAFETY: IFMA is available (`k`), q < 2^50, every slice holds `acc.len()` words,
+            // a multiple of 8, and at most LAZY_TERMS terms are summed per call.
+            unsafe {
+                crate::vecops_ifma::dot1(
+                    acc,
+                    &a[start..end],
+                    &b[start..end],
+                    bc.modulus(),
+                    start > 0,
+                )
+            };
         }
         return;
     }
-    vecops::mul_into(acc, a[0], b[0], bc);
+    #[cfg(target_arch = "x86_64")]
+    if k != VecKernel::Portable
+        && vector_ok
+        && bc.modulus() < (1u64 << 50)
+        && crate::ntt_fma::available()
+    {
+        for (start, end, accumulate) in chunks(a.len()) {
+            unsafe {
+                fma::dot1(
+                    acc,
+                    &a[start..end],
+                    &b[start..end],
+                    bc.modulus(),
+                    accumulate,
+                )
+            };
+        }
+        return;
+    }
+    let _ = vector_ok;
+    vecops::mul_into_with(k, acc, a[0], b[0], bc);
     for t in 1..a.len() {
-        vecops::mul_add_assign(acc, a[t], b[t], bc);
+        vecops::mul_add_assign_with(k, acc, a[t], b[t], bc);
     }
 }
 
@@ -55,9 +112,49 @@ pub fn dot2(
     a: &[&[u64]],
     bc: &BarrettConst,
 ) {
+    dot2_with(kernel_for(bc.modulus()), acc0, acc1, d, b, a, bc)
+}
+
+/// [`dot2`] through the kernel family `k` (which this CPU must support).
+pub(crate) fn dot2_with(
+    k: VecKernel,
+    acc0: &mut [u64],
+    acc1: &mut [u64],
+    d: &[&[u64]],
+    b: &[&[u64]],
+    a: &[&[u64]],
+    bc: &BarrettConst,
+) {
     assert!(!d.is_empty() && d.len() == b.len() && d.len() == a.len());
+    let n = acc0.len();
+    let vector_ok = n.is_multiple_of(8) && acc1.len() == n && long_enough(n, &[d, b, a]);
     #[cfg(target_arch = "x86_64")]
-    if bc.modulus() < (1u64 << 50) && crate::ntt_fma::available() && acc0.len() % 8 == 0 {
+    if k == VecKernel::Ifma && vector_ok && bc.modulus() >> crate::vecops_ifma::MAX_BITS == 0 {
+        let step = crate::vecops_ifma::LAZY_TERMS;
+        for start in (0..d.len()).step_by(step) {
+            let end = (start + step).min(d.len());
+            // SAFETY: IFMA is available (`k`), q < 2^50, every slice holds `n` words, a
+            // multiple of 8, and at most LAZY_TERMS digits are summed per call.
+            unsafe {
+                crate::vecops_ifma::dot2(
+                    acc0,
+                    acc1,
+                    &d[start..end],
+                    &b[start..end],
+                    &a[start..end],
+                    bc.modulus(),
+                    start > 0,
+                )
+            };
+        }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if k != VecKernel::Portable
+        && vector_ok
+        && bc.modulus() < (1u64 << 50)
+        && crate::ntt_fma::available()
+    {
         for (start, end, accumulate) in chunks(d.len()) {
             unsafe {
                 fma::dot2(
@@ -73,11 +170,12 @@ pub fn dot2(
         }
         return;
     }
-    vecops::mul_into(acc0, d[0], b[0], bc);
-    vecops::mul_into(acc1, d[0], a[0], bc);
+    let _ = vector_ok;
+    vecops::mul_into_with(k, acc0, d[0], b[0], bc);
+    vecops::mul_into_with(k, acc1, d[0], a[0], bc);
     for j in 1..d.len() {
-        vecops::mul_add_assign(acc0, d[j], b[j], bc);
-        vecops::mul_add_assign(acc1, d[j], a[j], bc);
+        vecops::mul_add_assign_with(k, acc0, d[j], b[j], bc);
+        vecops::mul_add_assign_with(k, acc1, d[j], a[j], bc);
     }
 }
 
@@ -115,17 +213,30 @@ mod fma {
     }
 
     #[target_feature(enable = "avx512f,avx512dq")]
-    pub(super) unsafe fn dot1(acc: &mut [u64], a: &[&[u64]], b: &[&[u64]], q: u64, accumulate: bool) {
+    pub(super) unsafe fn dot1(
+        acc: &mut [u64],
+        a: &[&[u64]],
+        b: &[&[u64]],
+        q: u64,
+        accumulate: bool,
+    ) {
         let qv = _mm512_set1_pd(q as f64);
         let qinv = _mm512_set1_pd(1.0 / q as f64);
         let n = acc.len();
         let mut i = 0;
         while i < n {
-            let mut s = if accumulate { load(acc, i) } else { _mm512_setzero_pd() };
+            let mut s = if accumulate {
+                load(acc, i)
+            } else {
+                _mm512_setzero_pd()
+            };
             for t in 0..a.len() {
                 s = _mm512_add_pd(s, mul_lazy(load(a[t], i), load(b[t], i), qv, qinv));
             }
-            _mm512_storeu_si512(acc.as_mut_ptr().add(i) as *mut _, _mm512_cvtpd_epu64(reduce(s, qv, qinv)));
+            _mm512_storeu_si512(
+                acc.as_mut_ptr().add(i) as *mut _,
+                _mm512_cvtpd_epu64(reduce(s, qv, qinv)),
+            );
             i += 8;
         }
     }
@@ -198,7 +309,10 @@ mod tests {
                 dot2(&mut x0, &mut x1, &dr, &br, &ar, &bc);
                 let mut y0 = vec![0u64; n];
                 dot1(&mut y0, &dr, &br, &bc);
-                assert_eq!(y0, x0, "dot1 == first half of dot2, bits {bits} digits {digits}");
+                assert_eq!(
+                    y0, x0,
+                    "dot1 == first half of dot2, bits {bits} digits {digits}"
+                );
                 for c in 0..n {
                     let e0 = (0..digits).fold(0, |acc, j| m.add(acc, m.mul(dv[j][c], bv[j][c])));
                     let e1 = (0..digits).fold(0, |acc, j| m.add(acc, m.mul(dv[j][c], av[j][c])));

@@ -16,7 +16,12 @@ mod ntt_fma;
 pub mod primes;
 pub mod rns;
 pub mod sampler;
+pub mod vec_kernel;
 pub mod vecops;
+#[cfg(target_arch = "x86_64")]
+mod vecops_avx512;
+#[cfg(target_arch = "x86_64")]
+mod vecops_ifma;
 
 pub use error::{MathError, Result};
 pub use modulus::Modulus;

@@ -124,14 +124,29 @@ impl BasisConverter {
             let limb = if j < gap_at { j } else { j + gap_len };
             let out = &mut output[limb * n..(limb + 1) * n];
             // Shoup's product is exact for any 64-bit multiplicand, so t_i ≥ p_j is fine.
-            let (w, ws) = self.qhat_mod_p[j][0];
-            out.copy_from_slice(&scratch[..n]);
-            vecops::mul_scalar_assign(out, w, ws, pj);
-            for i in 1..k {
-                let (w, ws) = self.qhat_mod_p[j][i];
-                vecops::mul_scalar_add_assign(out, &scratch[i * n..(i + 1) * n], w, ws, pj);
-            }
+            let terms: Vec<&[u64]> = scratch[..k * n].chunks(n).collect();
+            vecops::mul_scalar_sum_into(out, &terms, &self.qhat_mod_p[j], pj);
         }
+    }
+}
+
+impl BasisConverter {
+    /// The first step of [`Self::convert`] for source limb `i`, in place:
+    /// `x_i ← [x_i·(Q/q_i)^{-1}]_{q_i}`.
+    pub fn scale_input(&self, i: usize, limb: &mut [u64]) {
+        let (w, ws) = self.qhat_inv[i];
+        vecops::mul_scalar_assign(limb, w, ws, &self.from[i]);
+    }
+
+    /// The second step of [`Self::convert`] for target limb `j` alone:
+    /// `out ← Σ_i y_i·[Q/q_i]_{p_j} mod p_j` for the scaled inputs `y_i` ([`Self::scale_input`],
+    /// `from.len()` limbs of `n` concatenated in `scaled`). Bit-identical to limb `j` of
+    /// [`Self::convert`]; lets key switching convert one target limb at a time.
+    pub fn convert_one(&self, scaled: &[u64], j: usize, out: &mut [u64], n: usize) {
+        let k = self.from.len();
+        assert!(scaled.len() >= k * n && out.len() >= n && j < self.to.len());
+        let terms: Vec<&[u64]> = scaled[..k * n].chunks(n).collect();
+        vecops::mul_scalar_sum_into(&mut out[..n], &terms, &self.qhat_mod_p[j], &self.to[j]);
     }
 }
 
@@ -167,16 +182,15 @@ impl BasisConverter {
         }
         // the input may be secret-derived (public-key encryption divides `b·u + e` by `P`)
         zeroize::Zeroize::zeroize(&mut acc);
+        // v ≤ k (a sum of k terms in [0, 1], rounded): subtract v·(Q mod p_j), a Shoup product
+        // (exact for any 64-bit multiplicand), with the vector kernels; the y_i are no longer
+        // needed, so their scratch holds the product (and is the caller's to wipe)
+        let t = &mut ys[..n];
         for (j, pj) in self.to.iter().enumerate() {
-            // v ≤ k: subtract v·(Q mod p_j) from a table of k + 1 entries
-            let (w, _) = self.q_mod_p[j];
-            let table: Vec<u64> = (0..=k as u64).map(|t| pj.mul(t % pj.q, w)).collect();
-            let q = pj.q;
-            for (o, &vc) in output[j * n..(j + 1) * n].iter_mut().zip(v.iter()) {
-                let t = table[(vc as usize).min(k)];
-                let d = o.wrapping_sub(t);
-                *o = d.min(d.wrapping_add(q));
-            }
+            let (w, ws) = self.q_mod_p[j];
+            t.copy_from_slice(v);
+            vecops::mul_scalar_assign(t, w, ws, pj);
+            vecops::sub_assign(&mut output[j * n..(j + 1) * n], t, pj.q);
         }
     }
 }
@@ -205,6 +219,15 @@ mod tests {
         let mut out = vec![0u64; 3 * n];
         let mut scratch = vec![0u64; 2 * n];
         conv.convert(&input, &mut out, &mut scratch, n);
+        let mut scaled = input.clone();
+        for (i, limb) in scaled.chunks_mut(n).enumerate() {
+            conv.scale_input(i, limb);
+        }
+        for j in 0..to.len() {
+            let mut one = vec![0u64; n];
+            conv.convert_one(&scaled, j, &mut one, n);
+            assert_eq!(one, out[j * n..(j + 1) * n], "convert_one limb {j}");
+        }
         for (j, pj) in to.iter().enumerate() {
             for c in 0..n {
                 let ok = (0..2u128)

@@ -1,23 +1,31 @@
 //! Element-wise modular kernels over slices of residues (`[0, q)` in, `[0, q)` out).
 //!
-//! These are the inner loops of every homomorphic operation. Each kernel has a portable body
-//! and, on x86-64 with AVX-512F/DQ (detected at run time), an explicitly vectorized body:
-//! 64×64→128-bit products are built from four 32-bit multiplies (`vpmuludq`), since this
-//! machine class has no IFMA.
+//! These are the inner loops of every homomorphic operation. Each kernel has a portable body,
+//! on x86-64 with AVX-512F/DQ an explicitly vectorized body (64×64→128-bit products built from
+//! four 32-bit multiplies, `vpmuludq`), and for primes `q < 2^50` on CPUs with AVX-512 IFMA a
+//! 52-bit multiply-add body ([`crate::vecops_ifma`]). The family is chosen once per process
+//! ([`crate::vec_kernel`]); all produce the same fully reduced outputs.
 //!
 //! * `x·w mod q` for a constant `w` uses Shoup's companion `w' = ⌊w·2^64/q⌋`.
 //! * `a·b mod q` for two vectors uses Barrett reduction with `r = ⌊2^{k+63}/q⌋`, `k = ⌈log2 q⌉`,
-//!   exact for `q < 2^62` after one conditional subtraction.
+//!   exact for `q < 2^62` after two conditional subtractions (the quotient estimate is short
+//!   by at most 2; one subtraction left `q + 1` for `a = b = q − 1` at some 61-bit `q`).
 
 use crate::modulus::Modulus;
+use crate::vec_kernel::kernel_for;
+pub use crate::vec_kernel::{available_kernels, kernel, set_kernel, VecKernel};
+#[cfg(target_arch = "x86_64")]
+use crate::vecops_ifma;
 use std::mem::MaybeUninit;
 
 /// Barrett constants for the element-wise product kernel.
 #[derive(Debug, Clone, Copy)]
 pub struct BarrettConst {
-    q: u64,
-    k: u32,
-    r: u64,
+    pub(crate) q: u64,
+    pub(crate) k: u32,
+    pub(crate) r: u64,
+    /// `⌊2^{k−1+52}/q⌋` (`< 2^52` for odd `q`): the IFMA kernels' constant for `q < 2^50`.
+    r52: u64,
 }
 
 impl BarrettConst {
@@ -25,7 +33,18 @@ impl BarrettConst {
     pub fn new(q: u64) -> Self {
         let k = 64 - q.leading_zeros();
         let r = ((1u128 << (k + 63)) / q as u128) as u64;
-        Self { q, k, r }
+        let r52 = ((1u128 << (k - 1 + 52)) / q as u128) as u64;
+        Self { q, k, r, r52 }
+    }
+
+    /// `k = ⌈log2 q⌉` (the bit length of `q`).
+    pub(crate) fn bits(&self) -> u32 {
+        self.k
+    }
+
+    /// `⌊2^{k−1+52}/q⌋`.
+    pub(crate) fn r52(&self) -> u64 {
+        self.r52
     }
 
     /// The modulus.
@@ -33,13 +52,16 @@ impl BarrettConst {
         self.q
     }
 
+    /// `a·b mod q` for `a, b < q` (portable Barrett).
     #[inline(always)]
-    fn mul(&self, a: u64, b: u64) -> u64 {
+    pub(crate) fn mul(&self, a: u64, b: u64) -> u64 {
         let p = a as u128 * b as u128;
         let c1 = (p >> (self.k - 1)) as u64;
         let c3 = ((c1 as u128 * self.r as u128) >> 64) as u64;
         let r = (p as u64).wrapping_sub(c3.wrapping_mul(self.q));
-        small_mod(r, self.q)
+        // the estimate c3 falls short of ⌊a·b/q⌋ by up to 2 (it loses < a·b/2^{k+63} ≤ 1/2,
+        // < 2^{k−1}/q ≤ 1 and one floor), e.g. for a = b = q − 1: two subtractions
+        small_mod(small_mod(r, self.q), self.q)
     }
 }
 
@@ -49,214 +71,22 @@ fn small_mod(x: u64, q: u64) -> u64 {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx512 {
-    use super::BarrettConst;
-    use std::arch::x86_64::*;
+use crate::vecops_avx512 as avx512;
 
-    #[inline(always)]
-    pub unsafe fn mul_wide(x: __m512i, y: __m512i) -> (__m512i, __m512i) {
-        let lo_mask = _mm512_set1_epi64(0xFFFF_FFFF);
-        let x_hi = _mm512_shuffle_epi32::<0b1011_0001>(x);
-        let y_hi = _mm512_shuffle_epi32::<0b1011_0001>(y);
-        let ll = _mm512_mul_epu32(x, y);
-        let lh = _mm512_mul_epu32(x, y_hi);
-        let hl = _mm512_mul_epu32(x_hi, y);
-        let hh = _mm512_mul_epu32(x_hi, y_hi);
-        let t = _mm512_add_epi64(lh, _mm512_srli_epi64::<32>(ll));
-        let t_lo = _mm512_and_si512(t, lo_mask);
-        let t_hi = _mm512_srli_epi64::<32>(t);
-        let u = _mm512_add_epi64(hl, t_lo);
-        let hi = _mm512_add_epi64(_mm512_add_epi64(hh, t_hi), _mm512_srli_epi64::<32>(u));
-        let lo = _mm512_add_epi64(_mm512_slli_epi64::<32>(u), _mm512_and_si512(ll, lo_mask));
-        (lo, hi)
-    }
-
-    #[inline(always)]
-    pub unsafe fn mulhi(x: __m512i, y: __m512i) -> __m512i {
-        mul_wide(x, y).1
-    }
-
-    #[inline(always)]
-    pub unsafe fn small_mod(x: __m512i, q: __m512i) -> __m512i {
-        _mm512_min_epu64(x, _mm512_sub_epi64(x, q))
-    }
-
-    #[target_feature(enable = "avx512f,avx512dq")]
-    pub unsafe fn mul_shoup_assign(a: &mut [u64], w: u64, ws: u64, q: u64) {
-        let (vw, vws, vq) = (
-            _mm512_set1_epi64(w as i64),
-            _mm512_set1_epi64(ws as i64),
-            _mm512_set1_epi64(q as i64),
-        );
-        let chunks = a.len() / 8;
-        let p = a.as_mut_ptr();
-        for c in 0..chunks {
-            let ptr = p.add(8 * c) as *mut __m512i;
-            let x = _mm512_loadu_si512(ptr as *const _);
-            let hi = mulhi(x, vws);
-            let r = _mm512_sub_epi64(_mm512_mullo_epi64(x, vw), _mm512_mullo_epi64(hi, vq));
-            _mm512_storeu_si512(ptr as *mut _, small_mod(r, vq));
-        }
-        super::mul_shoup_assign_scalar(&mut a[8 * chunks..], w, ws, q);
-    }
-
-    /// `out[i] = a[i]·w mod q` through a raw output pointer (valid for `a.len()` writes).
-    #[target_feature(enable = "avx512f,avx512dq")]
-    pub unsafe fn mul_shoup_to(out: *mut u64, a: &[u64], w: u64, ws: u64, q: u64) {
-        let (vw, vws, vq) = (
-            _mm512_set1_epi64(w as i64),
-            _mm512_set1_epi64(ws as i64),
-            _mm512_set1_epi64(q as i64),
-        );
-        let chunks = a.len() / 8;
-        for c in 0..chunks {
-            let x = _mm512_loadu_si512(a.as_ptr().add(8 * c) as *const _);
-            let hi = mulhi(x, vws);
-            let r = _mm512_sub_epi64(_mm512_mullo_epi64(x, vw), _mm512_mullo_epi64(hi, vq));
-            _mm512_storeu_si512(out.add(8 * c) as *mut _, small_mod(r, vq));
-        }
-        for i in 8 * chunks..a.len() {
-            let x = a[i];
-            let hi = ((x as u128 * ws as u128) >> 64) as u64;
-            let r = x.wrapping_mul(w).wrapping_sub(hi.wrapping_mul(q));
-            out.add(i).write(r.min(r.wrapping_sub(q)));
-        }
-    }
-
-    /// `out[i] = a[i]·b[i] mod q` through a raw output pointer (valid for `a.len()` writes).
-    #[target_feature(enable = "avx512f,avx512dq")]
-    pub unsafe fn mul_to(out: *mut u64, a: &[u64], bv: &[u64], b: &BarrettConst) {
-        let (vq, vr) = (_mm512_set1_epi64(b.q as i64), _mm512_set1_epi64(b.r as i64));
-        let chunks = a.len() / 8;
-        for c in 0..chunks {
-            let x = _mm512_loadu_si512(a.as_ptr().add(8 * c) as *const _);
-            let y = _mm512_loadu_si512(bv.as_ptr().add(8 * c) as *const _);
-            _mm512_storeu_si512(out.add(8 * c) as *mut _, barrett(x, y, b, vq, vr));
-        }
-        for i in 8 * chunks..a.len() {
-            out.add(i).write(b.mul(a[i], bv[i]));
-        }
-    }
-
-    #[target_feature(enable = "avx512f,avx512dq")]
-    pub unsafe fn mul_shoup_add_assign(acc: &mut [u64], a: &[u64], w: u64, ws: u64, q: u64) {
-        let (vw, vws, vq) = (
-            _mm512_set1_epi64(w as i64),
-            _mm512_set1_epi64(ws as i64),
-            _mm512_set1_epi64(q as i64),
-        );
-        let chunks = a.len() / 8;
-        for c in 0..chunks {
-            let pa = acc.as_mut_ptr().add(8 * c) as *mut __m512i;
-            let x = _mm512_loadu_si512(a.as_ptr().add(8 * c) as *const _);
-            let hi = mulhi(x, vws);
-            let r = small_mod(
-                _mm512_sub_epi64(_mm512_mullo_epi64(x, vw), _mm512_mullo_epi64(hi, vq)),
-                vq,
-            );
-            let s = _mm512_add_epi64(_mm512_loadu_si512(pa as *const _), r);
-            _mm512_storeu_si512(pa as *mut _, small_mod(s, vq));
-        }
-        super::mul_shoup_add_assign_scalar(&mut acc[8 * chunks..], &a[8 * chunks..], w, ws, q);
-    }
-
-    #[inline(always)]
-    unsafe fn barrett(
-        x: __m512i,
-        y: __m512i,
-        b: &BarrettConst,
-        vq: __m512i,
-        vr: __m512i,
-    ) -> __m512i {
-        let (lo, hi) = mul_wide(x, y);
-        let sh = _mm512_set1_epi64((b.k - 1) as i64);
-        let shc = _mm512_set1_epi64((65 - b.k) as i64);
-        let c1 = _mm512_or_si512(_mm512_srlv_epi64(lo, sh), _mm512_sllv_epi64(hi, shc));
-        let c3 = mulhi(c1, vr);
-        small_mod(_mm512_sub_epi64(lo, _mm512_mullo_epi64(c3, vq)), vq)
-    }
-
-    #[target_feature(enable = "avx512f,avx512dq")]
-    pub unsafe fn mul_into(out: &mut [u64], a: &[u64], bv: &[u64], b: &BarrettConst) {
-        let (vq, vr) = (_mm512_set1_epi64(b.q as i64), _mm512_set1_epi64(b.r as i64));
-        let chunks = a.len() / 8;
-        for c in 0..chunks {
-            let x = _mm512_loadu_si512(a.as_ptr().add(8 * c) as *const _);
-            let y = _mm512_loadu_si512(bv.as_ptr().add(8 * c) as *const _);
-            _mm512_storeu_si512(
-                out.as_mut_ptr().add(8 * c) as *mut _,
-                barrett(x, y, b, vq, vr),
-            );
-        }
-        for i in 8 * chunks..a.len() {
-            out[i] = b.mul(a[i], bv[i]);
-        }
-    }
-
-    #[target_feature(enable = "avx512f,avx512dq")]
-    pub unsafe fn mul_assign(a: &mut [u64], bv: &[u64], b: &BarrettConst) {
-        let (vq, vr) = (_mm512_set1_epi64(b.q as i64), _mm512_set1_epi64(b.r as i64));
-        let chunks = a.len() / 8;
-        for c in 0..chunks {
-            let pa = a.as_mut_ptr().add(8 * c) as *mut __m512i;
-            let x = _mm512_loadu_si512(pa as *const _);
-            let y = _mm512_loadu_si512(bv.as_ptr().add(8 * c) as *const _);
-            _mm512_storeu_si512(pa as *mut _, barrett(x, y, b, vq, vr));
-        }
-        for i in 8 * chunks..a.len() {
-            a[i] = b.mul(a[i], bv[i]);
-        }
-    }
-
-    #[target_feature(enable = "avx512f,avx512dq")]
-    pub unsafe fn mul_add_assign(acc: &mut [u64], a: &[u64], bv: &[u64], b: &BarrettConst) {
-        let (vq, vr) = (_mm512_set1_epi64(b.q as i64), _mm512_set1_epi64(b.r as i64));
-        let chunks = a.len() / 8;
-        for c in 0..chunks {
-            let pa = acc.as_mut_ptr().add(8 * c) as *mut __m512i;
-            let x = _mm512_loadu_si512(a.as_ptr().add(8 * c) as *const _);
-            let y = _mm512_loadu_si512(bv.as_ptr().add(8 * c) as *const _);
-            let s = _mm512_add_epi64(_mm512_loadu_si512(pa as *const _), barrett(x, y, b, vq, vr));
-            _mm512_storeu_si512(pa as *mut _, small_mod(s, vq));
-        }
-        for i in 8 * chunks..a.len() {
-            acc[i] = small_mod_s(acc[i] + b.mul(a[i], bv[i]), b.q);
-        }
-    }
-
-    #[inline(always)]
-    fn small_mod_s(x: u64, q: u64) -> u64 {
-        x.min(x.wrapping_sub(q))
-    }
-
-    /// Instantiates a portable element-wise body with AVX-512 enabled, so LLVM vectorizes it.
-    #[target_feature(enable = "avx512f,avx512dq")]
-    pub unsafe fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
-        f()
-    }
-}
-
+/// Whether the AVX-512 bodies run (the process's kernel family is not the portable one).
 #[inline(always)]
 fn has_avx512() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512dq")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    kernel() != VecKernel::Portable
 }
 
-fn mul_shoup_assign_scalar(a: &mut [u64], w: u64, ws: u64, q: u64) {
+pub(crate) fn mul_shoup_assign_scalar(a: &mut [u64], w: u64, ws: u64, q: u64) {
     for x in a {
         let hi = ((*x as u128 * ws as u128) >> 64) as u64;
         *x = small_mod(x.wrapping_mul(w).wrapping_sub(hi.wrapping_mul(q)), q);
     }
 }
 
-fn mul_shoup_add_assign_scalar(acc: &mut [u64], a: &[u64], w: u64, ws: u64, q: u64) {
+pub(crate) fn mul_shoup_add_assign_scalar(acc: &mut [u64], a: &[u64], w: u64, ws: u64, q: u64) {
     for (y, &x) in acc.iter_mut().zip(a) {
         let hi = ((x as u128 * ws as u128) >> 64) as u64;
         let r = small_mod(x.wrapping_mul(w).wrapping_sub(hi.wrapping_mul(q)), q);
@@ -266,56 +96,216 @@ fn mul_shoup_add_assign_scalar(acc: &mut [u64], a: &[u64], w: u64, ws: u64, q: u
 
 /// `a[i] ← a[i]·w mod q` for a constant `w < q` with Shoup companion `ws` (`a[i]` any u64).
 pub fn mul_scalar_assign(a: &mut [u64], w: u64, ws: u64, m: &Modulus) {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx512() {
-        return unsafe { avx512::mul_shoup_assign(a, w, ws, m.q) };
+    mul_scalar_assign_with(kernel_for(m.q), a, w, ws, m)
+}
+
+/// [`mul_scalar_assign`] through the kernel family `k` (which this CPU must support).
+pub(crate) fn mul_scalar_assign_with(k: VecKernel, a: &mut [u64], w: u64, ws: u64, m: &Modulus) {
+    match k {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: IFMA is available (`k` comes from `kernel_for`/`available_kernels`) and
+        // `q < 2^50`; the pointer is valid for `a.len()` reads and writes (exact aliasing).
+        VecKernel::Ifma if m.q >> vecops_ifma::MAX_BITS == 0 => unsafe {
+            let p = a.as_mut_ptr();
+            vecops_ifma::mul_shoup::<false>(p, p, a.len(), w, ws, m.q)
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX-512F/DQ is available.
+        VecKernel::Avx512 | VecKernel::Ifma => unsafe { avx512::mul_shoup_assign(a, w, ws, m.q) },
+        _ => mul_shoup_assign_scalar(a, w, ws, m.q),
     }
-    mul_shoup_assign_scalar(a, w, ws, m.q)
 }
 
 /// `acc[i] ← acc[i] + a[i]·w mod q` for a constant `w < q` with Shoup companion `ws`.
 pub fn mul_scalar_add_assign(acc: &mut [u64], a: &[u64], w: u64, ws: u64, m: &Modulus) {
+    mul_scalar_add_assign_with(kernel_for(m.q), acc, a, w, ws, m)
+}
+
+/// [`mul_scalar_add_assign`] through the kernel family `k` (which this CPU must support).
+pub(crate) fn mul_scalar_add_assign_with(
+    k: VecKernel,
+    acc: &mut [u64],
+    a: &[u64],
+    w: u64,
+    ws: u64,
+    m: &Modulus,
+) {
     debug_assert_eq!(acc.len(), a.len());
-    #[cfg(target_arch = "x86_64")]
-    if has_avx512() {
-        return unsafe { avx512::mul_shoup_add_assign(acc, a, w, ws, m.q) };
+    let len = acc.len().min(a.len());
+    let (acc, a) = (&mut acc[..len], &a[..len]);
+    match k {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: IFMA is available and `q < 2^50`; both slices hold `len` elements.
+        VecKernel::Ifma if m.q >> vecops_ifma::MAX_BITS == 0 => unsafe {
+            vecops_ifma::mul_shoup::<true>(acc.as_mut_ptr(), a.as_ptr(), len, w, ws, m.q)
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX-512F/DQ is available.
+        VecKernel::Avx512 | VecKernel::Ifma => unsafe {
+            avx512::mul_shoup_add_assign(acc, a, w, ws, m.q)
+        },
+        _ => mul_shoup_add_assign_scalar(acc, a, w, ws, m.q),
     }
-    mul_shoup_add_assign_scalar(acc, a, w, ws, m.q)
+}
+
+/// `a[i] ← (a[i] − b[i])·w mod q` for `a[i], b[i] < q` and a constant `w < q` with Shoup
+/// companion `ws` (ModDown's last step, `(x − Conv([x]_P))·P^{-1}`, in one pass with IFMA).
+pub fn sub_mul_scalar_assign(a: &mut [u64], b: &[u64], w: u64, ws: u64, m: &Modulus) {
+    sub_mul_scalar_assign_with(kernel_for(m.q), a, b, w, ws, m)
+}
+
+/// [`sub_mul_scalar_assign`] through the kernel family `k` (which this CPU must support).
+pub(crate) fn sub_mul_scalar_assign_with(
+    k: VecKernel,
+    a: &mut [u64],
+    b: &[u64],
+    w: u64,
+    ws: u64,
+    m: &Modulus,
+) {
+    debug_assert_eq!(a.len(), b.len());
+    let len = a.len().min(b.len());
+    let (a, b) = (&mut a[..len], &b[..len]);
+    #[cfg(target_arch = "x86_64")]
+    if k == VecKernel::Ifma && m.q >> vecops_ifma::MAX_BITS == 0 {
+        // SAFETY: IFMA is available (`k`) and `q < 2^50`; both slices hold `len` elements.
+        return unsafe { vecops_ifma::sub_mul_shoup(a.as_mut_ptr(), b.as_ptr(), len, w, ws, m.q) };
+    }
+    if k == VecKernel::Portable {
+        for (x, &y) in a.iter_mut().zip(b) {
+            *x = small_mod(*x + m.q - y, m.q);
+        }
+        return mul_shoup_assign_scalar(a, w, ws, m.q);
+    }
+    sub_assign(a, b, m.q);
+    mul_scalar_assign_with(k, a, w, ws, m);
+}
+
+/// `out[i] ← Σ_t a[t][i]·w[t].0 mod q` for constants `w[t].0 < q` with Shoup companions
+/// `w[t].1` (any `a[t][i]`; at least one term): the inner sum of a fast basis conversion, one
+/// pass over memory with IFMA (the running sum stays in a register).
+pub fn mul_scalar_sum_into(out: &mut [u64], a: &[&[u64]], w: &[(u64, u64)], m: &Modulus) {
+    mul_scalar_sum_into_with(kernel_for(m.q), out, a, w, m)
+}
+
+/// [`mul_scalar_sum_into`] through the kernel family `k` (which this CPU must support).
+pub(crate) fn mul_scalar_sum_into_with(
+    k: VecKernel,
+    out: &mut [u64],
+    a: &[&[u64]],
+    w: &[(u64, u64)],
+    m: &Modulus,
+) {
+    assert!(!a.is_empty() && a.len() == w.len());
+    let len = a.iter().fold(out.len(), |l, x| l.min(x.len()));
+    debug_assert_eq!(len, out.len());
+    let out = &mut out[..len];
+    #[cfg(target_arch = "x86_64")]
+    if k == VecKernel::Ifma && m.q >> vecops_ifma::MAX_BITS == 0 {
+        let ptrs: Vec<*const u64> = a.iter().map(|x| x.as_ptr()).collect();
+        // SAFETY: IFMA is available (`k`) and `q < 2^50`; `out` and every input hold at least
+        // `len` elements; `out` does not alias an input (it is a unique borrow).
+        return unsafe { vecops_ifma::mul_shoup_sum(out.as_mut_ptr(), &ptrs, w, len, m.q) };
+    }
+    out.copy_from_slice(&a[0][..len]);
+    mul_scalar_assign_with(k, out, w[0].0, w[0].1, m);
+    for (x, &(wt, wst)) in a.iter().zip(w).skip(1) {
+        mul_scalar_add_assign_with(k, out, &x[..len], wt, wst, m);
+    }
 }
 
 /// `a[i] ← a[i]·b[i] mod q`.
 pub fn mul_assign(a: &mut [u64], b: &[u64], bc: &BarrettConst) {
+    mul_assign_with(kernel_for(bc.q), a, b, bc)
+}
+
+/// [`mul_assign`] through the kernel family `k` (which this CPU must support).
+pub(crate) fn mul_assign_with(k: VecKernel, a: &mut [u64], b: &[u64], bc: &BarrettConst) {
     debug_assert_eq!(a.len(), b.len());
-    #[cfg(target_arch = "x86_64")]
-    if has_avx512() {
-        return unsafe { avx512::mul_assign(a, b, bc) };
-    }
-    for (x, &y) in a.iter_mut().zip(b) {
-        *x = bc.mul(*x, y);
+    let len = a.len().min(b.len());
+    let (a, b) = (&mut a[..len], &b[..len]);
+    match k {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: IFMA is available and `q < 2^50`; `a` (read and written in place) and `b`
+        // hold `len` elements.
+        VecKernel::Ifma if bc.q >> vecops_ifma::MAX_BITS == 0 => unsafe {
+            let p = a.as_mut_ptr();
+            vecops_ifma::mul(p, p, b.as_ptr(), len, bc)
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX-512F/DQ is available.
+        VecKernel::Avx512 | VecKernel::Ifma => unsafe { avx512::mul_assign(a, b, bc) },
+        _ => {
+            for (x, &y) in a.iter_mut().zip(b) {
+                *x = bc.mul(*x, y);
+            }
+        }
     }
 }
 
 /// `out[i] ← a[i]·b[i] mod q`.
 pub fn mul_into(out: &mut [u64], a: &[u64], b: &[u64], bc: &BarrettConst) {
+    mul_into_with(kernel_for(bc.q), out, a, b, bc)
+}
+
+/// [`mul_into`] through the kernel family `k` (which this CPU must support).
+pub(crate) fn mul_into_with(
+    k: VecKernel,
+    out: &mut [u64],
+    a: &[u64],
+    b: &[u64],
+    bc: &BarrettConst,
+) {
     debug_assert!(a.len() == b.len() && a.len() == out.len());
-    #[cfg(target_arch = "x86_64")]
-    if has_avx512() {
-        return unsafe { avx512::mul_into(out, a, b, bc) };
-    }
-    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-        *o = bc.mul(x, y);
+    let len = out.len().min(a.len()).min(b.len());
+    let (out, a, b) = (&mut out[..len], &a[..len], &b[..len]);
+    match k {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: IFMA is available and `q < 2^50`; the three slices hold `len` elements.
+        VecKernel::Ifma if bc.q >> vecops_ifma::MAX_BITS == 0 => unsafe {
+            vecops_ifma::mul(out.as_mut_ptr(), a.as_ptr(), b.as_ptr(), len, bc)
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX-512F/DQ is available.
+        VecKernel::Avx512 | VecKernel::Ifma => unsafe { avx512::mul_into(out, a, b, bc) },
+        _ => {
+            for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                *o = bc.mul(x, y);
+            }
+        }
     }
 }
 
 /// `acc[i] ← acc[i] + a[i]·b[i] mod q`.
 pub fn mul_add_assign(acc: &mut [u64], a: &[u64], b: &[u64], bc: &BarrettConst) {
+    mul_add_assign_with(kernel_for(bc.q), acc, a, b, bc)
+}
+
+/// [`mul_add_assign`] through the kernel family `k` (which this CPU must support).
+pub(crate) fn mul_add_assign_with(
+    k: VecKernel,
+    acc: &mut [u64],
+    a: &[u64],
+    b: &[u64],
+    bc: &BarrettConst,
+) {
     debug_assert!(a.len() == b.len() && a.len() == acc.len());
-    #[cfg(target_arch = "x86_64")]
-    if has_avx512() {
-        return unsafe { avx512::mul_add_assign(acc, a, b, bc) };
-    }
-    for ((o, &x), &y) in acc.iter_mut().zip(a).zip(b) {
-        *o = small_mod(*o + bc.mul(x, y), bc.q);
+    let len = acc.len().min(a.len()).min(b.len());
+    let (acc, a, b) = (&mut acc[..len], &a[..len], &b[..len]);
+    match k {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: IFMA is available and `q < 2^50`; the three slices hold `len` elements.
+        VecKernel::Ifma if bc.q >> vecops_ifma::MAX_BITS == 0 => unsafe {
+            vecops_ifma::mul_add(acc.as_mut_ptr(), a.as_ptr(), b.as_ptr(), len, bc)
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX-512F/DQ is available.
+        VecKernel::Avx512 | VecKernel::Ifma => unsafe { avx512::mul_add_assign(acc, a, b, bc) },
+        _ => {
+            for ((o, &x), &y) in acc.iter_mut().zip(a).zip(b) {
+                *o = small_mod(*o + bc.mul(x, y), bc.q);
+            }
+        }
     }
 }
 
@@ -377,31 +367,87 @@ unsafe fn avx512_reduce_f64_into(out: &mut [u64], c: &[f64], q: u64) {
 
 /// `out[i] ← a[i]·w mod q` into uninitialized memory (every element is written).
 pub fn mul_scalar_to_uninit(out: &mut [MaybeUninit<u64>], a: &[u64], w: u64, ws: u64, m: &Modulus) {
+    mul_scalar_to_uninit_with(kernel_for(m.q), out, a, w, ws, m)
+}
+
+/// [`mul_scalar_to_uninit`] through the kernel family `k` (which this CPU must support).
+pub(crate) fn mul_scalar_to_uninit_with(
+    k: VecKernel,
+    out: &mut [MaybeUninit<u64>],
+    a: &[u64],
+    w: u64,
+    ws: u64,
+    m: &Modulus,
+) {
     assert_eq!(out.len(), a.len());
-    #[cfg(target_arch = "x86_64")]
-    if has_avx512() {
+    match k {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: IFMA is available and `q < 2^50`; `out` is valid for `a.len()` writes and
+        // the kernel writes each element once, before any read of it.
+        VecKernel::Ifma if m.q >> vecops_ifma::MAX_BITS == 0 => unsafe {
+            vecops_ifma::mul_shoup::<false>(
+                out.as_mut_ptr() as *mut u64,
+                a.as_ptr(),
+                a.len(),
+                w,
+                ws,
+                m.q,
+            )
+        },
+        #[cfg(target_arch = "x86_64")]
         // SAFETY: `out` is valid for `a.len()` writes; the kernel writes each element once.
-        return unsafe { avx512::mul_shoup_to(out.as_mut_ptr() as *mut u64, a, w, ws, m.q) };
-    }
-    for (o, &x) in out.iter_mut().zip(a) {
-        let hi = ((x as u128 * ws as u128) >> 64) as u64;
-        o.write(small_mod(
-            x.wrapping_mul(w).wrapping_sub(hi.wrapping_mul(m.q)),
-            m.q,
-        ));
+        VecKernel::Avx512 | VecKernel::Ifma => unsafe {
+            avx512::mul_shoup_to(out.as_mut_ptr() as *mut u64, a, w, ws, m.q)
+        },
+        _ => {
+            for (o, &x) in out.iter_mut().zip(a) {
+                let hi = ((x as u128 * ws as u128) >> 64) as u64;
+                o.write(small_mod(
+                    x.wrapping_mul(w).wrapping_sub(hi.wrapping_mul(m.q)),
+                    m.q,
+                ));
+            }
+        }
     }
 }
 
 /// `out[i] ← a[i]·b[i] mod q` into uninitialized memory (every element is written).
 pub fn mul_to_uninit(out: &mut [MaybeUninit<u64>], a: &[u64], b: &[u64], bc: &BarrettConst) {
+    mul_to_uninit_with(kernel_for(bc.q), out, a, b, bc)
+}
+
+/// [`mul_to_uninit`] through the kernel family `k` (which this CPU must support).
+pub(crate) fn mul_to_uninit_with(
+    k: VecKernel,
+    out: &mut [MaybeUninit<u64>],
+    a: &[u64],
+    b: &[u64],
+    bc: &BarrettConst,
+) {
     assert!(out.len() == a.len() && a.len() == b.len());
-    #[cfg(target_arch = "x86_64")]
-    if has_avx512() {
+    match k {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: IFMA is available and `q < 2^50`; `out` is valid for `a.len()` writes and
+        // the kernel writes each element once, before any read of it.
+        VecKernel::Ifma if bc.q >> vecops_ifma::MAX_BITS == 0 => unsafe {
+            vecops_ifma::mul(
+                out.as_mut_ptr() as *mut u64,
+                a.as_ptr(),
+                b.as_ptr(),
+                a.len(),
+                bc,
+            )
+        },
+        #[cfg(target_arch = "x86_64")]
         // SAFETY: `out` is valid for `a.len()` writes; the kernel writes each element once.
-        return unsafe { avx512::mul_to(out.as_mut_ptr() as *mut u64, a, b, bc) };
-    }
-    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-        o.write(bc.mul(x, y));
+        VecKernel::Avx512 | VecKernel::Ifma => unsafe {
+            avx512::mul_to(out.as_mut_ptr() as *mut u64, a, b, bc)
+        },
+        _ => {
+            for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                o.write(bc.mul(x, y));
+            }
+        }
     }
 }
 

@@ -106,6 +106,72 @@ impl Evaluator {
         (acc0, acc1)
     }
 
+    /// ModUp and inner product fused, limb by limb: `(Σ_j D_j·b_j, Σ_j D_j·a_j)` over
+    /// `Q_ℓ ∪ P` (NTT form), bit-identical to [`Self::decompose`] + [`Self::inner_product`].
+    ///
+    /// For each output limb, the `β` digit limbs `D_j` are converted and transformed into a
+    /// scratch of `β·N` words (cache-resident) and consumed at once by the inner product,
+    /// instead of writing all `β·(ℓ+1+k)` digit limbs to memory and reading them back. Used when
+    /// the decomposition is not shared (plain key switching and rotation; hoisting keeps
+    /// [`Self::decompose`]).
+    pub(crate) fn modup_inner_product(
+        &self,
+        c: &RnsPoly,
+        level: usize,
+        key: &SwitchingKey,
+    ) -> (Vec<u64>, Vec<u64>) {
+        let params = &self.params;
+        let inner = params.inner();
+        let n = params.n();
+        let alpha = params.alpha();
+        let beta = params.beta_at(level);
+        let limbs = level + 1 + params.p().len();
+        let digit = |j: usize| (j * alpha, ((j + 1) * alpha).min(level + 1));
+        // coefficient form, each limb scaled by [(Q_j/q_i)^{-1}]_{q_i} for its digit j
+        let mut coeff = scratch::take((level + 1) * n);
+        coeff.copy_from_slice(&c.data[..(level + 1) * n]);
+        coeff.par_chunks_mut(n).enumerate().for_each(|(i, l)| {
+            inner.ntt[i].inverse(l);
+            let j = i / alpha;
+            inner.modup[level][j].scale_input(i - digit(j).0, l);
+        });
+        let mut acc0 = scratch::take(limbs * n);
+        let mut acc1 = scratch::take(limbs * n);
+        acc0.par_chunks_mut(n)
+            .zip(acc1.par_chunks_mut(n))
+            .enumerate()
+            .for_each(|(i, (l0, l1))| {
+                let mi = modulus_index(params, level, i);
+                let mut tmp = scratch::take(beta * n);
+                for (j, t) in tmp.chunks_mut(n).enumerate() {
+                    let (lo, hi) = digit(j);
+                    if i < lo || i >= hi {
+                        // target index of limb i in the digit's converter: (Q_ℓ \ Q_j) ‖ P
+                        let target = if i < lo { i } else { i - (hi - lo) };
+                        inner.modup[level][j].convert_one(&coeff[lo * n..hi * n], target, t, n);
+                        inner.ntt[mi].forward(t);
+                    }
+                }
+                let d: Vec<&[u64]> = (0..beta)
+                    .map(|j| {
+                        let (lo, hi) = digit(j);
+                        if i < lo || i >= hi {
+                            &tmp[j * n..(j + 1) * n]
+                        } else {
+                            &c.data[i * n..(i + 1) * n]
+                        }
+                    })
+                    .collect();
+                let b: Vec<&[u64]> = key.b[..beta].iter().map(|k| k.limb(mi)).collect();
+                let a: Vec<&[u64]> = key.a[..beta].iter().map(|k| k.limb(mi)).collect();
+                heinfer_math::dot::dot2(l0, l1, &d, &b, &a, &inner.barrett[mi]);
+                drop(d);
+                scratch::give(tmp);
+            });
+        scratch::give(coeff);
+        (acc0, acc1)
+    }
+
     /// ModDown: `x ∈ R_{Q_ℓ P}` (NTT, consumed) ↦ `⌊x/P⌉ ∈ R_{Q_ℓ}` (NTT), up to `±|P|`.
     pub(crate) fn mod_down(&self, x: Vec<u64>, level: usize) -> RnsPoly {
         mod_down(&self.params, x, level, None)
@@ -118,9 +184,7 @@ impl Evaluator {
         level: usize,
         key: &SwitchingKey,
     ) -> (RnsPoly, RnsPoly) {
-        let dec = self.decompose(c, level);
-        let (a0, a1) = self.inner_product(&dec, key);
-        drop(dec);
+        let (a0, a1) = self.modup_inner_product(c, level, key);
         rayon::join(|| self.mod_down(a0, level), || self.mod_down(a1, level))
     }
 }
@@ -178,9 +242,8 @@ pub(crate) fn mod_down(
                 sub_small(c, e, m.q);
             }
             inner.ntt[i].forward(c);
-            vecops::sub_assign(o, c, m.q);
             let (w, ws) = inner.p_inv_mod_q[i];
-            vecops::mul_scalar_assign(o, w, ws, m);
+            vecops::sub_mul_scalar_assign(o, c, w, ws, m);
         });
     if secret {
         scratch::give_secret(conv);

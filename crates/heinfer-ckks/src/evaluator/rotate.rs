@@ -45,8 +45,8 @@ impl Evaluator {
         self.check_ct(ct)?;
         self.check_linear("rotate", ct)?;
         let key = self.galois_key(keys, g)?;
-        let dec = self.decompose(&ct.parts[1], ct.level);
-        self.rotate_decomposed(ct, &dec, key)
+        let switched = self.modup_inner_product(&ct.parts[1], ct.level, &key.key);
+        self.rotate_switched(ct, switched, key)
     }
 
     /// Rotations of one ciphertext by each of `steps`, sharing one decomposition.
@@ -154,10 +154,21 @@ impl Evaluator {
         dec: &super::keyswitch::Decomposed,
         key: &GaloisKey,
     ) -> Result<Ciphertext> {
+        let switched = self.inner_product(dec, &key.key);
+        self.rotate_switched(ct, switched, key)
+    }
+
+    /// The rotation after the inner product `(a0, a1)` of `ct.parts[1]` with the Galois key:
+    /// ModDown, add `c_0`, permute.
+    fn rotate_switched(
+        &self,
+        ct: &Ciphertext,
+        (a0, a1): (Vec<u64>, Vec<u64>),
+        key: &GaloisKey,
+    ) -> Result<Ciphertext> {
         let level = ct.level;
         let n = self.params.n();
         let inner = self.params.inner();
-        let (a0, a1) = self.inner_product(dec, &key.key);
         let (mut m0, m1) = rayon::join(|| self.mod_down(a0, level), || self.mod_down(a1, level));
         m0.data
             .par_chunks_mut(n)
