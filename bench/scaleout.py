@@ -60,31 +60,12 @@ import heinfer
 from heinfer import _native
 from heinfer.cluster import NetworkModel, RayExecutor
 from heinfer.cluster.local import ensure_ray, release_ray
-from heinfer.protocol import Client, Server
-from heinfer.protocol.messages import decode
+from heinfer.protocol.trace import segment_inputs
 from heinfer.runtime.executor import Executor, native_params
 from machine import build_profile, cpu_model
 
 NODES = (8, 64, 512)
 WORKERS_PER_FRONTEND = 16
-
-
-def record_inputs(prog: heinfer.Program, x: np.ndarray) -> list[bytes]:
-    """Each segment's serialized input of one real query (client replies included)."""
-    client, server = Client(prog.public()), Server(prog)
-    sid = server.open_session(client.keys_message())
-    seen: list[bytes] = []
-    run = server.executor.run
-
-    def record(k, batch, relin, galois):
-        seen.append(batch.to_bytes())
-        return run(k, batch, relin, galois)
-
-    server.executor.run = record
-    msg = server.begin(client.query_message(sid, x))
-    while decode(msg)[0] == "step":
-        msg = server.resume(client.reply_message(msg))
-    return seen
 
 
 def one_query(ex, params, inputs: list[bytes]) -> list[bytes]:
@@ -211,7 +192,7 @@ def main() -> None:
     items = prog.batch_capacity
     x = np.resize(d["x"], (items, *d["x"].shape[1:]))
     params = native_params(prog.params)
-    inputs = record_inputs(prog, x)
+    inputs = segment_inputs(prog, x)
     local = Executor(prog)
     want = one_query(local, params, inputs)
     outs_bytes = [len(b) for b in want]

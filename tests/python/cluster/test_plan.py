@@ -13,7 +13,8 @@ from heinfer.cluster.wire import join_batches
 from heinfer.cluster.worker import ShardWorker
 from heinfer.runtime.executor import Executor, native_params
 
-from cluster.conftest import as_batch, segment_inputs
+from cluster.conftest import as_batch
+from heinfer.protocol.trace import segment_inputs
 
 
 @pytest.mark.parametrize("rows,parts", [(845, 2), (10, 3), (3, 8), (1, 1), (100, 7)])

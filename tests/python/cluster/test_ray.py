@@ -19,7 +19,8 @@ import pytest
 from heinfer.protocol import Client, Server
 from heinfer.runtime.executor import Executor
 
-from cluster.conftest import as_batch, segment_inputs
+from cluster.conftest import as_batch
+from heinfer.protocol.trace import segment_inputs
 
 ray = pytest.importorskip("ray")
 
@@ -162,16 +163,19 @@ def test_a_frozen_worker_is_a_timeout_error_not_a_hang(cluster, relu_net, digits
     ClusterError; the frozen actor is replaced and the next query is answered."""
     data = segment_inputs(relu_net, digits[0][:64])[1]
     want = Executor(relu_net).run(1, as_batch(relu_net, data), None, None).to_bytes()
-    with RayExecutor(relu_net, workers=1, split="queries", timeout_s=3) as ex:
+    with RayExecutor(relu_net, workers=1, split="queries", timeout_s=120) as ex:
         pid = ex.worker_pids()[0]
+        ex.timeout_s = 3.0  # started (on a possibly loaded machine): now the limit under test
         os.kill(pid, signal.SIGSTOP)
         try:
             t0 = time.monotonic()
-            with pytest.raises(heinfer.ClusterError, match=r"no answer within 3 s"):
+            # the frozen worker times out; under load its replacement may also miss 3 s to start
+            with pytest.raises(heinfer.ClusterError, match=r"no answer within 3 s|did not start within 3 s"):
                 ex.run(1, as_batch(relu_net, data), None, None)
             assert time.monotonic() - t0 < 30
         finally:
             os.kill(pid, signal.SIGCONT)
+        ex.timeout_s = 120.0  # the replacement starts on a possibly loaded machine: not under test
         assert ex.worker_pids()[0] != pid
         assert ex.run(1, as_batch(relu_net, data), None, None).to_bytes() == want
 

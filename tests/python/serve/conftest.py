@@ -22,7 +22,6 @@ import heinfer
 import numpy as np
 import pytest
 from compiler import onnx_models as om
-from compiler.onnx_models import ModelBuilder
 from heinfer.program import Program
 from heinfer.protocol import Client
 from heinfer.serve import Limits, ServiceHandle, serve, wire
@@ -71,19 +70,6 @@ def mlp() -> Program:
 def mlp_other() -> Program:
     """The same shapes and parameters as ``mlp`` with other weights."""
     return heinfer.compile(om.mlp((8, 16, 4), act="relu", seed=2), calibration=mlp_input(64, 11))
-
-
-@pytest.fixture(scope="session")
-def squares() -> Program:
-    """Gemm → x² → Gemm → x² → Gemm → ReLU → Gemm: needs a relinearization key."""
-    b = ModelBuilder((8,), seed=5)
-    for i, (k, m) in enumerate([(8, 8), (8, 8), (8, 8), (8, 4)]):
-        if i in (1, 2):
-            b.node("Mul", [b.last, b.last])
-        if i == 3:
-            b.node("Relu", [b.last])
-        b.node("Gemm", [b.last, b.weight(m, k), b.weight(m, fan_in=k)], transB=1)
-    return heinfer.compile(b.build(), calibration=mlp_input(64, 11))
 
 
 def mlp_input(n: int = 5, seed: int = 3) -> np.ndarray:
