@@ -123,17 +123,16 @@ def restore_threads():
 
 
 @pytest.fixture(scope="session")
+def digits() -> tuple[np.ndarray, np.ndarray]:
+    """The held-out digits ``(x, y)`` of ``models/digits_test.npz``."""
+    d = np.load(os.path.join(os.path.dirname(__file__), "..", "..", "models", "digits_test.npz"))
+    return d["x"], d["y"]
+
+
+@pytest.fixture(scope="session")
 def squares() -> heinfer.Program:
     """Gemm → x² → Gemm → x² → Gemm → ReLU → Gemm: needs a relinearization key (the service
     and cluster tests)."""
     from compiler import onnx_models as om
-    from compiler.onnx_models import ModelBuilder
 
-    b = ModelBuilder((8,), seed=5)
-    for i, (k, m) in enumerate([(8, 8), (8, 8), (8, 8), (8, 4)]):
-        if i in (1, 2):
-            b.node("Mul", [b.last, b.last])
-        if i == 3:
-            b.node("Relu", [b.last])
-        b.node("Gemm", [b.last, b.weight(m, k), b.weight(m, fan_in=k)], transB=1)
-    return heinfer.compile(b.build(), calibration=om.random_input((8,), 64, seed=11))
+    return heinfer.compile(om.squares_then_relu(), calibration=om.random_input((8,), 64, seed=11))

@@ -7,19 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import heinfer
-import numpy as np
 import pytest
 from heinfer import _native
 from heinfer.program import Program
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture(scope="session")
-def digits() -> tuple[np.ndarray, np.ndarray]:
-    """The held-out digits ``(x, y)``."""
-    d = np.load(ROOT / "models" / "digits_test.npz")
-    return d["x"], d["y"]
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,6 @@ import heinfer
 import numpy as np
 import pytest
 from compiler import onnx_models as om
-from compiler.onnx_models import ModelBuilder
 from heinfer import _native
 from heinfer.compiler import fold_linear, load_onnx
 from heinfer.program import Program
@@ -37,26 +36,13 @@ BAD = (heinfer.ProtocolError, heinfer.SerializationError)
 
 
 # ---------------------------------------------------------------------------------- programs
-def _square_then_relu() -> bytes:
-    """Gemm → x² → Gemm → x² → Gemm → Relu → Gemm: a deep first segment (input at the top
-    level, relinearization key needed) and a shallow second one (input at level 0)."""
-    b = ModelBuilder((8,), seed=5)
-    for i, (k, m) in enumerate([(8, 8), (8, 8), (8, 8), (8, 4)]):
-        if i in (1, 2):
-            b.node("Mul", [b.last, b.last])
-        if i == 3:
-            b.node("Relu", [b.last])
-        b.node("Gemm", [b.last, b.weight(m, k), b.weight(m, fan_in=k)], transB=1)
-    return b.build()
-
-
 MODELS = {
     # name: (builder, per-item input shape)
     "relu": (lambda: om.mlp((8, 16, 4), act="relu", seed=1), (8,)),
     "relu-other": (lambda: om.mlp((8, 16, 4), act="relu", seed=2), (8,)),
     "sigmoid": (lambda: om.mlp((8, 16, 4), act="Sigmoid", seed=3), (8,)),
     "maxpool": (lambda: om.conv_net(act="relu", pool="max", stride=2), (1, 8, 8)),
-    "square-relu": (_square_then_relu, (8,)),
+    "square-relu": (om.squares_then_relu, (8,)),
 }
 
 

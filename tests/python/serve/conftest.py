@@ -39,13 +39,6 @@ PART = 16 << 10
 
 # ---------------------------------------------------------------------------------- programs
 @pytest.fixture(scope="session")
-def digits() -> tuple[np.ndarray, np.ndarray]:
-    """The held-out digits ``(x, y)``."""
-    d = np.load(ROOT / "models" / "digits_test.npz")
-    return d["x"], d["y"]
-
-
-@pytest.fixture(scope="session")
 def cryptonets(digits) -> Program:
     """CryptoNets-ReLU compiled in throughput mode (the server's program)."""
     x, _ = digits
