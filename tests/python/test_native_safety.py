@@ -140,3 +140,22 @@ def test_wire_sizes_match_real_serializations(tools) -> None:
     no_p = _native.Params(13, [40, 30], [], 30)
     with pytest.raises(ParameterError):
         no_p.relin_key_wire_bytes()
+
+
+def test_concat_copies_or_moves_and_refuses_mixed_batches() -> None:
+    """``CiphertextBatch.concat``: in order; ``consume=True`` moves the ciphertexts (the inputs
+    are left empty), the default copies; batches of other levels or scales are refused."""
+    p = _native.Params(11, [27, 27], [], 20, None, 128)
+    kg = _native.KeyGenerator(p)
+    rows = np.arange(5 * 8, dtype=np.float64).reshape(5, 8) / 40
+    whole = _native.encrypt_batch_coefficients(kg, rows, 2.0**12, 1)
+    parts = [_native.CiphertextBatch.from_list(whole.to_list()[:2]), _native.CiphertextBatch.from_list(whole.to_list()[2:])]
+    copied = _native.CiphertextBatch.concat(parts)
+    assert copied.to_bytes() == whole.to_bytes() and [len(b) for b in parts] == [2, 3]
+    moved = _native.CiphertextBatch.concat(parts, consume=True)
+    assert moved.to_bytes() == whole.to_bytes() and [len(b) for b in parts] == [0, 0]
+    other_level = _native.encrypt_batch_coefficients(kg, rows, 2.0**12, 0)
+    with pytest.raises(OperandError, match="different levels"):
+        _native.CiphertextBatch.concat([whole, other_level])
+    with pytest.raises(OperandError, match="empty"):
+        _native.CiphertextBatch.concat(parts)

@@ -170,17 +170,35 @@ impl CiphertextBatch {
         })?;
         Ok(Self::wrap(cts, &p))
     }
-    /// Concatenation of batches (same parameters, level, size and scale).
+    /// Concatenation of batches (same parameters, level, size and scale), in order. With
+    /// `consume=True` the ciphertexts move out of the inputs, which are left empty (no copy:
+    /// the chunks of a message joined into one batch); otherwise they are copied.
     #[staticmethod]
-    fn concat(batches: Vec<PyRef<'_, CiphertextBatch>>) -> PyResult<Self> {
+    #[pyo3(signature = (batches, consume = false))]
+    fn concat(mut batches: Vec<PyRefMut<'_, CiphertextBatch>>, consume: bool) -> PyResult<Self> {
         let first = batches
             .first()
             .ok_or_else(|| OperandError::new_err("nothing to concatenate"))?;
         let params = first.params.clone();
-        let mut cts = Vec::new();
+        let (level, size, scale) = match first.cts.first() {
+            Some(c) => (c.level(), c.size(), c.scale()),
+            None => return Err(OperandError::new_err("cannot concatenate an empty batch")),
+        };
         for b in &batches {
             params.check_id(b.params.id()).map_err(to_py)?;
-            cts.extend(b.cts.iter().cloned());
+            if b.cts.iter().any(|c| c.level() != level || c.size() != size || c.scale() != scale) {
+                return Err(OperandError::new_err(
+                    "cannot concatenate batches of different levels, sizes or scales",
+                ));
+            }
+        }
+        let mut cts = Vec::with_capacity(batches.iter().map(|b| b.cts.len()).sum());
+        for b in batches.iter_mut() {
+            if consume {
+                cts.append(&mut b.cts);
+            } else {
+                cts.extend(b.cts.iter().cloned());
+            }
         }
         Ok(Self::wrap(cts, &params))
     }

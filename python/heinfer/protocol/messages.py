@@ -31,7 +31,7 @@ from google.protobuf.message import DecodeError
 from heinfer.errors import ProtocolError
 from heinfer.v1 import protocol_pb2 as pb
 
-__all__ = ["KINDS", "encode", "decode", "peek", "peek_kind", "pb"]
+__all__ = ["KINDS", "encode", "decode", "length_delimited", "peek", "peek_kind", "pb", "size"]
 
 #: The kinds of message, in the order of the ``oneof``.
 KINDS = ("keys", "query", "step", "reply", "result")
@@ -74,6 +74,12 @@ def encode(kind: str, **fields) -> bytes:
 _LEN = 2
 
 
+def length_delimited(field: int, data: bytes) -> bytes:
+    """``data`` as protobuf writes a length-delimited field ``field`` (``bytes`` or an
+    embedded message): its tag, its length as a varint, the bytes (copied once)."""
+    return b"".join((_varint(field << 3 | _LEN), _varint(len(data)), data))
+
+
 def _varint(v: int) -> bytes:
     """Protobuf's base-128 varint of a non-negative integer."""
     out = bytearray()
@@ -84,16 +90,22 @@ def _varint(v: int) -> bytes:
     return bytes(out)
 
 
-def decode(data: bytes, expect: str | tuple[str, ...] | None = None):
+def decode(data, expect: str | tuple[str, ...] | None = None):
     """The body of a message (``pb.Keys``, ``pb.Query``, …), parsed and checked; ``expect``
-    names the kind (or kinds) the caller accepts. Returns ``(kind, body)``."""
-    if not isinstance(data, (bytes, bytearray, memoryview)):
+    names the kind (or kinds) the caller accepts. Returns ``(kind, body)``.
+
+    ``data``: the serialized message, or a ``heinfer.v1.Message`` gRPC already parsed (the
+    service's typed path): the same checks, without parsing again."""
+    if isinstance(data, pb.Message):
+        m = data
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+        m = pb.Message()
+        try:
+            m.ParseFromString(bytes(data))
+        except (DecodeError, RuntimeWarning, ValueError) as e:
+            raise ProtocolError(f"not a heinfer message ({type(e).__name__}: {str(e)[:80]})") from None
+    else:
         raise ProtocolError(f"a message is bytes, got {type(data).__name__}")
-    m = pb.Message()
-    try:
-        m.ParseFromString(bytes(data))
-    except (DecodeError, RuntimeWarning, ValueError) as e:
-        raise ProtocolError(f"not a heinfer message ({type(e).__name__}: {str(e)[:80]})") from None
     kind = m.WhichOneof("kind")
     if kind is None:
         raise ProtocolError("empty message (no kind)")
@@ -112,6 +124,11 @@ def peek(data: bytes, expect: str | tuple[str, ...] | None = None):
     """``(kind, body)`` of a message: the same checks as :func:`decode` (protobuf parses the
     whole message; the ciphertext bytes are not validated here)."""
     return decode(data, expect)
+
+
+def size(data) -> int:
+    """Serialized bytes of a message (``bytes`` or a parsed ``heinfer.v1.Message``)."""
+    return data.ByteSize() if isinstance(data, pb.Message) else len(data)
 
 
 def peek_kind(data: bytes) -> str:

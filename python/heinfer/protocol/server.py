@@ -29,6 +29,7 @@ from heinfer.program.model import Program
 from heinfer.protocol.chunks import Cursor, chunks_for
 from heinfer.protocol.limits import message_limits
 from heinfer.protocol.messages import decode, encode, pb
+from heinfer.protocol.messages import size as message_size
 from heinfer.runtime.executor import Executor, native_params
 
 __all__ = ["Outgoing", "Server", "QueryTable"]
@@ -286,11 +287,12 @@ class Server(QueryTable):
         with self._lock:
             self.seconds += time.perf_counter() - t0
 
-    def _check_size(self, data: bytes, kind: str) -> None:
-        if not isinstance(data, (bytes, bytearray, memoryview)):
+    def _check_size(self, data, kind: str) -> None:
+        if not isinstance(data, (bytes, bytearray, memoryview, pb.Message)):
             raise ProtocolError(f"a message is bytes, got {type(data).__name__}")
-        if len(data) > self.limits[kind]:
-            raise ProtocolError(f"{kind} message of {len(data)} bytes exceeds the {self.limits[kind]} this program allows")
+        n = message_size(data)
+        if n > self.limits[kind]:
+            raise ProtocolError(f"{kind} message of {n} bytes exceeds the {self.limits[kind]} this program allows")
 
     def _batch(self, payload: bytes, k: int, kind: str, count: int) -> _native.CiphertextBatch:
         """``count`` input ciphertexts of segment ``k``, checked against the plan."""
@@ -313,7 +315,7 @@ class Server(QueryTable):
         try:
             if session is None:
                 raise ProtocolError("the session of this query was closed")
-            batch = batches[0] if len(batches) == 1 else _native.CiphertextBatch.concat(batches)
+            batch = batches[0] if len(batches) == 1 else _native.CiphertextBatch.concat(batches, consume=True)
             del batches
             if self._takes_payloads:
                 out = self.executor.run(k, batch, session.relin, session.galois, payloads=payloads)

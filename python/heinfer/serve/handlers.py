@@ -188,10 +188,13 @@ class Servicer(pb_grpc.InferenceServicer):
     def _send(
         self, message: bytes, kind: str, part_bytes: int, context: grpc.ServicerContext
     ) -> Iterator[pb.InferResponse]:
-        """The parts of ``message``, each watched until gRPC has sent it."""
+        """``message`` typed when it fits one part, else its parts; each response watched
+        until gRPC has sent it."""
         key = id(context)
-        for response in split(message, kind, part_bytes, pb.InferResponse):
-            n = response.part.ByteSize()
+        whole = len(message) <= part_bytes
+        responses = [wire.Typed(message)] if whole else split(message, kind, part_bytes, pb.InferResponse)
+        for response in responses:
+            n = response.wire_bytes() if whole else response.ByteSize()
             self.watch.sending(key, context)
             yield response
             self.watch.sent(key)

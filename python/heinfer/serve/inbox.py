@@ -92,14 +92,15 @@ class Inbox:
         done = 0
         try:
             for request in requests:
-                part = request.part
+                # an Infer request may carry a whole message typed; an OpenSession one only parts
+                typed = "payload" in request.DESCRIPTOR.oneofs_by_name and request.WhichOneof("payload") == "message"
                 if self._on_bytes is not None:
-                    self._on_bytes(part.ByteSize())  # no copy of the data
+                    self._on_bytes(request.ByteSize())  # no copy of the data
                 if done == len(self._expected):
                     raise ProtocolError(
                         f"a part after the last message this stream carries ({a.what})"
                     )
-                message = a.feed(part)
+                message = a.take_typed(request.message) if typed else a.feed(request.part)
                 if message is None:
                     continue
                 done += 1

@@ -93,6 +93,25 @@ class Assembler:
             f"({self._received} of {self._size} bytes)"
         )
 
+    def take_typed(self, message) -> tuple[str, object]:
+        """A whole protocol message that came typed (``InferRequest.message`` /
+        ``InferResponse.message``, parsed by gRPC): ``(kind, message)`` after the same checks
+        as a message in parts — a kind the receiver expects, within its size limit — and only
+        between messages in parts."""
+        if self._kind is not None:
+            raise ProtocolError(f"{self.what}: a whole message inside a message in parts ({self.describe()})")
+        kind = message.WhichOneof("kind")
+        if kind not in self.limits:
+            got = repr(kind) if kind else "an empty message"
+            raise ProtocolError(f"{self.what}: expected a {' or '.join(map(repr, self.limits))} message, got {got}")
+        n, limit = message.ByteSize(), self.limits[kind]
+        if n > limit:
+            raise ServiceError(
+                f"{self.what}: a {kind} message of {n} bytes exceeds the limit of {limit} bytes",
+                code="RESOURCE_EXHAUSTED",
+            )
+        return kind, message
+
     def feed(self, part: pb.Part) -> tuple[str, bytes] | None:
         """Takes one part; ``(kind, message)`` once its last part has arrived."""
         if not isinstance(part, pb.Part):

@@ -26,6 +26,7 @@ from heinfer.program.model import PublicProgram
 from heinfer.protocol import Client
 from heinfer.serve import wire
 from heinfer.serve.limits import Limits, effective_limits
+from heinfer.protocol.messages import size as message_size
 from heinfer.serve.parts import Assembler, split
 from heinfer.serve.status import from_rpc_error
 from heinfer.serve.tls import TlsConfig
@@ -110,6 +111,10 @@ class RemoteSession:
         self.limits = limits
         self._channel = channel
         self._stub = InferenceStub(channel)
+        # Infer with wire.serialize: messages of one part go typed, without a copy into a part
+        self._infer = channel.stream_stream(
+            wire.INFER_METHOD, request_serializer=wire.serialize, response_deserializer=pb.InferResponse.FromString
+        )
         self._timeout = timeout_s
         self._progress = progress or (lambda stage, done, total: None)
         self._auth = [] if token is None else [("authorization", f"Bearer {token}")]
@@ -279,15 +284,20 @@ class RemoteSession:
         messages = self._client.query_messages(self.session_id, xs, self._send_part)  # checks xs
         outbox: queue.Queue = queue.Queue()
 
-        def requests() -> Iterator[pb.InferRequest]:
+        def requests() -> Iterator:
             while (item := outbox.get()) is not None:
                 kind, m = item
+                if len(m) <= self._send_part:  # every chunk: one typed message
+                    typed = wire.Typed(m)
+                    totals["wup"] += typed.wire_bytes()
+                    yield typed
+                    continue
                 for request in split(m, kind, self._send_part, pb.InferRequest):
-                    totals["wup"] += request.part.ByteSize()
+                    totals["wup"] += request.ByteSize()
                     yield request
 
         metadata = [*self._metadata, (wire.MAX_PART_METADATA, str(self.limits.max_part_bytes))]
-        call = self._stub.Infer(requests(), timeout=self._timeout, metadata=metadata)
+        call = self._infer(requests(), timeout=self._timeout, metadata=metadata)
         try:
             self._send_all("query", messages, outbox, totals)
             result = self._exchange(call, outbox, totals)
@@ -328,13 +338,15 @@ class RemoteSession:
             "server message",
         )
         for response in call:
-            part = response.part
-            totals["wdown"] += part.ByteSize()
-            done = assembler.feed(part)
+            totals["wdown"] += response.ByteSize()
+            if response.WhichOneof("payload") == "message":
+                done = assembler.take_typed(response.message)
+            else:
+                done = assembler.feed(response.part)
             if done is None:
                 continue
             kind, message = done
-            totals["down"] += len(message)
+            totals["down"] += message_size(message)
             t0 = time.perf_counter()
             if kind == "result":
                 out = self._client.decode_result(message)

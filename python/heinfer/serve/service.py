@@ -28,7 +28,6 @@ from heinfer.serve.handlers import Servicer
 from heinfer.serve.limits import Limits
 from heinfer.serve.tls import TlsConfig
 from heinfer.serve.watchdog import Reaper, SendWatch
-from heinfer.v1.service_pb2_grpc import add_InferenceServicer_to_server
 
 __all__ = ["ServiceHandle", "is_loopback", "serve"]
 
@@ -169,7 +168,7 @@ def serve(
         options=wire.server_options(limits),
         maximum_concurrent_rpcs=max_workers + limits.max_concurrent_queries + limits.max_sessions,
     )
-    add_InferenceServicer_to_server(servicer, server)
+    wire.add_servicer(servicer, server)
     try:
         if tls is None:
             port = server.add_insecure_port(address)

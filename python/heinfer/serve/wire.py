@@ -20,13 +20,19 @@ from __future__ import annotations
 
 import math
 
+import grpc
+
 from heinfer.errors import ProtocolError
-from heinfer.protocol.messages import MAX_ID_CHARS
+from heinfer.protocol.messages import MAX_ID_CHARS, length_delimited
 from heinfer.serve.limits import MAX_PART_BYTES, MIN_PART_BYTES, Limits
 from heinfer.v1 import service_pb2 as pb
 
 __all__ = [
+    "INFER_METHOD",
     "KIND_ORDER",
+    "Typed",
+    "add_servicer",
+    "serialize",
     "MAX_PART_METADATA",
     "SECRET_METADATA",
     "SERVER_SECONDS_METADATA",
@@ -124,3 +130,64 @@ def parse_info(info: pb.GetInfoResponse) -> dict:
         "idle_timeout_s": info.idle_timeout_s,
         "query_timeout_s": info.query_timeout_s,
     }
+
+
+#: Full name of the ``Infer`` method (for a client stub with :func:`serialize`).
+INFER_METHOD = "/heinfer.v1.Inference/Infer"
+#: Field number of ``message`` in ``InferRequest`` and ``InferResponse``.
+_MESSAGE_FIELD = pb.InferRequest.DESCRIPTOR.fields_by_name["message"].number
+assert _MESSAGE_FIELD == pb.InferResponse.DESCRIPTOR.fields_by_name["message"].number
+
+
+class Typed:
+    """A serialized protocol message to send typed (``InferRequest.message`` or
+    ``InferResponse.message``) — :func:`serialize` writes the envelope around its bytes, so
+    it is neither parsed nor copied into a part on the way out."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def wire_bytes(self) -> int:
+        """Bytes of the request or response on the wire: the one-byte tag, the length's
+        varint (7 bits per byte), the message."""
+        n = len(self.data)
+        return 1 + max(1, -(-n.bit_length() // 7)) + n
+
+
+def serialize(item) -> bytes:
+    """gRPC serializer of ``Infer``'s requests and responses: a :class:`Typed` message as the
+    ``message`` field around its bytes (the bytes protobuf would write for it, copied once),
+    anything else (a part) by protobuf."""
+    if isinstance(item, Typed):
+        return length_delimited(_MESSAGE_FIELD, item.data)
+    return item.SerializeToString()
+
+
+def add_servicer(servicer, server: grpc.Server) -> None:
+    """Registers the four calls of ``heinfer.v1.Inference`` on ``server``: the generated
+    (de)serializers, except ``Infer``'s responses, which go through :func:`serialize`."""
+    handlers = {
+        "GetInfo": grpc.unary_unary_rpc_method_handler(
+            servicer.GetInfo,
+            request_deserializer=pb.GetInfoRequest.FromString,
+            response_serializer=pb.GetInfoResponse.SerializeToString,
+        ),
+        "OpenSession": grpc.stream_unary_rpc_method_handler(
+            servicer.OpenSession,
+            request_deserializer=pb.OpenSessionRequest.FromString,
+            response_serializer=pb.OpenSessionResponse.SerializeToString,
+        ),
+        "Infer": grpc.stream_stream_rpc_method_handler(
+            servicer.Infer,
+            request_deserializer=pb.InferRequest.FromString,
+            response_serializer=serialize,
+        ),
+        "CloseSession": grpc.unary_unary_rpc_method_handler(
+            servicer.CloseSession,
+            request_deserializer=pb.CloseSessionRequest.FromString,
+            response_serializer=pb.CloseSessionResponse.SerializeToString,
+        ),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("heinfer.v1.Inference", handlers),))

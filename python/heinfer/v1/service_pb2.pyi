@@ -1,3 +1,4 @@
+from heinfer.v1 import protocol_pb2 as _protocol_pb2
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -82,16 +83,20 @@ class OpenSessionResponse(_message.Message):
     def __init__(self, session: _Optional[str] = ..., secret: _Optional[str] = ...) -> None: ...
 
 class InferRequest(_message.Message):
-    __slots__ = ("part",)
+    __slots__ = ("part", "message")
     PART_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
     part: Part
-    def __init__(self, part: _Optional[_Union[Part, _Mapping]] = ...) -> None: ...
+    message: _protocol_pb2.Message
+    def __init__(self, part: _Optional[_Union[Part, _Mapping]] = ..., message: _Optional[_Union[_protocol_pb2.Message, _Mapping]] = ...) -> None: ...
 
 class InferResponse(_message.Message):
-    __slots__ = ("part",)
+    __slots__ = ("part", "message")
     PART_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
     part: Part
-    def __init__(self, part: _Optional[_Union[Part, _Mapping]] = ...) -> None: ...
+    message: _protocol_pb2.Message
+    def __init__(self, part: _Optional[_Union[Part, _Mapping]] = ..., message: _Optional[_Union[_protocol_pb2.Message, _Mapping]] = ...) -> None: ...
 
 class CloseSessionRequest(_message.Message):
     __slots__ = ("session",)

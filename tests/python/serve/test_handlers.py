@@ -16,12 +16,14 @@ import heinfer
 import numpy as np
 import pytest
 from heinfer.protocol import Client
+from heinfer.protocol.messages import encode
 from heinfer.protocol.limits import message_limits
 from heinfer.serve import connect
 from heinfer.v1 import protocol_pb2
 from heinfer.v1 import service_pb2 as pb
 
 from .conftest import (
+    PART,
     SMALL,
     answer_step,
     assert_idle,
@@ -446,3 +448,43 @@ def test_random_garbage_for_a_while_then_a_good_query(mlp, start, raw) -> None:
     assert np.array_equal(got.argmax(1), want.argmax(1))
     np.testing.assert_allclose(got, want, atol=tolerance(mlp))
     assert h.stats()["queries_running"] == 0
+
+
+def _typed(message: bytes) -> pb.InferRequest:
+    """A request carrying a whole protocol message typed (``InferRequest.message``)."""
+    m = protocol_pb2.Message()
+    m.ParseFromString(message)
+    return pb.InferRequest(message=m)
+
+
+def test_typed_query_chunks_are_answered_like_parts_and_a_typed_whole_must_fit_a_part(service) -> None:
+    """A query in chunks of one part, each sent typed, gets its step as a query in parts does
+    (the stream then ends: the query is freed); a typed message larger than a part is refused
+    by gRPC's message cap before it is parsed."""
+    h, r, client, session = service
+    chunks = [_typed(m) for m in client.query_messages(session, mlp_input(), PART)]
+    assert len(chunks) > 1
+    got, details = _status(r.infer(chunks))
+    assert got == grpc.StatusCode.INVALID_ARGUMENT and "before the reply to step 0" in details
+    assert_idle(h)
+    got, _ = _status(r.infer([_typed(client.query_message(session, mlp_input()))]))
+    assert got == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert_idle(h)
+
+
+@pytest.mark.parametrize(
+    "make, text",
+    [
+        # a typed message of a kind the stream does not expect
+        (lambda q, reply: [_typed(reply)], "expected a 'query' message, got 'reply'"),
+        # a typed message while the parts of another are arriving
+        (lambda q, reply: [*_requests(parts(q, "query"))[:1], _typed(reply)], "a whole message inside a message in parts"),
+    ],
+)
+def test_typed_messages_are_checked_like_parts(service, make, text) -> None:
+    h, r, client, session = service
+    query = client.query_message(session, mlp_input())
+    reply = encode("reply", query="ab" * 16, step=0, ciphertexts=b"x", chunk=0, chunks=1)
+    got, details = _status(r.infer(make(query, reply)))
+    assert got == grpc.StatusCode.INVALID_ARGUMENT and text in details, details
+    assert_idle(h)
