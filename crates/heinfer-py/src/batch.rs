@@ -186,7 +186,10 @@ impl CiphertextBatch {
         };
         for b in &batches {
             params.check_id(b.params.id()).map_err(to_py)?;
-            if b.cts.iter().any(|c| c.level() != level || c.size() != size || c.scale() != scale) {
+            if b.cts
+                .iter()
+                .any(|c| c.level() != level || c.size() != size || c.scale() != scale)
+            {
                 return Err(OperandError::new_err(
                     "cannot concatenate batches of different levels, sizes or scales",
                 ));
