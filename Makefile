@@ -80,7 +80,7 @@ bench-scaleout: $(STAMPS)/native
 
 # Regenerates the checked-in protobuf code (python/heinfer/v1) from proto/ (grpcio-tools, pinned).
 proto: $(STAMPS)/venv
-	$(PY) -m grpc_tools.protoc -Iproto --python_out=python --pyi_out=python --grpc_python_out=python proto/heinfer/v1/*.proto
+	$(PY) -m grpc_tools.protoc -Iproto --python_out=python --pyi_out=python proto/heinfer/v1/*.proto
 
 # Regenerates models/*.onnx and models/digits_test.npz (deterministic; scikit-learn's bundled digits).
 models: $(STAMPS)/venv

@@ -32,7 +32,6 @@ from heinfer.serve.sessions import Registry, peer_address
 from heinfer.serve.status import abort
 from heinfer.serve.watchdog import SendWatch
 from heinfer.v1 import service_pb2 as pb
-from heinfer.v1 import service_pb2_grpc as pb_grpc
 
 __all__ = ["Servicer", "metadata_value"]
 
@@ -49,7 +48,7 @@ def metadata_value(context: grpc.ServicerContext, key: str, what: str) -> str:
     return v if isinstance(v, str) else bytes(v).decode("ascii", errors="replace")
 
 
-class Servicer(pb_grpc.InferenceServicer):
+class Servicer:
     """``GetInfo``, ``OpenSession``, ``Infer`` and ``CloseSession`` for one program."""
 
     def __init__(

@@ -28,10 +28,10 @@ from heinfer.serve import wire
 from heinfer.serve.limits import Limits, effective_limits
 from heinfer.protocol.messages import size as message_size
 from heinfer.serve.parts import Assembler, split
+from heinfer.serve.rpc import InferenceStub
 from heinfer.serve.status import from_rpc_error
 from heinfer.serve.tls import TlsConfig
 from heinfer.v1 import service_pb2 as pb
-from heinfer.v1.service_pb2_grpc import InferenceStub
 
 __all__ = ["Progress", "RemoteSession", "connect"]
 
@@ -110,11 +110,7 @@ class RemoteSession:
         self.program = program.public()
         self.limits = limits
         self._channel = channel
-        self._stub = InferenceStub(channel)
-        # Infer with wire.serialize: messages of one part go typed, without a copy into a part
-        self._infer = channel.stream_stream(
-            wire.INFER_METHOD, request_serializer=wire.serialize, response_deserializer=pb.InferResponse.FromString
-        )
+        self._stub = InferenceStub(channel)  # wire.serialize: one-part messages go typed
         self._timeout = timeout_s
         self._progress = progress or (lambda stage, done, total: None)
         self._auth = [] if token is None else [("authorization", f"Bearer {token}")]
@@ -297,7 +293,7 @@ class RemoteSession:
                     yield request
 
         metadata = [*self._metadata, (wire.MAX_PART_METADATA, str(self.limits.max_part_bytes))]
-        call = self._infer(requests(), timeout=self._timeout, metadata=metadata)
+        call = self._stub.Infer(requests(), timeout=self._timeout, metadata=metadata)
         try:
             self._send_all("query", messages, outbox, totals)
             result = self._exchange(call, outbox, totals)

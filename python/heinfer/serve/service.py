@@ -23,7 +23,7 @@ import grpc
 
 from heinfer.errors import ServiceError
 from heinfer.program.model import Program
-from heinfer.serve import wire
+from heinfer.serve import rpc, wire
 from heinfer.serve.handlers import Servicer
 from heinfer.serve.limits import Limits
 from heinfer.serve.tls import TlsConfig
@@ -168,7 +168,7 @@ def serve(
         options=wire.server_options(limits),
         maximum_concurrent_rpcs=max_workers + limits.max_concurrent_queries + limits.max_sessions,
     )
-    wire.add_servicer(servicer, server)
+    rpc.add_servicer(servicer, server)
     try:
         if tls is None:
             port = server.add_insecure_port(address)

@@ -2,7 +2,8 @@
 options, and the ``GetInfo`` answer (layer: ``heinfer.serve``).
 
 The service ``heinfer.v1.Inference`` is defined in ``proto/heinfer/v1/service.proto``; its
-messages and stubs are generated (``heinfer.v1.service_pb2``, ``service_pb2_grpc``):
+messages are generated (``heinfer.v1.service_pb2``), its stub and registration come from the
+proto's descriptor (:mod:`heinfer.serve.rpc`):
 
 ==================  ================  ===================================================
 method              kind              requests → responses
@@ -20,18 +21,14 @@ from __future__ import annotations
 
 import math
 
-import grpc
-
 from heinfer.errors import ProtocolError
 from heinfer.protocol.messages import MAX_ID_CHARS, length_delimited
 from heinfer.serve.limits import MAX_PART_BYTES, MIN_PART_BYTES, Limits
 from heinfer.v1 import service_pb2 as pb
 
 __all__ = [
-    "INFER_METHOD",
     "KIND_ORDER",
     "Typed",
-    "add_servicer",
     "serialize",
     "MAX_PART_METADATA",
     "SECRET_METADATA",
@@ -132,8 +129,6 @@ def parse_info(info: pb.GetInfoResponse) -> dict:
     }
 
 
-#: Full name of the ``Infer`` method (for a client stub with :func:`serialize`).
-INFER_METHOD = "/heinfer.v1.Inference/Infer"
 #: Field number of ``message`` in ``InferRequest`` and ``InferResponse``.
 _MESSAGE_FIELD = pb.InferRequest.DESCRIPTOR.fields_by_name["message"].number
 assert _MESSAGE_FIELD == pb.InferResponse.DESCRIPTOR.fields_by_name["message"].number
@@ -157,37 +152,9 @@ class Typed:
 
 
 def serialize(item) -> bytes:
-    """gRPC serializer of ``Infer``'s requests and responses: a :class:`Typed` message as the
-    ``message`` field around its bytes (the bytes protobuf would write for it, copied once),
-    anything else (a part) by protobuf."""
+    """gRPC serializer of every request and response of the service: a :class:`Typed`
+    protocol message as the ``message`` field of an ``Infer`` request or response, around its
+    bytes (the bytes protobuf would write for it, copied once); anything else by protobuf."""
     if isinstance(item, Typed):
         return length_delimited(_MESSAGE_FIELD, item.data)
     return item.SerializeToString()
-
-
-def add_servicer(servicer, server: grpc.Server) -> None:
-    """Registers the four calls of ``heinfer.v1.Inference`` on ``server``: the generated
-    (de)serializers, except ``Infer``'s responses, which go through :func:`serialize`."""
-    handlers = {
-        "GetInfo": grpc.unary_unary_rpc_method_handler(
-            servicer.GetInfo,
-            request_deserializer=pb.GetInfoRequest.FromString,
-            response_serializer=pb.GetInfoResponse.SerializeToString,
-        ),
-        "OpenSession": grpc.stream_unary_rpc_method_handler(
-            servicer.OpenSession,
-            request_deserializer=pb.OpenSessionRequest.FromString,
-            response_serializer=pb.OpenSessionResponse.SerializeToString,
-        ),
-        "Infer": grpc.stream_stream_rpc_method_handler(
-            servicer.Infer,
-            request_deserializer=pb.InferRequest.FromString,
-            response_serializer=serialize,
-        ),
-        "CloseSession": grpc.unary_unary_rpc_method_handler(
-            servicer.CloseSession,
-            request_deserializer=pb.CloseSessionRequest.FromString,
-            response_serializer=pb.CloseSessionResponse.SerializeToString,
-        ),
-    }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("heinfer.v1.Inference", handlers),))

@@ -27,7 +27,7 @@ from heinfer.protocol import Client
 from heinfer.serve import Limits, ServiceHandle, serve, wire
 from heinfer.serve.parts import Assembler, split
 from heinfer.v1 import service_pb2 as pb
-from heinfer.v1.service_pb2_grpc import InferenceStub
+from heinfer.serve.rpc import InferenceStub
 
 ROOT = Path(__file__).resolve().parents[3]
 #: Limits of most tests: small parts (so that every message spans several parts) and short

@@ -17,7 +17,7 @@ from heinfer.serve import connect, serve, wire
 from heinfer.serve.parts import split
 from heinfer.v1 import protocol_pb2
 from heinfer.v1 import service_pb2 as pb
-from heinfer.v1 import service_pb2_grpc as pb_grpc
+from heinfer.serve.rpc import add_servicer
 
 from .conftest import SMALL, mlp_input
 
@@ -103,14 +103,14 @@ def test_no_server_and_a_late_server(mlp) -> None:
             h.stop()
 
 
-class _Liar(pb_grpc.InferenceServicer):
+class _Liar:
     """A fake service that answers GetInfo truthfully and Infer with ``responses``."""
 
     def __init__(self, program, responses: list[pb.InferResponse]) -> None:
         self.info = wire.info_response(program.id, message_limits(program.public()), SMALL)
         self.responses = responses
         self.server = grpc.server(futures.ThreadPoolExecutor(2), options=wire.server_options(SMALL))
-        pb_grpc.add_InferenceServicer_to_server(self, self.server)
+        add_servicer(self, self.server)
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()
 
