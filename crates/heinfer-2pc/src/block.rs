@@ -1,0 +1,100 @@
+//! A 128-bit block: a wire label, a hash output, a row of the OT-extension matrix.
+
+use std::ops::{BitAnd, BitXor, BitXorAssign};
+
+/// 128 bits, XOR-able. Little-endian when turned into bytes.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Block(pub u128);
+
+impl Block {
+    /// The all-zero block.
+    pub const ZERO: Block = Block(0);
+    /// Size in bytes.
+    pub const BYTES: usize = 16;
+
+    /// The least significant bit (the point-and-permute colour of a label).
+    #[inline]
+    pub fn lsb(self) -> bool {
+        self.0 & 1 == 1
+    }
+
+    /// Little-endian bytes.
+    #[inline]
+    pub fn to_bytes(self) -> [u8; 16] {
+        self.0.to_le_bytes()
+    }
+
+    /// From little-endian bytes.
+    #[inline]
+    pub fn from_bytes(bytes: [u8; 16]) -> Block {
+        Block(u128::from_le_bytes(bytes))
+    }
+
+    /// Reads the blocks of `bytes` (whose length must be a multiple of 16).
+    pub fn read_all(bytes: &[u8], what: &'static str) -> crate::Result<Vec<Block>> {
+        if bytes.len() % Self::BYTES != 0 {
+            return Err(crate::TwoPartyError::Deserialize {
+                what,
+                reason: format!(
+                    "{} bytes is not a whole number of 16-byte blocks",
+                    bytes.len()
+                ),
+            });
+        }
+        Ok(bytes
+            .chunks_exact(Self::BYTES)
+            .map(|c| Block::from_bytes(c.try_into().expect("chunk of 16")))
+            .collect())
+    }
+
+    /// Appends the blocks to `out` as bytes.
+    pub fn write_all(blocks: &[Block], out: &mut Vec<u8>) {
+        out.reserve(blocks.len() * Self::BYTES);
+        for b in blocks {
+            out.extend_from_slice(&b.to_bytes());
+        }
+    }
+}
+
+impl std::fmt::Debug for Block {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Block({:032x})", self.0)
+    }
+}
+
+impl BitXor for Block {
+    type Output = Block;
+    #[inline]
+    fn bitxor(self, rhs: Block) -> Block {
+        Block(self.0 ^ rhs.0)
+    }
+}
+
+impl BitXorAssign for Block {
+    #[inline]
+    fn bitxor_assign(&mut self, rhs: Block) {
+        self.0 ^= rhs.0;
+    }
+}
+
+impl BitAnd for Block {
+    type Output = Block;
+    #[inline]
+    fn bitand(self, rhs: Block) -> Block {
+        Block(self.0 & rhs.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_round_trip_and_refuse_partial_blocks() {
+        let blocks = vec![Block(1), Block(u128::MAX), Block(0x0123_4567_89ab_cdef)];
+        let mut bytes = Vec::new();
+        Block::write_all(&blocks, &mut bytes);
+        assert_eq!(Block::read_all(&bytes, "test").unwrap(), blocks);
+        assert!(Block::read_all(&bytes[..17], "test").is_err());
+    }
+}
