@@ -504,6 +504,12 @@ def test_cryptonets_square_on_the_test_digits() -> None:
     _bundled("cryptonets", calibration=_digits()[0][:32])
 
 
+@pytest.mark.parametrize("name", ["mnist_a", "mnist_d"])
+def test_gazelle_networks_on_the_test_digits(name: str) -> None:
+    """GAZELLE's networks A (x², three dense layers) and D (two convs, ReLU, max-pooling)."""
+    _bundled(name, calibration=_digits()[0][:32])
+
+
 @pytest.mark.parametrize("packing", ["real", "complex", "coeff"])
 def test_every_packing_gives_the_plaintext_answer(packing: str) -> None:
     """The three batch layouts of a network without squares agree with onnxruntime, and the

@@ -84,7 +84,7 @@ WIDE = {
         (1, 24, 24),
     )
 }
-BUNDLED = ["cryptonets", "cryptonets_relu", "lola_small"]
+BUNDLED = ["cryptonets", "cryptonets_relu", "lola_small", "mnist_a", "mnist_d"]
 
 
 @pytest.fixture(scope="module")
