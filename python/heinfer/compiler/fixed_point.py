@@ -1,0 +1,247 @@
+"""Fixed-point plans for the two-party protocol (GAZELLE §4): integers modulo ``p`` everywhere.
+
+Layer: ``heinfer.compiler`` (pure numpy).
+
+BFV computes exactly on integers mod a plaintext modulus ``p``, and the garbled circuits
+reconstruct, compare and truncate those integers. A real value ``v`` of a tensor with ``f``
+fractional bits travels as ``round(v·2^f)``, stored mod ``p`` in ``[0, p)`` and read as signed
+(values above ``(p−1)/2`` are negative). A :class:`Linear` ``y = W x + b`` runs on integers:
+
+.. math::  Y = \\bar W X + \\bar b, \\quad \\bar W = \\mathrm{round}(W 2^{f_w}),\\
+           \\bar b = \\mathrm{round}(b\\,2^{f_x + f_w}),
+
+so ``Y`` has ``f_x + f_w`` fractional bits. The garbled circuit of the next non-linear step
+(ReLU, max-pooling, both fused) truncates by ``shift = f_x + f_w − f_next`` bits
+(``⌊max(Y, 0) / 2^shift⌋``), which gives the next layer its ``f_next`` fractional bits; half an
+ulp added to the bias makes that floor a rounding at no cost in the circuit.
+
+The plan keeps every value inside the signed range: ``bound·2^{f} < (p−1)/2 / 2`` (one bit of
+head-room over the planned bound ``bound``, which is the larger of the calibrated maximum
+times the compiler's headroom and is checked by :func:`simulate`). Within that budget it
+splits the bits of each layer between its input and its weights to minimise the predicted
+root-mean-square rounding error (``‖W_i‖₂·2^{−f_x} + ‖x‖₂·2^{−f_w}``). :func:`simulate` runs a
+plan exactly as the protocol does — mod ``p``, with the circuits' truncation — so tests and
+the compiler can compare it with float inference.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+import scipy.sparse as sp
+
+from heinfer.compiler.ir import ClientFunction, Graph, Linear, Square
+from heinfer.errors import CompileError, UnsupportedOperatorError
+
+__all__ = ["FixedPointLayer", "FixedPointPlan", "plan_fixed_point", "simulate"]
+
+#: Client functions a garbled circuit evaluates between two linear layers.
+CIRCUIT_KINDS = frozenset({"relu", "maxpool"})
+#: Client functions allowed as the last op: applied by the client to its output in the clear.
+OUTPUT_KINDS = frozenset({"softmax", "sigmoid", "tanh", "relu", "maxpool", "clip", "leaky_relu"})
+
+
+@dataclass(frozen=True)
+class FixedPointLayer:
+    """One linear layer in fixed point, and the circuit step that follows it.
+
+    ``in_frac`` / ``weight_frac``: fractional bits of the input and the weights (the output
+    has their sum). ``weights`` (``int64`` CSR) and ``bias`` (``int64``) are the rounded
+    integers, signed. ``step``: the client functions that follow (kinds, in order: ``relu``,
+    ``maxpool`` or both, or none before the output); ``shift``: the truncation they apply.
+    ``bound``: the planned largest ``|value|`` of the output in real units.
+    """
+
+    name: str
+    in_frac: int
+    weight_frac: int
+    weights: sp.csr_matrix
+    bias: np.ndarray
+    bound: float
+    step: tuple[ClientFunction, ...]
+    shift: int
+
+    @property
+    def out_frac(self) -> int:
+        """Fractional bits of the layer's integer output (before the step's truncation)."""
+        return self.in_frac + self.weight_frac
+
+
+@dataclass(frozen=True)
+class FixedPointPlan:
+    """A network as fixed-point layers mod ``p``; ``output`` is the trailing client function
+    (softmax, …) the client applies to its decrypted output, if any."""
+
+    p: int
+    input_frac: int
+    layers: tuple[FixedPointLayer, ...]
+    output: ClientFunction | None
+
+    @property
+    def output_frac(self) -> int:
+        """Fractional bits of the integers the client decrypts at the end."""
+        return self.layers[-1].out_frac - self.layers[-1].shift
+
+
+def _groups(ops: list) -> list[tuple[Linear, list[ClientFunction]]]:
+    """Splits a chain into (Linear, following client functions); refuses what has no circuit."""
+    out: list[tuple[Linear, list[ClientFunction]]] = []
+    for i, op in enumerate(ops):
+        if isinstance(op, Linear):
+            out.append((op, []))
+        elif isinstance(op, Square):
+            raise UnsupportedOperatorError(
+                f"two-party protocol: square activation {op.name!r} is not supported yet "
+                "(GAZELLE's AHE square protocol is not built); compile with "
+                'protocol="client-aided" or use ReLU'
+            )
+        elif not out:
+            raise UnsupportedOperatorError(
+                f"two-party protocol: {op.kind} {op.name!r} before any linear layer is not "
+                "supported yet"
+            )
+        else:
+            last = i == len(ops) - 1
+            if op.kind not in CIRCUIT_KINDS and not (last and op.kind in OUTPUT_KINDS):
+                raise UnsupportedOperatorError(
+                    f"two-party protocol: {op.kind} {op.name!r} between linear layers has no "
+                    "garbled circuit yet (ReLU and max-pooling do)"
+                )
+            out[-1][1].append(op)
+    if not out:
+        raise CompileError("two-party protocol: the network has no linear layer")
+    return out
+
+
+def _best_split(
+    layer: Linear, total: int, in_cap: int, x_l2: float
+) -> tuple[int, int]:
+    """``(f_x, f_w)`` with ``f_x + f_w = total`` and ``f_x ≤ in_cap`` minimising the predicted
+    root-mean-square rounding error of an output, ``(‖W_i‖₂·2^{−f_x} + ‖x‖₂·2^{−f_w})/√12``
+    (independent rounding errors, uniform in half an ulp; largest row norm)."""
+    w_l2 = float(np.sqrt(np.asarray(layer.matrix.multiply(layer.matrix).sum(axis=1)).max(initial=0.0)))
+    best = None
+    for f_x in range(0, min(total, in_cap) + 1):
+        f_w = total - f_x
+        err = w_l2 * 2.0**-f_x + x_l2 * 2.0**-f_w
+        if best is None or err < best[0]:
+            best = (err, f_x, f_w)
+    assert best is not None
+    return best[1], best[2]
+
+
+def plan_fixed_point(
+    graph: Graph, bounds: list[float], p: int, calibration: np.ndarray | None = None
+) -> FixedPointPlan:
+    """Plans fractional bits and truncations for ``graph`` (a chain) modulo the prime ``p``.
+
+    ``bounds``: the compiler's planned ``|value|`` bound for the input and every op's output
+    (``compiler.ranges.tensor_bounds``). ``calibration`` (optional): sample inputs, used for
+    the input 1-norms that weigh the rounding error. Raises :class:`CompileError` when a layer
+    cannot keep even one fractional bit, and :class:`UnsupportedOperatorError` for ops that
+    have no circuit yet.
+    """
+    if p < 5 or p % 2 == 0:
+        raise CompileError(f"plaintext modulus {p} must be an odd prime")
+    usable = int(math.floor(math.log2((p - 1) / 2))) - 1  # one bit of head-room
+    groups = _groups(graph.ops)
+    index = {id(op): i for i, op in enumerate(graph.ops)}
+    x = None if calibration is None else np.asarray(calibration, np.float64).reshape(len(calibration), -1)
+    layers: list[FixedPointLayer] = []
+    in_cap = usable  # the first input: the client encodes at any precision
+    input_frac = None
+    for g, (lin, step) in enumerate(groups):
+        in_bound = bounds[index[id(lin)]]
+        out_bound = bounds[index[id(lin)] + 1]
+        total = usable - max(0, math.ceil(math.log2(max(out_bound, 2.0**-30))))
+        in_room = usable - max(0, math.ceil(math.log2(max(in_bound, 2.0**-30))))
+        if total < 1 or in_room < 0:
+            raise CompileError(
+                f"two-party protocol: layer {lin.name!r} (|output| ≤ {out_bound:.3g}) does not "
+                f"fit a {p.bit_length()}-bit plaintext modulus with any precision; "
+                "choose a larger plaintext modulus"
+            )
+        x_l2 = (
+            float(np.sqrt((x * x).sum(axis=1).max()))
+            if x is not None
+            else in_bound * math.sqrt(lin.matrix.shape[1])
+        )
+        f_x, f_w = _best_split(lin, total, min(in_cap, in_room), x_l2)
+        if input_frac is None:
+            input_frac = f_x
+        elif layers:
+            prev = layers[-1]
+            shift = prev.out_frac - f_x
+            # round half up for free: ⌊(ReLU(y) + h)/2^s⌋ = ⌊ReLU(y + h)/2^s⌋ for h = 2^(s−1)
+            # (both are 0 for y < 0), and max(x + h) = max(x) + h: h goes into the bias
+            bias = prev.bias + (1 << (shift - 1) if shift > 0 else 0)
+            layers[-1] = replace(prev, shift=shift, bias=bias)
+        weights = sp.csr_matrix(np.rint(lin.matrix.toarray() * 2.0**f_w).astype(np.int64))
+        weights.eliminate_zeros()
+        bias = np.rint(lin.bias * 2.0 ** (f_x + f_w)).astype(np.int64)
+        last = g == len(groups) - 1
+        circuit = tuple(s for s in step if s.kind in CIRCUIT_KINDS) if not last else ()
+        layers.append(FixedPointLayer(lin.name, f_x, f_w, weights, bias, out_bound, circuit, 0))
+        if x is not None:
+            x = lin.apply(x)
+            for s in circuit:
+                x = s.apply(x)
+        in_cap = f_x + f_w  # a truncation can only lower the precision
+    # the output: the client decrypts the last layer's integers (no truncation needed)
+    tail = groups[-1][1]
+    if len(tail) > 1:
+        raise UnsupportedOperatorError(
+            "two-party protocol: more than one client function after the last linear layer"
+        )
+    assert input_frac is not None
+    return FixedPointPlan(p, input_frac, tuple(layers), tail[0] if tail else None)
+
+
+def _matmul_mod(w: sp.csr_matrix, x: np.ndarray, p: int) -> np.ndarray:
+    """``(x @ w.T) mod p`` exactly for int64 ``x`` in ``[0, p)`` and ``p < 2^31`` (at most
+    2^16 inputs): ``w`` reduced mod ``p`` and ``x`` in two 16-bit limbs keep every partial
+    sum below 2^63."""
+    w = w.copy()
+    w.data %= p
+    lo, hi = x & 0xFFFF, x >> 16
+    a_lo = np.asarray(w @ lo.T).T % p
+    a_hi = np.asarray(w @ hi.T).T % p
+    return (a_hi * 65536 + a_lo) % p
+
+
+def _signed(v: np.ndarray, p: int) -> np.ndarray:
+    return np.where(v > (p - 1) // 2, v - p, v)
+
+
+def simulate(plan: FixedPointPlan, x: np.ndarray, check: bool = True) -> np.ndarray:
+    """Runs ``plan`` on inputs ``x`` (batch, …) exactly as the protocol computes: integers mod
+    ``p``, each step's circuit (ReLU, max-pooling) on the signed values, truncated by its
+    shift. Returns the real outputs (before the trailing client function). With ``check``,
+    raises :class:`CompileError` when a value leaves the signed range (the plan's bound was
+    exceeded: the protocol would wrap around)."""
+    p = plan.p
+    if p >= 1 << 31:
+        raise CompileError("simulate: plaintext moduli of 31 bits and more are not supported")
+    half = (p - 1) // 2
+    x = np.asarray(x, np.float64).reshape(len(x), -1)
+    v = np.rint(x * 2.0**plan.input_frac).astype(np.int64)
+    if check and np.abs(v).max(initial=0) > half:
+        raise CompileError("simulate: an input exceeds the planned range")
+    v %= p
+    for layer in plan.layers:
+        y = (_matmul_mod(layer.weights, v, p) + layer.bias) % p
+        s = _signed(y, p)
+        if check:
+            exact = np.asarray(layer.weights @ _signed(v, p).T.astype(np.float64)).T + layer.bias
+            if np.abs(exact).max(initial=0) > half:
+                raise CompileError(
+                    f"simulate: layer {layer.name!r} wraps around modulo p (|value| "
+                    f"{np.abs(exact).max():.3g} > {half}); its planned bound {layer.bound:.3g} "
+                    "was exceeded"
+                )
+        for fn in layer.step:  # exact on integers below 2^53
+            s = np.rint(fn.apply(s.astype(np.float64))).astype(np.int64)
+        v = (s >> layer.shift) % p  # floor division by 2^shift, as the circuit truncates
+    return _signed(v, p).astype(np.float64) / 2.0**plan.output_frac
