@@ -4,7 +4,7 @@
 //! **Setup, once per session** (two messages). The extension *receiver* plays base-OT *sender*
 //! and gets seed pairs `(k⁰_i, k¹_i)`; the extension *sender* draws `s ∈ {0,1}^128` and, as
 //! base-OT receiver, gets `k^{s_i}_i`, for `i < 128`. Each seed keys an AES-CTR stream `G`
-//! ([`super::prg`]).
+//! (AES-128 in counter mode keyed by the seed, `G(k)_c = AES_k(c)`).
 //!
 //! **A batch of `m` OTs** (one message, receiver → sender; `m` is padded to `m' = 128⌈m/128⌉`
 //! rows). The receiver draws choices `r ∈ {0,1}^{m}` and sends, per column `i`,
@@ -23,6 +23,7 @@
 //! (+16 bytes of `τ` when correlated), three AES calls for the columns (receiver), 1–2 for `H`.
 
 use rand_core::CryptoRng;
+use zeroize::Zeroize;
 
 use super::base::{BaseOtReceiver, BaseOtSender};
 use super::batch::{
@@ -381,6 +382,14 @@ impl IknpSender {
         let batch = at.batch;
         at.advance(blocks);
         Ok((batch, *s, rows))
+    }
+}
+
+impl Drop for IknpSender {
+    fn drop(&mut self) {
+        match &mut self.state {
+            SenderState::AwaitingSetup { s, .. } | SenderState::Ready { s, .. } => s.0.zeroize(),
+        }
     }
 }
 

@@ -18,6 +18,8 @@
 
 use std::mem;
 
+use zeroize::Zeroize;
+
 use super::batch::{
     CorrelatedOtReceiverBatch, CorrelatedOtSenderBatch, RandomOtReceiverBatch, RandomOtSenderBatch,
     ReceiverPads,
@@ -150,6 +152,14 @@ impl ChosenOtReceiver {
             .collect();
         self.state = ReceiverState::Done;
         Ok(out)
+    }
+}
+
+impl Drop for ChosenOtReceiver {
+    fn drop(&mut self) {
+        if let ReceiverState::AwaitingCorrections { choices, .. } = &mut self.state {
+            choices.zeroize();
+        }
     }
 }
 

@@ -184,3 +184,20 @@ fn seeded_sessions_are_deterministic() {
         "different seeds, different pads"
     );
 }
+
+#[test]
+fn batches_print_sizes_not_pads() {
+    let (mut srng, mut rrng) = rngs();
+    let (mut sender, mut receiver) = session(&mut srng, &mut rrng);
+    let (mine, msg) = receiver.extend_random(3, &mut rrng).unwrap();
+    let theirs = sender.extend_random(&msg).unwrap();
+    let shown = format!("{mine:?} {theirs:?}");
+    assert!(shown.contains("3 OTs"), "{shown}");
+    for b in mine
+        .messages()
+        .iter()
+        .chain(theirs.pairs().iter().flatten())
+    {
+        assert!(!shown.contains(&format!("{:032x}", b.0)), "{shown}");
+    }
+}
