@@ -1,6 +1,7 @@
 //! Tests of `heinfer_2pc::ot`, one file per source file.
 
 mod base;
+mod hostile;
 mod iknp;
 mod online;
 mod transpose;
