@@ -201,3 +201,22 @@ fn batches_print_sizes_not_pads() {
         assert!(!shown.contains(&format!("{:032x}", b.0)), "{shown}");
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Any batch sizes, several batches per session: the receiver always gets `m^{c_j}_j`.
+    #[test]
+    fn any_sizes_in_any_session(seed in 0u64..1_000_000, sizes in proptest::collection::vec(1usize..700, 1..4)) {
+        let (mut sender, mut receiver, _, mut rrng) = seeded_session(seed);
+        for n in sizes {
+            let (mine, msg) = receiver.extend_random(n, &mut rrng).unwrap();
+            let theirs = sender.extend_random(&msg).unwrap();
+            for j in 0..n {
+                let c = usize::from(mine.choices()[j]);
+                proptest::prop_assert_eq!(mine.messages()[j], theirs.pairs()[j][c]);
+                proptest::prop_assert_ne!(mine.messages()[j], theirs.pairs()[j][1 - c]);
+            }
+        }
+    }
+}
