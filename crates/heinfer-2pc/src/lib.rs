@@ -15,6 +15,7 @@
 pub mod block;
 pub mod error;
 pub mod hash;
+pub mod ot;
 pub mod rng;
 
 pub use block::Block;
