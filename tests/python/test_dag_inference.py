@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from compiler import dag_models as dm
 from compiler import onnx_models as om
-from heinfer.errors import NotSupportedYetError
 from test_inference import _assert_matches, predicted_error
 
 DAG_NAMES = [n for n in dm.DAG_MODELS if n != "transpose"]
@@ -47,9 +46,13 @@ def test_public_program_round_trips_with_partial_client_functions() -> None:
     assert public.id == prog.id
 
 
-def test_square_beside_a_live_branch_is_not_supported_yet() -> None:
-    with pytest.raises(NotSupportedYetError, match="not supported yet"):
-        heinfer.compile(dm.linear_and_square(), calibration=om.random_input((5,), 8))
+def test_a_client_aided_square_widens_the_predicted_error() -> None:
+    """The client's square is not 1-Lipschitz: the error the step receives grows by 2·bound."""
+    prog = _program("linear-and-square")
+    (step,) = prog.steps
+    assert [f.kind for f in step.functions] == ["square"]
+    before, after = prog.meta["predicted_error"]
+    assert after > 2 * prog.segments[0].output_bound * before
 
 
 def _relative_errors(got: np.ndarray, want: np.ndarray) -> np.ndarray:
@@ -81,3 +84,12 @@ def test_auto_mode_compiles_branches(batch_size: int) -> None:
     x = om.random_input(shape, 3, seed=5)
     want = om.run_onnxruntime(_model("concat-branches"), x)
     assert _relative_errors(heinfer.infer(prog, x).outputs, want).max() <= 1e-3
+
+
+def test_compile_accepts_a_dag() -> None:
+    from heinfer.compiler import load_onnx_dag
+
+    shape = dm.DAG_MODELS["sub-branches"][1]
+    dag = load_onnx_dag(_model("sub-branches"))
+    prog = heinfer.compile(dag, calibration=om.random_input(shape, 64, seed=11))
+    assert prog.id == _program("sub-branches").id

@@ -19,9 +19,10 @@ still reads. A linear node becomes one Linear on the whole vector (identity rows
 tensors through, so a skip and the branch it meets always share level and scale), a client
 function acts on its slice (``keep``), and a tensor read by a client function *and* later
 nodes is first duplicated by a Linear. ``fold_linear`` then merges these Linears with their
-neighbours, so linear branches that meet become one Linear, ``(A_1 + A_2) x``. A
-:class:`~.ir.Square` squares the whole vector: squaring one tensor while another is still live
-(``A x + x²``) is refused with :class:`~heinfer.errors.NotSupportedYetError`.
+neighbours, so linear branches that meet become one Linear, ``(A_1 + A_2) x``. The server's
+:class:`~.ir.Square` squares the whole vector (its scale doubles, which a live tensor beside it
+could not follow), so a square of one tensor while another is still live (``A x + x²``)
+becomes a client-aided step, the client function ``square`` on its slice.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from heinfer.compiler.ir import ClientFunction, Graph, Linear, Square, _describe
-from heinfer.errors import CompileError, NotSupportedYetError
+from heinfer.errors import CompileError
 from heinfer.program.functions import _shape, _size
 
 __all__ = ["Combine", "Dag", "Node", "to_chain"]
@@ -222,7 +223,7 @@ class _Stack:
 def to_chain(dag: Dag) -> Graph:
     """The chain :class:`Graph` computing the same function (see the module documentation).
 
-    Raises :class:`NotSupportedYetError` for a square of one tensor while another is live."""
+    Raises :class:`CompileError` if the nodes leave anything but the output."""
     nodes = _needed(dag)
     last = {t: i for i, n in enumerate(nodes) for t in n.inputs}
     last[dag.output_name] = len(nodes)
@@ -238,17 +239,12 @@ def to_chain(dag: Dag) -> Graph:
             blocks = [(n.inputs[0], op.matrix)] if isinstance(op, Linear) else list(zip(n.inputs, op.blocks))
             live = [t for t in stack.names if last[t] > i]
             ops.append(stack.linear(op.name, live + [n.output], {n.output: (blocks, op.bias)}, {n.output: op.out_shape}))
-        elif isinstance(op, Square):
-            (x,) = n.inputs
-            if stack.names != [x] or last[x] > i:
-                others = [t for t in stack.names if t != x] + ([x] if last[x] > i else [])
-                raise NotSupportedYetError(
-                    f"Square {op.name!r} of {x!r} while {others} are still needed later: squaring one "
-                    "branch beside a live tensor is not supported yet (heinfer squares whole vectors)"
-                )
-            ops.append(op)
-            stack.names, stack.sizes[n.output], stack.shapes[n.output] = [n.output], stack.sizes[x], op.out_shape
+        elif isinstance(op, Square) and stack.names == [n.inputs[0]] and last[n.inputs[0]] == i:
+            ops.append(op)  # the whole vector: the server squares it
+            stack.names, stack.sizes[n.output], stack.shapes[n.output] = [n.output], _size(op.out_shape), op.out_shape
         else:
+            if isinstance(op, Square):  # one branch beside a live tensor: a client-aided square
+                op = ClientFunction(op.name, "square", {}, op.in_shape, op.out_shape)
             (x,) = n.inputs
             if last[x] > i:  # x is read again later: the function acts on a copy
                 copy = f"{x}#copy{i}"

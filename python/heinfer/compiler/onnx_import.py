@@ -380,8 +380,7 @@ def _import(model: ModelSource) -> tuple[Dag, str]:
 def load_onnx(model: ModelSource) -> Graph:
     """:func:`load_onnx_dag` lowered to the chain :class:`Graph` the back ends compile
     (:func:`~.dag.to_chain`; a chain model gives its ops unchanged). Raises what
-    :func:`load_onnx_dag` raises, and :class:`~heinfer.errors.NotSupportedYetError` for a
-    square of one branch while another tensor is live."""
+    :func:`load_onnx_dag` raises."""
     dag, out = _import(model)
     chain = to_chain(dag)
     return Graph(chain.input_name, chain.input_shape, out, chain.output_shape, chain.ops)

@@ -40,6 +40,8 @@ def _function_interval(op: ClientFunction, bound: np.ndarray) -> np.ndarray:
         return np.ones(op.inner_sizes[1])
     if kind == "tanh":
         return np.minimum(bound, 1.0)
+    if kind == "square":
+        return bound * bound
     if kind == "clip":
         lo, hi = op.attrs["min"], op.attrs["max"]
         if lo is not None and hi is not None:

@@ -31,9 +31,12 @@ class ClientKind(str, enum.Enum):
     CLIP = "clip"
     SOFTMAX = "softmax"
     MAXPOOL = "maxpool"
+    #: ``x²`` on the client: a square of one branch of a graph while another tensor is live
+    #: (the server squares whole vectors only; see :mod:`heinfer.compiler.dag`).
+    SQUARE = "square"
 
 
-_ELEMENTWISE = frozenset({"relu", "leaky_relu", "sigmoid", "tanh", "clip"})
+_ELEMENTWISE = frozenset({"relu", "leaky_relu", "sigmoid", "tanh", "clip", "square"})
 
 
 def _shape(value: object, what: str) -> tuple[int, ...]:
@@ -58,7 +61,8 @@ class ClientFunction:
     ``kind`` is one of :class:`ClientKind`'s values. ``attrs``: ``{'alpha': float}`` for
     ``leaky_relu``; ``{'min': float | None, 'max': float | None}`` for ``clip``; empty otherwise.
 
-    ``groups`` is ``None`` for the element-wise kinds (relu, leaky_relu, sigmoid, tanh, clip).
+    ``groups`` is ``None`` for the element-wise kinds (relu, leaky_relu, sigmoid, tanh, clip,
+    square).
     For ``maxpool`` it is an int64 array ``(out_size, window)``: ``out[j]`` is the max over *k*
     of ``x[groups[j, k]]``, and entries ``-1`` are padding (ignored). For ``softmax`` it is an
     int64 array ``(n_groups, group_size)`` that partitions the flattened input, and
@@ -174,6 +178,8 @@ class ClientFunction:
             return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
         if kind == "tanh":
             return np.tanh(x)
+        if kind == "square":
+            return x * x
         if kind == "clip":
             lo, hi = self.attrs["min"], self.attrs["max"]
             out = x if lo is None else np.maximum(x, lo)

@@ -137,4 +137,5 @@ DAG_MODELS = {
     "inverted-residual": (inverted_residual, (2, 4, 4)),
     "transpose": (transpose_net, (2, 3, 4)),
     "square-then-skip": (square_then_skip, (6,)),
+    "linear-and-square": (linear_and_square, (5,)),
 }
