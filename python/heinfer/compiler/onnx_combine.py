@@ -2,8 +2,8 @@
 
 Layer: ``heinfer.compiler`` (pure Python + numpy + scipy). Used by :mod:`.onnx_import` for
 ``Add``/``Sub`` of two computed tensors (a residual connection, a difference of branches:
-``y = x_1 ± x_2`` with numpy broadcasting between per-item shapes of equal rank) and
-``Concat`` of computed tensors along a non-batch axis (``y`` is a selection of each input).
+``y = x_1 ± x_2`` with numpy broadcasting between per-item shapes of equal rank), ``Sum``
+of any number of computed tensors, and ``Concat`` of computed tensors along a non-batch axis (``y`` is a selection of each input).
 """
 
 from __future__ import annotations
@@ -27,16 +27,17 @@ def _block(rows: np.ndarray, cols: np.ndarray, data: float, n_out: int, n_in: in
 
 
 def _add_sub(n: NodeInfo, shapes: list[Shape]) -> tuple[Combine, Shape]:
-    a, b = shapes
-    if len(a) != len(b):
-        raise n.unsupported(f"its inputs have per-item shapes {a} and {b} of different ranks")
+    """Add/Sub of two tensors, Sum of any number: ``y = x_1 ± x_2 (+ …)``, broadcast."""
+    if len({len(s) for s in shapes}) != 1:
+        raise n.unsupported(f"its inputs have per-item shapes {shapes} of different ranks")
     try:
-        out = tuple(int(d) for d in np.broadcast_shapes(a, b))
+        out = tuple(int(d) for d in np.broadcast_shapes(*shapes))
     except ValueError:
-        raise n.error(f"per-item shapes {a} and {b} do not broadcast") from None
+        raise n.error(f"per-item shapes {shapes} do not broadcast") from None
     rows = np.arange(math.prod(out))
     blocks = []
-    for shape, sign in ((a, 1.0), (b, -1.0 if n.op_type == "Sub" else 1.0)):
+    signs = [1.0] + [-1.0 if n.op_type == "Sub" else 1.0] * (len(shapes) - 1)
+    for shape, sign in zip(shapes, signs):
         cols = np.broadcast_to(np.arange(math.prod(shape)).reshape(shape), out).ravel()
         blocks.append(_block(rows, cols, sign, rows.size, math.prod(shape)))
     return Combine(n.name, tuple(blocks), np.zeros(rows.size), tuple(shapes), out), out
@@ -62,7 +63,7 @@ def _concat(n: NodeInfo, shapes: list[Shape]) -> tuple[Combine, Shape]:
 
 
 def combine_op(n: NodeInfo, shapes: list[Shape]) -> tuple[Combine, Shape]:
-    """The :class:`Combine` of an Add, Sub or Concat node whose inputs (of per-item
+    """The :class:`Combine` of an Add, Sub, Sum or Concat node whose inputs (of per-item
     ``shapes``, in the node's order) are all computed, and its per-item output shape."""
     if n.op_type == "Concat":
         return _concat(n, shapes)

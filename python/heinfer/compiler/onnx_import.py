@@ -13,7 +13,7 @@ order. Each node is one of:
   so that a later ``Reshape`` can check that it keeps the batch axis;
 * a step of the **graph** — it reads computed tensors (and constants) and is translated by the
   converter of its ``op_type`` (:mod:`.onnx_ops`; ``Add``/``Sub``/``Concat`` of several
-  computed tensors by :mod:`.onnx_combine`).
+  computed tensors and ``Sum`` by :mod:`.onnx_combine`).
 
 A tensor may be read by several nodes (branches, residual skips): the result is a
 :class:`~.dag.Dag` (:func:`load_onnx_dag`), which :func:`load_onnx` lowers to the chain the
@@ -41,7 +41,7 @@ from heinfer.errors import CompileError, UnsupportedOperatorError
 __all__ = ["OPSET_RANGE", "SUPPORTED_OPERATORS", "from_torch", "load_onnx", "load_onnx_dag"]
 
 #: The ONNX operator types :func:`load_onnx` accepts (default domain).
-SUPPORTED_OPERATORS: tuple[str, ...] = tuple(sorted({*CONVERTERS, "Concat", "Constant", "Shape"}))
+SUPPORTED_OPERATORS: tuple[str, ...] = tuple(sorted({*CONVERTERS, "Concat", "Constant", "Shape", "Sum"}))
 
 #: The default-domain opset versions :func:`load_onnx` accepts (inclusive).
 OPSET_RANGE = (13, 21)
@@ -258,7 +258,7 @@ class _Importer:
     def _chain(self, node: onnx.NodeProto, name: str, computed: list[str]) -> None:
         """Translate a node that reads one computed tensor (and constants)."""
         op_type = node.op_type
-        if len(computed) > 1 or op_type == "Concat":
+        if len(computed) > 1 or op_type in ("Concat", "Sum"):
             self._combine(node, name, computed)
             return
         (x,) = computed
@@ -277,12 +277,12 @@ class _Importer:
         """A node that combines several computed tensors (Add, Sub, Concat)."""
         inputs = [i for i in node.input if i]
         missing = [i for i in inputs if i not in self.shapes]
-        if node.op_type not in ("Add", "Sub", "Concat") or missing:
+        if node.op_type not in ("Add", "Sub", "Sum", "Concat") or missing:
             raise _unsupported(
                 node.op_type,
                 name,
                 f" with the computed inputs {computed}" + (f" and the constants {missing}" if missing else "")
-                + " (only Add, Sub and Concat combine computed tensors, Mul squares one tensor)",
+                + " (only Add, Sub, Sum and Concat combine computed tensors, Mul squares one tensor)",
             )
         shapes = [self.shapes[i] for i in inputs]
         if any(s is None for s in shapes):

@@ -101,12 +101,23 @@ def test_branches_through_client_functions_compile() -> None:
     assert [type(op).__name__ for op in chain.ops] == ["Linear", "ClientFunction", "ClientFunction", "Linear"]
 
 
+def test_sum_of_three_branches() -> None:
+    b = ModelBuilder((2, 3))
+    r = b.node("Relu", [b.x])
+    t = b.node("Tanh", [b.x])
+    c = b.node("Mul", [b.x, b.const(np.float32(3.0))])
+    b.node("Sum", [r, t, c])
+    model = b.build()
+    x = om.random_input((2, 3), 4)
+    np.testing.assert_allclose(load_onnx(model).run(x), om.run_onnxruntime(model, x), rtol=1e-5, atol=1e-6)
+
+
 def test_product_of_two_computed_tensors_is_refused() -> None:
     b = ModelBuilder((4,))
     r = b.node("Relu", [b.x])
     s = b.node("Sigmoid", [b.x])
     b.node("Mul", [r, s])
-    with pytest.raises(UnsupportedOperatorError, match="only Add, Sub and Concat"):
+    with pytest.raises(UnsupportedOperatorError, match="only Add, Sub, Sum and Concat"):
         load_onnx(b.build())
 
 
