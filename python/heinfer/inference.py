@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from heinfer.compiler.cost import analytic_costs, predict_seconds
+from heinfer.compiler.dag import Dag, to_chain
 from heinfer.compiler.ir import Graph
 from heinfer.compiler.latency.compile import LatencyOptions, compile_latency
 from heinfer.compiler.onnx_import import from_torch, load_onnx
@@ -52,7 +53,8 @@ def compile(  # noqa: A001 - the API name is the contract
     batch_size: int = 1,
     **options: Any,
 ) -> Program:
-    """Compiles an ONNX model (path, bytes or ``onnx.ModelProto``), a :class:`Graph`, or a
+    """Compiles an ONNX model (path, bytes or ``onnx.ModelProto``), a :class:`Graph` or
+    :class:`~heinfer.compiler.Dag`, or a
     ``torch.nn.Module`` (with ``example_input``) into a :class:`Program`.
 
     ``calibration``: sample inputs ``(n, *input_shape)`` that size the encryption scales
@@ -70,6 +72,8 @@ def compile(  # noqa: A001 - the API name is the contract
         raise CompileError(f"batch_size must be a positive integer, got {batch_size!r}")
     if isinstance(model, Graph):
         graph = model
+    elif isinstance(model, Dag):
+        graph = to_chain(model)
     elif isinstance(model, (str, bytes, bytearray, os.PathLike)) or type(model).__name__ == "ModelProto":
         graph = load_onnx(model)
     elif hasattr(model, "forward") and hasattr(model, "parameters"):

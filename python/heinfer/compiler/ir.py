@@ -12,6 +12,10 @@ Every tensor is one batch item (no batch axis), flattened row-major (C, H, W ord
 * :class:`ClientFunction` — a non-polynomial step (ReLU, max-pooling, softmax, …) that the
   client evaluates on decrypted values (nGraph-HE2 §4.1) or a 2PC protocol evaluates (GAZELLE §4).
 
+Graph-shaped networks (branches, residual additions, concatenations) are a
+:class:`~heinfer.compiler.dag.Dag`, which :func:`~heinfer.compiler.dag.to_chain` lowers to a
+:class:`Graph` by stacking the tensors still live.
+
 Reshapes cost nothing on flattened tensors, so they are not ops: consecutive ops must agree on
 the *size* of the tensor they share, while their shapes may differ (``Linear.out_shape`` of a
 convolution is ``(C, H, W)``, the next dense layer's ``in_shape`` is ``(C·H·W,)``).

@@ -11,11 +11,13 @@ order. Each node is one of:
 * a **shape** computation (``Shape`` of the activation and what is computed from it, as
   ``torch.onnx.export`` writes ``x.view(x.size(0), -1)``) — evaluated for two probe batch sizes
   so that a later ``Reshape`` can check that it keeps the batch axis;
-* a step of the **chain** — it reads the current activation (and constants) and is translated
-  by the converter of its ``op_type`` (:mod:`.onnx_ops`).
+* a step of the **graph** — it reads computed tensors (and constants) and is translated by the
+  converter of its ``op_type`` (:mod:`.onnx_ops`; ``Add``/``Sub``/``Concat`` of several
+  computed tensors and ``Sum`` by :mod:`.onnx_combine`).
 
-Branches (a tensor read by two nodes), ``Add`` of two computed tensors and several outputs are
-refused: heinfer compiles chains.
+A tensor may be read by several nodes (branches, residual skips): the result is a
+:class:`~.dag.Dag` (:func:`load_onnx_dag`), which :func:`load_onnx` lowers to the chain the
+back ends compile (:func:`~.dag.to_chain`). Several outputs are refused.
 """
 
 from __future__ import annotations
@@ -30,14 +32,16 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from heinfer.compiler.ir import Graph, Linear, Op
+from heinfer.compiler.dag import Dag, Node, to_chain
+from heinfer.compiler.ir import Graph, Linear
+from heinfer.compiler.onnx_combine import combine_op
 from heinfer.compiler.onnx_ops import BATCH_PROBES, CONVERTERS, NodeInfo
 from heinfer.errors import CompileError, UnsupportedOperatorError
 
-__all__ = ["OPSET_RANGE", "SUPPORTED_OPERATORS", "from_torch", "load_onnx"]
+__all__ = ["OPSET_RANGE", "SUPPORTED_OPERATORS", "from_torch", "load_onnx", "load_onnx_dag"]
 
 #: The ONNX operator types :func:`load_onnx` accepts (default domain).
-SUPPORTED_OPERATORS: tuple[str, ...] = tuple(sorted([*CONVERTERS, "Constant", "Shape"]))
+SUPPORTED_OPERATORS: tuple[str, ...] = tuple(sorted({*CONVERTERS, "Concat", "Constant", "Shape", "Sum"}))
 
 #: The default-domain opset versions :func:`load_onnx` accepts (inclusive).
 OPSET_RANGE = (13, 21)
@@ -171,28 +175,25 @@ class _Importer:
             )
         self.static_batch = dims[0]
         self.input_shape = tuple(int(d or 0) for d in dims[1:])
-        # The activation on the chain, and the per-item shape of every computed tensor
-        # (None for the extra outputs of a chain node, which nothing may read).
-        self.cur = self.input_name
+        # The per-item shape of every computed tensor (None for the extra outputs of a node,
+        # which nothing may read), the DAG tensor holding its values (a reshape is an alias of
+        # its input), and the DAG's nodes.
         self.shapes: dict[str, tuple[int, ...] | None] = {self.input_name: self.input_shape}
-        self.reader: dict[str, str] = {}
-        self.ops: list[Op] = []
+        self.alias: dict[str, str] = {self.input_name: self.input_name}
+        self.dag_nodes: list[Node] = []
         self.nodes = g.node
 
-    def run(self) -> Graph:
+    def run(self) -> Dag:
         for index, node in enumerate(self.nodes):
             self._node(node, node.name or f"{node.op_type}_{index}")
         out = self.output_name
         if out in self.consts or out in self.pairs:
             raise CompileError(f"output {out!r} does not depend on the input {self.input_name!r}")
-        if out != self.cur:
-            raise CompileError(
-                f"output {out!r} is not the end of the chain of nodes from "
-                f"{self.input_name!r} (which ends at {self.cur!r})"
-            )
-        out_shape = self.shapes[out]
-        assert out_shape is not None  # the end of the chain always has a shape
-        return Graph(self.input_name, self.input_shape, out, out_shape, self.ops)
+        out_shape = self.shapes.get(out)
+        if out_shape is None:
+            raise CompileError(f"output {out!r} is not computed by the graph's nodes")
+        nodes = _merge_biases(self.dag_nodes, self.alias[out])
+        return Dag(self.input_name, self.input_shape, self.alias[out], out_shape, nodes)
 
     def _node(self, node: onnx.NodeProto, name: str) -> None:
         if node.domain not in ("", "ai.onnx"):
@@ -255,38 +256,53 @@ class _Importer:
             self.pairs[node.output[0]] = (values[0], values[1])
 
     def _chain(self, node: onnx.NodeProto, name: str, computed: list[str]) -> None:
-        """Translate a node that reads the activation."""
+        """Translate a node that reads one computed tensor (and constants)."""
         op_type = node.op_type
-        if len(computed) > 1:
-            raise _unsupported(
-                op_type,
-                name,
-                f" with two computed inputs {computed} "
-                "(heinfer compiles chains: no skip connections or branches)",
-            )
+        if len(computed) > 1 or op_type in ("Concat", "Sum"):
+            self._combine(node, name, computed)
+            return
         (x,) = computed
-        if x != self.cur:
-            first = self.reader.get(x)
-            raise CompileError(
-                f"tensor {x!r} is read by node {first!r} and by node {name!r}; heinfer compiles "
-                "chains only (no branches, skip connections or extra outputs)"
-                if first
-                else f"node {name!r} reads {x!r}, an extra output of a chain node"
-            )
+        x_shape = self.shapes[x]
+        if x_shape is None:
+            raise CompileError(f"node {name!r} reads {x!r}, an extra output of a node (only the first output may be read)")
         if op_type not in CONVERTERS:
             raise _unsupported(op_type, name)
-        x_shape = self.shapes[x]
-        assert x_shape is not None  # x is the activation: extra outputs never become it
         info = NodeInfo(
             node, name, self.opset, x, x_shape, self.consts, self.pairs, self.static_batch
         )
         ops, out_shape = CONVERTERS[op_type](info)
-        self._check_inferred(node.output[0], out_shape, name)
-        for op in ops:
-            self._append(op)
-        self.reader[x] = name
-        self.cur = node.output[0]
-        self.shapes[self.cur] = out_shape
+        self._define(node, name, ops, [self.alias[x]], out_shape)
+
+    def _combine(self, node: onnx.NodeProto, name: str, computed: list[str]) -> None:
+        """A node that combines several computed tensors (Add, Sub, Concat)."""
+        inputs = [i for i in node.input if i]
+        missing = [i for i in inputs if i not in self.shapes]
+        if node.op_type not in ("Add", "Sub", "Sum", "Concat") or missing:
+            raise _unsupported(
+                node.op_type,
+                name,
+                f" with the computed inputs {computed}" + (f" and the constants {missing}" if missing else "")
+                + " (only Add, Sub, Sum and Concat combine computed tensors, Mul squares one tensor)",
+            )
+        shapes = [self.shapes[i] for i in inputs]
+        if any(s is None for s in shapes):
+            raise CompileError(f"node {name!r} reads an extra output of a node (only the first output may be read)")
+        info = NodeInfo(node, name, self.opset, inputs[0], shapes[0], self.consts, self.pairs, self.static_batch)
+        op, out_shape = combine_op(info, shapes)  # type: ignore[arg-type]
+        self._define(node, name, [op], [self.alias[i] for i in inputs], out_shape)
+
+    def _define(self, node: onnx.NodeProto, name: str, ops: list, inputs: list[str], out_shape: tuple[int, ...]) -> None:
+        """Record the nodes ``ops`` (one after the other, the first reading ``inputs``) as
+        computing ``node``'s first output; no op (a reshape) makes it an alias."""
+        out = node.output[0]
+        self._check_inferred(out, out_shape, name)
+        src = list(inputs)
+        for k, op in enumerate(ops):
+            tensor = out if k == len(ops) - 1 else f"{out}#{k}"
+            self.dag_nodes.append(Node(op, tuple(src), tensor))
+            src = [tensor]
+        self.alias[out] = src[0] if not ops else out
+        self.shapes[out] = out_shape
         for extra in node.output[1:]:
             if extra:
                 self.shapes[extra] = None
@@ -302,20 +318,6 @@ class _Importer:
                 f"ONNX shape inference gives {dims}"
             )
 
-    def _append(self, op: Op) -> None:
-        """Append ``op``, merging a pure bias (Add/Sub of a constant) into a preceding Linear."""
-        prev = self.ops[-1] if self.ops else None
-        if isinstance(op, Linear) and isinstance(prev, Linear) and _is_identity_matrix(op):
-            op = Linear(
-                f"{prev.name}+{op.name}",
-                prev.matrix,
-                prev.bias + op.bias,
-                prev.in_shape,
-                op.out_shape,
-            )
-            self.ops[-1] = op
-        else:
-            self.ops.append(op)
 
 
 def _is_identity_matrix(op: Linear) -> bool:
@@ -329,21 +331,59 @@ def _is_identity_matrix(op: Linear) -> bool:
     )
 
 
-def load_onnx(model: ModelSource) -> Graph:
-    """Compile an ONNX model (a path, serialized bytes or a ModelProto) into an IR Graph.
+def _merge_biases(nodes: list[Node], output: str) -> list[Node]:
+    """Merge a pure bias (Add/Sub of a constant: an identity Linear) into the Linear that
+    computes its input, when nothing else reads that tensor."""
+    readers: dict[str, int] = {}
+    for n in nodes:
+        for t in n.inputs:
+            readers[t] = readers.get(t, 0) + 1
+    by_output = {n.output: k for k, n in enumerate(nodes)}
+    out = list(nodes)
+    for k, n in enumerate(nodes):
+        if not (isinstance(n.op, Linear) and _is_identity_matrix(n.op)):
+            continue
+        (t,) = n.inputs
+        j = by_output.get(t)
+        if j is None or out[j] is None or readers[t] != 1 or t == output or not isinstance(out[j].op, Linear):
+            continue
+        prev = out[j].op
+        merged = Linear(f"{prev.name}+{n.op.name}", prev.matrix, prev.bias + n.op.bias, prev.in_shape, n.op.out_shape)
+        out[k] = Node(merged, out[j].inputs, n.output)
+        out[j] = None
+    return [n for n in out if n is not None]
+
+
+def load_onnx_dag(model: ModelSource) -> Dag:
+    """Compile an ONNX model (a path, serialized bytes or a ModelProto) into an IR :class:`Dag`.
 
     The model must use opset 13–21 of the default domain, have exactly one non-constant input
     of shape ``[batch, ...]`` (any batch dimension, static sizes after it) and one output, and
-    be a chain of the operators in :data:`SUPPORTED_OPERATORS` with constant weights.
+    use only the operators in :data:`SUPPORTED_OPERATORS` with constant weights; a tensor may
+    be read by several nodes, and ``Add``/``Sub``/``Concat`` may combine computed tensors.
 
     Raises :class:`CompileError` when the model cannot be read, fails the ONNX checker or shape
-    inference, uses another opset, or is not a chain; :class:`UnsupportedOperatorError` (with
-    ``op_type`` and ``node_name``) for an operator or an operator option heinfer cannot compile.
+    inference or uses another opset; :class:`UnsupportedOperatorError` (with ``op_type`` and
+    ``node_name``) for an operator or an operator option heinfer cannot compile.
     """
+    return _import(model)[0]
+
+
+def _import(model: ModelSource) -> tuple[Dag, str]:
+    """The DAG of ``model`` and the name of its ONNX output."""
     proto = _read(model)
     opset = _opset(proto)
-    inferred = _check(proto)
-    return _Importer(inferred, opset).run()
+    importer = _Importer(_check(proto), opset)
+    return importer.run(), importer.output_name
+
+
+def load_onnx(model: ModelSource) -> Graph:
+    """:func:`load_onnx_dag` lowered to the chain :class:`Graph` the back ends compile
+    (:func:`~.dag.to_chain`; a chain model gives its ops unchanged). Raises what
+    :func:`load_onnx_dag` raises."""
+    dag, out = _import(model)
+    chain = to_chain(dag)
+    return Graph(chain.input_name, chain.input_shape, out, chain.output_shape, chain.ops)
 
 
 def from_torch(module: object, example_input: object) -> Graph:

@@ -469,6 +469,22 @@ def _reshape(n: NodeInfo) -> Converted:
     return [], outs[0][1:]
 
 
+def _transpose(n: NodeInfo) -> Converted:
+    """A transpose that keeps the batch axis first: a permutation of the flattened item."""
+    n.dynamic_first()
+    rank = len(n.x_shape) + 1
+    perm = n.attr("perm")
+    perm = list(range(rank))[::-1] if perm is None else [int(p) for p in perm]
+    if sorted(perm) != list(range(rank)):
+        raise n.error(f"perm {perm} is not a permutation of {rank} axes")
+    if perm[0] != 0:
+        raise n.unsupported(f"perm {perm} moves the batch axis (only perm[0] = 0 is supported)")
+    item_perm = [p - 1 for p in perm[1:]]
+    src = np.arange(math.prod(n.x_shape)).reshape(n.x_shape).transpose(item_perm)
+    out_shape = tuple(int(d) for d in src.shape)
+    return [_linear(n, np.arange(src.size), src.ravel(), 1.0, None, out_shape)], out_shape
+
+
 def _identity(n: NodeInfo) -> Converted:
     if n.op_type == "Dropout":
         training = n.optional_const(2, "training_mode")
@@ -503,4 +519,5 @@ CONVERTERS: dict[str, Callable[[NodeInfo], Converted]] = {
     "Softmax": _softmax,
     "Sub": _arithmetic,
     "Tanh": _elementwise("tanh"),
+    "Transpose": _transpose,
 }

@@ -25,11 +25,23 @@ def _interval(op: object, bound: np.ndarray) -> np.ndarray:
     if isinstance(op, Square):
         return bound * bound
     assert isinstance(op, ClientFunction)
+    before, after = op.keep
+    if before or after:  # the kept values pass through the step unchanged
+        end = bound.size - after
+        inner = _function_interval(op, bound[before:end])
+        return np.concatenate([bound[:before], inner, bound[end:]])
+    return _function_interval(op, bound)
+
+
+def _function_interval(op: ClientFunction, bound: np.ndarray) -> np.ndarray:
+    """:func:`_interval` of a client function on the values it acts on."""
     kind = op.kind
     if kind in ("sigmoid", "softmax"):
-        return np.ones(int(np.prod(op.out_shape)))
+        return np.ones(op.inner_sizes[1])
     if kind == "tanh":
         return np.minimum(bound, 1.0)
+    if kind == "square":
+        return bound * bound
     if kind == "clip":
         lo, hi = op.attrs["min"], op.attrs["max"]
         if lo is not None and hi is not None:

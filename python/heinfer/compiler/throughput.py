@@ -30,7 +30,7 @@ from heinfer.program.ops import DropTo, Relinearize, Rescale
 from heinfer.program.ops import Linear as OpLinear
 from heinfer.program.ops import Square as OpSquare
 
-__all__ = ["Options", "compile_graph", "split_segments"]
+__all__ = ["Options", "compile_graph", "split_segments", "step_error"]
 
 #: Standard deviation of the error distribution (as in the engine).
 SIGMA = 3.19
@@ -156,6 +156,18 @@ def compile_graph(graph: Graph, calibration: np.ndarray | None = None, input_bou
     return build_program(g, pre, seg_ops, step_fns, post, plans, b, log_n, p_bits, packing, seg_bounds, seg_in_bounds, options)
 
 
+def step_error(functions: list, err: float, bound: float) -> float:
+    """Error bound after a client step's ``functions`` given ``err`` on values of ``|x| ≤
+    bound``: every kind is 1-Lipschitz but ``square``, for which ``|(x+e)² − x²| ≤ 2·bound·e +
+    e²``."""
+    for f in functions:
+        if f.kind == "square":
+            err, bound = 2 * bound * err + err * err, bound * bound
+        elif f.kind in ("sigmoid", "softmax", "tanh"):
+            bound = max(bound, 1.0)
+    return err
+
+
 def build_program(g, pre, seg_ops, step_fns, post, plans, b, log_n, p_bits, packing, seg_bounds, seg_in_bounds, options) -> Program:
     """Lowers the chosen plans to a :class:`Program` (instructions, layers, steps, errors)."""
     top = max(p.top_limbs for _, p in plans)
@@ -168,6 +180,8 @@ def build_program(g, pre, seg_ops, step_fns, post, plans, b, log_n, p_bits, pack
     errors: list[float] = []
     err = 0.0
     for k, ((s_in, plan), ops) in enumerate(zip(plans, seg_ops)):
+        if k:  # the client's release (rounding and flooding, a few precisions) and its step
+            err = step_error(step_fns[k - 1], err + 2 * segments[-1].precision, seg_bounds[k - 1][-1])
         scale_in = 2.0**s_in
         err += fresh / scale_in
         instrs: list = []

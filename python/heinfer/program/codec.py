@@ -1,4 +1,4 @@
-"""Programs to and from (manifest, arrays) pairs: the content of format-2 sections.
+"""Programs to and from (manifest, arrays) pairs: the content of format-3 sections.
 
 Layer: ``heinfer.program``. :func:`public_to_json` / :func:`public_from_json` handle the
 public part (parameters, layouts, ops, steps, functions, bounds, key manifest);
@@ -29,12 +29,18 @@ _PARAM_KEYS = ("log_n", "log_q", "log_p", "log_scale", "security")
 def _fn_to_json(f: ClientFunction, arrays: dict, key: str) -> dict:
     if f.groups is not None:
         arrays[key] = np.asarray(f.groups, dtype=np.int64)
-    return {"name": f.name, "kind": f.kind, "attrs": f.attrs, "in_shape": list(f.in_shape), "out_shape": list(f.out_shape), "groups": key if f.groups is not None else None}
+    return {"name": f.name, "kind": f.kind, "attrs": f.attrs, "in_shape": list(f.in_shape), "out_shape": list(f.out_shape), "groups": key if f.groups is not None else None, "keep": list(f.keep)}
 
 
 def _fn(j: dict, arrays: dict) -> ClientFunction:
     groups = _arr(arrays, j["groups"], np.int64) if j["groups"] is not None else None
-    return ClientFunction(str(j["name"]), str(j["kind"]), dict(j["attrs"]), tuple(j["in_shape"]), tuple(j["out_shape"]), groups)
+    return ClientFunction(str(j["name"]), str(j["kind"]), dict(j["attrs"]), tuple(j["in_shape"]), tuple(j["out_shape"]), groups, _keep(j["keep"]))
+
+
+def _keep(v: object) -> tuple[int, int]:
+    if not isinstance(v, list) or len(v) != 2:
+        raise TypeError(f"keep must be a list of two integers, got {v!r}")
+    return (_i(v[0]), _i(v[1]))
 
 
 def _arr(arrays: dict, key: str, dtype) -> np.ndarray:

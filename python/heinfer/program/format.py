@@ -1,6 +1,6 @@
-"""The versioned byte format of programs (format 2), canonical so that it can be hashed.
+"""The versioned byte format of programs (format 3; format 3 added ``keep`` to client functions), canonical so that it can be hashed.
 
-Layer: ``heinfer.program``. A file is ``b"HEPROG\\r\\n"``, a ``u16`` version (2), a ``u8``
+Layer: ``heinfer.program``. A file is ``b"HEPROG\\r\\n"``, a ``u16`` version (3), a ``u8``
 kind (0 public, 1 full), a ``u64`` length of the body, then the body compressed with zlib.
 The body is one *section* for a public program and two for a full one (public, then
 weights). A section is ``u32`` length + JSON manifest (UTF-8, sorted keys, no spaces) and a
@@ -31,7 +31,7 @@ from heinfer.program.model import Program, PublicProgram
 __all__ = ["dump", "load", "program_id", "FORMAT_VERSION", "MAX_PROGRAM_BYTES"]
 
 MAGIC = b"HEPROG\r\n"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: Largest program accepted by :func:`load`, compressed or inflated (1 GiB).
 MAX_PROGRAM_BYTES = 1 << 30
 _DTYPES = {1: np.dtype("<i8"), 2: np.dtype("<f8"), 3: np.dtype("u1")}

@@ -31,9 +31,12 @@ class ClientKind(str, enum.Enum):
     CLIP = "clip"
     SOFTMAX = "softmax"
     MAXPOOL = "maxpool"
+    #: ``x²`` on the client: a square of one branch of a graph while another tensor is live
+    #: (the server squares whole vectors only; see :mod:`heinfer.compiler.dag`).
+    SQUARE = "square"
 
 
-_ELEMENTWISE = frozenset({"relu", "leaky_relu", "sigmoid", "tanh", "clip"})
+_ELEMENTWISE = frozenset({"relu", "leaky_relu", "sigmoid", "tanh", "clip", "square"})
 
 
 def _shape(value: object, what: str) -> tuple[int, ...]:
@@ -58,11 +61,18 @@ class ClientFunction:
     ``kind`` is one of :class:`ClientKind`'s values. ``attrs``: ``{'alpha': float}`` for
     ``leaky_relu``; ``{'min': float | None, 'max': float | None}`` for ``clip``; empty otherwise.
 
-    ``groups`` is ``None`` for the element-wise kinds (relu, leaky_relu, sigmoid, tanh, clip).
+    ``groups`` is ``None`` for the element-wise kinds (relu, leaky_relu, sigmoid, tanh, clip,
+    square).
     For ``maxpool`` it is an int64 array ``(out_size, window)``: ``out[j]`` is the max over *k*
     of ``x[groups[j, k]]``, and entries ``-1`` are padding (ignored). For ``softmax`` it is an
     int64 array ``(n_groups, group_size)`` that partitions the flattened input, and
     ``out[groups[j]] = softmax(x[groups[j]])`` (output shape equals input shape).
+    ``keep = (before, after)``: the function acts on a slice of a longer vector (a graph whose
+    other tensors live across the client step, e.g. the skip of a residual block): the first
+    ``before`` and last ``after`` values pass through unchanged, and ``in_shape``/``out_shape``
+    are then the shapes of the whole vector, ``(before + n + after,)`` and
+    ``(before + m + after,)`` with ``n → m`` the function's own sizes (``groups`` index the
+    slice). ``(0, 0)``, the default, is the function on the whole vector.
     Raises :class:`CompileError` when kind, attrs, groups and shapes do not fit together.
     """
 
@@ -72,9 +82,17 @@ class ClientFunction:
     in_shape: tuple[int, ...]
     out_shape: tuple[int, ...]
     groups: np.ndarray | None = None
+    keep: tuple[int, int] = (0, 0)
 
     def __post_init__(self) -> None:
         where = f"ClientFunction {self.name!r}"
+        try:
+            keep = tuple(int(k) for k in self.keep)
+        except (TypeError, ValueError):
+            raise CompileError(f"{where}: keep must be two ints, got {self.keep!r}") from None
+        if len(keep) != 2 or min(keep) < 0:
+            raise CompileError(f"{where}: keep must be two non-negative ints, got {self.keep!r}")
+        object.__setattr__(self, "keep", keep)
         try:
             kind = ClientKind(self.kind).value
         except ValueError:
@@ -91,7 +109,9 @@ class ClientFunction:
         object.__setattr__(self, "attrs", attrs)
         object.__setattr__(self, "in_shape", in_shape)
         object.__setattr__(self, "out_shape", out_shape)
-        n_in, n_out = _size(in_shape), _size(out_shape)
+        n_in, n_out = _size(in_shape) - sum(keep), _size(out_shape) - sum(keep)
+        if n_in <= 0 or n_out <= 0:
+            raise CompileError(f"{where}: keep {keep} leaves no values for {in_shape} -> {out_shape}")
         if (kind in _ELEMENTWISE or kind == "softmax") and n_in != n_out:
             raise CompileError(
                 f"{where}: {kind} needs in and out sizes equal, {in_shape} vs {out_shape}"
@@ -128,11 +148,25 @@ class ClientFunction:
         """True when f(r·x) = r·f(x) for every r > 0 (per group): relu, leaky_relu, maxpool."""
         return self.kind in ("relu", "leaky_relu", "maxpool")
 
+    @property
+    def inner_sizes(self) -> tuple[int, int]:
+        """``(n, m)``: the sizes the function itself maps (without the values kept)."""
+        return _size(self.in_shape) - sum(self.keep), _size(self.out_shape) - sum(self.keep)
+
     def apply(self, x: np.ndarray) -> np.ndarray:
-        """x: (batch, in_size) float array (float64 is kept) → (batch, out_size)."""
+        """x: (batch, in_size) float array (float64 is kept) → (batch, out_size); the ``keep``
+        values on either side pass through unchanged."""
         x = np.asarray(x)
         if not np.issubdtype(x.dtype, np.floating):
             x = x.astype(np.float64)
+        before, after = self.keep
+        if before or after:
+            end = x.shape[-1] - after
+            inner = self._apply(x[..., before:end])
+            return np.concatenate([x[..., :before], inner, x[..., end:]], axis=-1)
+        return self._apply(x)
+
+    def _apply(self, x: np.ndarray) -> np.ndarray:
         kind = self.kind
         if kind == "relu":
             return np.maximum(x, 0)
@@ -144,6 +178,8 @@ class ClientFunction:
             return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
         if kind == "tanh":
             return np.tanh(x)
+        if kind == "square":
+            return x * x
         if kind == "clip":
             lo, hi = self.attrs["min"], self.attrs["max"]
             out = x if lo is None else np.maximum(x, lo)

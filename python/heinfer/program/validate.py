@@ -46,6 +46,7 @@ def validate_public(p) -> None:
         if st.in_size != p.segments[i].out_size or st.out_size != p.segments[i + 1].in_size:
             _bad(f"step {i} sizes {st.in_size} → {st.out_size} do not chain with its segments")
         fns = st.functions
+        _chained(fns, f"step {i}")
         if fns and (_size(fns[0].in_shape) != st.in_size or _size(fns[-1].out_shape) != st.out_size):
             _bad(f"step {i}: its functions do not take {st.in_size} values to {st.out_size}")
         if not fns and st.in_size != st.out_size:
@@ -150,6 +151,8 @@ def check_io(program, first_size: int, last_size: int) -> None:
     """Refuses input/output shapes that disagree with the pre-/post-processing functions and
     with the first and last segments' sizes."""
     pre, post = program.pre, program.post
+    _chained(pre, "pre-processing")
+    _chained(post, "post-processing")
     if pre and _size(pre[0].in_shape) != _size(program.input_shape):
         _bad(f"input shape {tuple(program.input_shape)} for a pre-processing step taking {tuple(pre[0].in_shape)}")
     if post and _size(post[-1].out_shape) != _size(program.output_shape):
@@ -160,6 +163,13 @@ def check_io(program, first_size: int, last_size: int) -> None:
     last_out = _size(post[0].in_shape) if post else _size(program.output_shape)
     if last_out != last_size:
         _bad(f"last segment gives {last_size} values, the output needs {last_out}")
+
+
+def _chained(fns, where: str) -> None:
+    """Refuses functions that do not chain: each takes as many values as the one before gives."""
+    for j in range(1, len(fns)):
+        if _size(fns[j - 1].out_shape) != _size(fns[j].in_shape):
+            _bad(f"{where}: function {j - 1} gives {_size(fns[j - 1].out_shape)} values, function {j} takes {_size(fns[j].in_shape)}")
 
 
 def _size(shape) -> int:

@@ -346,24 +346,6 @@ def test_non_constant_weight_is_refused() -> None:
         load_onnx(b.build())
 
 
-def test_branches_are_refused() -> None:
-    b = ModelBuilder((4,))
-    r = b.node("Relu", [b.x])
-    s = b.node("Sigmoid", [b.x])
-    b.node("Add", [r, s])
-    with pytest.raises(CompileError, match="chains"):
-        load_onnx(b.build())
-
-
-def test_add_of_two_computed_tensors_is_refused() -> None:
-    b = ModelBuilder((4,))
-    r = b.node("Relu", [b.x])
-    s = b.node("Sigmoid", [r])
-    b.node("Add", [s, r])
-    with pytest.raises((UnsupportedOperatorError, CompileError), match="chain"):
-        load_onnx(b.build())
-
-
 def test_several_outputs_are_refused() -> None:
     b = ModelBuilder((4,))
     r = b.node("Relu", [b.x])

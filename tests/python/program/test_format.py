@@ -1,4 +1,4 @@
-"""The program format 2 (``heinfer.program.format``): round trips, canonical bytes and ids,
+"""The program format 3 (``heinfer.program.format``): round trips, canonical bytes and ids,
 the two artifacts, and hostile bytes.
 
 * ``dump``/``load`` round-trip every field of both kinds of program in both layouts
@@ -29,6 +29,7 @@ from pathlib import Path
 import heinfer
 import numpy as np
 import pytest
+from compiler import dag_models as dm
 from compiler import onnx_models as om
 from compiler.onnx_models import ModelBuilder
 from heinfer.program import LinearStep, Program, PublicProgram, Transform, dump, load
@@ -74,6 +75,7 @@ PROGRAMS = {
     "square-no-bias": (lambda: om.conv_net(act="square", pool="avg"), (1, 8, 8), "throughput"),
     "latency-pre-maxpool-sigmoid-post": (_pre_post_model, (1, 6, 6), "latency"),
     "latency-square": (lambda: om.mlp((16, 12, 8, 4), act="square"), (16,), "latency"),
+    "residual": (dm.residual_block, (2, 5, 5), "throughput"),
 }
 
 
@@ -112,6 +114,7 @@ def _fn_equal(a, b) -> None:
         tuple(b.in_shape),
         tuple(b.out_shape),
     )
+    assert a.keep == b.keep
     assert (a.groups is None) == (b.groups is None)
     if a.groups is not None:
         assert a.groups.dtype == b.groups.dtype and np.array_equal(a.groups, b.groups)
@@ -309,6 +312,7 @@ def test_the_zoo_covers_every_part_of_the_format() -> None:
     assert any(p.needs_relin_key for p in progs) and any(p.rotation_steps for p in progs)
     fns = [f for p in progs for st in p.steps for f in st.functions]
     assert any(f.groups is not None for f in fns) and any(f.groups is None for f in fns)
+    assert any(f.keep != (0, 0) for f in fns)  # a graph's skip passing through a step
     layers = [lay for p in progs for lay in p.layers]
     assert any(isinstance(lay, LinearStep) and lay.bias is None for lay in layers)
     assert any(isinstance(lay, LinearStep) and lay.bias is not None for lay in layers)
@@ -515,7 +519,7 @@ def test_appended_garbage_is_refused() -> None:
         load(_pack(body + b"\x00" * 8, kind=kind))
 
 
-@pytest.mark.parametrize("version", [0, 1, 3, 0xFFFF])
+@pytest.mark.parametrize("version", [0, 1, 2, 4, 0xFFFF])
 def test_another_version_is_refused_with_a_recompile_message(version: int) -> None:
     data = bytearray(_bytes("cryptonets_relu"))
     struct.pack_into("<H", data, 8, version)
@@ -698,6 +702,12 @@ def test_random_bytes_are_refused(data: bytes) -> None:
         (("steps", 0, "in_size"), 7),
         (("steps", 0, "functions", 0, "kind"), "gelu"),
         (("steps", 0, "functions", 0, "in_shape"), [3]),
+        (("steps", 0, "functions", 0, "keep"), _DELETE),
+        (("steps", 0, "functions", 0, "keep"), [-1, 0]),
+        (("steps", 0, "functions", 0, "keep"), [0]),
+        (("steps", 0, "functions", 0, "keep"), [0, "1"]),
+        (("steps", 0, "functions", 0, "keep"), [0, True]),
+        (("steps", 0, "functions", 0, "keep"), [1 << 20, 0]),
         (("meta",), [1, 2]),
     ],
 )
