@@ -341,6 +341,22 @@ def test_auto_measures_costs_into_the_cache(auto_programs, cost_cache) -> None:
     assert one.meta["cost_source"].startswith("measured")
 
 
+def test_auto_prices_a_throughput_program_with_rescales(cost_cache) -> None:
+    """A throughput plan whose scale is below its primes (an x² MLP: four primes) is measured
+    too: the rescale timings use operands above the prime they drop (was a ScaleError)."""
+    model = om.mlp((16, 12, 8, 4), act="square")
+    cal = om.random_input((16,), 64, seed=1)
+    prog = heinfer.compile(model, mode="auto", batch_size=4096, calibration=cal)
+    assert prog.mode == "throughput" and len(prog.params["log_q"]) > 1
+    a = prog.meta["auto"]
+    assert a["throughput_s"] < a["latency_s"]
+    assert (cost_cache / "latency-costs.json").exists()
+    x = om.random_input((16,), 4, seed=2)
+    np.testing.assert_array_equal(
+        heinfer.infer(prog, x).outputs.argmax(1), om.run_onnxruntime(model, x).argmax(1)
+    )
+
+
 @pytest.mark.parametrize("batch_size", [0, -1, 1.5, "2"])
 def test_auto_refuses_a_bad_batch_size(batch_size) -> None:
     with pytest.raises(heinfer.CompileError, match="batch_size"):
