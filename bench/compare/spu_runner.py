@@ -1,26 +1,16 @@
 """SecretFlow SPU (Cheetah) peer of heinfer's two-party benchmark.
 
-Runs under .venv-spu (created by bench/setup_compare.sh):
-
   .venv-spu/bin/python bench/compare/spu_runner.py [--quick] [--relu 1000,10000,100000]
-      [--maxpool 1000] [--network-d models/mnist_d.onnx]
+      [--maxpool 1000] [--network-d models/mnist_d.onnx] [--no-netns]
 
-Two parties run as two OS processes (this script re-started with --party 0/1) that talk
-over a brpc link on 127.0.0.1 only; protocol CHEETAH, ring FM64, 18 fractional bits.
-The parent traces each workload with jax and compiles it to SPU bytecode before the
-parties start (not timed). Per workload, each party builds a fresh SPU runtime, so
-Cheetah's lazily built setup (base OTs, silent-OT/VOLE state, HE keys) is paid again and
-included. Timer (party 0's perf_counter, after a link barrier): runtime construction, the
-owner splitting its inputs and sending the other share over the link, the SPU run, and
-party 1 sending its output shares to party 0, which reconstructs.
-
-Bytes: the sum over both parties of (a) SPU's own link counter for the run, the
-`Link details: total send bytes` line the runtime logs when `enable_pphlo_profile` is
-on (yacl link statistics, diffed over the execution), and (b) the payloads this script
-sends on the same link for input and output shares (len of the framed bytes).
-
-Prints ONE JSON line on stdout; diagnostics go to stderr. If spu cannot be imported it
-prints {"library": "spu", "unavailable": "<reason>"} and exits 0. Never imports heinfer.
+Two OS processes (this script with --party 0/1) over a brpc link on 127.0.0.1; CHEETAH,
+FM64, 18 fractional bits. Timer (party 0): fresh runtime (so Cheetah's lazy setup is
+included), input sharing over the link, the run, output shares to party 0 and their
+reconstruction; jax tracing and SPU compilation happen before and are not timed. Bytes:
+SPU's link counter for the run (`Link details` log line) plus the share frames sent here,
+both parties; loopback bytes too in a private network namespace. See README.md. Prints
+ONE JSON line on stdout, diagnostics on stderr; {"library": "spu", "unavailable": ...}
+and exit 0 when spu cannot be imported. Never imports heinfer.
 """
 
 from __future__ import annotations
@@ -36,7 +26,11 @@ import sys
 import tempfile
 import time
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError as _e:  # reported as "unavailable" by main()
+    np = None
+    _NUMPY_ERROR = f"{type(_e).__name__}: {_e}"
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -180,7 +174,7 @@ def load_network_d(path: str):
     ws = []
     for n in m.graph.node:
         if n.op_type in ("Conv", "Gemm"):
-            ws += [np.asarray(init[n.input[1]], np.float32), np.asarray(init[n.input[2]], np.float32)]
+            ws += [np.asarray(init[t], np.float32) for t in n.input[1:3]]
         if n.op_type == "Gemm":
             attrs = {a.name: a for a in n.attribute}
             if "transB" not in attrs or attrs["transB"].i != 1:
@@ -257,7 +251,6 @@ def party_main(rank: int, jobdir: str) -> None:
     desc.connect_retry_interval_ms = 1000
     lctx = libspu.link.create_brpc(desc, rank)
     peer = 1 - rank
-
     cfg = libspu.RuntimeConfig(protocol=libspu.ProtocolKind.CHEETAH,
                                field=libspu.FieldType.FM64,
                                fxp_fraction_bits=FRACTION_BITS)
@@ -372,12 +365,12 @@ def free_port() -> int:
 
 
 def run_parties(jobdir: str, work, netns: bool):
-    ports = [free_port(), free_port()]
-    while ports[1] == ports[0]:
-        ports[1] = free_port()
+    ports = [free_port()]
+    while len(ports) < 2:
+        ports += [p for p in [free_port()] if p != ports[0]]
     with open(os.path.join(jobdir, "job.json"), "w") as f:
-        json.dump({"ports": ports, "netns": netns, "workloads": [{"name": w["name"], "owners": w["owners"]}
-                                                 for w in work]}, f)
+        workloads = [{"name": w["name"], "owners": w["owners"]} for w in work]
+        json.dump({"ports": ports, "netns": netns, "workloads": workloads}, f)
     procs, logs = [], []
     for rank in (0, 1):
         path = os.path.join(jobdir, f"party{rank}.log")
@@ -422,7 +415,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true",
                    help="ReLU x1,000, max-pool x1,000 and network D")
-    p.add_argument("--relu", default=None, help="comma-separated counts (default 1000,10000,100000)")
+    p.add_argument("--relu", default=None,
+                   help="comma-separated counts (default 1000,10000,100000)")
     p.add_argument("--maxpool", default="1000", help="comma-separated window counts")
     p.add_argument("--network-d", default=os.path.join(ROOT, "models", "mnist_d.onnx"),
                    help="ONNX file of network D ('' to skip)")
@@ -448,6 +442,8 @@ def parse_args(argv=None):
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    if np is None:
+        unavailable(f"import numpy failed: {_NUMPY_ERROR}")
     if args.party is not None:
         if not args.job:
             raise SystemExit("--party needs --job")
