@@ -8,6 +8,9 @@
 #            (Python 3.11; created with `python3 -m venv` if missing).
 # - OpenFHE: `.venv-openfhe`, a Python 3.10 venv (the `openfhe` wheel does not
 #            import under 3.11), with `openfhe` + `numpy`.
+# - SPU:     `.venv-spu`, a Python 3.11 venv (`python3 -m venv`) with SecretFlow
+#            `spu` (cp311 manylinux wheel), jax/jaxlib (spu needs jax <= 0.4.34),
+#            numpy < 2 and `onnx` (to read network D's weights).
 # A failed install prints a note and the script still exits 0: the benchmark
 # then skips that library.
 #
@@ -16,6 +19,10 @@ TENSEAL_VERSION=0.3.18          # SEAL 4.x inside (the runner reports the exact 
 ZSTANDARD_VERSION=0.25.0
 OPENFHE_VERSION=1.6.1.0.22.4    # openfhe-python 1.6.1.0, manylinux wheel for cp310
 OPENFHE_NUMPY_VERSION=2.2.6
+SPU_VERSION=0.9.5               # SecretFlow SPU, Cheetah protocol (cp311 wheel)
+SPU_JAX_VERSION=0.4.34          # jax and jaxlib; spu 0.9.5 requires jax <= 0.4.34
+SPU_NUMPY_VERSION=1.26.4        # spu 0.9.5 requires numpy < 2
+SPU_ONNX_VERSION=1.17.0
 set -u
 
 cd "$(dirname "$0")/.." || exit 0
@@ -100,6 +107,43 @@ else
       status+=("openfhe: installed openfhe $OPENFHE_VERSION into $OFHE_VENV ($PY310)")
     else
       status+=("openfhe: NOT available (openfhe install/import failed) - the benchmark skips OpenFHE")
+    fi
+  fi
+fi
+
+# ---------------------------------------------------------------- SPU
+SPU_VENV=".venv-spu"
+is_py311() { "$1" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' >/dev/null 2>&1; }
+
+spu_ok() {
+  "$SPU_VENV/bin/python" - <<EOF 2>/dev/null
+import importlib.metadata as m, sys
+import spu, jax, numpy, onnx
+sys.exit(0 if m.version("spu") == "$SPU_VERSION" and jax.__version__ == "$SPU_JAX_VERSION" else 1)
+EOF
+}
+
+if [ -x "$SPU_VENV/bin/python" ] && spu_ok; then
+  status+=("spu: already installed (spu $SPU_VERSION in $SPU_VENV)")
+else
+  PY311="$(command -v python3)"
+  if [ -z "$PY311" ] || ! is_py311 "$PY311"; then
+    PY311="$(command -v python3.11 2>/dev/null)"
+  fi
+  if [ -z "$PY311" ] || ! is_py311 "$PY311"; then
+    status+=("spu: NOT available (no Python 3.11 found; the spu wheel is cp311) - the benchmark skips SPU")
+  else
+    if [ ! -x "$SPU_VENV/bin/python" ]; then
+      note "creating $SPU_VENV with $PY311"
+      "$PY311" -m venv "$SPU_VENV" || note "could not create $SPU_VENV"
+    fi
+    if [ -x "$SPU_VENV/bin/python" ] && \
+       "$SPU_VENV/bin/python" -m pip install "${PIP_FLAGS[@]}" \
+         "spu==$SPU_VERSION" "jax[cpu]==$SPU_JAX_VERSION" "jaxlib==$SPU_JAX_VERSION" \
+         "numpy==$SPU_NUMPY_VERSION" "onnx==$SPU_ONNX_VERSION" && spu_ok; then
+      status+=("spu: installed spu $SPU_VERSION into $SPU_VENV ($PY311)")
+    else
+      status+=("spu: NOT available (spu install/import failed) - the benchmark skips SPU")
     fi
   fi
 fi
