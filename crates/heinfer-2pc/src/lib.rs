@@ -14,6 +14,7 @@
 
 pub mod block;
 pub mod error;
+pub mod gc;
 pub mod hash;
 pub mod ot;
 pub mod rng;

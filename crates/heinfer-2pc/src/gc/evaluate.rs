@@ -1,0 +1,110 @@
+//! Evaluation of half-gates garbled circuits ([`super::garble`]): two hashes per AND gate,
+//!
+//! $$W_o = H(W_a, j) \oplus s_a T_G \oplus H(W_b, j') \oplus s_b (T_E \oplus W_a),$$
+//!
+//! with $s_a = \mathrm{lsb}(W_a)$, $s_b = \mathrm{lsb}(W_b)$; XOR gates XOR labels, NOT gates
+//! copy them. An output bit is $\mathrm{lsb}(W) \oplus d$ with the garbler's decoding bit $d$.
+
+use super::circuit::{Circuit, Gate};
+use super::garble::{tweaks, GarbledBatch, CHUNK};
+use crate::hash::FixedKeyHash;
+use crate::{Block, Result, TwoPartyError};
+
+/// Evaluates every instance of `batch`; `evaluator_labels` holds the evaluator's input labels
+/// (from oblivious transfer), instance-major. Returns the output bits, instance-major.
+pub fn evaluate(
+    circuit: &Circuit,
+    batch: &GarbledBatch,
+    evaluator_labels: &[Block],
+) -> Result<Vec<bool>> {
+    let n_all = batch.instances;
+    let gi = circuit.garbler_inputs.len();
+    let ei = circuit.evaluator_inputs.len();
+    let ands = circuit.and_count();
+    let outs = circuit.outputs.len();
+    if evaluator_labels.len() != n_all * ei
+        || batch.garbler_labels.len() != n_all * gi
+        || batch.tables.len() != 2 * ands * n_all
+        || batch.decoding.len() != n_all * outs
+    {
+        return Err(TwoPartyError::InvalidArgument(format!(
+            "evaluate: labels or tables do not fit {n_all} instances of the circuit"
+        )));
+    }
+    let hash = FixedKeyHash::new();
+    let mut out = vec![false; n_all * outs];
+    let mut lab = Vec::new();
+    let mut ha = Vec::new();
+    let mut hb = Vec::new();
+    let mut ta = Vec::new();
+    let mut tb = Vec::new();
+    let mut row = 0;
+    for start in (0..n_all).step_by(CHUNK) {
+        let n = CHUNK.min(n_all - start);
+        lab.clear();
+        lab.resize(circuit.wires * n, Block::ZERO);
+        for (j, &w) in circuit.garbler_inputs.iter().enumerate() {
+            for i in 0..n {
+                lab[w as usize * n + i] = batch.garbler_labels[(start + i) * gi + j];
+            }
+        }
+        for (j, &w) in circuit.evaluator_inputs.iter().enumerate() {
+            for i in 0..n {
+                lab[w as usize * n + i] = evaluator_labels[(start + i) * ei + j];
+            }
+        }
+        let mut and_idx = 0;
+        for g in &circuit.gates {
+            match *g {
+                Gate::Xor(a, b, o) => {
+                    for i in 0..n {
+                        lab[o as usize * n + i] = lab[a as usize * n + i] ^ lab[b as usize * n + i];
+                    }
+                }
+                Gate::Not(a, o) => {
+                    for i in 0..n {
+                        lab[o as usize * n + i] = lab[a as usize * n + i];
+                    }
+                }
+                Gate::And(a, b, o) => {
+                    let (a, b, o) = (a as usize * n, b as usize * n, o as usize * n);
+                    ha.clear();
+                    hb.clear();
+                    ta.clear();
+                    tb.clear();
+                    for i in 0..n {
+                        let (t0, t1) = tweaks(start + i, ands, and_idx);
+                        ha.push(lab[a + i]);
+                        hb.push(lab[b + i]);
+                        ta.push(t0);
+                        tb.push(t1);
+                    }
+                    hash.tccr_many(&mut ha, &ta);
+                    hash.tccr_many(&mut hb, &tb);
+                    for i in 0..n {
+                        let wa = lab[a + i];
+                        let tg = batch.tables[row + 2 * i];
+                        let te = batch.tables[row + 2 * i + 1];
+                        let wg = ha[i] ^ if wa.lsb() { tg } else { Block::ZERO };
+                        let we = hb[i]
+                            ^ if lab[b + i].lsb() {
+                                te ^ wa
+                            } else {
+                                Block::ZERO
+                            };
+                        lab[o + i] = wg ^ we;
+                    }
+                    row += 2 * n;
+                    and_idx += 1;
+                }
+            }
+        }
+        for (k, &w) in circuit.outputs.iter().enumerate() {
+            for i in 0..n {
+                let idx = (start + i) * outs + k;
+                out[idx] = lab[w as usize * n + i].lsb() ^ batch.decoding[idx];
+            }
+        }
+    }
+    Ok(out)
+}

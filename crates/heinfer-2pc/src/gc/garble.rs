@@ -1,0 +1,281 @@
+//! Half-gates garbling (Zahur, Rosulek, Evans, "Two Halves Make a Whole", EUROCRYPT 2015)
+//! with free-XOR (Kolesnikov–Schneider) and point-and-permute, many instances at once.
+//!
+//! The garbler draws a global offset $\Delta$ with $\mathrm{lsb}(\Delta) = 1$; wire $w$ carries
+//! $W_w^0$ for 0 and $W_w^1 = W_w^0 \oplus \Delta$ for 1. XOR and NOT gates cost nothing
+//! ($W_o^0 = W_a^0 \oplus W_b^0$, resp. $W_a^0 \oplus \Delta$). An AND gate with colour bits
+//! $p_a = \mathrm{lsb}(W_a^0)$, $p_b = \mathrm{lsb}(W_b^0)$ and unique tweaks $j, j'$ sends two rows
+//!
+//! $$T_G = H(W_a^0, j) \oplus H(W_a^1, j) \oplus p_b\Delta, \qquad
+//!   T_E = H(W_b^0, j') \oplus H(W_b^1, j') \oplus W_a^0,$$
+//!
+//! and $W_o^0 = H(W_a^0, j) \oplus p_a T_G \oplus H(W_b^0, j') \oplus p_b (T_E \oplus W_a^0)$, with
+//! $H$ the tweakable correlation-robust hash [`FixedKeyHash::tccr`]. Evaluation needs two
+//! hashes per AND gate ([`super::evaluate`]).
+//!
+//! Instances are garbled gate by gate across the whole batch (labels stored wire-major), so
+//! every hash call is a batch call and AES-NI pipelines eight blocks at a time. Garbling does
+//! not depend on the evaluator's inputs: it runs in the offline phase.
+
+use rand_core::RngCore;
+use zeroize::Zeroize;
+
+use super::circuit::{Circuit, Gate};
+use crate::hash::FixedKeyHash;
+use crate::rng::random_block;
+use crate::{Block, Result, TwoPartyError};
+
+/// Instances garbled together (bounds the label memory: `wires · CHUNK · 16` bytes).
+pub(crate) const CHUNK: usize = 4096;
+
+/// The tweaks of AND gate `gate` (0-based among ANDs) of global instance `instance`.
+#[inline]
+pub(crate) fn tweaks(instance: usize, and_gates: usize, gate: usize) -> (u128, u128) {
+    let id = (instance as u128) * (and_gates as u128) + gate as u128;
+    (id << 1, (id << 1) | 1)
+}
+
+/// What the garbler sends the evaluator: the garbled tables, the garbler's own input labels
+/// and the output decoding bits, for `instances` copies of one circuit.
+#[derive(Clone, PartialEq, Eq)]
+pub struct GarbledBatch {
+    /// Number of circuit instances.
+    pub instances: usize,
+    /// Two rows per AND gate per instance (chunk by chunk, gate-major within a chunk).
+    pub tables: Vec<Block>,
+    /// The label of each garbler input bit, instance-major.
+    pub garbler_labels: Vec<Block>,
+    /// `lsb(W⁰)` of each output wire, instance-major: output bit = `lsb(label) ⊕ decoding`.
+    pub decoding: Vec<bool>,
+}
+
+impl std::fmt::Debug for GarbledBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "GarbledBatch({} instances, {} rows)",
+            self.instances,
+            self.tables.len()
+        )
+    }
+}
+
+/// What the garbler keeps: `Δ` and the zero labels of the evaluator's input wires
+/// (instance-major), which it hands to the OT sender. Wiped on drop.
+pub struct GarblerSecrets {
+    /// The global offset (`lsb = 1`).
+    pub delta: Block,
+    /// `W⁰` of each evaluator input bit, instance-major.
+    pub evaluator_zero_labels: Vec<Block>,
+}
+
+impl Drop for GarblerSecrets {
+    fn drop(&mut self) {
+        self.delta.0.zeroize();
+        for b in &mut self.evaluator_zero_labels {
+            b.0.zeroize();
+        }
+    }
+}
+
+impl std::fmt::Debug for GarblerSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "GarblerSecrets({} labels)",
+            self.evaluator_zero_labels.len()
+        )
+    }
+}
+
+/// Garbles `instances` copies of `circuit`; `garbler_bits` holds the garbler's input bits,
+/// instance-major (`instances × circuit.garbler_inputs.len()`).
+pub fn garble<R: RngCore>(
+    circuit: &Circuit,
+    instances: usize,
+    garbler_bits: &[bool],
+    rng: &mut R,
+) -> Result<(GarbledBatch, GarblerSecrets)> {
+    let gi = circuit.garbler_inputs.len();
+    let ei = circuit.evaluator_inputs.len();
+    if garbler_bits.len() != instances * gi {
+        return Err(TwoPartyError::InvalidArgument(format!(
+            "garble: {} garbler bits for {instances} instances of {gi} inputs",
+            garbler_bits.len()
+        )));
+    }
+    let ands = circuit.and_count();
+    let outs = circuit.outputs.len();
+    let delta = Block(random_block(rng).0 | 1);
+    let hash = FixedKeyHash::new();
+    let mut batch = GarbledBatch {
+        instances,
+        tables: Vec::with_capacity(2 * ands * instances),
+        garbler_labels: vec![Block::ZERO; instances * gi],
+        decoding: vec![false; instances * outs],
+    };
+    let mut secrets = GarblerSecrets {
+        delta,
+        evaluator_zero_labels: vec![Block::ZERO; instances * ei],
+    };
+    let mut zero = vec![Block::ZERO; 0];
+    let mut ha = Vec::new();
+    let mut hb = Vec::new();
+    let mut ta = Vec::new();
+    let mut tb = Vec::new();
+    for start in (0..instances).step_by(CHUNK) {
+        let n = CHUNK.min(instances - start);
+        zero.clear();
+        zero.resize(circuit.wires * n, Block::ZERO);
+        for (j, &w) in circuit.garbler_inputs.iter().enumerate() {
+            for i in 0..n {
+                let l = random_block(rng);
+                zero[w as usize * n + i] = l;
+                let bit = garbler_bits[(start + i) * gi + j];
+                batch.garbler_labels[(start + i) * gi + j] = if bit { l ^ delta } else { l };
+            }
+        }
+        for (j, &w) in circuit.evaluator_inputs.iter().enumerate() {
+            for i in 0..n {
+                let l = random_block(rng);
+                zero[w as usize * n + i] = l;
+                secrets.evaluator_zero_labels[(start + i) * ei + j] = l;
+            }
+        }
+        let mut and_idx = 0;
+        for g in &circuit.gates {
+            match *g {
+                Gate::Xor(a, b, o) => {
+                    for i in 0..n {
+                        zero[o as usize * n + i] =
+                            zero[a as usize * n + i] ^ zero[b as usize * n + i];
+                    }
+                }
+                Gate::Not(a, o) => {
+                    for i in 0..n {
+                        zero[o as usize * n + i] = zero[a as usize * n + i] ^ delta;
+                    }
+                }
+                Gate::And(a, b, o) => {
+                    let (a, b, o) = (a as usize * n, b as usize * n, o as usize * n);
+                    ha.clear();
+                    hb.clear();
+                    ta.clear();
+                    tb.clear();
+                    for i in 0..n {
+                        let (t0, t1) = tweaks(start + i, ands, and_idx);
+                        ha.push(zero[a + i]);
+                        ha.push(zero[a + i] ^ delta);
+                        ta.push(t0);
+                        ta.push(t0);
+                        hb.push(zero[b + i]);
+                        hb.push(zero[b + i] ^ delta);
+                        tb.push(t1);
+                        tb.push(t1);
+                    }
+                    hash.tccr_many(&mut ha, &ta);
+                    hash.tccr_many(&mut hb, &tb);
+                    for i in 0..n {
+                        let a0 = zero[a + i];
+                        let pa = a0.lsb();
+                        let pb = zero[b + i].lsb();
+                        let tg = ha[2 * i] ^ ha[2 * i + 1] ^ if pb { delta } else { Block::ZERO };
+                        let wg = ha[2 * i] ^ if pa { tg } else { Block::ZERO };
+                        let te = hb[2 * i] ^ hb[2 * i + 1] ^ a0;
+                        let we = hb[2 * i] ^ if pb { te ^ a0 } else { Block::ZERO };
+                        zero[o + i] = wg ^ we;
+                        batch.tables.push(tg);
+                        batch.tables.push(te);
+                    }
+                    and_idx += 1;
+                }
+            }
+        }
+        for (k, &w) in circuit.outputs.iter().enumerate() {
+            for i in 0..n {
+                batch.decoding[(start + i) * outs + k] = zero[w as usize * n + i].lsb();
+            }
+        }
+    }
+    for b in &mut zero {
+        b.0.zeroize();
+    }
+    Ok((batch, secrets))
+}
+
+const MAGIC: &[u8; 4] = b"HGC1";
+
+impl GarbledBatch {
+    /// Bytes: magic, instances (u64 LE), tables, garbler labels, decoding bits packed LSB-first.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(
+            12 + 16 * (self.tables.len() + self.garbler_labels.len()) + self.decoding.len() / 8 + 1,
+        );
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&(self.instances as u64).to_le_bytes());
+        Block::write_all(&self.tables, &mut out);
+        Block::write_all(&self.garbler_labels, &mut out);
+        let mut byte = 0u8;
+        for (i, &bit) in self.decoding.iter().enumerate() {
+            byte |= u8::from(bit) << (i % 8);
+            if i % 8 == 7 {
+                out.push(byte);
+                byte = 0;
+            }
+        }
+        if self.decoding.len() % 8 != 0 {
+            out.push(byte);
+        }
+        out
+    }
+
+    /// Parses [`Self::to_bytes`] for `circuit`, refusing any length that does not match
+    /// `instances` copies of it and more than `max_instances` instances.
+    pub fn from_bytes(
+        bytes: &[u8],
+        circuit: &Circuit,
+        max_instances: usize,
+    ) -> Result<GarbledBatch> {
+        let bad = |reason: String| TwoPartyError::Deserialize {
+            what: "garbled batch",
+            reason,
+        };
+        if bytes.len() < 12 || &bytes[..4] != MAGIC {
+            return Err(bad("missing header".into()));
+        }
+        let instances = u64::from_le_bytes(bytes[4..12].try_into().expect("8 bytes"));
+        if instances == 0 || instances > max_instances as u64 {
+            return Err(bad(format!(
+                "{instances} instances (allowed 1..={max_instances})"
+            )));
+        }
+        let n = instances as usize;
+        let rows = 2 * circuit.and_count() * n;
+        let labels = circuit.garbler_inputs.len() * n;
+        let bits = circuit.outputs.len() * n;
+        let want = 12 + 16 * (rows + labels) + bits.div_ceil(8);
+        if bytes.len() != want {
+            return Err(bad(format!(
+                "{} bytes, expected {want} for {n} instances",
+                bytes.len()
+            )));
+        }
+        let body = &bytes[12..];
+        let tables = Block::read_all(&body[..16 * rows], "garbled tables")?;
+        let garbler_labels =
+            Block::read_all(&body[16 * rows..16 * (rows + labels)], "garbler labels")?;
+        let packed = &body[16 * (rows + labels)..];
+        if bits % 8 != 0 && packed[packed.len() - 1] >> (bits % 8) != 0 {
+            return Err(bad("padding bits are not zero".into()));
+        }
+        let decoding = (0..bits)
+            .map(|i| packed[i / 8] >> (i % 8) & 1 == 1)
+            .collect();
+        Ok(GarbledBatch {
+            instances: n,
+            tables,
+            garbler_labels,
+            decoding,
+        })
+    }
+}

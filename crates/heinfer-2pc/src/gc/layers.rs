@@ -1,0 +1,183 @@
+//! The circuits of GAZELLE's non-linear layers on additive shares modulo an odd prime `p`
+//! (GAZELLE §4, Figure 5), with the truncation of a fixed-point plan fused in.
+//!
+//! The evaluator (client) holds shares `c`, the garbler (server) shares `s` with
+//! `x = c + s mod p` read as signed (`x > (p−1)/2` is negative) and a fresh mask `m`. The
+//! circuit reconstructs `x`, applies the layer, truncates by `shift` bits
+//! (`⌊y / 2^shift⌋`; the plan folds half an ulp into the bias so this is a rounding) and outputs
+//! `z = y + m mod p` to the evaluator only: the client's new share is `z`, the server's is
+//! `−m mod p`, so `z + (−m) = y`. Both shares are uniform to the other party.
+//!
+//! * ReLU: `x = c + s mod p` (3b + 1 AND gates), sign `h < x` with `h = (p−1)/2` (b), zeroing
+//!   (b), `z = y + m mod p` (3b + 1): `8b + 2` AND gates, 162 at b = 20.
+//! * Max-pooling of `k` values fused with ReLU: the server shifts its shares by `h`
+//!   (`s' = s + h`, free), so each reconstructed `v = x + h mod p` maps the signed range onto
+//!   `[0, p)` in order; a comparison tree takes the maximum (2b per comparison), then
+//!   `y = v ≥ h ? v − h : 0` (2b) and the re-sharing (3b + 1): `(3b + 1)k + 2b(k − 1) + 5b + 1`
+//!   AND gates, 465 at b = 20 and k = 4. `ReLU(max(x)) = max(ReLU(x))`, so a ReLU followed by
+//!   max-pooling is this one circuit.
+
+use super::circuit::{from_bits, to_bits, Builder, Circuit, Wire};
+use crate::{Result, TwoPartyError};
+
+/// Which non-linear layer a circuit computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layer {
+    /// `ReLU(x)`, one value per instance.
+    Relu,
+    /// `ReLU(max(x_1, …, x_k))` over a window of `k ≥ 2` values per instance.
+    MaxPoolRelu {
+        /// Values per window.
+        window: usize,
+    },
+}
+
+/// A layer's circuit for one plaintext modulus and truncation, with its input encodings.
+#[derive(Debug, Clone)]
+pub struct LayerCircuit {
+    /// The layer.
+    pub layer: Layer,
+    /// The plaintext modulus (odd prime, below 2^62).
+    pub p: u64,
+    /// Bits per share: `⌈log2 p⌉`.
+    pub bits: usize,
+    /// The truncation in bits applied to the result.
+    pub shift: usize,
+    /// The boolean circuit.
+    pub circuit: Circuit,
+}
+
+impl LayerCircuit {
+    /// The circuit of `layer` modulo `p` with truncation `shift`.
+    pub fn new(layer: Layer, p: u64, shift: usize) -> Result<LayerCircuit> {
+        if p < 5 || p % 2 == 0 || p >= 1 << 62 {
+            return Err(TwoPartyError::InvalidArgument(format!(
+                "plaintext modulus {p} must be odd, in [5, 2^62)"
+            )));
+        }
+        let bits = 64 - p.leading_zeros() as usize;
+        if shift >= bits {
+            return Err(TwoPartyError::InvalidArgument(format!(
+                "truncation of {shift} bits leaves nothing of {bits}-bit values"
+            )));
+        }
+        let k = match layer {
+            Layer::Relu => 1,
+            Layer::MaxPoolRelu { window } if window >= 2 => window,
+            Layer::MaxPoolRelu { window } => {
+                return Err(TwoPartyError::InvalidArgument(format!(
+                    "max-pooling window of {window} values"
+                )))
+            }
+        };
+        let h = (p - 1) / 2;
+        let mut b = Builder::new();
+        let s: Vec<Vec<Wire>> = (0..k).map(|_| b.garbler_input(bits)).collect();
+        let m = b.garbler_input(bits);
+        let c: Vec<Vec<Wire>> = (0..k).map(|_| b.evaluator_input(bits)).collect();
+        let y = match layer {
+            Layer::Relu => {
+                let x = b.add_mod(&c[0], &s[0], p);
+                let hw = b.constant(h, bits);
+                let neg = b.less_than(&hw, &x);
+                b.zero_if(neg, &x)
+            }
+            Layer::MaxPoolRelu { .. } => {
+                let mut mx = b.add_mod(&c[0], &s[0], p);
+                for i in 1..k {
+                    let v = b.add_mod(&c[i], &s[i], p);
+                    let lt = b.less_than(&mx, &v);
+                    mx = b.mux(lt, &v, &mx);
+                }
+                let hw = b.constant(h, bits);
+                let (d, below) = b.sub(&mx, &hw);
+                b.zero_if(below, &d)
+            }
+        };
+        let zero = b.zero();
+        let mut yt: Vec<Wire> = y[shift..].to_vec();
+        yt.resize(bits, zero);
+        let z = b.add_mod(&yt, &m, p);
+        Ok(LayerCircuit {
+            layer,
+            p,
+            bits,
+            shift,
+            circuit: b.finish(z),
+        })
+    }
+
+    /// Values per instance (1 for ReLU, the window for max-pooling).
+    pub fn arity(&self) -> usize {
+        match self.layer {
+            Layer::Relu => 1,
+            Layer::MaxPoolRelu { window } => window,
+        }
+    }
+
+    fn check(&self, values: &[u64], what: &str) -> Result<()> {
+        if let Some(v) = values.iter().find(|&&v| v >= self.p) {
+            return Err(TwoPartyError::InvalidArgument(format!(
+                "{what} {v} is not below p = {}",
+                self.p
+            )));
+        }
+        Ok(())
+    }
+
+    /// The evaluator's input bits for its shares `c` (`arity` per instance, each `< p`).
+    pub fn evaluator_bits(&self, c: &[u64]) -> Result<Vec<bool>> {
+        self.check(c, "client share")?;
+        Ok(c.iter().flat_map(|&v| to_bits(v, self.bits)).collect())
+    }
+
+    /// The garbler's input bits for its shares `s` (`arity` per instance) and masks `m` (one
+    /// per instance); max-pooling shifts the shares by `(p−1)/2` here.
+    pub fn garbler_bits(&self, s: &[u64], m: &[u64]) -> Result<Vec<bool>> {
+        self.check(s, "server share")?;
+        self.check(m, "mask")?;
+        let k = self.arity();
+        if s.len() != k * m.len() {
+            return Err(TwoPartyError::InvalidArgument(format!(
+                "{} shares for {} masks of {k}-value instances",
+                s.len(),
+                m.len()
+            )));
+        }
+        let bias = if k > 1 { (self.p - 1) / 2 } else { 0 };
+        let mut bits = Vec::with_capacity(m.len() * (k + 1) * self.bits);
+        for (inst, &mask) in m.iter().enumerate() {
+            for &v in &s[inst * k..(inst + 1) * k] {
+                bits.extend(to_bits((v + bias) % self.p, self.bits));
+            }
+            bits.extend(to_bits(mask, self.bits));
+        }
+        Ok(bits)
+    }
+
+    /// The evaluator's output values from the output bits (one value per instance).
+    pub fn decode(&self, out: &[bool]) -> Vec<u64> {
+        out.chunks(self.bits).map(from_bits).collect()
+    }
+
+    /// What the circuit computes, in the clear (the tests' reference).
+    pub fn reference(&self, c: &[u64], s: &[u64], m: u64) -> u64 {
+        let p = self.p;
+        let h = (p - 1) / 2;
+        let signed = |x: u64| {
+            if x > h {
+                x as i128 - p as i128
+            } else {
+                x as i128
+            }
+        };
+        let x = c
+            .iter()
+            .zip(s)
+            .map(|(&a, &b)| signed((a + b) % p))
+            .max()
+            .expect("one value");
+        let y = (x.max(0) as u64) >> self.shift;
+        (y + m) % p
+    }
+}

@@ -1,0 +1,12 @@
+//! Garbled circuits: boolean circuits ([`circuit`]), half-gates garbling ([`garble`]) and
+//! evaluation ([`evaluate`]), and the circuits of GAZELLE's non-linear layers on additive
+//! shares modulo `p` ([`layers`]).
+
+pub mod circuit;
+pub mod evaluate;
+pub mod garble;
+pub mod layers;
+
+pub use circuit::{Builder, Circuit, Gate, Wire};
+pub use evaluate::evaluate;
+pub use garble::{garble, GarbledBatch, GarblerSecrets};

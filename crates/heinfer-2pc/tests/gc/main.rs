@@ -1,0 +1,278 @@
+//! Garbled circuits: garbled evaluation equals plaintext evaluation (gates, random circuits,
+//! every layer circuit exhaustively on small moduli), and the wire format refuses bad bytes.
+
+use heinfer_2pc::gc::layers::{Layer, LayerCircuit};
+use heinfer_2pc::gc::{evaluate, garble, Builder, Circuit, GarbledBatch, GarblerSecrets};
+use heinfer_2pc::rng::{os_rng, seeded};
+use heinfer_2pc::Block;
+use rand_core::RngCore;
+
+/// The evaluator's labels as an oblivious transfer would deliver them.
+fn labels_for(secrets: &GarblerSecrets, bits: &[bool]) -> Vec<Block> {
+    secrets
+        .evaluator_zero_labels
+        .iter()
+        .zip(bits)
+        .map(|(&l, &b)| if b { l ^ secrets.delta } else { l })
+        .collect()
+}
+
+fn run_garbled(c: &Circuit, n: usize, g: &[bool], e: &[bool], seed: u64) -> Vec<bool> {
+    let mut rng = seeded(seed);
+    let (batch, secrets) = garble(c, n, g, &mut rng).unwrap();
+    evaluate(c, &batch, &labels_for(&secrets, e)).unwrap()
+}
+
+#[test]
+fn single_gates_follow_their_truth_tables() {
+    for kind in 0..3 {
+        let mut b = Builder::new();
+        let x = b.garbler_input(1)[0];
+        let y = b.evaluator_input(1)[0];
+        let o = match kind {
+            0 => b.and(x, y),
+            1 => b.xor(x, y),
+            _ => b.not(y),
+        };
+        let c = b.finish(vec![o]);
+        // all four combinations as four instances of one batch, and again one by one
+        let g = [false, false, true, true];
+        let e = [false, true, false, true];
+        let got = run_garbled(&c, 4, &g, &e, kind);
+        for i in 0..4 {
+            let want = c.eval_plain(&[g[i]], &[e[i]])[0];
+            assert_eq!(got[i], want, "gate {kind} inputs {} {}", g[i], e[i]);
+            assert_eq!(
+                run_garbled(&c, 1, &[g[i]], &[e[i]], 100 + i as u64),
+                vec![want]
+            );
+        }
+    }
+}
+
+fn random_circuit(rng: &mut impl RngCore, gates: usize) -> Circuit {
+    let mut b = Builder::new();
+    let mut wires = b.garbler_input(4);
+    wires.extend(b.evaluator_input(4));
+    for _ in 0..gates {
+        let a = wires[(rng.next_u32() as usize) % wires.len()];
+        let c = wires[(rng.next_u32() as usize) % wires.len()];
+        let o = match rng.next_u32() % 3 {
+            0 => b.and(a, c),
+            1 => b.xor(a, c),
+            _ => b.not(a),
+        };
+        wires.push(o);
+    }
+    let outs = wires[wires.len() - 6..].to_vec();
+    b.finish(outs)
+}
+
+#[test]
+fn random_circuits_match_plain_evaluation() {
+    let mut rng = seeded(7);
+    for trial in 0..40 {
+        let c = random_circuit(&mut rng, 60);
+        let n = 1 + (trial % 5) * 3;
+        let g: Vec<bool> = (0..4 * n).map(|_| rng.next_u32() & 1 == 1).collect();
+        let e: Vec<bool> = (0..4 * n).map(|_| rng.next_u32() & 1 == 1).collect();
+        let got = run_garbled(&c, n, &g, &e, trial as u64);
+        let outs = c.outputs.len();
+        for i in 0..n {
+            let want = c.eval_plain(&g[4 * i..4 * i + 4], &e[4 * i..4 * i + 4]);
+            assert_eq!(
+                &got[outs * i..outs * (i + 1)],
+                &want[..],
+                "trial {trial} instance {i}"
+            );
+        }
+    }
+}
+
+/// Garbles every instance of `lc` at once and compares with the reference.
+fn check_layer(lc: &LayerCircuit, c: &[u64], s: &[u64], m: &[u64], seed: u64) {
+    let k = lc.arity();
+    let mut rng = seeded(seed);
+    let (batch, secrets) = garble(
+        &lc.circuit,
+        m.len(),
+        &lc.garbler_bits(s, m).unwrap(),
+        &mut rng,
+    )
+    .unwrap();
+    let labels = labels_for(&secrets, &lc.evaluator_bits(c).unwrap());
+    let z = lc.decode(&evaluate(&lc.circuit, &batch, &labels).unwrap());
+    for i in 0..m.len() {
+        let want = lc.reference(&c[k * i..k * (i + 1)], &s[k * i..k * (i + 1)], m[i]);
+        assert_eq!(
+            z[i],
+            want,
+            "p={} shift={} c={:?} s={:?} m={}",
+            lc.p,
+            lc.shift,
+            &c[k * i..k * (i + 1)],
+            &s[k * i..k * (i + 1)],
+            m[i]
+        );
+    }
+}
+
+#[test]
+fn relu_on_every_share_pair_of_small_moduli() {
+    for p in [13u64, 31, 61] {
+        for shift in [0usize, 1, 3] {
+            let lc = LayerCircuit::new(Layer::Relu, p, shift).unwrap();
+            let (mut c, mut s, mut m) = (vec![], vec![], vec![]);
+            for a in 0..p {
+                for b in 0..p {
+                    c.push(a);
+                    s.push(b);
+                    m.push((a * 7 + b * 3 + shift as u64) % p);
+                }
+            }
+            check_layer(&lc, &c, &s, &m, p + shift as u64);
+        }
+    }
+}
+
+#[test]
+fn relu_reference_is_relu_of_the_signed_value() {
+    let lc = LayerCircuit::new(Layer::Relu, 61, 2).unwrap();
+    // x = 20 → 5; x = −3 (58) → 0; with the mask m the share is y + m mod p
+    assert_eq!(lc.reference(&[15], &[5], 0), 5);
+    assert_eq!(lc.reference(&[50], &[8], 0), 0);
+    assert_eq!(lc.reference(&[15], &[5], 60), (5 + 60) % 61);
+}
+
+#[test]
+fn maxpool_relu_on_every_window_of_a_small_modulus() {
+    let p = 13u64;
+    for (window, shift) in [(2usize, 0usize), (4, 1)] {
+        let lc = LayerCircuit::new(Layer::MaxPoolRelu { window }, p, shift).unwrap();
+        let (mut c, mut s, mut m) = (vec![], vec![], vec![]);
+        let mut rng = seeded(window as u64);
+        // every combination of reconstructed values (random splits into shares)
+        let combos = (p as usize).pow(window as u32).min(30_000);
+        for idx in 0..combos {
+            let mut rest = idx;
+            for _ in 0..window {
+                let x = (rest % p as usize) as u64;
+                rest /= p as usize;
+                let share = rng.next_u64() % p;
+                c.push((x + p - share) % p);
+                s.push(share);
+            }
+            m.push(rng.next_u64() % p);
+        }
+        check_layer(&lc, &c, &s, &m, 5);
+    }
+}
+
+#[test]
+fn layers_at_20_and_36_bits_on_random_shares() {
+    let mut rng = seeded(11);
+    for (p, shift) in [
+        (5_324_801u64, 0usize),
+        (5_324_801, 10),
+        (68_718_428_161, 12),
+    ] {
+        for layer in [Layer::Relu, Layer::MaxPoolRelu { window: 4 }] {
+            let lc = LayerCircuit::new(layer, p, shift).unwrap();
+            let n = 300;
+            let k = lc.arity();
+            let c: Vec<u64> = (0..n * k).map(|_| rng.next_u64() % p).collect();
+            let s: Vec<u64> = (0..n * k).map(|_| rng.next_u64() % p).collect();
+            let m: Vec<u64> = (0..n).map(|_| rng.next_u64() % p).collect();
+            check_layer(&lc, &c, &s, &m, p);
+        }
+    }
+}
+
+#[test]
+fn and_gate_counts_are_the_documented_ones() {
+    let b = 23; // bits of 5,324,801
+    assert_eq!(
+        LayerCircuit::new(Layer::Relu, 5_324_801, 0)
+            .unwrap()
+            .circuit
+            .and_count(),
+        8 * b + 2
+    );
+    let k = 4;
+    let want = (3 * b + 1) * k + 2 * b * (k - 1) + 5 * b + 1;
+    assert_eq!(
+        LayerCircuit::new(Layer::MaxPoolRelu { window: k }, 5_324_801, 0)
+            .unwrap()
+            .circuit
+            .and_count(),
+        want
+    );
+}
+
+#[test]
+fn bad_arguments_are_errors() {
+    assert!(LayerCircuit::new(Layer::Relu, 16, 0).is_err());
+    assert!(LayerCircuit::new(Layer::Relu, 13, 4).is_err());
+    assert!(LayerCircuit::new(Layer::MaxPoolRelu { window: 1 }, 13, 0).is_err());
+    let lc = LayerCircuit::new(Layer::Relu, 13, 0).unwrap();
+    assert!(lc.evaluator_bits(&[13]).is_err());
+    assert!(lc.garbler_bits(&[1, 2], &[3]).is_err());
+    let (batch, _) = garble(
+        &lc.circuit,
+        2,
+        &lc.garbler_bits(&[1, 2], &[3, 4]).unwrap(),
+        &mut seeded(1),
+    )
+    .unwrap();
+    assert!(evaluate(&lc.circuit, &batch, &[Block::ZERO; 3]).is_err());
+}
+
+#[test]
+fn wire_format_round_trips_and_refuses_bad_bytes() {
+    let lc = LayerCircuit::new(Layer::Relu, 31, 1).unwrap();
+    let (batch, _) = garble(
+        &lc.circuit,
+        3,
+        &lc.garbler_bits(&[1, 2, 3], &[4, 5, 6]).unwrap(),
+        &mut seeded(2),
+    )
+    .unwrap();
+    let bytes = batch.to_bytes();
+    assert_eq!(
+        GarbledBatch::from_bytes(&bytes, &lc.circuit, 3).unwrap(),
+        batch
+    );
+    assert!(
+        GarbledBatch::from_bytes(&bytes, &lc.circuit, 2).is_err(),
+        "too many instances"
+    );
+    assert!(GarbledBatch::from_bytes(&bytes[..bytes.len() - 1], &lc.circuit, 3).is_err());
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert!(GarbledBatch::from_bytes(&longer, &lc.circuit, 3).is_err());
+    let mut magic = bytes.clone();
+    magic[0] ^= 1;
+    assert!(GarbledBatch::from_bytes(&magic, &lc.circuit, 3).is_err());
+    let mut count = bytes.clone();
+    count[4] = 0xff;
+    assert!(GarbledBatch::from_bytes(&count, &lc.circuit, 1 << 20).is_err());
+    let other = LayerCircuit::new(Layer::MaxPoolRelu { window: 2 }, 31, 1).unwrap();
+    assert!(
+        GarbledBatch::from_bytes(&bytes, &other.circuit, 3).is_err(),
+        "another circuit"
+    );
+    for cut in [0, 5, 11, 12, 100] {
+        assert!(GarbledBatch::from_bytes(&bytes[..cut.min(bytes.len())], &lc.circuit, 3).is_err());
+    }
+}
+
+#[test]
+fn garbling_draws_fresh_labels_from_the_os() {
+    let lc = LayerCircuit::new(Layer::Relu, 31, 0).unwrap();
+    let bits = lc.garbler_bits(&[1], &[2]).unwrap();
+    let (a, sa) = garble(&lc.circuit, 1, &bits, &mut os_rng().unwrap()).unwrap();
+    let (b, sb) = garble(&lc.circuit, 1, &bits, &mut os_rng().unwrap()).unwrap();
+    assert_ne!(a.tables, b.tables);
+    assert_ne!(sa.delta, sb.delta);
+    assert!(sa.delta.lsb() && sb.delta.lsb());
+}
