@@ -16,6 +16,7 @@ pub mod block;
 pub mod error;
 pub mod gc;
 pub mod hash;
+pub mod nonlinear;
 pub mod ot;
 pub mod rng;
 

@@ -1,0 +1,291 @@
+//! One non-linear step of GAZELLE's protocol (§4): additive shares mod `p` in, the layer's
+//! circuit garbled by the server and evaluated by the client, fresh shares out.
+//!
+//! ```text
+//!   client (evaluator, OT receiver)                  server (garbler, OT sender)
+//! session setup, once:
+//!   ClientSession::new              ── base OT ──▶   ServerSession::new
+//!   ClientSession::finish_setup     ◀── base OT ──
+//! offline, per step (no data yet):
+//!   ClientSession::offline          ── OT ext ───▶   ServerSession::offline: draws the masks r
+//!                                                    and m, garbles n circuits with its shares
+//!   ClientStep::receive_offline     ◀── τ, garbled tables, server's labels ──
+//! online:
+//!   (the server adds r to Enc(x) and sends it; the client decrypts c = x + r mod p)
+//!   ClientStep::choose(c)           ── d = b ⊕ c' ▶  ServerStep::labels
+//!   ClientStep::finish → z          ◀── labels ───
+//!   (the client encrypts z; the server adds its share −m: Enc(layer(x)))
+//! ```
+//!
+//! The client's share `c = x + r` is uniform to it (fresh `r` from the OS per value); its
+//! output `z = y + m mod p` is uniform too; the server sees only OT messages. Semi-honest
+//! security, as GAZELLE's.
+
+use rand_core::{CryptoRng, RngCore};
+use zeroize::Zeroize;
+
+use crate::gc::layers::LayerCircuit;
+use crate::gc::{evaluate, garble, GarbledBatch};
+use crate::ot::{ChosenOtReceiver, ChosenOtSender, IknpReceiver, IknpSender, PendingCorrelated};
+use crate::{Result, TwoPartyError};
+
+/// Most instances of one step (each costs about 6 KB at 20 bits).
+pub const MAX_INSTANCES: usize = 1 << 20;
+
+/// The client's half of a session: the OT extension receiver.
+pub struct ClientSession {
+    ot: IknpReceiver,
+}
+
+/// The server's half of a session: the OT extension sender.
+pub struct ServerSession {
+    ot: IknpSender,
+}
+
+impl ClientSession {
+    /// Starts the session; the message goes to [`ServerSession::new`].
+    pub fn new<R: CryptoRng>(rng: &mut R) -> Result<(ClientSession, Vec<u8>)> {
+        let (ot, msg) = IknpReceiver::new(rng)?;
+        Ok((ClientSession { ot }, msg))
+    }
+
+    /// Completes the set-up with the server's reply.
+    pub fn finish_setup(&mut self, msg: &[u8]) -> Result<()> {
+        self.ot.receive_setup(msg)
+    }
+
+    /// The offline request of a step of `instances` copies of `layer`.
+    pub fn offline<R: CryptoRng>(
+        &mut self,
+        layer: &LayerCircuit,
+        instances: usize,
+        rng: &mut R,
+    ) -> Result<(ClientStep, Vec<u8>)> {
+        check_instances(instances)?;
+        let ots = instances * layer.circuit.evaluator_inputs.len();
+        let (pending, msg) = self.ot.extend_correlated(ots, rng)?;
+        Ok((
+            ClientStep {
+                layer: layer.clone(),
+                instances,
+                state: ClientState::Offline(pending),
+            },
+            msg,
+        ))
+    }
+}
+
+impl ServerSession {
+    /// Answers the client's set-up message; the reply goes to [`ClientSession::finish_setup`].
+    pub fn new<R: CryptoRng>(msg: &[u8], rng: &mut R) -> Result<(ServerSession, Vec<u8>)> {
+        let mut ot = IknpSender::new(rng)?;
+        let reply = ot.receive_setup(msg, rng)?;
+        Ok((ServerSession { ot }, reply))
+    }
+
+    /// The offline phase of a step of `instances` copies of `layer`: draws the masks, garbles,
+    /// answers the OT extension. The reply goes to [`ClientStep::receive_offline`].
+    pub fn offline<R: CryptoRng + RngCore>(
+        &mut self,
+        layer: &LayerCircuit,
+        instances: usize,
+        msg: &[u8],
+        rng: &mut R,
+    ) -> Result<(ServerStep, Vec<u8>)> {
+        check_instances(instances)?;
+        let p = layer.p;
+        let k = layer.arity();
+        let r: Vec<u64> = (0..instances * k).map(|_| uniform(rng, p)).collect();
+        let m: Vec<u64> = (0..instances).map(|_| uniform(rng, p)).collect();
+        let s: Vec<u64> = r.iter().map(|&v| (p - v) % p).collect();
+        let (batch, secrets) =
+            garble(&layer.circuit, instances, &layer.garbler_bits(&s, &m)?, rng)?;
+        let (ot, tau) = self.ot.extend_correlated(msg, secrets.delta)?;
+        if ot.len() != secrets.evaluator_zero_labels.len() {
+            return Err(TwoPartyError::Protocol(format!(
+                "the client asked for {} oblivious transfers, the step needs {}",
+                ot.len(),
+                secrets.evaluator_zero_labels.len()
+            )));
+        }
+        let mut reply = Vec::with_capacity(8 + tau.len() + 16 * batch.tables.len());
+        reply.extend_from_slice(&(tau.len() as u64).to_le_bytes());
+        reply.extend_from_slice(&tau);
+        reply.extend_from_slice(&batch.to_bytes());
+        let step = ServerStep {
+            p,
+            r,
+            m,
+            labels: secrets.evaluator_zero_labels.clone(),
+            delta: secrets.delta,
+            ot: Some(ChosenOtSender::from_correlated(ot)),
+        };
+        Ok((step, reply))
+    }
+}
+
+fn check_instances(n: usize) -> Result<()> {
+    if n == 0 || n > MAX_INSTANCES {
+        return Err(TwoPartyError::InvalidArgument(format!(
+            "{n} instances in one step (allowed 1..={MAX_INSTANCES})"
+        )));
+    }
+    Ok(())
+}
+
+/// A uniform value in `[0, p)` by rejection sampling (no modulo bias).
+fn uniform<R: RngCore>(rng: &mut R, p: u64) -> u64 {
+    let bits = 64 - p.leading_zeros();
+    let mask = if bits == 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    loop {
+        let v = rng.next_u64() & mask;
+        if v < p {
+            return v;
+        }
+    }
+}
+
+/// The server's side of one step: its masks and the OT sender of the client's labels.
+pub struct ServerStep {
+    p: u64,
+    r: Vec<u64>,
+    m: Vec<u64>,
+    labels: Vec<crate::Block>,
+    delta: crate::Block,
+    ot: Option<ChosenOtSender>,
+}
+
+impl ServerStep {
+    /// The masks `r` the server adds to the encrypted values before sending them (one per
+    /// input value, instance-major): the client decrypts its share `c = x + r mod p`.
+    pub fn masks(&self) -> &[u64] {
+        &self.r
+    }
+
+    /// The server's shares of the outputs, `−m mod p`: added to the client's encrypted shares.
+    pub fn output_shares(&self) -> Vec<u64> {
+        self.m.iter().map(|&v| (self.p - v) % self.p).collect()
+    }
+
+    /// Answers the client's OT choices with its input labels (16 bytes per bit).
+    pub fn labels(&mut self, msg: &[u8]) -> Result<Vec<u8>> {
+        let ot = self
+            .ot
+            .as_mut()
+            .ok_or_else(|| TwoPartyError::Protocol("the step's labels were already sent".into()))?;
+        let reply = ot.send_labels(msg, &self.labels, self.delta)?;
+        self.ot = None;
+        for b in &mut self.labels {
+            b.0.zeroize();
+        }
+        Ok(reply)
+    }
+}
+
+impl Drop for ServerStep {
+    fn drop(&mut self) {
+        self.r.zeroize();
+        self.m.zeroize();
+        self.delta.0.zeroize();
+        for b in &mut self.labels {
+            b.0.zeroize();
+        }
+    }
+}
+
+enum ClientState {
+    Offline(PendingCorrelated),
+    Ready(GarbledBatch, ChosenOtReceiver),
+    Chosen(GarbledBatch, ChosenOtReceiver),
+    Done,
+}
+
+/// The client's side of one step.
+pub struct ClientStep {
+    layer: LayerCircuit,
+    instances: usize,
+    state: ClientState,
+}
+
+impl ClientStep {
+    /// Takes the server's offline reply (OT corrections and the garbled circuits).
+    pub fn receive_offline(&mut self, msg: &[u8]) -> Result<()> {
+        let ClientState::Offline(pending) = &mut self.state else {
+            return Err(TwoPartyError::Protocol(
+                "the step's offline reply arrived twice".into(),
+            ));
+        };
+        let bad = |reason: String| TwoPartyError::Deserialize {
+            what: "offline reply",
+            reason,
+        };
+        if msg.len() < 8 {
+            return Err(bad("shorter than its header".into()));
+        }
+        let tau_len = u64::from_le_bytes(msg[..8].try_into().expect("8 bytes"));
+        if tau_len > (msg.len() - 8) as u64 {
+            return Err(bad(format!(
+                "declares {tau_len} bytes of OT corrections, holds {}",
+                msg.len() - 8
+            )));
+        }
+        let (tau, garbled) = msg[8..].split_at(tau_len as usize);
+        let batch = GarbledBatch::from_bytes(garbled, &self.layer.circuit, self.instances)?;
+        if batch.instances != self.instances {
+            return Err(bad(format!(
+                "{} garbled instances, the step has {}",
+                batch.instances, self.instances
+            )));
+        }
+        let ot = pending.finish(tau)?;
+        self.state = ClientState::Ready(batch, ChosenOtReceiver::from_correlated(ot));
+        Ok(())
+    }
+
+    /// The OT choices for the client's shares `c` (`instances × arity` values below `p`).
+    pub fn choose(&mut self, c: &[u64]) -> Result<Vec<u8>> {
+        if c.len() != self.instances * self.layer.arity() {
+            return Err(TwoPartyError::InvalidArgument(format!(
+                "{} shares for {} instances of {} values",
+                c.len(),
+                self.instances,
+                self.layer.arity()
+            )));
+        }
+        let bits = self.layer.evaluator_bits(c)?;
+        let state = std::mem::replace(&mut self.state, ClientState::Done);
+        let ClientState::Ready(batch, mut ot) = state else {
+            self.state = state;
+            return Err(TwoPartyError::Protocol(
+                "choices before the offline phase, or twice".into(),
+            ));
+        };
+        match ot.choose(&bits) {
+            Ok(msg) => {
+                self.state = ClientState::Chosen(batch, ot);
+                Ok(msg)
+            }
+            Err(e) => {
+                self.state = ClientState::Ready(batch, ot);
+                Err(e)
+            }
+        }
+    }
+
+    /// Receives the labels, evaluates the circuits and returns the client's new shares `z`.
+    pub fn finish(&mut self, msg: &[u8]) -> Result<Vec<u64>> {
+        let ClientState::Chosen(batch, ot) = &mut self.state else {
+            return Err(TwoPartyError::Protocol(
+                "labels before the choices, or twice".into(),
+            ));
+        };
+        let labels = ot.receive(msg)?;
+        let out = evaluate(&self.layer.circuit, batch, &labels)?;
+        self.state = ClientState::Done;
+        Ok(self.layer.decode(&out))
+    }
+}

@@ -1,0 +1,131 @@
+//! One non-linear step end to end: shares in, the garbled layer, shares out that reconstruct
+//! to the layer's result; out-of-order messages are refused.
+
+use heinfer_2pc::gc::layers::{Layer, LayerCircuit};
+use heinfer_2pc::nonlinear::{ClientSession, ServerSession};
+use heinfer_2pc::rng::{os_rng, seeded};
+use rand_core::RngCore;
+
+const P: u64 = 5_324_801;
+
+fn signed(v: u64) -> i64 {
+    if v > (P - 1) / 2 {
+        v as i64 - P as i64
+    } else {
+        v as i64
+    }
+}
+
+#[test]
+fn relu_and_maxpool_steps_reconstruct_the_layer() {
+    let mut crng = os_rng().unwrap();
+    let mut srng = os_rng().unwrap();
+    let (mut client, m1) = ClientSession::new(&mut crng).unwrap();
+    let (mut server, m2) = ServerSession::new(&m1, &mut srng).unwrap();
+    client.finish_setup(&m2).unwrap();
+    let mut data = seeded(3);
+    for (layer, shift) in [
+        (Layer::Relu, 0),
+        (Layer::Relu, 7),
+        (Layer::MaxPoolRelu { window: 4 }, 5),
+    ] {
+        let lc = LayerCircuit::new(layer, P, shift).unwrap();
+        let n = 500;
+        let k = lc.arity();
+        // the values the server holds encrypted: signed, below (p−1)/2 in magnitude
+        let x: Vec<u64> = (0..n * k).map(|_| data.next_u64() % P).collect();
+        let (mut cstep, off1) = client.offline(&lc, n, &mut crng).unwrap();
+        let (mut sstep, off2) = server.offline(&lc, n, &off1, &mut srng).unwrap();
+        cstep.receive_offline(&off2).unwrap();
+        // the server masks Enc(x) with r; the client decrypts its share
+        let c: Vec<u64> = x
+            .iter()
+            .zip(sstep.masks())
+            .map(|(&v, &r)| (v + r) % P)
+            .collect();
+        let choices = cstep.choose(&c).unwrap();
+        let labels = sstep.labels(&choices).unwrap();
+        let z = cstep.finish(&labels).unwrap();
+        let s_out = sstep.output_shares();
+        for i in 0..n {
+            let y = (z[i] + s_out[i]) % P;
+            let want = x[i * k..(i + 1) * k]
+                .iter()
+                .map(|&v| signed(v))
+                .max()
+                .unwrap()
+                .max(0) as u64
+                >> shift;
+            assert_eq!(y, want, "{layer:?} instance {i}");
+        }
+        // the second use of a finished step is refused
+        assert!(sstep.labels(&choices).is_err());
+        assert!(cstep.finish(&labels).is_err());
+    }
+}
+
+#[test]
+fn client_shares_are_uniform_mod_p() {
+    // the client's view of x = 0 everywhere: c = r must look uniform (chi-square on 16 bins)
+    let mut crng = os_rng().unwrap();
+    let mut srng = os_rng().unwrap();
+    let (mut client, m1) = ClientSession::new(&mut crng).unwrap();
+    let (mut server, m2) = ServerSession::new(&m1, &mut srng).unwrap();
+    client.finish_setup(&m2).unwrap();
+    let lc = LayerCircuit::new(Layer::Relu, P, 0).unwrap();
+    let n = 16_000;
+    let (_cstep, off1) = client.offline(&lc, n, &mut crng).unwrap();
+    let (sstep, _) = server.offline(&lc, n, &off1, &mut srng).unwrap();
+    let mut bins = [0f64; 16];
+    for &r in sstep.masks() {
+        bins[(r as u128 * 16 / P as u128) as usize] += 1.0;
+    }
+    let e = n as f64 / 16.0;
+    let chi2: f64 = bins.iter().map(|&o| (o - e) * (o - e) / e).sum();
+    assert!(
+        chi2 < 37.7,
+        "chi-square {chi2:.1} over 15 degrees of freedom (p = 0.001 cut-off 37.7)"
+    );
+    // and the output shares too
+    let mut bins = [0f64; 16];
+    for &m in &sstep.output_shares() {
+        bins[(m as u128 * 16 / P as u128) as usize] += 1.0;
+    }
+    let chi2: f64 = bins.iter().map(|&o| (o - e) * (o - e) / e).sum();
+    assert!(chi2 < 37.7, "output shares: chi-square {chi2:.1}");
+}
+
+#[test]
+fn out_of_order_and_malformed_messages_are_refused() {
+    let mut crng = seeded(1);
+    let mut srng = seeded(2);
+    let (mut client, m1) = ClientSession::new(&mut crng).unwrap();
+    let (mut server, m2) = ServerSession::new(&m1, &mut srng).unwrap();
+    client.finish_setup(&m2).unwrap();
+    let lc = LayerCircuit::new(Layer::Relu, P, 0).unwrap();
+    let (mut cstep, off1) = client.offline(&lc, 10, &mut crng).unwrap();
+    // choices before the offline reply
+    assert!(cstep.choose(&[0; 10]).is_err());
+    // a server that garbles a different number of instances
+    assert!(server.offline(&lc, 11, &off1, &mut srng).is_err());
+    let (mut cstep2, off1b) = client.offline(&lc, 10, &mut crng).unwrap();
+    let (mut sstep, off2) = server.offline(&lc, 10, &off1b, &mut srng).unwrap();
+    assert!(
+        cstep.receive_offline(&off2).is_err(),
+        "another step's reply"
+    );
+    assert!(
+        cstep2.receive_offline(&off2[..off2.len() - 1]).is_err(),
+        "truncated"
+    );
+    assert!(cstep2.receive_offline(&[0u8; 4]).is_err());
+    cstep2.receive_offline(&off2).unwrap();
+    assert!(cstep2.receive_offline(&off2).is_err(), "twice");
+    assert!(cstep2.choose(&[P; 10]).is_err(), "a share not below p");
+    assert!(cstep2.choose(&[0; 9]).is_err(), "wrong count");
+    let ch = cstep2.choose(&[1; 10]).unwrap();
+    assert!(cstep2.choose(&[1; 10]).is_err(), "choices twice");
+    let lab = sstep.labels(&ch).unwrap();
+    assert!(cstep2.finish(&lab[..lab.len() - 3]).is_err());
+    assert_eq!(cstep2.finish(&lab).unwrap().len(), 10);
+}
