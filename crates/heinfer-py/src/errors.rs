@@ -19,6 +19,7 @@ pyo3::import_exception!(heinfer.errors, SerializationError);
 pyo3::import_exception!(heinfer.errors, EncodingError);
 pyo3::import_exception!(heinfer.errors, OperandError);
 pyo3::import_exception!(heinfer.errors, InternalError);
+pyo3::import_exception!(heinfer.errors, ProtocolError);
 
 /// Longest panic message passed on (characters): enough for any engine assertion.
 const MAX_PANIC_MESSAGE: usize = 300;

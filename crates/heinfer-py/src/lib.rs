@@ -1,7 +1,8 @@
 //! # heinfer-py — the private native module `heinfer._native`
 //!
 //! Binding layer of heinfer (see `ARCHITECTURE.md`): thin PyO3 wrappers around the types of
-//! `heinfer-ckks` and the kernels of `heinfer-kernels`, nothing else. The public, typed, documented Python API is the pure-Python
+//! `heinfer-ckks`, the kernels of `heinfer-kernels` and the two-party step of `heinfer-2pc`,
+//! nothing else. The public, typed, documented Python API is the pure-Python
 //! package `heinfer` (`python/heinfer/ckks/`), which wraps these classes.
 //!
 //! * Every operation that costs more than a few microseconds runs with the GIL released, on
@@ -23,6 +24,7 @@ mod malloc;
 mod objects;
 mod params;
 mod pool;
+mod twoparty;
 
 use pyo3::prelude::*;
 
@@ -56,6 +58,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<evaluator::Evaluator>()?;
     m.add_class::<batch::CiphertextBatch>()?;
     m.add_class::<kernels::LinearLayer>()?;
+    m.add_class::<twoparty::PyLayerCircuit>()?;
+    m.add_class::<twoparty::TwoPartyClient>()?;
+    m.add_class::<twoparty::TwoPartyServer>()?;
+    m.add_class::<twoparty::TwoPartyClientStep>()?;
+    m.add_class::<twoparty::TwoPartyServerStep>()?;
+    m.add("TWO_PARTY_MAX_INSTANCES", twoparty::MAX_INSTANCES)?;
     m.add_function(wrap_pyfunction!(batch::encrypt_batch, m)?)?;
     m.add_function(wrap_pyfunction!(batch::decrypt_batch, m)?)?;
     m.add_function(wrap_pyfunction!(batch::encrypt_batch_coefficients, m)?)?;

@@ -1,0 +1,76 @@
+"""The two-party non-linear step through the Python API: results, uniform shares, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from heinfer.errors import OperandError, ProtocolError, SerializationError
+from heinfer.twoparty import LayerCircuit, TwoPartyClient, TwoPartyServer, run_in_process
+
+P = 1_032_193  # 20 bits, ≡ 1 mod 8192
+
+
+@pytest.fixture(scope="module")
+def parties():
+    client, m1 = TwoPartyClient.start()
+    server, m2 = TwoPartyServer.start(m1)
+    client.finish_setup(m2)
+    return client, server
+
+
+def _signed(v: np.ndarray) -> np.ndarray:
+    v = v.astype(np.int64)
+    return np.where(v > (P - 1) // 2, v - P, v)
+
+
+@pytest.mark.parametrize("shift", [0, 6])
+def test_relu_step_reconstructs_relu(parties, shift: int) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, P, 2000, dtype=np.uint64)
+    run = run_in_process(*parties, LayerCircuit("relu", P, shift), x, P)
+    np.testing.assert_array_equal(run.outputs, np.maximum(_signed(x), 0) >> shift)
+    # ~6.5 KB offline and ~0.3 KB online per 20-bit ReLU
+    assert 5_000 * 2000 < run.offline_bytes < 8_000 * 2000
+    assert run.online_bytes < 400 * 2000
+
+
+def test_maxpool_relu_step(parties) -> None:
+    rng = np.random.default_rng(2)
+    x = rng.integers(0, P, 4 * 500, dtype=np.uint64)
+    run = run_in_process(*parties, LayerCircuit("maxpool_relu", P, 3, window=4), x, P)
+    want = np.maximum(_signed(x).reshape(500, 4).max(1), 0) >> 3
+    np.testing.assert_array_equal(run.outputs, want)
+
+
+def test_client_view_is_uniform(parties) -> None:
+    """What the client decrypts, c = x + r mod p, is uniform whatever x is (x = 0 here)."""
+    client, server = parties
+    layer = LayerCircuit("relu", P, 0)
+    _, o1 = client.offline(layer, 20_000)
+    sstep, _ = server.offline(layer, 20_000, o1)
+    counts = np.bincount((sstep.masks().astype(np.float64) * 20 / P).astype(int), minlength=20)
+    chi2 = float(((counts - 1000.0) ** 2 / 1000.0).sum())
+    assert chi2 < 43.8  # 19 degrees of freedom, p = 0.001
+
+
+def test_errors_name_the_problem(parties) -> None:
+    client, server = parties
+    with pytest.raises(OperandError, match="unknown non-linear layer"):
+        LayerCircuit("sigmoid", P, 0)
+    with pytest.raises(OperandError, match="must be odd"):
+        LayerCircuit("relu", 1 << 20, 0)
+    layer = LayerCircuit("relu", P, 0)
+    cstep, o1 = client.offline(layer, 4)
+    with pytest.raises(ProtocolError, match="choices before the offline phase"):
+        cstep.choose(np.zeros(4, np.uint64))
+    sstep, o2 = server.offline(layer, 4, o1)
+    with pytest.raises(SerializationError):
+        cstep.receive_offline(o2[:-1])
+    cstep.receive_offline(o2)
+    with pytest.raises(OperandError, match="not below p"):
+        cstep.choose(np.full(4, P, np.uint64))
+    labels = sstep.labels(cstep.choose(np.ones(4, np.uint64)))
+    with pytest.raises(ProtocolError, match="already sent"):
+        sstep.labels(b"")
+    assert len(cstep.finish(labels)) == 4
