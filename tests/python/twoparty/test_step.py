@@ -74,3 +74,22 @@ def test_errors_name_the_problem(parties) -> None:
     with pytest.raises(ProtocolError, match="already sent"):
         sstep.labels(b"")
     assert len(cstep.finish(labels)) == 4
+
+
+def test_server_view_does_not_depend_on_the_client_shares(parties) -> None:
+    """The server sees only the OT choices d = b ⊕ c (c: the client's random OT choices): for
+    all-zero shares and all-(p−1) shares alike, about half the bits of d are ones, and the two
+    messages differ from each other in about half their bits (they would be equal, or each
+    other's complement, if d leaked b)."""
+    client, server = parties
+    layer = LayerCircuit("relu", P, 0)
+    views = []
+    for value in (0, P - 1):
+        cstep, o1 = client.offline(layer, 4000)
+        _, o2 = server.offline(layer, 4000, o1)
+        cstep.receive_offline(o2)
+        views.append(np.frombuffer(cstep.choose(np.full(4000, value, np.uint64)), np.uint8))
+    bits = [np.unpackbits(v[-10_000:]) for v in views]  # the packed choice bits (payload end)
+    for b in bits:
+        assert abs(b.mean() - 0.5) < 0.01
+    assert abs((bits[0] ^ bits[1]).mean() - 0.5) < 0.01
