@@ -21,6 +21,8 @@ The flattened conv output is channel-major ``(c, h, w)``, exactly what ONNX ``Fl
 """
 
 import numpy as np
+import onnx
+from onnx import TensorProto, helper
 
 IN_HW = 28  # input height = width
 K, STRIDE, PAD = 5, 2, 1  # conv kernel size, stride, padding (each side)
@@ -153,3 +155,24 @@ class Adam:
             self.m[k] = self.b1 * self.m[k] + (1.0 - self.b1) * g
             self.v[k] = self.b2 * self.v[k] + (1.0 - self.b2) * g * g
             params[k] -= self.lr * (self.m[k] / c1) / (np.sqrt(self.v[k] / c2) + self.eps)
+
+
+def save_model(nodes, inits, name, path, producer, doc):
+    """Writes a digits model (input ``input`` (batch, 1, 28, 28), output ``logits``
+    (batch, 10)) as an opset-17, IR-version-8 ONNX file, after the full ONNX checker."""
+    graph = helper.make_graph(
+        nodes,
+        name,
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, IN_HW, IN_HW])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", CLASSES])],
+        inits,
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17)],
+        ir_version=8,
+        producer_name=producer,
+        doc_string=doc,
+    )
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(path))

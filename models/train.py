@@ -21,9 +21,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 from scipy.ndimage import zoom
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
@@ -124,22 +123,7 @@ def export_onnx(p, act, name, path):
                 "Gemm", ["flat", "fc_w"] + ["fc_b"] * has_b, ["logits"], name="fc", transB=1
             )
         )
-    graph = helper.make_graph(
-        nodes,
-        name,
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, L.IN_HW, L.IN_HW])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", L.CLASSES])],
-        inits,
-    )
-    model = helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", 17)],
-        ir_version=8,
-        producer_name="heinfer models/train.py",
-        doc_string=f"{name}: digits 28x28, logits output",
-    )
-    onnx.checker.check_model(model, full_check=True)
-    onnx.save(model, str(path))
+    L.save_model(nodes, inits, name, path, "heinfer models/train.py", f"{name}: digits 28x28, logits output")
 
 
 def verify_onnx(path, x, ref_logits):

@@ -13,8 +13,7 @@ Networks B and C of the same table are the bundled ``cryptonets.onnx`` and
 """
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import numpy_helper
 
 import layers as L
 import sequential as S
@@ -117,22 +116,8 @@ def export_onnx(net, names, model_name, path):
         numpy_helper.from_array(v.astype(np.float32), k)
         for k, v in S.named_params(net, names).items()
     ]
-    graph = helper.make_graph(
-        nodes,
-        model_name,
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, L.IN_HW, L.IN_HW])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", L.CLASSES])],
-        inits,
-    )
-    model = helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", 17)],
-        ir_version=8,
-        producer_name="heinfer models/twoparty.py",
-        doc_string=f"{model_name}: GAZELLE Table 11 network on digits 28x28, logits output",
-    )
-    onnx.checker.check_model(model, full_check=True)
-    onnx.save(model, str(path))
+    doc = f"{model_name}: GAZELLE Table 11 network on digits 28x28, logits output"
+    L.save_model(nodes, inits, model_name, path, "heinfer models/twoparty.py", doc)
 
 
 def train_all(x_tr, y_tr, x_te, y_te, out, verify_onnx):
