@@ -32,7 +32,7 @@ impl Block {
 
     /// Reads the blocks of `bytes` (whose length must be a multiple of 16).
     pub fn read_all(bytes: &[u8], what: &'static str) -> crate::Result<Vec<Block>> {
-        if bytes.len() % Self::BYTES != 0 {
+        if !bytes.len().is_multiple_of(Self::BYTES) {
             return Err(crate::TwoPartyError::Deserialize {
                 what,
                 reason: format!(

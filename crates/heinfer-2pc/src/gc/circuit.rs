@@ -211,8 +211,7 @@ impl Builder {
         let pw = self.constant(p, n + 1);
         let (u, borrow) = self.sub(&t, &pw);
         // borrow = 1: t < p, keep t; else t − p (< p < 2^n)
-        let r = self.mux(borrow, &t[..n], &u[..n]);
-        r
+        self.mux(borrow, &t[..n], &u[..n])
     }
 
     /// `a < b` (unsigned, equal widths): the borrow of `a − b` (n AND gates).

@@ -223,7 +223,7 @@ impl GarbledBatch {
                 byte = 0;
             }
         }
-        if self.decoding.len() % 8 != 0 {
+        if !self.decoding.len().is_multiple_of(8) {
             out.push(byte);
         }
         out
@@ -265,7 +265,7 @@ impl GarbledBatch {
         let garbler_labels =
             Block::read_all(&body[16 * rows..16 * (rows + labels)], "garbler labels")?;
         let packed = &body[16 * (rows + labels)..];
-        if bits % 8 != 0 && packed[packed.len() - 1] >> (bits % 8) != 0 {
+        if !bits.is_multiple_of(8) && packed[packed.len() - 1] >> (bits % 8) != 0 {
             return Err(bad("padding bits are not zero".into()));
         }
         let decoding = (0..bits)

@@ -50,7 +50,7 @@ pub struct LayerCircuit {
 impl LayerCircuit {
     /// The circuit of `layer` modulo `p` with truncation `shift`.
     pub fn new(layer: Layer, p: u64, shift: usize) -> Result<LayerCircuit> {
-        if p < 5 || p % 2 == 0 || p >= 1 << 62 {
+        if p < 5 || p.is_multiple_of(2) || p >= 1 << 62 {
             return Err(TwoPartyError::InvalidArgument(format!(
                 "plaintext modulus {p} must be odd, in [5, 2^62)"
             )));
