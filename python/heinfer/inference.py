@@ -32,7 +32,7 @@ from heinfer.compiler.ir import Graph
 from heinfer.compiler.latency.compile import LatencyOptions, compile_latency
 from heinfer.compiler.onnx_import import from_torch, load_onnx
 from heinfer.compiler.throughput import Options, compile_graph
-from heinfer.errors import CompileError, OutOfRangeWarning, ProtocolError
+from heinfer.errors import CompileError, NotSupportedYetError, OutOfRangeWarning, ProtocolError
 from heinfer.program.model import Program, PublicProgram
 from heinfer.protocol.client import Client
 from heinfer.protocol.messages import peek_kind
@@ -51,6 +51,7 @@ def compile(  # noqa: A001 - the API name is the contract
     input_bound: float | None = None,
     security: int = 128,
     batch_size: int = 1,
+    protocol: str = "client-aided",
     **options: Any,
 ) -> Program:
     """Compiles an ONNX model (path, bytes or ``onnx.ModelProto``), a :class:`Graph` or
@@ -65,9 +66,24 @@ def compile(  # noqa: A001 - the API name is the contract
     (``strategy``, ``scale_bits``, ``log_n``) in latency mode. ``batch_size``: the number of
     items ``mode="auto"`` plans for. Latency mode micro-benchmarks the engine's primitives
     for its parameters on first use (cached, see :mod:`heinfer.runtime.costs`).
+
+    ``protocol``: how the non-polynomial layers run — ``"client-aided"`` (the client decrypts
+    the pre-activations: no model privacy) or ``"two-party"`` (GAZELLE's protocol: **not
+    supported yet** for whole networks — its garbled-circuit step exists in
+    :mod:`heinfer.twoparty`, the BFV linear layers around it do not — and refused with
+    :class:`~heinfer.errors.NotSupportedYetError`).
     """
     if mode not in ("throughput", "latency", "auto"):
         raise CompileError(f"unknown mode {mode!r}: 'throughput', 'latency' or 'auto'")
+    if protocol == "two-party":
+        raise NotSupportedYetError(
+            'protocol="two-party" is not supported yet for whole networks: the garbled-circuit '
+            "step (ReLU, max-pooling) exists in heinfer.twoparty, the BFV linear layers with noise "
+            'flooding between the steps do not; compile with protocol="client-aided" (no model '
+            "privacy against the client) or use square activations"
+        )
+    if protocol != "client-aided":
+        raise CompileError(f"unknown protocol {protocol!r}: 'client-aided' or 'two-party'")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise CompileError(f"batch_size must be a positive integer, got {batch_size!r}")
     if isinstance(model, Graph):

@@ -289,6 +289,15 @@ def test_not_supported_yet_is_a_heinfer_error_and_not_implemented() -> None:
     assert issubclass(heinfer.NotSupportedYetError, NotImplementedError)
 
 
+def test_two_party_protocol_is_not_supported_yet_and_others_are_unknown() -> None:
+    model = _model("mlp-matmul-relu-softmax")
+    with pytest.raises(heinfer.NotSupportedYetError, match="two-party.*not supported yet"):
+        heinfer.compile(model, input_bound=1.0, protocol="two-party")
+    with pytest.raises(heinfer.CompileError, match="unknown protocol"):
+        heinfer.compile(model, input_bound=1.0, protocol="gazelle")
+    assert heinfer.compile(model, input_bound=1.0, protocol="client-aided").steps
+
+
 @pytest.mark.parametrize("mode", ["fast", "", "Throughput", None])
 def test_unknown_mode_is_a_compile_error(mode) -> None:
     with pytest.raises(heinfer.CompileError, match="mode"):

@@ -98,6 +98,14 @@ def cli() -> None:
     show_default=True,
     help="Items per request that --mode auto plans for.",
 )
+@click.option(
+    "--protocol",
+    type=click.Choice(["client-aided", "two-party"]),
+    default="client-aided",
+    show_default=True,
+    help="How ReLU/max-pooling run: client-aided (the client sees pre-activations: no model "
+    "privacy) or two-party (GAZELLE; not supported yet for whole networks).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def compile_cmd(
     model: str,
@@ -108,6 +116,7 @@ def compile_cmd(
     input_bound: float | None,
     packing: str | None,
     batch_size: int,
+    protocol: str,
     as_json: bool,
 ) -> None:
     """Compiles an ONNX MODEL into a program for encrypted inference: the server's
@@ -132,6 +141,7 @@ def compile_cmd(
             input_bound=input_bound,
             security=int(security),
             batch_size=batch_size,
+            protocol=protocol,
             **options,
         )
     seconds = time.perf_counter() - t0

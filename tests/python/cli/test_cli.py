@@ -120,6 +120,15 @@ def test_compile_options_reach_the_compiler(files: dict) -> None:
     assert heinfer.load_program(out.read_bytes()).batch_capacity == 1024
 
 
+def test_compile_two_party_is_refused_as_not_supported_yet(files: dict) -> None:
+    out = files["dir"] / "tp.hep"
+    r = invoke("compile", os.path.join(MODELS, "cryptonets_relu.onnx"), "-o", str(out),
+               "--input-bound", "1", "--protocol", "two-party")
+    assert r.exit_code != 0
+    assert "not supported yet" in r.output and "heinfer.twoparty" in r.output
+    assert not out.exists()
+
+
 def test_compile_and_inspect_latency_mode(files: dict) -> None:
     out = files["dir"] / "lat.hep"
     calib = files["dir"] / "calib64.npy"
