@@ -11,12 +11,27 @@ from __future__ import annotations
 import time
 
 from heinfer import _native
-from heinfer.errors import ProtocolError
+from heinfer.errors import NotSupportedYetError, ProtocolError
 from heinfer.program.model import Program
 from heinfer.runtime.batch import build_layers, run_batch_segment
-from heinfer.runtime.slots import PreparedSlots
+from heinfer.runtime.slots import PreparedSlots, plaintext_bytes
 
-__all__ = ["Executor", "native_params"]
+__all__ = ["Executor", "available_memory", "native_params"]
+
+#: Share of the memory available at preparation that the encoded plaintexts may take.
+MEMORY_SHARE = 0.8
+
+
+def available_memory() -> int | None:
+    """``MemAvailable`` from ``/proc/meminfo`` in bytes (None where there is none)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def native_params(params: dict) -> _native.Params:
@@ -28,12 +43,32 @@ class Executor:
     """A program prepared for execution (weights quantized, plaintexts encoded).
 
     ``baseline=True`` runs batch-axis linear layers with the naive kernel (benchmarks).
-    ``setup_seconds``: the time the preparation took."""
+    ``setup_seconds``: the time the preparation took. ``max_memory``: bytes the encoded
+    slot-layout plaintexts may take (default: 80 % of the memory available now); a program
+    that needs more is refused with :class:`~heinfer.errors.NotSupportedYetError` before
+    anything is encoded, instead of exhausting the machine (streaming execution, which would
+    encode layer by layer, is not built yet)."""
 
-    def __init__(self, program: Program, baseline: bool = False) -> None:
+    def __init__(self, program: Program, baseline: bool = False, max_memory: int | None = None) -> None:
         if not isinstance(program, Program):
             raise ProtocolError("executing a program needs its weights: give the server the full program, not the public one")
         t0 = time.perf_counter()
+        need = sum(
+            plaintext_bytes(int(program.params["log_n"]), len(program.params["log_p"]), seg, program.layers)
+            for seg in program.segments
+            if seg.layout.kind == "slots"
+        )
+        if max_memory is None:
+            avail = available_memory()
+            max_memory = None if avail is None else int(MEMORY_SHARE * avail)
+        if max_memory is not None and need > max_memory:
+            raise NotSupportedYetError(
+                f"the server would hold {need / 1e9:.1f} GB of encoded plaintexts for this program's "
+                f"slot-layout layers, more than its budget of {max_memory / 1e9:.1f} GB (default: 80 % of "
+                "the memory available now; Executor(max_memory=...)); streaming execution, layer by layer, "
+                "is not supported yet: use throughput mode or a smaller model"
+            )
+        self.plaintext_bytes = need
         self.program = program
         self.params = native_params(program.params)
         self.baseline = baseline

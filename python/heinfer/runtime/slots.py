@@ -20,7 +20,26 @@ from heinfer.program.model import Segment
 from heinfer.program.ops import Linear, Relinearize, Rescale, Square
 from heinfer.program.transform import Transform
 
-__all__ = ["PreparedSlots"]
+__all__ = ["PreparedSlots", "plaintext_bytes"]
+
+
+def plaintext_bytes(log_n: int, special_primes: int, seg: Segment, layers: list) -> int:
+    """Bytes :class:`PreparedSlots` will hold for ``seg``'s encoded plaintexts: every
+    diagonal at its layer's level (plus the special primes when it multiplies extended
+    ciphertexts) and every bias vector, 8 bytes per residue in NTT form."""
+    n = 1 << log_n
+    level, total = seg.input_level, 0
+    for op in seg.ops:
+        if isinstance(op, Linear):
+            t = layers[op.layer]
+            for _, _, ix in t.groups():
+                ext = bool((t.terms[ix, 3] != 0).any())
+                total += len(ix) * n * (level + 1 + (special_primes if ext else 0)) * 8
+            total += (0 if t.bias is None else len(t.bias)) * n * level * 8
+            level -= 1
+        elif isinstance(op, Rescale):
+            level -= op.primes
+    return total
 
 
 class PreparedSlots:
