@@ -1,0 +1,159 @@
+"""Real networks (issue: residual graphs, CIFAR-10, MobileNetV2): what runs, how fast, and what
+does not fit yet.
+
+Each network runs in its own process, watched: killed when its resident memory passes
+``--max-rss-gb`` (default 16 GB of this 24 GB machine) or when it exceeds ``--timeout``; a
+refusal by heinfer (a ``HeinferError``, e.g. the executor's memory budget or the message size
+limit) is reported with its message. Timers, per network:
+
+* ``setup_s``: the client's keys, the server's session (key upload, plaintext encoding);
+* ``latency_s``: one query end to end (client encryption + server + client steps + decryption),
+  the median over the inputs, after set-up;
+* ``agreement`` / ``rel_logit_error``: against onnxruntime on the same random inputs.
+
+Networks: LoLa's CIFAR network (latency, non-interactive), MiniONN's CIFAR net and ResNet-20
+(latency, client-aided), MobileNetV2-0.35 at 96 and 224 px (throughput and latency), all with
+deterministic random weights (``models/cifar.py``, ``models/mobilenet.py``; no CIFAR or
+ImageNet data offline). The deep-feature classifier is not built yet.
+
+    .venv/bin/python bench/networks.py [--quick]
+
+The last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import ROOT, build_profile, cpu_model  # noqa: E402
+
+RUNS = [
+    ("lola_cifar", "latency"),
+    ("minionn_cifar", "latency"),
+    ("resnet20", "latency"),
+    ("mobilenetv2_035_96", "latency"),
+    ("mobilenetv2_035_96", "throughput"),
+    ("mobilenetv2_035_224", "throughput"),
+]
+
+
+def _model(name: str):
+    """``(onnx bytes, random inputs(n, seed))`` of a generated network."""
+    sys.path.insert(0, os.path.join(ROOT, "models"))
+    if name.startswith("mobilenetv2"):
+        import mobilenet
+
+        _, width, size = name.split("_")
+        size = int(size)
+        return mobilenet.build(int(width) / 100, size), lambda n, seed: mobilenet.random_inputs(n, size, seed)
+    import cifar
+
+    return cifar.build(name), cifar.random_inputs
+
+
+def one(name: str, mode: str, n: int) -> dict:
+    """Runs one network in this process; returns its figures."""
+    import numpy as np
+    import onnxruntime as ort
+
+    import heinfer
+
+    model, inputs = _model(name)
+    cal, x = inputs(32, 11), inputs(n, 3)
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+    t = time.perf_counter()
+    prog = heinfer.compile(model, mode=mode, calibration=cal)
+    out: dict = {"mode": mode, "compile_s": round(time.perf_counter() - t, 2), "log_n": prog.params["log_n"], "primes": len(prog.params["log_q"])}
+    client, server = heinfer.Client(prog.public()), None
+    t = time.perf_counter()
+    server = heinfer.Server(prog)
+    session = server.open_session(client.keys_message())
+    out["setup_s"] = round(time.perf_counter() - t, 2)
+    got, times, up, down = [], [], 0, 0
+    items = [x[i : i + 1] for i in range(n)] if mode == "latency" else [x]
+    for item in items:
+        t = time.perf_counter()
+        q = client.query_message(session, item)
+        up += len(q)
+        msg = server.begin(q)
+        while heinfer.protocol.messages.peek_kind(msg) == "step":
+            down += len(msg)
+            r = client.reply_message(msg)
+            up += len(r)
+            msg = server.resume(r)
+        down += len(msg)
+        got.append(client.decode_result(msg))
+        times.append(time.perf_counter() - t)
+    got = np.concatenate(got)
+    key = "latency_s" if mode == "latency" else "seconds"
+    out[key] = round(float(np.median(times)), 3)
+    if mode == "throughput":
+        out["core_s_per_image"] = round(sum(times) * heinfer.get_num_threads() / n, 4)
+    out["images"] = n
+    out["agreement"] = float((got.argmax(1) == want.argmax(1)).mean())
+    out["rel_logit_error"] = float(np.abs(got - want).max() / np.abs(want).max())
+    out["mb_per_image"] = round((up + down) / 1e6 / n, 2)
+    return out
+
+
+def watched(args: list[str], max_rss_kb: int, timeout: float) -> dict:
+    """Runs ``python bench/networks.py --one …`` and kills it above ``max_rss_kb``."""
+    p = subprocess.Popen([sys.executable, os.path.abspath(__file__), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak, t0, why = 0, time.perf_counter(), None
+    while p.poll() is None:
+        try:
+            with open(f"/proc/{p.pid}/status") as f:
+                rss = next((int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:")), 0)
+        except OSError:
+            rss = 0
+        peak = max(peak, rss)
+        if rss > max_rss_kb or time.perf_counter() - t0 > timeout:
+            why = f"stopped: resident memory {rss / 1e6:.1f} GB" if rss > max_rss_kb else f"stopped after {timeout:.0f} s"
+            p.kill()
+            break
+        time.sleep(0.5)
+    out, err = p.communicate()
+    res: dict = {"peak_rss_gb": round(peak / 1e6, 2)}
+    if why:
+        res["not_run"] = why
+    elif p.returncode != 0:
+        last = [ln for ln in err.strip().splitlines() if ln.strip()]
+        res["not_run"] = last[-1][:400] if last else f"exit status {p.returncode}"
+    else:
+        res.update(json.loads(out.strip().splitlines()[-1]))
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="2 inputs per latency run instead of 20, 64 items per throughput run")
+    ap.add_argument("--max-rss-gb", type=float, default=16.0)
+    ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument("--only", help="comma-separated NAME/MODE runs (default: all)")
+    ap.add_argument("--one", nargs=3, metavar=("NAME", "MODE", "N"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        name, mode, n = args.one
+        print(json.dumps(one(name, mode, int(n))))
+        return
+    print(f"# heinfer networks — CPU: {cpu_model()}, build: {build_profile()}")
+    result: dict = {}
+    runs = [r for r in RUNS if not args.only or f"{r[0]}/{r[1]}" in args.only.split(",")]
+    for name, mode in runs:
+        n = (2 if args.quick else 20) if mode == "latency" else (64 if args.quick else 1024)
+        r = watched(["--one", name, mode, str(n)], int(args.max_rss_gb * 1e6), args.timeout)
+        result[f"{name}/{mode}"] = r
+        print(f"{name:22s} {mode:10s} " + ", ".join(f"{k}={v}" for k, v in r.items()), flush=True)
+    result["deep_features"] = {"not_run": "not supported yet: the client-side feature extractor composition is not built"}
+    result["cpu"] = cpu_model()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
