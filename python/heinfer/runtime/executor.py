@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from heinfer import _native
-from heinfer.errors import NotSupportedYetError, ProtocolError
+from heinfer.errors import ProtocolError
 from heinfer.program.model import Program
 from heinfer.runtime.batch import build_layers, run_batch_segment
 from heinfer.runtime.slots import PreparedSlots, plaintext_bytes
@@ -44,37 +44,44 @@ class Executor:
 
     ``baseline=True`` runs batch-axis linear layers with the naive kernel (benchmarks).
     ``setup_seconds``: the time the preparation took. ``max_memory``: bytes the encoded
-    slot-layout plaintexts may take (default: 80 % of the memory available now); a program
-    that needs more is refused with :class:`~heinfer.errors.NotSupportedYetError` before
-    anything is encoded, instead of exhausting the machine (streaming execution, which would
-    encode layer by layer, is not built yet)."""
+    slot-layout plaintexts may keep (default: 80 % of the memory available now); when the
+    program needs more, its largest segments are prepared lazily — their plaintexts encoded
+    group by group during each query and dropped after use — until what is kept fits
+    (``plaintext_bytes``, ``kept_plaintext_bytes``, ``lazy_segments`` say what happened)."""
 
     def __init__(self, program: Program, baseline: bool = False, max_memory: int | None = None) -> None:
         if not isinstance(program, Program):
             raise ProtocolError("executing a program needs its weights: give the server the full program, not the public one")
         t0 = time.perf_counter()
-        need = sum(
-            plaintext_bytes(int(program.params["log_n"]), len(program.params["log_p"]), seg, program.layers)
-            for seg in program.segments
+        needs = {
+            k: plaintext_bytes(int(program.params["log_n"]), len(program.params["log_p"]), seg, program.layers)
+            for k, seg in enumerate(program.segments)
             if seg.layout.kind == "slots"
-        )
+        }
+        need = sum(needs.values())
         if max_memory is None:
             avail = available_memory()
             max_memory = None if avail is None else int(MEMORY_SHARE * avail)
-        if max_memory is not None and need > max_memory:
-            raise NotSupportedYetError(
-                f"the server would hold {need / 1e9:.1f} GB of encoded plaintexts for this program's "
-                f"slot-layout layers, more than its budget of {max_memory / 1e9:.1f} GB (default: 80 % of "
-                "the memory available now; Executor(max_memory=...)); streaming execution, layer by layer, "
-                "is not supported yet: use throughput mode or a smaller model"
-            )
+        # over budget: the largest segments encode lazily (per query, group by group) until the
+        # plaintexts kept in memory fit
+        lazy: set[int] = set()
+        kept = need
+        for k in sorted(needs, key=needs.get, reverse=True):
+            if max_memory is None or kept <= max_memory:
+                break
+            lazy.add(k)
+            kept -= needs[k]
         self.plaintext_bytes = need
+        self.kept_plaintext_bytes = kept
+        self.lazy_segments = sorted(lazy)
         self.program = program
         self.params = native_params(program.params)
         self.baseline = baseline
         self.built = build_layers(program.layers) if not baseline else {}
         self.slots = {
-            k: PreparedSlots(self.params, seg, program.layers) for k, seg in enumerate(program.segments) if seg.layout.kind == "slots"
+            k: PreparedSlots(self.params, seg, program.layers, lazy=k in lazy)
+            for k, seg in enumerate(program.segments)
+            if seg.layout.kind == "slots"
         }
         self._ev = _native.Evaluator(self.params) if self.slots else None
         self.setup_seconds = time.perf_counter() - t0

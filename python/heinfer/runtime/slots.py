@@ -43,15 +43,21 @@ def plaintext_bytes(log_n: int, special_primes: int, seg: Segment, layers: list)
 
 
 class PreparedSlots:
-    """A slot-layout segment with its plaintexts encoded for inputs at ``input_scale``."""
+    """A slot-layout segment with its plaintexts encoded for inputs at ``input_scale``.
 
-    def __init__(self, params: _native.Params, seg: Segment, layers: list) -> None:
+    ``lazy=True`` keeps no plaintext: each group of diagonals is encoded just before the dot
+    product that uses it and dropped after, so the segment's memory is one group's plaintexts
+    (streaming, at the price of encoding on every query)."""
+
+    def __init__(self, params: _native.Params, seg: Segment, layers: list, lazy: bool = False) -> None:
         self.seg = seg
-        enc = _native.Encoder(params)
+        self.lazy = lazy
+        enc = self.enc = _native.Encoder(params)
         q = self.q = [float(v) for v in params.q]
         scale, level = seg.input_scale, seg.input_level
         self.plain: dict[int, list] = {}
         self.bias: dict[int, list | None] = {}
+        self.bias_scale: dict[int, float] = {}
         self.transforms: dict[int, Transform] = {}
         self.levels: dict[int, int] = {}
         for j, op in enumerate(seg.ops):
@@ -59,13 +65,14 @@ class PreparedSlots:
             if isinstance(op, Linear):
                 t = layers[op.layer]
                 self.transforms[j] = t
-                pts: list = [None] * len(t.terms)
-                for _, _, ix in t.groups():
-                    ext = bool((t.terms[ix, 3] != 0).any())
-                    for i in ix:
-                        pts[i] = enc.encode_real(np.ascontiguousarray(t.vectors[i]), q[level], level, ext)
-                self.plain[j] = pts
-                self.bias[j] = None if t.bias is None else [enc.encode_real(np.ascontiguousarray(b), scale, level - 1, False) for b in t.bias]
+                self.bias_scale[j] = scale
+                if not lazy:
+                    pts: list = [None] * len(t.terms)
+                    for _, _, ix in t.groups():
+                        for i, pt in zip(ix, self._encode_group(j, ix)):
+                            pts[i] = pt
+                    self.plain[j] = pts
+                    self.bias[j] = self._encode_bias(j)
                 level -= 1
             elif isinstance(op, Square):
                 scale = scale * scale
@@ -73,6 +80,18 @@ class PreparedSlots:
                 for _ in range(op.primes):
                     scale /= q[level]
                     level -= 1
+
+    def _encode_group(self, j: int, ix) -> list:
+        """The plaintexts of one group of op ``j``'s diagonals, at the exact scale ``q_ℓ``."""
+        t, level = self.transforms[j], self.levels[j]
+        ext = bool((t.terms[ix, 3] != 0).any())
+        return [self.enc.encode_real(np.ascontiguousarray(t.vectors[i]), self.q[level], level, ext) for i in ix]
+
+    def _encode_bias(self, j: int) -> list | None:
+        t = self.transforms[j]
+        if t.bias is None:
+            return None
+        return [self.enc.encode_real(np.ascontiguousarray(b), self.bias_scale[j], self.levels[j] - 1, False) for b in t.bias]
 
     def run(self, ev: _native.Evaluator, cts: list, galois: _native.GaloisKeys | None, relin: _native.RelinKey | None) -> list:
         """The segment's output ciphertexts for its input ciphertexts ``cts`` (consumed)."""
@@ -97,7 +116,8 @@ class PreparedSlots:
 
     def _transform(self, ev: _native.Evaluator, k: int, x: list, galois) -> list:
         t = self.transforms[k]
-        pts = self.plain[k]
+        pts = self.plain.get(k)  # None when lazy: each group is encoded just before its use
+        bias = self.bias[k] if not self.lazy else self._encode_bias(k)
         for r in t.replicate:
             for a in range(len(x)):
                 ev.add_assign(x[a], ev.rotate(x[a], r, galois))
@@ -105,7 +125,7 @@ class PreparedSlots:
         out: list = [None] * t.n_out
         for o, g, ix in t.groups():
             terms = [(int(t.terms[i, 2]), int(t.terms[i, 3])) for i in ix]
-            group_pts = [pts[i] for i in ix]
+            group_pts = [pts[i] for i in ix] if pts is not None else self._encode_group(k, ix)
             if any(b for _, b in terms):
                 acc = ev.dot_plain_extended([ext[a][b] for a, b in terms], group_pts)
             else:
@@ -122,6 +142,6 @@ class PreparedSlots:
             ev.rescale_assign(out[o])
             for s in t.fold:
                 ev.add_assign(out[o], ev.rotate(out[o], s, galois))
-            if self.bias[k] is not None:
-                ev.add_plain_assign(out[o], self.bias[k][o])
+            if bias is not None:
+                ev.add_plain_assign(out[o], bias[o])
         return out

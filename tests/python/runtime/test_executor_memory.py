@@ -1,5 +1,5 @@
-"""The executor refuses a program whose encoded plaintexts would not fit its memory budget,
-before encoding anything (instead of exhausting the machine)."""
+"""The executor keeps its encoded plaintexts under a memory budget: over budget, the largest
+segments encode lazily (group by group, during each query) and the answers do not change."""
 
 from __future__ import annotations
 
@@ -36,15 +36,29 @@ def test_the_estimate_is_what_the_executor_records(program) -> None:
     assert ex.plaintext_bytes == need
 
 
-def test_a_program_over_budget_is_refused_before_encoding(program) -> None:
+def test_over_budget_segments_encode_lazily_with_the_same_answers(program) -> None:
     need = _need(program)
-    with pytest.raises(heinfer.NotSupportedYetError, match="streaming execution.*not supported yet"):
-        Executor(program, max_memory=need - 1)
+    eager = Executor(program, max_memory=need)
+    assert eager.lazy_segments == [] and eager.kept_plaintext_bytes == need
+    lazy = Executor(program, max_memory=need - 1)
+    assert lazy.lazy_segments and lazy.kept_plaintext_bytes < need
+    none = Executor(program, max_memory=0)
+    assert none.kept_plaintext_bytes == 0
+    assert all(not s.plain for s in none.slots.values())
+    x = om.random_input((16,), 3, seed=5)
+    want = heinfer.infer(program, x).outputs
+    client, server = heinfer.Client(program.public()), heinfer.Server(program, executor=none)
+    session = server.open_session(client.keys_message())
+    msg = server.begin(client.query_message(session, x[:1]))
+    while heinfer.protocol.messages.peek_kind(msg) == "step":
+        msg = server.resume(client.reply_message(msg))
+    got = client.decode_result(msg)
+    np.testing.assert_allclose(got, want[:1], atol=1e-3 * np.abs(want).max())
 
 
 def test_the_default_budget_is_a_share_of_available_memory(program) -> None:
     avail = available_memory()
     assert avail is None or avail > 0
-    Executor(program)  # a small program fits any machine that runs the tests
+    assert Executor(program).lazy_segments == []  # a small program fits any machine running the tests
     x = om.random_input((16,), 2, seed=4)
     np.testing.assert_array_equal(heinfer.infer(program, x).outputs.argmax(1), om.run_onnxruntime(om.mlp((16, 12, 4), act="relu"), x).argmax(1))
