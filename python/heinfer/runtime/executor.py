@@ -18,8 +18,9 @@ from heinfer.runtime.slots import PreparedSlots, plaintext_bytes
 
 __all__ = ["Executor", "available_memory", "native_params"]
 
-#: Share of the memory available at preparation that the encoded plaintexts may take.
-MEMORY_SHARE = 0.8
+#: Share of the memory available at preparation that the encoded plaintexts may keep (the
+#: rest holds the program, keys, ciphertexts and the lazy groups).
+MEMORY_SHARE = 0.5
 
 
 def available_memory() -> int | None:
@@ -44,7 +45,7 @@ class Executor:
 
     ``baseline=True`` runs batch-axis linear layers with the naive kernel (benchmarks).
     ``setup_seconds``: the time the preparation took. ``max_memory``: bytes the encoded
-    slot-layout plaintexts may keep (default: 80 % of the memory available now); when the
+    slot-layout plaintexts may keep (default: half the memory available now); when the
     program needs more, its largest segments are prepared lazily — their plaintexts encoded
     group by group during each query and dropped after use — until what is kept fits
     (``plaintext_bytes``, ``kept_plaintext_bytes``, ``lazy_segments`` say what happened)."""
