@@ -7,6 +7,7 @@
 
 use super::circuit::{Circuit, Gate};
 use super::garble::{tweaks, GarbledBatch, CHUNK};
+use super::wires::{not_gate, scatter, xor_gate};
 use crate::hash::FixedKeyHash;
 use crate::{Block, Result, TwoPartyError};
 
@@ -43,29 +44,25 @@ pub fn evaluate(
         let n = CHUNK.min(n_all - start);
         lab.clear();
         lab.resize(circuit.wires * n, Block::ZERO);
-        for (j, &w) in circuit.garbler_inputs.iter().enumerate() {
-            for i in 0..n {
-                lab[w as usize * n + i] = batch.garbler_labels[(start + i) * gi + j];
-            }
-        }
-        for (j, &w) in circuit.evaluator_inputs.iter().enumerate() {
-            for i in 0..n {
-                lab[w as usize * n + i] = evaluator_labels[(start + i) * ei + j];
-            }
-        }
+        scatter(
+            &mut lab,
+            &circuit.garbler_inputs,
+            &batch.garbler_labels,
+            start,
+            n,
+        );
+        scatter(
+            &mut lab,
+            &circuit.evaluator_inputs,
+            evaluator_labels,
+            start,
+            n,
+        );
         let mut and_idx = 0;
         for g in &circuit.gates {
             match *g {
-                Gate::Xor(a, b, o) => {
-                    for i in 0..n {
-                        lab[o as usize * n + i] = lab[a as usize * n + i] ^ lab[b as usize * n + i];
-                    }
-                }
-                Gate::Not(a, o) => {
-                    for i in 0..n {
-                        lab[o as usize * n + i] = lab[a as usize * n + i];
-                    }
-                }
+                Gate::Xor(a, b, o) => xor_gate(&mut lab, a, b, o, n),
+                Gate::Not(a, o) => not_gate(&mut lab, a, o, n, Block::ZERO),
                 Gate::And(a, b, o) => {
                     let (a, b, o) = (a as usize * n, b as usize * n, o as usize * n);
                     ha.clear();

@@ -21,6 +21,7 @@ use rand_core::RngCore;
 use zeroize::Zeroize;
 
 use super::circuit::{Circuit, Gate};
+use super::wires::{not_gate, scatter, xor_gate};
 use crate::hash::FixedKeyHash;
 use crate::rng::random_block;
 use crate::{Block, Result, TwoPartyError};
@@ -127,35 +128,22 @@ pub fn garble<R: RngCore>(
         let n = CHUNK.min(instances - start);
         zero.clear();
         zero.resize(circuit.wires * n, Block::ZERO);
-        for (j, &w) in circuit.garbler_inputs.iter().enumerate() {
-            for i in 0..n {
-                let l = random_block(rng);
-                zero[w as usize * n + i] = l;
-                let bit = garbler_bits[(start + i) * gi + j];
-                batch.garbler_labels[(start + i) * gi + j] = if bit { l ^ delta } else { l };
-            }
+        // fresh zero labels for this chunk's inputs, instance-major like the callers' bits
+        let mut g0: Vec<Block> = (0..n * gi).map(|_| random_block(rng)).collect();
+        for (k, l) in g0.iter().enumerate() {
+            let bit = garbler_bits[start * gi + k];
+            batch.garbler_labels[start * gi + k] = if bit { *l ^ delta } else { *l };
         }
-        for (j, &w) in circuit.evaluator_inputs.iter().enumerate() {
-            for i in 0..n {
-                let l = random_block(rng);
-                zero[w as usize * n + i] = l;
-                secrets.evaluator_zero_labels[(start + i) * ei + j] = l;
-            }
-        }
+        let e0 = &mut secrets.evaluator_zero_labels[start * ei..(start + n) * ei];
+        e0.iter_mut().for_each(|l| *l = random_block(rng));
+        scatter(&mut zero, &circuit.garbler_inputs, &g0, 0, n);
+        scatter(&mut zero, &circuit.evaluator_inputs, e0, 0, n);
+        g0.iter_mut().for_each(|b| b.0.zeroize());
         let mut and_idx = 0;
         for g in &circuit.gates {
             match *g {
-                Gate::Xor(a, b, o) => {
-                    for i in 0..n {
-                        zero[o as usize * n + i] =
-                            zero[a as usize * n + i] ^ zero[b as usize * n + i];
-                    }
-                }
-                Gate::Not(a, o) => {
-                    for i in 0..n {
-                        zero[o as usize * n + i] = zero[a as usize * n + i] ^ delta;
-                    }
-                }
+                Gate::Xor(a, b, o) => xor_gate(&mut zero, a, b, o, n),
+                Gate::Not(a, o) => not_gate(&mut zero, a, o, n, delta),
                 Gate::And(a, b, o) => {
                     let (a, b, o) = (a as usize * n, b as usize * n, o as usize * n);
                     ha.clear();

@@ -6,6 +6,7 @@ pub mod circuit;
 pub mod evaluate;
 pub mod garble;
 pub mod layers;
+mod wires;
 
 pub use circuit::{Builder, Circuit, Gate, Wire};
 pub use evaluate::evaluate;
