@@ -178,7 +178,9 @@ def plan_fixed_point(
             # (both are 0 for y < 0), and max(x + h) = max(x) + h: h goes into the bias
             bias = prev.bias + (1 << (shift - 1) if shift > 0 else 0)
             layers[-1] = replace(prev, shift=shift, bias=bias)
-        weights = sp.csr_matrix(np.rint(lin.matrix.toarray() * 2.0**f_w).astype(np.int64))
+        weights = lin.matrix.copy()  # sparse: never densified
+        weights.data = np.rint(weights.data * 2.0**f_w)
+        weights = sp.csr_matrix(weights, dtype=np.int64)
         weights.eliminate_zeros()
         bias = np.rint(lin.bias * 2.0 ** (f_x + f_w)).astype(np.int64)
         last = g == len(groups) - 1
