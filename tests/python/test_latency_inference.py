@@ -4,8 +4,12 @@ against onnxruntime, and ``heinfer.explain``.
 Programs are compiled with the analytic cost model (``measure_costs=False``: deterministic and
 fast) except in the ``auto`` tests, which measure primitive costs into a temporary cache.
 
-* The bundled models (CryptoNets with x², CryptoNets-ReLU with client-aided ReLU, LoLa-Small)
-  on test digits: the same argmax as onnxruntime and a relative logit error ≤ 1e-3.
+* The bundled models (CryptoNets with x², CryptoNets-ReLU with client-aided ReLU, LoLa-Small,
+  GAZELLE's networks A and D) on test digits: the same argmax as onnxruntime and a relative
+  logit error ≤ 1e-3 — 3e-3 for network A, whose two x² activations on 128 wide pre-activations
+  amplify the 2^40-scale noise to a measured per-logit standard deviation of 3e-4 of the largest
+  logit (8 runs of one digit: 0.007–0.016 on logits up to 35), so the maximum over 30 logits
+  reached 1.03e-3 in one CI run (six local runs: 5.0e-4 to 8.7e-4).
 * Small CNNs and MLPs from the supported operators (convolutions with stride and padding,
   average and global pooling, batch normalization, dense layers with biases, x², ReLU, Tanh,
   max-pooling as client steps, softmax after the last layer, activations spanning two
@@ -85,6 +89,8 @@ WIDE = {
     )
 }
 BUNDLED = ["cryptonets", "cryptonets_relu", "lola_small", "mnist_a", "mnist_d"]
+#: Relative logit error allowed per bundled model (see the module documentation).
+BUNDLED_TOLERANCE = {"mnist_a": 3e-3}
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +135,7 @@ def test_bundled_models_match_onnxruntime(compiled, name: str) -> None:
         f"{result.report['server_s'] / len(x) * 1e3:.1f} ms server per digit"
     )
     np.testing.assert_array_equal(result.outputs.argmax(1), want.argmax(1))
-    assert err.max() <= 1e-3
+    assert err.max() <= BUNDLED_TOLERANCE.get(name, 1e-3)
 
 
 @pytest.mark.parametrize("name", BUNDLED)
