@@ -39,6 +39,43 @@ impl Plaintext {
     pub fn poly(&self) -> &RnsPoly {
         &self.poly
     }
+
+    /// Builds a plaintext from an NTT-form polynomial at `level` (`level+1` limbs of degree
+    /// `N`, residues below their moduli) — the constructor of encoders outside this crate
+    /// (BFV's). Checks the shape, level and scale.
+    pub fn from_poly(params: &CkksParams, poly: RnsPoly, level: usize, scale: f64) -> Result<Self> {
+        if level > params.max_level() {
+            return Err(CkksError::LevelOutOfRange {
+                level,
+                max: params.max_level(),
+            });
+        }
+        if poly.n() != params.n() || poly.limbs() != level + 1 {
+            return Err(CkksError::InvalidOperand {
+                op: "Plaintext::from_poly",
+                reason: format!(
+                    "polynomial has {} limbs of degree {}, expected {} of degree {}",
+                    poly.limbs(),
+                    poly.n(),
+                    level + 1,
+                    params.n()
+                ),
+            });
+        }
+        if (0..=level).any(|i| poly.limb(i).iter().any(|&x| x >= params.q()[i])) {
+            return Err(CkksError::InvalidOperand {
+                op: "Plaintext::from_poly",
+                reason: "a residue is not below its modulus".into(),
+            });
+        }
+        check_scale(scale)?;
+        Ok(Self {
+            params_id: params.id(),
+            poly,
+            level,
+            scale,
+        })
+    }
 }
 
 /// A CKKS ciphertext `(c_0, c_1[, c_2])` in NTT form: decrypts to `Σ c_i s^i ≈ Δ·m`.

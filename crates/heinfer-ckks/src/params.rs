@@ -275,6 +275,12 @@ impl CkksParams {
     pub fn ones_ntt(&self, i: usize) -> &[u64] {
         &self.inner.ones_ntt[i]
     }
+    /// The negacyclic NTT plan of modulus `i` (the `Q` primes, then the `P` primes): the
+    /// transform other schemes on these parameters (BFV) use to move polynomials in and out of
+    /// evaluation form.
+    pub fn ntt(&self, i: usize) -> &NttPlan {
+        &self.inner.ntt[i]
+    }
     /// Primes per key-switching digit `α`.
     pub fn alpha(&self) -> usize {
         self.inner.alpha

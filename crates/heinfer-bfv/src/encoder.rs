@@ -1,0 +1,145 @@
+//! SIMD batching: `N` slots mod `p` ↔ a plaintext polynomial, and its two encodings.
+//!
+//! * [`BatchEncoder::encode`]: `Δ·m` over `Q` — what is encrypted and what `add_plain` adds.
+//! * [`BatchEncoder::encode_multiplier`]: `m` with centered coefficients in `(−p/2, p/2]`
+//!   over `Q` — what `mul_plain` multiplies by (the product's noise grows with `‖m‖`, so the
+//!   centered lift keeps it half as large as `[0, p)` would).
+//!
+//! Slots to coefficients is one inverse NTT mod `p` after placing slot `s` at the NTT index
+//! holding its root (see [`crate::params`] for the slot layout).
+
+use crate::error::{BfvError, Result};
+use crate::params::BfvParams;
+use heinfer_ckks::poly::RnsPoly;
+use heinfer_ckks::Plaintext;
+use rayon::prelude::*;
+
+/// A plaintext to multiply ciphertexts by ([`crate::BfvEvaluator::mul_plain`]): the
+/// centered lift of `m`, not scaled by `Δ`. A separate type, so it cannot be encrypted or
+/// added by mistake.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Multiplier(pub(crate) Plaintext);
+
+impl Multiplier {
+    /// The underlying engine plaintext (NTT form over `Q`, scale 1).
+    pub fn plaintext(&self) -> &Plaintext {
+        &self.0
+    }
+}
+
+/// Encodes and decodes slot vectors mod `p`.
+#[derive(Debug, Clone)]
+pub struct BatchEncoder {
+    params: BfvParams,
+}
+
+impl BatchEncoder {
+    /// An encoder for `params`.
+    pub fn new(params: &BfvParams) -> Self {
+        Self {
+            params: params.clone(),
+        }
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &BfvParams {
+        &self.params
+    }
+
+    /// Coefficients `[0, p)` of the polynomial whose slots are `values` (fewer than `N`
+    /// values: the rest are 0). Fails on more than `N` values or a value `≥ p`.
+    pub fn slots_to_coefficients(&self, values: &[u64]) -> Result<Vec<u64>> {
+        let inner = self.params.inner();
+        let (n, t) = (self.params.n(), inner.t.q);
+        if values.len() > n {
+            return Err(BfvError::Encoding(format!(
+                "{} values for {n} slots",
+                values.len()
+            )));
+        }
+        if let Some(v) = values.iter().find(|&&v| v >= t) {
+            return Err(BfvError::Encoding(format!(
+                "value {v} is not below the plaintext modulus {t}"
+            )));
+        }
+        let mut a = vec![0u64; n];
+        for (s, &v) in values.iter().enumerate() {
+            a[inner.slot_to_ntt[s] as usize] = v;
+        }
+        inner.t_ntt.inverse(&mut a);
+        Ok(a)
+    }
+
+    /// The `N` slots of the polynomial with coefficients `coeffs` (each `< p`).
+    pub fn coefficients_to_slots(&self, mut coeffs: Vec<u64>) -> Vec<u64> {
+        let inner = self.params.inner();
+        inner.t_ntt.forward(&mut coeffs);
+        let t = &inner.t;
+        inner
+            .slot_to_ntt
+            .iter()
+            .map(|&j| t.reduce(coeffs[j as usize]))
+            .collect()
+    }
+
+    /// `Δ·m` in NTT form over `Q` for slots `values`: to encrypt, or to add to a ciphertext.
+    pub fn encode(&self, values: &[u64]) -> Result<Plaintext> {
+        let m = self.slots_to_coefficients(values)?;
+        let inner = self.params.inner();
+        let poly = self.lift(|i, limb| {
+            let q = &self.params.rlwe().moduli()[i];
+            let d = inner.delta_mod_q[i];
+            for (x, &c) in limb.iter_mut().zip(&m) {
+                *x = q.mul(q.reduce(c), d);
+            }
+        });
+        Ok(Plaintext::from_poly(
+            self.params.rlwe(),
+            poly,
+            self.params.level(),
+            1.0,
+        )?)
+    }
+
+    /// The centered lift of `m` in NTT form over `Q` for slots `values`: to multiply by.
+    pub fn encode_multiplier(&self, values: &[u64]) -> Result<Multiplier> {
+        let m = self.slots_to_coefficients(values)?;
+        let t = self.params.plain_modulus();
+        let poly = self.lift(|i, limb| {
+            let q = self.params.rlwe().moduli()[i].q;
+            for (x, &c) in limb.iter_mut().zip(&m) {
+                // c > p/2 stands for c − p < 0, i.e. q − (p − c) mod q
+                *x = if c > t / 2 { q - (t - c) } else { c };
+            }
+        });
+        Ok(Multiplier(Plaintext::from_poly(
+            self.params.rlwe(),
+            poly,
+            self.params.level(),
+            1.0,
+        )?))
+    }
+
+    /// Slot values of signed integers reduced mod `p` (for weights and shares written as
+    /// `i64`).
+    pub fn reduce_signed(&self, values: &[i64]) -> Vec<u64> {
+        let t = &self.params.inner().t;
+        values.iter().map(|&v| t.reduce_i64(v)).collect()
+    }
+
+    /// One limb per `Q` prime filled by `fill(i, limb)` in coefficient form, then NTT.
+    fn lift(&self, fill: impl Fn(usize, &mut [u64]) + Sync) -> RnsPoly {
+        let rlwe = self.params.rlwe();
+        let n = rlwe.n();
+        let k = rlwe.q().len();
+        let mut poly = RnsPoly::zero(n, k);
+        poly.data_mut()
+            .par_chunks_mut(n)
+            .enumerate()
+            .for_each(|(i, limb)| {
+                fill(i, limb);
+                rlwe.ntt(i).forward(limb);
+            });
+        poly
+    }
+}

@@ -1,0 +1,133 @@
+//! Circuit privacy by noise flooding (GAZELLE §4.1): before the server sends a ciphertext
+//! computed with its weights, it adds a fresh public-key encryption of zero (so `c_1` is a
+//! new RLWE sample, independent of the weights) and a uniform integer error in
+//! `[−2^b, 2^b]` on every coefficient of `c_0` (so the decryption error, which depends on the
+//! weights through `e·m`, is hidden).
+//!
+//! **Statistical distance.** For one coefficient with error `|e| ≤ B`, `e + U[−2^b, 2^b]`
+//! and `U[−2^b, 2^b]` are at distance `|e|/(2^{b+1}+1) < B/2^{b+1}`; over `N` coefficients
+//! at most `N·B/2^{b+1}`. [`flood_bits`] picks `b = ⌈log2 B⌉ + λ + log2 N` for distance
+//! `< 2^{−λ−1}`; decryption stays correct while `2^b + B` is below `Δ/2`, which
+//! [`Rerandomizer::rerandomize`] checks.
+
+use crate::decrypt::check_ciphertext;
+use crate::error::{BfvError, Result};
+use crate::params::BfvParams;
+use heinfer_ckks::poly::RnsPoly;
+use heinfer_ckks::{Ciphertext, Encryptor, PublicKey};
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use rayon::prelude::*;
+use zeroize::Zeroize;
+
+/// Statistical security of flooding in bits (λ), the and GAZELLE's choice.
+pub const STATISTICAL_BITS: u32 = 40;
+
+/// Flooding bits `b` hiding an error of at most `2^noise_bits` per coefficient in a ring of
+/// degree `2^log_n` with statistical distance below `2^{−stat_bits−1}`.
+pub fn flood_bits(noise_bits: u32, log_n: u32, stat_bits: u32) -> u32 {
+    noise_bits + stat_bits + log_n
+}
+
+/// Re-randomizes ciphertexts with a public key and floods their noise (server side).
+pub struct Rerandomizer {
+    params: BfvParams,
+    enc: Encryptor,
+}
+
+impl Rerandomizer {
+    /// A re-randomizer with the client's public key.
+    pub fn new(params: &BfvParams, pk: &PublicKey) -> Result<Self> {
+        Ok(Self {
+            params: params.clone(),
+            enc: Encryptor::new(params.rlwe(), pk)?,
+        })
+    }
+
+    /// Largest flooding `b` these parameters decrypt through with an error of `2^noise_bits`:
+    /// `2^b + 2^noise_bits + (fresh encryption) < Δ/2` with a bit of margin.
+    pub fn max_flood_bits(&self) -> u32 {
+        let log_delta = self.params.log_q() - (self.params.plain_modulus() as f64).log2();
+        (log_delta.floor() as u32).saturating_sub(3)
+    }
+
+    /// `ct + Enc_pk(0) + (e, 0)`, `e` uniform in `[−2^b, 2^b]` per coefficient (OS-seeded).
+    pub fn rerandomize(&self, ct: &Ciphertext, b: u32) -> Result<Ciphertext> {
+        check_ciphertext(&self.params, ct, "rerandomize")?;
+        if b > self.max_flood_bits() {
+            return Err(BfvError::InvalidParameters(format!(
+                "flooding with 2^{b} does not fit these parameters (at most 2^{}: Δ = ⌊Q/p⌋ is {:.1} bits)",
+                self.max_flood_bits(),
+                self.params.log_q() - (self.params.plain_modulus() as f64).log2()
+            )));
+        }
+        let rlwe = self.params.rlwe();
+        let zero = crate::BatchEncoder::new(&self.params).encode(&[])?;
+        let fresh = self.enc.encrypt(&zero)?;
+        let n = rlwe.n();
+        let mut rng = ChaCha20Rng::from_seed(heinfer_math::sampler::os_seed()?);
+        let mut e = uniform_centered(&mut rng, n, b);
+        let mut flood = RnsPoly::zero(n, rlwe.q().len());
+        flood
+            .data_mut()
+            .par_chunks_mut(n)
+            .enumerate()
+            .for_each(|(i, limb)| {
+                let q = &rlwe.moduli()[i];
+                for (x, &v) in limb.iter_mut().zip(e.iter()) {
+                    *x = q.reduce_i128(v);
+                }
+                rlwe.ntt(i).forward(limb);
+            });
+        e.zeroize();
+        let mut parts = fresh.parts().to_vec();
+        for (i, q) in rlwe.q().iter().enumerate() {
+            let limb = parts[0].limb_mut(i);
+            for ((x, &y), &f) in limb
+                .iter_mut()
+                .zip(ct.parts()[0].limb(i))
+                .zip(flood.limb(i))
+            {
+                *x = add_mod(add_mod(*x, y, *q), f, *q);
+            }
+            let limb = parts[1].limb_mut(i);
+            for (x, &y) in limb.iter_mut().zip(ct.parts()[1].limb(i)) {
+                *x = add_mod(*x, y, *q);
+            }
+        }
+        flood.zeroize();
+        Ok(Ciphertext::from_parts(
+            rlwe,
+            parts,
+            self.params.level(),
+            1.0,
+        )?)
+    }
+}
+
+fn add_mod(a: u64, b: u64, q: u64) -> u64 {
+    let s = a + b;
+    if s >= q {
+        s - q
+    } else {
+        s
+    }
+}
+
+/// `n` integers uniform in `[−2^b, 2^b]` (rejection sampling on `b + 2` random bits).
+pub(crate) fn uniform_centered(rng: &mut impl RngCore, n: usize, b: u32) -> Vec<i128> {
+    assert!(b < 120, "flooding bound out of range");
+    let span: u128 = (1u128 << (b + 1)) + 1; // values 0..span−1 ↦ −2^b..2^b
+    let mask: u128 = (1u128 << (b + 2)) - 1;
+    let half = 1i128 << b;
+    (0..n)
+        .map(|_| loop {
+            let mut w = [0u8; 16];
+            rng.fill_bytes(&mut w);
+            let x = u128::from_le_bytes(w) & mask;
+            if x < span {
+                break x as i128 - half;
+            }
+        })
+        .collect()
+}
