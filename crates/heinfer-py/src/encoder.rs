@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 
 /// Copies a 1-D numpy array (the copy is taken with the GIL held, so no Python thread can
 /// write to the array while the engine reads it).
-fn to_vec<T: numpy::Element + Copy>(a: &PyReadonlyArray1<'_, T>) -> Vec<T> {
+pub(crate) fn to_vec<T: numpy::Element + Copy>(a: &PyReadonlyArray1<'_, T>) -> Vec<T> {
     match a.as_slice() {
         Ok(s) => s.to_vec(),
         Err(_) => a.as_array().iter().copied().collect(),

@@ -1,7 +1,7 @@
 //! # heinfer-py — the private native module `heinfer._native`
 //!
 //! Binding layer of heinfer (see `ARCHITECTURE.md`): thin PyO3 wrappers around the types of
-//! `heinfer-ckks`, the kernels of `heinfer-kernels` and the two-party step of `heinfer-2pc`,
+//! `heinfer-ckks` and `heinfer-bfv`, the kernels of `heinfer-kernels` and the two-party step of `heinfer-2pc`,
 //! nothing else. The public, typed, documented Python API is the pure-Python
 //! package `heinfer` (`python/heinfer/ckks/`), which wraps these classes.
 //!
@@ -15,6 +15,7 @@
 //! * Every wrapped object keeps the parameters it belongs to, so it can serialize itself.
 
 mod batch;
+mod bfv;
 mod encoder;
 mod errors;
 mod evaluator;
@@ -57,6 +58,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<encoder::Encoder>()?;
     m.add_class::<evaluator::Evaluator>()?;
     m.add_class::<batch::CiphertextBatch>()?;
+    m.add_class::<bfv::BfvParams>()?;
+    m.add_class::<bfv::BfvMultiplier>()?;
+    m.add_class::<bfv::BfvEncoder>()?;
+    m.add_class::<bfv::BfvEvaluator>()?;
+    m.add_class::<bfv::BfvDecryptor>()?;
+    m.add_class::<bfv::BfvRerandomizer>()?;
+    m.add_function(wrap_pyfunction!(bfv::bfv_flood_bits, m)?)?;
     m.add_class::<kernels::LinearLayer>()?;
     m.add_class::<twoparty::PyLayerCircuit>()?;
     m.add_class::<twoparty::TwoPartyClient>()?;

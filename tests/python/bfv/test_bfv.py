@@ -1,0 +1,118 @@
+"""heinfer.bfv from Python: slot arithmetic mod p against numpy (encryption with the CKKS key
+generator and encryptor of ``params.rlwe``), rotations, flooding, bytes, and the errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from heinfer import bfv, ckks
+from heinfer.errors import EncodingError, ParameterError, SerializationError
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    params = bfv.INSECURE_LOGN10()
+    kg = ckks.KeyGenerator(params.rlwe)
+    pk = kg.public_key()
+    return {
+        "params": params,
+        "kg": kg,
+        "pk": pk,
+        "enc": bfv.BatchEncoder(params),
+        "ev": bfv.Evaluator(params),
+        "dec": bfv.Decryptor(params, kg.secret_key),
+        "encrypt": ckks.Encryptor(params.rlwe, pk).encrypt,
+    }
+
+
+def _rand(n: int, p: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, p, n, dtype=np.uint64)
+
+
+def test_parameters(ctx) -> None:
+    params = ctx["params"]
+    assert (params.n, params.slots, params.plain_modulus, params.security) == (1024, 1024, 1_032_193, 0)
+    assert params.rlwe.n == 1024 and params.log_q == pytest.approx(100, abs=0.1)
+    secure = bfv.PN13_PLAIN20()
+    assert (secure.n, secure.security) == (8192, 128)
+    assert secure != params and secure == bfv.PN13_PLAIN20()
+    with pytest.raises(ParameterError, match="plaintext modulus"):
+        bfv.BfvParameters(13, [50, 50, 50], [50], 1_032_195)
+    with pytest.raises(ParameterError, match="insecure parameters"):
+        bfv.BfvParameters(13, [50, 50, 50, 50], [50], 1_032_193)
+    assert bfv.flood_bits(20, 13) == 73
+
+
+def test_slot_arithmetic_matches_numpy(ctx) -> None:
+    p, n = ctx["params"].plain_modulus, ctx["params"].n
+    enc, ev, dec = ctx["enc"], ctx["ev"], ctx["dec"]
+    x, w, b = _rand(n, p, 1), _rand(n, p, 2), _rand(n, p, 3)
+    ct = ctx["encrypt"](enc.encode(x))
+    xo, wo, bo = (v.astype(object) for v in (x, w, b))
+    assert np.array_equal(dec.decrypt(ct), x)
+    got = ev.add_plain(ev.mul_plain(ct, enc.encode_multiplier(w)), enc.encode(b))
+    assert np.array_equal(dec.decrypt(got).astype(object), (xo * wo + bo) % p)
+    assert np.array_equal(dec.decrypt(ev.mul_scalar(ct, -2)).astype(object), (xo * (p - 2)) % p)
+    cts = [ctx["encrypt"](enc.encode(_rand(n, p, s))) for s in (4, 5)]
+    ms = [enc.encode_multiplier(_rand(n, p, s)) for s in (6, 7)]
+    want = sum(_rand(n, p, a).astype(object) * _rand(n, p, m).astype(object) for a, m in ((4, 6), (5, 7))) % p
+    assert np.array_equal(dec.decrypt(ev.dot_plain(cts, ms)).astype(object), want)
+    # signed inputs are reduced mod p (fixed-point weights and shares)
+    neg = ctx["encrypt"](enc.encode(np.array([-1, -5, 3])))
+    assert list(dec.decrypt(neg)[:3]) == [p - 1, p - 5, 3]
+
+
+def test_rotations_turn_both_rows(ctx) -> None:
+    p, n = ctx["params"].plain_modulus, ctx["params"].n
+    x = _rand(n, p, 8)
+    ct = ctx["encrypt"](ctx["enc"].encode(x))
+    keys = ctx["kg"].galois_keys([3, -1], conjugate=True)
+    rows = x.reshape(2, n // 2)
+    ev, dec = ctx["ev"], ctx["dec"]
+    assert np.array_equal(dec.decrypt(ev.rotate_rows(ct, 3, keys)), np.roll(rows, -3, axis=1).ravel())
+    hoisted = ev.rotate_rows_hoisted(ct, [3, -1], keys)
+    assert np.array_equal(dec.decrypt(hoisted[1]), np.roll(rows, 1, axis=1).ravel())
+    assert np.array_equal(dec.decrypt(ev.swap_rows(ct, keys)), rows[::-1].ravel())
+
+
+def test_flooding_keeps_the_message_and_hides_the_noise(ctx) -> None:
+    p, n = ctx["params"].plain_modulus, ctx["params"].n
+    enc, ev, dec = ctx["enc"], ctx["ev"], ctx["dec"]
+    rr = bfv.Rerandomizer(ctx["params"], ctx["pk"])
+    x = _rand(n, p, 9)
+    ct = ctx["encrypt"](enc.encode(x))
+    small, large = ev.mul_plain(ct, enc.encode_multiplier(np.ones(n, np.uint64))), ev.mul_plain(ct, enc.encode_multiplier(_rand(n, p, 10)))
+    assert dec.noise_budget(small) - dec.noise_budget(large) > 15
+    b = rr.max_flood_bits
+    fs, fl = rr.rerandomize(small, b), rr.rerandomize(large, b)
+    assert np.array_equal(dec.decrypt(fs), x)
+    assert abs(dec.noise_budget(fs) - dec.noise_budget(fl)) < 1.0
+    with pytest.raises(ParameterError, match="flooding"):
+        rr.rerandomize(small, b + 1)
+
+
+def test_bytes_and_bad_input(ctx) -> None:
+    params, enc = ctx["params"], ctx["enc"]
+    ct = ctx["encrypt"](enc.encode([7, 8]))
+    raw = params._raw.ciphertext_to_bytes(ct._raw)
+    back = ckks.Ciphertext._wrap(params._raw.ciphertext_from_bytes(raw, len(raw)), params.rlwe)
+    assert list(ctx["dec"].decrypt(back)[:2]) == [7, 8]
+    with pytest.raises(SerializationError):
+        params._raw.ciphertext_from_bytes(raw[:-3], len(raw))
+    with pytest.raises(EncodingError, match="not below"):
+        enc.encode(np.array([params.plain_modulus], dtype=np.uint64))
+    with pytest.raises(EncodingError, match="integers"):
+        enc.encode(np.array([1.5]))
+    with pytest.raises(EncodingError, match="slots"):
+        enc.encode(np.zeros(params.n + 1, dtype=np.int64))
+    # a CKKS ciphertext of the same ring at a lower level or another scale is refused
+    lowered = ckks.Evaluator(params.rlwe).drop_level(ct, 1)
+    with pytest.raises(ParameterError, match="BFV ciphertext"):
+        ctx["dec"].decrypt(lowered)
+    scaled = ct.copy()
+    scaled.set_scale(4.0)
+    with pytest.raises(ParameterError, match="BFV ciphertext"):
+        ctx["ev"].add(scaled, ct)
+    with pytest.raises(TypeError):
+        ctx["ev"].mul_plain(ct, enc.encode([1]))
