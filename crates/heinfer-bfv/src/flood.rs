@@ -20,6 +20,9 @@ use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
 use zeroize::Zeroize;
 
+/// Largest flooding exponent: `U[−2^b, 2^b]` is drawn from `b + 2 ≤ 127` random bits.
+pub const MAX_FLOOD_BITS: u32 = 125;
+
 /// Statistical security of flooding in bits (λ), the and GAZELLE's choice.
 pub const STATISTICAL_BITS: u32 = 40;
 
@@ -46,9 +49,10 @@ impl Rerandomizer {
 
     /// Largest flooding `b` these parameters decrypt through with an error of `2^noise_bits`:
     /// `2^b + 2^noise_bits + (fresh encryption) < Δ/2` with a bit of margin.
+    /// At most [`MAX_FLOOD_BITS`] (the sampler draws 128-bit integers).
     pub fn max_flood_bits(&self) -> u32 {
         let log_delta = self.params.log_q() - (self.params.plain_modulus() as f64).log2();
-        (log_delta.floor() as u32).saturating_sub(3)
+        (log_delta.floor() as u32).saturating_sub(3).min(MAX_FLOOD_BITS)
     }
 
     /// `ct + Enc_pk(0) + (e, 0)`, `e` uniform in `[−2^b, 2^b]` per coefficient (OS-seeded).
@@ -116,7 +120,7 @@ fn add_mod(a: u64, b: u64, q: u64) -> u64 {
 
 /// `n` integers uniform in `[−2^b, 2^b]` (rejection sampling on `b + 2` random bits).
 pub(crate) fn uniform_centered(rng: &mut impl RngCore, n: usize, b: u32) -> Vec<i128> {
-    assert!(b < 120, "flooding bound out of range");
+    assert!(b <= MAX_FLOOD_BITS, "flooding bound out of range");
     let span: u128 = (1u128 << (b + 1)) + 1; // values 0..span−1 ↦ −2^b..2^b
     let mask: u128 = (1u128 << (b + 2)) - 1;
     let half = 1i128 << b;

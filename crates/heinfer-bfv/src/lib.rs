@@ -40,7 +40,7 @@ pub use decrypt::Decryptor;
 pub use encoder::{BatchEncoder, Multiplier};
 pub use error::{BfvError, Result};
 pub use evaluator::BfvEvaluator;
-pub use flood::{flood_bits, Rerandomizer, STATISTICAL_BITS};
+pub use flood::{flood_bits, Rerandomizer, MAX_FLOOD_BITS, STATISTICAL_BITS};
 pub use heinfer_ckks::{Ciphertext, Plaintext};
 pub use params::{plain_primes, BfvParams, BfvParamsLiteral};
 pub use wire::{ciphertext_from_bytes, ciphertext_to_bytes};

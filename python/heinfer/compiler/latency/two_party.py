@@ -1,0 +1,170 @@
+"""Compiling a graph for GAZELLE's two-party protocol: fixed point, then latency mode's layouts.
+
+Layer: ``heinfer.compiler`` (pure numpy). Passes:
+
+1. latency mode's front end (:func:`~heinfer.compiler.fuse.fold_linear`, segments, value
+   ranges), then :func:`~heinfer.compiler.fixed_point.plan_fixed_point`: every linear layer
+   as integers mod ``p`` and the truncation of each circuit step;
+2. each quantized layer through latency mode's **packing search** (the same input layouts,
+   kernels and transforms as CKKS — integer weights stay integers in the diagonals, which the
+   compiler checks), on the BFV ring's ``N/2`` slots of one row;
+3. the circuit steps: ReLU, or max-pooling fused with ReLU, with their windows as indices into
+   the previous layer's outputs;
+4. the noise budget: a worst-case bound on each layer's BFV error, so the server floods it
+   with 40 bits of statistical distance (:func:`flood_bits_for`).
+
+Not supported yet (a clear error names them): squares (GAZELLE's AHE square protocol), a
+max-pool without a ReLU before or after it, overlapping or padded pooling windows, client
+functions before the first layer, segments of more than one linear layer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from heinfer.compiler.cost import analytic_costs
+from heinfer.compiler.fixed_point import FixedPointLayer, plan_fixed_point
+from heinfer.compiler.fuse import fold_linear
+from heinfer.compiler.ir import Graph, Linear
+from heinfer.compiler.latency.compile import LatencyOptions, _segment
+from heinfer.compiler.ranges import calibrated_bounds
+from heinfer.compiler.throughput import split_segments
+from heinfer.errors import CompileError, NotSupportedYetError
+from heinfer.program.transform import Transform
+from heinfer.program.two_party import TwoPartyProgram, TwoPartySegment, TwoPartyStep
+
+__all__ = ["DEFAULT_BFV", "STATISTICAL_BITS", "compile_two_party", "flood_bits_for", "noise_bits"]
+
+#: The BFV parameters of the protocol (``heinfer.bfv.PN13_PLAIN20``): N = 8192, three 50-bit
+#: primes, one special prime, p = 1,032,193 — the share modulus of the garbled circuits.
+DEFAULT_BFV = {"log_n": 13, "log_q": [50, 50, 50], "log_p": [50], "plain_modulus": 1_032_193, "security": 128}
+#: Statistical distance of flooding: 2^-40 (GAZELLE's choice).
+STATISTICAL_BITS = 40
+#: Bound on one key switch's error per coefficient at these sizes: β·N·B_e·Q_j/P with β = 3
+#: digits, Q_j ≈ P, B_e = 6σ ≈ 2^4.3, plus the ModDown rounding (2^21 is above both).
+KEY_SWITCH_BITS = 21
+#: Bound on a fresh secret-key encryption's error: the Gaussian's 6σ tail cut, 19.1 < 2^5.
+FRESH_BITS = 5
+
+
+def noise_bits(t: Transform, log_n: int, p: int) -> int:
+    """``⌈log2⌉`` of a worst-case bound on the error of one output of transform ``t`` run on
+    fresh encryptions: replication and rotations add key-switching errors, each product
+    multiplies by at most ``N·p/2`` and adds BFV's ``(Q mod p)·k ≤ N·p²/2`` term (which depends
+    on the weights, so it is flooded too), giant steps and folds add and double."""
+    n = 1 << log_n
+    ks = 2.0**KEY_SWITCH_BITS
+    e = 2.0**FRESH_BITS
+    for _ in t.replicate:
+        e = 2 * e + ks
+    e_baby = e + ks
+    per_term = n * (p / 2) * e_baby + n * p * p / 2
+    terms = max(1, int(np.bincount(t.terms[:, 0], minlength=t.n_out).max())) if len(t.terms) else 1
+    total = terms * per_term + ks
+    for _ in t.fold:
+        total = 2 * total + ks
+    return math.ceil(math.log2(total)) + 1
+
+
+def flood_bits_for(noise: int, log_n: int, stat_bits: int = STATISTICAL_BITS) -> int:
+    """Flooding exponent for an error below ``2^noise`` (see :mod:`heinfer_bfv::flood`)."""
+    return noise + stat_bits + log_n
+
+
+def max_flood_bits(bfv: dict) -> int:
+    """The largest flooding exponent the parameters decrypt through (a lower bound on
+    ``log2 ⌊Q/p⌋`` less 3 bits, as the engine's ``Rerandomizer.max_flood_bits``)."""
+    log_q = sum(bfv["log_q"]) - len(bfv["log_q"])  # a b-bit prime is at least 2^(b−1)
+    return min(int(math.floor(log_q - math.log2(bfv["plain_modulus"]))) - 3, 125)
+
+
+def compile_two_party(
+    graph: Graph,
+    calibration: np.ndarray | None = None,
+    input_bound: float | None = None,
+    options: LatencyOptions = LatencyOptions(),
+    bfv: dict | None = None,
+) -> TwoPartyProgram:
+    """Compiles ``graph`` (a chain of linear layers, ReLUs and max-pools) for the two-party
+    protocol. Raises :class:`NotSupportedYetError` for the shapes listed in the module
+    documentation and :class:`CompileError` when a layer does not fit the plaintext modulus
+    or its flooding does not fit the ciphertext modulus."""
+    bfv = dict(bfv or DEFAULT_BFV)
+    p, log_n = int(bfv["plain_modulus"]), int(bfv["log_n"])
+    g = fold_linear(graph)
+    calibration, input_bound, bounds = calibrated_bounds(g, calibration, input_bound, options.headroom)
+    pre, seg_ops, _, post = split_segments(g.ops)
+    if pre:
+        raise NotSupportedYetError("two-party protocol: client functions before the first linear layer are not supported yet")
+    if any(len(ops) != 1 or not isinstance(ops[0], Linear) for ops in seg_ops):
+        raise NotSupportedYetError(
+            "two-party protocol: every server segment must be one linear layer (squares have no two-party protocol yet)"
+        )
+    plan = plan_fixed_point(g, bounds, p, calibration)
+    slots = 1 << (log_n - 1)
+    costs = analytic_costs(log_n, len(bfv["log_q"]), len(bfv["log_p"]))
+    limit = max_flood_bits(bfv)
+    segments, layers, plans = [], [], {}
+    for k, (ops, fl) in enumerate(zip(seg_ops, plan.layers)):
+        lin = ops[0]
+        quantized = Linear(lin.name, fl.weights.astype(np.float64), fl.bias.astype(np.float64), lin.in_shape, lin.out_shape)
+        gather, steps, placement, _ = _segment([quantized], slots, costs, options.strategy)
+        t = steps[0].transform
+        _check_integral(t, lin.name)
+        b = flood_bits_for(noise_bits(t, log_n, p), log_n)
+        if b > limit:
+            raise CompileError(
+                f"two-party protocol: layer {lin.name!r} needs 2^{b} of flooding, more than the BFV "
+                f"parameters hold (2^{limit}); choose a larger ciphertext modulus"
+            )
+        layers.append(t)
+        plans[str(k)] = {**steps[0].plan, "flood_bits": b, "in_frac": fl.in_frac, "weight_frac": fl.weight_frac}
+        segments.append(TwoPartySegment(np.asarray(gather), int(np.prod(lin.in_shape)), int(np.prod(lin.out_shape)), placement, b))
+    steps_out = [_step(fl, segments[k].out_size) for k, fl in enumerate(plan.layers[:-1])]
+    for k, st in enumerate(steps_out):
+        if st.out_size != segments[k + 1].in_size:
+            raise CompileError(f"two-party protocol: step {k} yields {st.out_size} values, layer {k + 1} takes {segments[k + 1].in_size}")
+    return TwoPartyProgram(
+        bfv=bfv,
+        input_name=graph.input_name,
+        input_shape=tuple(graph.input_shape),
+        output_name=graph.output_name,
+        output_shape=tuple(graph.output_shape),
+        input_frac=plan.input_frac,
+        output_frac=plan.layers[-1].out_frac,
+        input_bound=float(input_bound),
+        pre=[],
+        segments=segments,
+        steps=steps_out,
+        post=list(post),
+        rotation_steps=sorted({s for t in layers for s in t.rotation_steps()}),
+        layers=layers,
+        meta={"mode": "latency", "protocol": "two-party", "plans": plans},
+    )
+
+
+def _check_integral(t: Transform, name: str) -> None:
+    for what, v in (("weights", t.vectors), ("bias", t.bias)):
+        if v is not None and not np.array_equal(v, np.rint(v)):
+            raise CompileError(f"two-party protocol: layer {name!r}: the lowered {what} are not integers")  # pragma: no cover
+
+
+def _step(fl: FixedPointLayer, n_in: int) -> TwoPartyStep:
+    kinds = [f.kind for f in fl.step]
+    if kinds == ["relu"]:
+        return TwoPartyStep("relu", fl.shift, n_in, np.arange(n_in, dtype=np.int64).reshape(-1, 1))
+    if sorted(kinds) == ["maxpool", "relu"]:
+        groups = next(f for f in fl.step if f.kind == "maxpool").groups
+        groups = np.asarray(groups, dtype=np.int64)
+        used = groups[groups >= 0]
+        if (groups < 0).any() or len(np.unique(used)) != len(used):
+            raise NotSupportedYetError(
+                f"two-party protocol: layer {fl.name!r}: padded or overlapping pooling windows are not supported yet"
+            )
+        return TwoPartyStep("maxpool_relu", fl.shift, n_in, groups)
+    raise NotSupportedYetError(
+        f"two-party protocol: the step after {fl.name!r} ({' → '.join(kinds) or 'none'}) has no garbled circuit yet "
+        "(ReLU, or max-pooling next to a ReLU)"
+    )

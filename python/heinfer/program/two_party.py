@@ -1,0 +1,106 @@
+"""Programs of GAZELLE's two-party protocol: BFV linear layers between garbled-circuit steps.
+
+Layer: ``heinfer.program`` (pure numpy). A :class:`TwoPartyProgram` is a chain of
+:class:`TwoPartySegment` (one linear layer each, run by the server on BFV ciphertexts in the
+slot layout latency mode chose for it) and :class:`TwoPartyStep` (ReLU, or max-pooling fused
+with ReLU, evaluated in a garbled circuit on additive shares mod ``p``, truncating by the
+fixed-point plan's shift). Values are integers mod ``p`` with ``input_frac`` fractional bits at
+the input and ``output_frac`` at the output (:mod:`heinfer.compiler.fixed_point`).
+
+Each BFV ciphertext holds ``N`` slots in two rows of ``N/2``; programs use row 0 (the
+transforms' ``slots = N/2``) and keep row 1 at zero on the server's side. The public part
+(:meth:`TwoPartyProgram.public`) holds the layouts, step geometry, shifts and parameters; the
+transforms (the weights) stay with the server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from heinfer.program.functions import ClientFunction
+from heinfer.program.placement import Placement
+from heinfer.program.transform import Transform
+
+__all__ = ["TwoPartyProgram", "TwoPartySegment", "TwoPartyStep"]
+
+
+@dataclass(eq=False)
+class TwoPartySegment:
+    """One linear layer: the client's shares go into ``gather`` (``gather[c, s]`` is the input
+    element in slot ``s`` of ciphertext ``c``, ``-1`` zero); the ``out_size`` results are read
+    at ``output``. ``flood_bits``: the server floods the result with ``U[−2^b, 2^b]``."""
+
+    gather: np.ndarray
+    in_size: int
+    out_size: int
+    output: Placement
+    flood_bits: int
+
+    @property
+    def n_input_cts(self) -> int:
+        """Ciphertexts the client encrypts for this segment."""
+        return int(self.gather.shape[0])
+
+
+@dataclass(eq=False)
+class TwoPartyStep:
+    """A garbled-circuit step between segments ``k`` and ``k+1``: ``kind`` ``"relu"`` (one
+    instance per element) or ``"maxpool_relu"`` (instance ``j`` is the max of the ReLUs of
+    elements ``groups[j]``); the result is truncated by ``shift`` bits."""
+
+    kind: str
+    shift: int
+    in_size: int
+    groups: np.ndarray
+
+    @property
+    def window(self) -> int:
+        """Inputs per instance."""
+        return int(self.groups.shape[1])
+
+    @property
+    def out_size(self) -> int:
+        """Instances, which are the next segment's input elements."""
+        return int(self.groups.shape[0])
+
+
+@dataclass(eq=False)
+class TwoPartyProgram:
+    """A compiled network for the two-party protocol (one item per query). ``layers`` (the
+    transforms, one per segment) is ``None`` in the public part."""
+
+    bfv: dict
+    input_name: str
+    input_shape: tuple[int, ...]
+    output_name: str
+    output_shape: tuple[int, ...]
+    input_frac: int
+    output_frac: int
+    input_bound: float
+    pre: list[ClientFunction]
+    segments: list[TwoPartySegment]
+    steps: list[TwoPartyStep]
+    post: list[ClientFunction]
+    rotation_steps: list[int]
+    layers: list[Transform] | None = None
+    meta: dict = field(default_factory=dict)
+
+    mode = "latency"
+    protocol = "two-party"
+    batch_capacity = 1
+
+    @property
+    def plain_modulus(self) -> int:
+        """The plaintext prime ``p`` of every share and ciphertext."""
+        return int(self.bfv["plain_modulus"])
+
+    @property
+    def is_public(self) -> bool:
+        """True when the weights are not here."""
+        return self.layers is None
+
+    def public(self) -> TwoPartyProgram:
+        """The client's part: everything but the transforms."""
+        return replace(self, layers=None, meta={k: v for k, v in self.meta.items() if k != "plans"})

@@ -1,0 +1,262 @@
+"""GAZELLE's two-party protocol (§4, §7): the client learns the output, the server nothing.
+
+Layer: ``heinfer.protocol``. Per query (one item), with additive shares mod ``p``:
+
+1. **set-up** (once per session): the client sends its BFV public key and rotation keys and
+   the garbled-circuit session's base-OT message; the server answers the base OTs.
+2. **offline** (no data yet): one garbled-circuit step per non-linear layer — the server
+   draws its masks ``r`` and output shares, garbles, and sends the circuits.
+3. **online**: the client encrypts its input (fixed point). For each linear layer the server
+   adds its own share of the layer's input (after the first), runs the layer on the BFV
+   ciphertexts, adds the next step's masks ``r`` at the positions of the step's inputs and
+   uniform values everywhere else, re-randomizes with the client's public key and floods the
+   noise (:class:`heinfer.bfv.Rerandomizer`), and sends the result. The client decrypts its
+   share ``c = y + r``: uniform mod ``p`` in every slot. The garbled circuit reconstructs
+   ``y``, applies ReLU (or max-pool with ReLU), truncates and re-shares; the client encrypts
+   its new share for the next layer. After the last layer the server masks every slot but the
+   outputs, floods, and the client decrypts the output.
+
+What each party learns (semi-honest, as GAZELLE): the client the output and the public
+architecture; the server nothing (it sees BFV ciphertexts and OT messages). Both parties are
+objects over ``bytes`` messages; :func:`run_in_process` plays both.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from heinfer import bfv, ckks
+from heinfer.errors import ProtocolError
+from heinfer.program.two_party import TwoPartyProgram
+from heinfer.runtime.bfv_transform import BfvLayer
+from heinfer.twoparty import LayerCircuit, TwoPartyClient, TwoPartyServer
+
+__all__ = ["Party", "TwoPartyInferenceClient", "TwoPartyInferenceServer", "run_in_process"]
+
+#: Largest message either party accepts for one ciphertext.
+MAX_CIPHERTEXT_BYTES = 1 << 22
+
+
+def _params(prog: TwoPartyProgram) -> bfv.BfvParameters:
+    b = prog.bfv
+    return bfv.BfvParameters(b["log_n"], b["log_q"], b["log_p"], b["plain_modulus"], b["security"])
+
+
+def _uniform(shape: tuple[int, ...], p: int) -> np.ndarray:
+    """Uniform residues mod ``p`` from the OS (64 random bits each: bias below 2^-40)."""
+    words = np.frombuffer(os.urandom(8 * int(np.prod(shape))), dtype=np.uint64).reshape(shape)
+    return words % np.uint64(p)
+
+
+def _place(gather: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Element values (signed or residues) at the gather map's slots, row 0 of ``N`` slots."""
+    rows = np.zeros((gather.shape[0], n), dtype=np.int64)
+    rows[:, : gather.shape[1]] = np.where(gather >= 0, values[np.maximum(gather, 0)], 0)
+    return rows
+
+
+def _circuit(prog: TwoPartyProgram, k: int) -> LayerCircuit:
+    st = prog.steps[k]
+    return LayerCircuit(st.kind, prog.plain_modulus, st.shift, st.window)
+
+
+class Party:
+    """Shared plumbing: parameters and the ciphertext codec (every message is validated)."""
+
+    def __init__(self, prog: TwoPartyProgram) -> None:
+        self.prog = prog
+        self.params = _params(prog)
+        self.p = prog.plain_modulus
+        self.n = self.params.n
+
+    def _dump(self, cts: list) -> list[bytes]:
+        return [bytes(self.params._raw.ciphertext_to_bytes(c._raw)) for c in cts]
+
+    def _load(self, msgs: list[bytes], count: int, what: str) -> list:
+        if len(msgs) != count:
+            raise ProtocolError(f"{what}: expected {count} ciphertexts, got {len(msgs)}")
+        rlwe = self.params.rlwe
+        return [ckks.Ciphertext._wrap(self.params._raw.ciphertext_from_bytes(m, MAX_CIPHERTEXT_BYTES), rlwe) for m in msgs]
+
+
+class TwoPartyInferenceClient(Party):
+    """The client: holds the public program and the secret key; one query at a time."""
+
+    def __init__(self, prog: TwoPartyProgram) -> None:
+        super().__init__(prog.public() if not prog.is_public else prog)
+        self._kg = ckks.KeyGenerator(self.params.rlwe)
+        self._dec = bfv.Decryptor(self.params, self._kg.secret_key)
+        self._enc = bfv.BatchEncoder(self.params)
+        self._gc, self._hello = TwoPartyClient.start()
+        self._steps: list = []
+        self._k = -1
+
+    def keys_message(self) -> dict[str, bytes]:
+        """Public key, rotation keys and the base-OT message (once per session)."""
+        keys = self._kg.galois_keys(self.prog.rotation_steps) if self.prog.rotation_steps else None
+        return {"pk": self._kg.public_key().to_bytes(), "galois": keys.to_bytes() if keys else b"", "ot": self._hello}
+
+    def finish_setup(self, msg: bytes) -> None:
+        """The server's base-OT answer."""
+        self._gc.finish_setup(msg)
+
+    def offline_request(self) -> list[bytes]:
+        """One OT-extension request per garbled-circuit step of the next query."""
+        out, self._steps = [], []
+        for k, st in enumerate(self.prog.steps):
+            step, msg = self._gc.offline(_circuit(self.prog, k), st.out_size)
+            self._steps.append(step)
+            out.append(msg)
+        return out
+
+    def offline_finish(self, msgs: list[bytes]) -> None:
+        """The server's garbled circuits and OT corrections."""
+        if len(msgs) != len(self._steps):
+            raise ProtocolError(f"offline: expected {len(self._steps)} messages, got {len(msgs)}")
+        for step, m in zip(self._steps, msgs):
+            step.receive_offline(m)
+
+    def query(self, x: np.ndarray) -> list[bytes]:
+        """The encrypted input of one item (fixed point with the program's fractional bits)."""
+        if len(self._steps) != len(self.prog.steps):
+            raise ProtocolError("run the offline phase before a query")
+        x = np.asarray(x, dtype=np.float64).reshape(-1)
+        v = np.rint(x * 2.0**self.prog.input_frac).astype(np.int64)
+        half = (self.p - 1) // 2
+        v = np.clip(v, -half // 2, half // 2)  # the plan's range; clamping never wraps mod p
+        self._k = 0
+        return self._encrypt(0, v)
+
+    def _encrypt(self, k: int, values: np.ndarray) -> list[bytes]:
+        rows = _place(self.prog.segments[k].gather, values, self.n)
+        return self._dump([self._kg.encrypt_symmetric(self._enc.encode(r)) for r in rows])
+
+    def _decrypt(self, k: int, msgs: list[bytes]) -> np.ndarray:
+        seg = self.prog.segments[k]
+        cts = self._load(msgs, seg.output.n_cts, f"layer {k} result")
+        slots = np.stack([self._dec.decrypt(c) for c in cts])
+        return slots[seg.output.ct, seg.output.slot]
+
+    def choose(self, k: int, msgs: list[bytes]) -> bytes:
+        """Decrypts layer ``k``'s masked result (the client's shares) and answers with its OT
+        choices for step ``k``."""
+        if k != self._k or k >= len(self.prog.steps):
+            raise ProtocolError(f"unexpected result of layer {k}")
+        c = self._decrypt(k, msgs)
+        st = self.prog.steps[k]
+        return self._steps[k].choose(np.ascontiguousarray(c[st.groups.reshape(-1)], dtype=np.uint64))
+
+    def next_input(self, k: int, labels: bytes) -> list[bytes]:
+        """Evaluates step ``k`` with the server's labels; encrypts the new share for layer ``k+1``."""
+        if k != self._k:
+            raise ProtocolError(f"unexpected labels of step {k}")
+        z = self._steps[k].finish(labels).astype(np.int64)
+        self._k = k + 1
+        return self._encrypt(k + 1, z)
+
+    def finish(self, msgs: list[bytes]) -> np.ndarray:
+        """The output of the query from the last layer's result."""
+        last = len(self.prog.segments) - 1
+        if self._k != last:
+            raise ProtocolError("the output arrived before the last layer")
+        v = self._decrypt(last, msgs).astype(np.int64)
+        self._k, self._steps = -1, []
+        v = np.where(v > (self.p - 1) // 2, v - self.p, v).astype(np.float64) * 2.0**-self.prog.output_frac
+        y = v.reshape(1, -1)
+        for f in self.prog.post:
+            y = f.apply(y)
+        return y[0]
+
+
+class TwoPartyInferenceServer(Party):
+    """The server: the program with its weights (encoded once) and one client's session."""
+
+    def __init__(self, prog: TwoPartyProgram, keys: dict[str, bytes], layers: list[BfvLayer] | None = None) -> None:
+        if prog.is_public:
+            raise ProtocolError("the server needs the program with its weights")
+        super().__init__(prog)
+        rlwe = self.params.rlwe
+        pk = ckks.PublicKey.from_bytes(rlwe, keys["pk"])
+        self._galois = ckks.GaloisKeys.from_bytes(rlwe, keys["galois"]) if prog.rotation_steps else None
+        self._ev = bfv.Evaluator(self.params)
+        self._enc = bfv.BatchEncoder(self.params)
+        self._rr = bfv.Rerandomizer(self.params, pk)
+        self.layers = layers or [BfvLayer(self.params, t) for t in prog.layers or []]
+        self._gc, self.setup_reply = TwoPartyServer.start(keys["ot"])
+        self._steps: list = []
+
+    def offline(self, msgs: list[bytes]) -> list[bytes]:
+        """Masks, garbling and OT corrections for every step of the next query."""
+        if len(msgs) != len(self.prog.steps):
+            raise ProtocolError(f"offline: expected {len(self.prog.steps)} requests, got {len(msgs)}")
+        out, self._steps = [], []
+        for k, (st, m) in enumerate(zip(self.prog.steps, msgs)):
+            step, reply = self._gc.offline(_circuit(self.prog, k), st.out_size, m)
+            self._steps.append(step)
+            out.append(reply)
+        return out
+
+    def layer(self, k: int, msgs: list[bytes]) -> list[bytes]:
+        """Runs linear layer ``k`` on the client's encrypted share; returns the masked,
+        re-randomized, flooded result."""
+        if len(self._steps) != len(self.prog.steps):
+            raise ProtocolError("run the offline phase before a query")
+        seg = self.prog.segments[k]
+        cts = self._load(msgs, seg.n_input_cts, f"layer {k} input")
+        if k > 0:  # add the server's share of the input: Enc(z) + (−m) = Enc(y)
+            share = self._steps[k - 1].output_shares().astype(np.int64)
+            cts = [self._ev.add_plain(c, self._enc.encode(r)) for c, r in zip(cts, _place(seg.gather, share, self.n))]
+        out = self.layers[k].run(self._ev, cts, self._galois)
+        masks = _uniform((len(out), self.n), self.p)
+        if k < len(self.prog.steps):
+            st = self.prog.steps[k]
+            entries = st.groups.reshape(-1)
+            masks[seg.output.ct[entries], seg.output.slot[entries]] = self._steps[k].masks()
+        else:  # the output: unmasked at its positions, uniform everywhere else
+            masks[seg.output.ct, seg.output.slot] = 0
+        out = [self._rr.rerandomize(self._ev.add_plain(c, self._enc.encode(m)), seg.flood_bits) for c, m in zip(out, masks)]
+        return self._dump(out)
+
+    def labels(self, k: int, choices: bytes) -> bytes:
+        """The client's input labels of step ``k`` by oblivious transfer."""
+        return self._steps[k].labels(choices)
+
+
+def run_in_process(prog: TwoPartyProgram, x: np.ndarray, server: TwoPartyInferenceServer | None = None) -> tuple[np.ndarray, dict]:
+    """Plays both parties on the items ``x`` (one query each); returns the outputs and a
+    report: set-up, offline and online seconds and bytes (both ways, every message)."""
+    client = TwoPartyInferenceClient(prog.public())
+    t0 = time.perf_counter()
+    keys = client.keys_message()
+    layers = server.layers if server is not None else None
+    server = TwoPartyInferenceServer(prog, keys, layers)
+    client.finish_setup(server.setup_reply)
+    rep = {"setup_s": time.perf_counter() - t0, "setup_bytes": sum(map(len, keys.values())) + len(server.setup_reply)}
+    rep.update(offline_s=0.0, online_s=0.0, offline_bytes=0, online_bytes=0)
+    outs = []
+    for item in np.asarray(x):
+        t0 = time.perf_counter()
+        req = client.offline_request()
+        rep_msgs = server.offline(req)
+        client.offline_finish(rep_msgs)
+        t1 = time.perf_counter()
+        rep["offline_s"] += t1 - t0
+        rep["offline_bytes"] += sum(map(len, req)) + sum(map(len, rep_msgs))
+        msgs = client.query(item)
+        online = sum(map(len, msgs))
+        for k in range(len(prog.segments)):
+            res = server.layer(k, msgs)
+            online += sum(map(len, res))
+            if k == len(prog.steps):
+                outs.append(client.finish(res))
+                break
+            choices = client.choose(k, res)
+            labels = server.labels(k, choices)
+            msgs = client.next_input(k, labels)
+            online += len(choices) + len(labels) + sum(map(len, msgs))
+        rep["online_s"] += time.perf_counter() - t1
+        rep["online_bytes"] += online
+    return np.array(outs), rep

@@ -1,0 +1,106 @@
+"""GAZELLE's two-party protocol end to end (networks C and D of GAZELLE §8, the bundled
+CryptoNets-ReLU and MiniONN MNIST models): exact agreement with the fixed-point plan run in the
+clear, argmax agreement with onnxruntime, what the client sees (uniform shares), and refused
+misuse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from compiler import onnx_models as om
+
+from heinfer.compiler.fixed_point import plan_fixed_point, simulate
+from heinfer.compiler.fuse import fold_linear
+from heinfer.compiler.latency.two_party import compile_two_party
+from heinfer.compiler.onnx_import import load_onnx
+from heinfer.compiler.ranges import calibrated_bounds
+from heinfer.errors import NotSupportedYetError, ProtocolError, SerializationError, UnsupportedOperatorError
+from heinfer.protocol.two_party import TwoPartyInferenceClient, TwoPartyInferenceServer, run_in_process
+
+MODELS = Path(__file__).resolve().parents[3] / "models"
+DIGITS = np.load(MODELS / "digits_test.npz")["x"]
+CAL = DIGITS[100:164]
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            model = (MODELS / f"{name}.onnx").read_bytes()
+            cache[name] = (model, compile_two_party(load_onnx(model), calibration=CAL))
+        return cache[name]
+
+    return get
+
+
+def _plain_fixed_point(model: bytes, x: np.ndarray) -> np.ndarray:
+    g = fold_linear(load_onnx(model))
+    _, _, bounds = calibrated_bounds(g, CAL, None, 4.0)
+    return simulate(plan_fixed_point(g, bounds, 1_032_193, CAL), x)
+
+
+@pytest.mark.parametrize("name", ["cryptonets_relu", "mnist_d"])
+def test_protocol_matches_the_fixed_point_plan_exactly(compiled, name: str) -> None:
+    model, prog = compiled(name)
+    x = DIGITS[:2] if name == "mnist_d" else DIGITS[:4]
+    out, rep = run_in_process(prog, x)
+    # the encrypted protocol computes the plan's integers exactly (BFV is exact mod p)
+    np.testing.assert_array_equal(out, _plain_fixed_point(model, x))
+    want = om.run_onnxruntime(model, x.astype(np.float32))
+    np.testing.assert_array_equal(out.argmax(1), want.argmax(1))
+    assert np.abs(out - want).max() / np.abs(want).max() < 0.05
+    assert rep["online_bytes"] > 0 and rep["offline_bytes"] > 0 and rep["setup_bytes"] > 0
+
+
+def test_what_the_client_decrypts_is_uniform(compiled) -> None:
+    """Every slot of every layer result the client decrypts is its share ``y + r`` or a
+    uniform filler: a chi-square test over 16 buckets of [0, p) (all N slots of layer 0's
+    ciphertexts, whose true values are mostly small and would fail it badly unmasked)."""
+    _, prog = compiled("cryptonets_relu")
+    client = TwoPartyInferenceClient(prog.public())
+    server = TwoPartyInferenceServer(prog, client.keys_message())
+    client.finish_setup(server.setup_reply)
+    client.offline_finish(server.offline(client.offline_request()))
+    res = server.layer(0, client.query(DIGITS[0]))
+    cts = client._load(res, prog.segments[0].output.n_cts, "test")
+    slots = np.concatenate([client._dec.decrypt(c) for c in cts]).astype(np.float64)
+    counts = np.bincount((slots * 16 / prog.plain_modulus).astype(int), minlength=16)
+    expected = len(slots) / 16
+    chi2 = ((counts - expected) ** 2 / expected).sum()
+    assert chi2 < 50.0, f"chi-square {chi2:.1f} over 15 degrees of freedom"  # p ≈ 1e-5
+
+
+def test_parties_refuse_out_of_order_and_malformed_messages(compiled) -> None:
+    _, prog = compiled("cryptonets_relu")
+    client = TwoPartyInferenceClient(prog.public())
+    with pytest.raises(ProtocolError, match="offline"):
+        client.query(DIGITS[0])
+    server = TwoPartyInferenceServer(prog, client.keys_message())
+    client.finish_setup(server.setup_reply)
+    with pytest.raises(ProtocolError, match="offline"):
+        server.layer(0, [])
+    client.offline_finish(server.offline(client.offline_request()))
+    msgs = client.query(DIGITS[0])
+    with pytest.raises(ProtocolError, match="expected 7 ciphertexts"):
+        server.layer(0, msgs[:-1])
+    with pytest.raises(SerializationError):
+        server.layer(0, [m[:-5] for m in msgs])
+    res = server.layer(0, msgs)
+    with pytest.raises(ProtocolError, match="unexpected result"):
+        client.choose(1, res)
+    with pytest.raises(ProtocolError, match="before the last layer"):
+        client.finish(res)
+    with pytest.raises(ProtocolError, match="weights"):
+        TwoPartyInferenceServer(prog.public(), client.keys_message())
+    assert prog.public().layers is None
+
+
+def test_unsupported_networks_are_refused_by_name() -> None:
+    with pytest.raises((UnsupportedOperatorError, NotSupportedYetError), match="square"):
+        compile_two_party(load_onnx((MODELS / "cryptonets.onnx").read_bytes()), calibration=CAL)
+    with pytest.raises((UnsupportedOperatorError, NotSupportedYetError), match="tanh"):
+        compile_two_party(load_onnx(om.mlp((16, 8, 4), act="Tanh")), input_bound=1.0)
