@@ -33,10 +33,13 @@ from heinfer.compiler.latency.compile import LatencyOptions, compile_latency
 from heinfer.compiler.onnx_import import from_torch, load_onnx
 from heinfer.compiler.throughput import Options, compile_graph
 from heinfer.errors import CompileError, NotSupportedYetError, OutOfRangeWarning, ProtocolError
+from heinfer.compiler.latency.two_party import compile_two_party
 from heinfer.program.model import Program, PublicProgram
+from heinfer.program.two_party import TwoPartyProgram
 from heinfer.protocol.client import Client
 from heinfer.protocol.messages import peek_kind
 from heinfer.protocol.server import Server
+from heinfer.protocol.two_party import run_in_process as run_two_party
 from heinfer.runtime.scales import set_exact_scales
 
 __all__ = ["compile", "infer", "InferenceResult", "Client", "Server", "Options", "Program", "PublicProgram"]
@@ -68,21 +71,21 @@ def compile(  # noqa: A001 - the API name is the contract
     for its parameters on first use (cached, see :mod:`heinfer.runtime.costs`).
 
     ``protocol``: how the non-polynomial layers run — ``"client-aided"`` (the client decrypts
-    the pre-activations: no model privacy) or ``"two-party"`` (GAZELLE's protocol: **not
-    supported yet** for whole networks — its garbled-circuit step exists in
-    :mod:`heinfer.twoparty`, the BFV linear layers around it do not — and refused with
-    :class:`~heinfer.errors.NotSupportedYetError`).
+    the pre-activations: no model privacy) or ``"two-party"`` (GAZELLE's protocol: BFV linear
+    layers in fixed point, ReLU and max-pooling in garbled circuits on additive shares, noise
+    flooding; the client learns the output only). Two-party compiles latency mode (one item per
+    query) to a :class:`~heinfer.program.two_party.TwoPartyProgram` that :func:`infer` runs;
+    throughput mode, squares and saving such programs are **not supported yet**
+    (:class:`~heinfer.errors.NotSupportedYetError`).
     """
     if mode not in ("throughput", "latency", "auto"):
         raise CompileError(f"unknown mode {mode!r}: 'throughput', 'latency' or 'auto'")
-    if protocol == "two-party":
+    if protocol == "two-party" and mode != "latency":
         raise NotSupportedYetError(
-            'protocol="two-party" is not supported yet for whole networks: the garbled-circuit '
-            "step (ReLU, max-pooling) exists in heinfer.twoparty, the BFV linear layers with noise "
-            'flooding between the steps do not; compile with protocol="client-aided" (no model '
-            "privacy against the client) or use square activations"
+            f'protocol="two-party" in {mode} mode is not supported yet (batch-axis shares): compile with '
+            'mode="latency" (one item per query)'
         )
-    if protocol != "client-aided":
+    if protocol not in ("client-aided", "two-party"):
         raise CompileError(f"unknown protocol {protocol!r}: 'client-aided' or 'two-party'")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise CompileError(f"batch_size must be a positive integer, got {batch_size!r}")
@@ -98,6 +101,8 @@ def compile(  # noqa: A001 - the API name is the contract
         graph = from_torch(model, example_input)
     else:
         raise CompileError(f"cannot compile a {type(model).__name__}: give an ONNX path/bytes/ModelProto or a torch.nn.Module")
+    if protocol == "two-party":
+        return _compile_two_party(graph, calibration, input_bound, security, options)
     if mode == "latency":
         return _compile_latency(graph, calibration, input_bound, security, options)
     lat_options = {}
@@ -143,6 +148,18 @@ def _compile_latency(graph: Graph, calibration, input_bound, security: int, opti
     return set_exact_scales(compile_latency(graph, calibration, input_bound, opts, measure_costs if measured else None))
 
 
+def _compile_two_party(graph: Graph, calibration, input_bound, security: int, options: dict) -> TwoPartyProgram:
+    options = {k: v for k, v in options.items() if k != "measure_costs"}
+    bfv = options.pop("bfv", None)
+    if security != 128 and bfv is None:
+        raise NotSupportedYetError("two-party protocol: only the 128-bit BFV preset is built in; pass bfv={...} for others")
+    try:
+        opts = LatencyOptions(security=security, **options)
+    except TypeError as e:
+        raise CompileError(f"unknown two-party option: {e}") from None
+    return compile_two_party(graph, calibration, input_bound, opts, bfv)
+
+
 @dataclass
 class InferenceResult:
     """The decrypted outputs and a report of the run (timings in seconds, bytes)."""
@@ -164,6 +181,10 @@ def infer(program: Program, x: np.ndarray, client: Client | None = None, server:
         raise ProtocolError(f"input has shape {x.shape}, the model takes (batch, *{program.input_shape})")
     if len(x) == 0:
         raise ProtocolError("x holds no items")
+    if isinstance(program, TwoPartyProgram):
+        if client is not None or server is not None:
+            raise NotSupportedYetError("two-party programs run with their own parties: pass no client or server")
+        return _infer_two_party(program, x)
     t_start = time.perf_counter()
     client = client or Client(program.public())
     server = server or Server(program)
@@ -229,3 +250,26 @@ def infer(program: Program, x: np.ndarray, client: Client | None = None, server:
             stacklevel=2,
         )
     return InferenceResult(np.concatenate(outputs), report)
+
+
+def _infer_two_party(program: TwoPartyProgram, x: np.ndarray) -> InferenceResult:
+    """:func:`infer` for the two-party protocol: both parties in this process, every message
+    serialized and validated; the report splits set-up (keys, base OTs), offline (garbling, OT
+    extension) and online (ciphertexts, OT choices and labels) seconds and bytes."""
+    t0 = time.perf_counter()
+    outputs, rep = run_two_party(program, x)
+    n = len(x)
+    report = {
+        "items": n,
+        "queries": n,
+        "batch_capacity": 1,
+        "total_s": time.perf_counter() - t0,
+        "mode": "latency",
+        "protocol": "two-party",
+        "params": dict(program.bfv),
+        "security_bits": int(program.bfv["security"]),
+        **rep,
+        "bytes_per_item": (rep["offline_bytes"] + rep["online_bytes"]) / n,
+        "seconds_per_item": (rep["offline_s"] + rep["online_s"]) / n,
+    }
+    return InferenceResult(outputs, report)

@@ -289,10 +289,12 @@ def test_not_supported_yet_is_a_heinfer_error_and_not_implemented() -> None:
     assert issubclass(heinfer.NotSupportedYetError, NotImplementedError)
 
 
-def test_two_party_protocol_is_not_supported_yet_and_others_are_unknown() -> None:
+def test_two_party_protocol_in_throughput_mode_is_not_supported_yet_and_others_are_unknown() -> None:
     model = _model("mlp-matmul-relu-softmax")
-    with pytest.raises(heinfer.NotSupportedYetError, match="two-party.*not supported yet"):
+    with pytest.raises(heinfer.NotSupportedYetError, match="two-party.*throughput mode is not supported yet"):
         heinfer.compile(model, input_bound=1.0, protocol="two-party")
+    with pytest.raises(heinfer.NotSupportedYetError, match="saving a two-party program"):
+        heinfer.compile(model, mode="latency", input_bound=1.0, protocol="two-party").to_bytes()
     with pytest.raises(heinfer.CompileError, match="unknown protocol"):
         heinfer.compile(model, input_bound=1.0, protocol="gazelle")
     assert heinfer.compile(model, input_bound=1.0, protocol="client-aided").steps

@@ -104,7 +104,8 @@ def cli() -> None:
     default="client-aided",
     show_default=True,
     help="How ReLU/max-pooling run: client-aided (the client sees pre-activations: no model "
-    "privacy) or two-party (GAZELLE; not supported yet for whole networks).",
+    "privacy) or two-party (GAZELLE; compiles in latency mode, but saving the program is not "
+    "supported yet: run it in process with heinfer.infer).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def compile_cmd(

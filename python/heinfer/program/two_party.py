@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from heinfer.errors import NotSupportedYetError
 from heinfer.program.functions import ClientFunction
 from heinfer.program.placement import Placement
 from heinfer.program.transform import Transform
@@ -100,6 +101,15 @@ class TwoPartyProgram:
     def is_public(self) -> bool:
         """True when the weights are not here."""
         return self.layers is None
+
+    def to_bytes(self) -> bytes:
+        """Not supported yet: two-party programs live in memory (compile and run them in one
+        process with :func:`heinfer.infer`); there is no file format or service for them."""
+        raise NotSupportedYetError(
+            "saving a two-party program is not supported yet (no file format, no gRPC service for "
+            "the protocol): compile and run it in one process with heinfer.compile(..., "
+            'protocol="two-party") and heinfer.infer'
+        )
 
     def public(self) -> TwoPartyProgram:
         """The client's part: everything but the transforms."""

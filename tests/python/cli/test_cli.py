@@ -125,7 +125,12 @@ def test_compile_two_party_is_refused_as_not_supported_yet(files: dict) -> None:
     r = invoke("compile", os.path.join(MODELS, "cryptonets_relu.onnx"), "-o", str(out),
                "--input-bound", "1", "--protocol", "two-party")
     assert r.exit_code != 0
-    assert "not supported yet" in r.output and "heinfer.twoparty" in r.output
+    assert "not supported yet" in r.output and "throughput mode" in r.output
+    assert not out.exists()
+    r = invoke("compile", os.path.join(MODELS, "cryptonets_relu.onnx"), "-o", str(out), "--mode", "latency",
+               "--input-bound", "16", "--protocol", "two-party")
+    assert r.exit_code != 0
+    assert "saving a two-party program is not supported yet" in r.output and "heinfer.infer" in r.output
     assert not out.exists()
 
 

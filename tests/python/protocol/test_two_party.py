@@ -104,3 +104,16 @@ def test_unsupported_networks_are_refused_by_name() -> None:
         compile_two_party(load_onnx((MODELS / "cryptonets.onnx").read_bytes()), calibration=CAL)
     with pytest.raises((UnsupportedOperatorError, NotSupportedYetError), match="tanh"):
         compile_two_party(load_onnx(om.mlp((16, 8, 4), act="Tanh")), input_bound=1.0)
+
+
+def test_public_api_compiles_and_runs_two_party() -> None:
+    import heinfer
+
+    prog = heinfer.compile(MODELS / "cryptonets_relu.onnx", mode="latency", protocol="two-party", calibration=CAL)
+    assert prog.protocol == "two-party" and prog.public().layers is None
+    r = heinfer.infer(prog, DIGITS[:2])
+    assert r.outputs.shape == (2, 10) and r.report["protocol"] == "two-party"
+    for key in ("setup_s", "offline_s", "online_s", "setup_bytes", "offline_bytes", "online_bytes", "bytes_per_item"):
+        assert r.report[key] > 0, key
+    with pytest.raises(heinfer.NotSupportedYetError, match="own parties"):
+        heinfer.infer(prog, DIGITS[:1], client=object())
