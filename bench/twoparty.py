@@ -15,10 +15,17 @@ quoted, not measured. The peer measured in the same run is SecretFlow SPU (Cheet
 processes over 127.0.0.1; ``bench/compare/spu_runner.py``, installed by ``make bench-deps``
 into ``.venv-spu``), if present.
 
-**Not supported yet**: the networks of the issue (A, B, C, D, CIFAR-A) need the BFV linear
-layers between these steps; the JSON says so.
+**Networks** (GAZELLE Table 11–12, quoted beside): ``heinfer.compile(..., mode="latency",
+protocol="two-party")`` and ``heinfer.infer`` with both parties in this process over serialized
+messages, 2 engine threads: C (the bundled CryptoNets-ReLU), D (the bundled MiniONN MNIST net)
+and CIFAR-A (MiniONN's CIFAR-10 net, deterministic random weights, random inputs; skipped by
+``--quick``). Per image: offline (OT extension, garbling) and online (BFV linear layers with
+flooding, OT choices and labels, evaluation, re-encryption) seconds and bytes both ways; the
+session set-up (the client's BFV public and rotation keys, base OTs) is reported apart, once
+per session. Argmax agreement and the relative logit error against onnxruntime. A and B (square
+activations) are not supported yet: GAZELLE's AHE square protocol is not built.
 
-    .venv/bin/python bench/twoparty.py [--quick] [--no-spu]
+    .venv/bin/python bench/twoparty.py [--quick] [--no-spu] [--no-networks]
 
 The last line is one JSON object.
 """
@@ -43,7 +50,61 @@ from machine import ROOT, build_profile, cpu_model  # noqa: E402
 P = 1_032_193
 #: GAZELLE Table 10, quoted: (total ms, total MB).
 GAZELLE = {"relu": {"1000": (104, 7.1), "10000": (687, 71.0)}, "maxpool": {"1000": (222, 24.0)}}
-NETWORKS = ["mnist_a", "mnist_b", "mnist_c", "mnist_d", "cifar_a"]
+#: GAZELLE Tables 11–12, quoted: (offline s, online s, total s, offline MB, online MB, total MB).
+GAZELLE_NETS = {
+    "mnist_c": (0.15, 0.05, 0.20, 5.9, 2.1, 8.0),
+    "mnist_d": (0.481, 0.33, 0.81, 47.5, 22.5, 70.0),
+    "cifar_a": (9.34, 3.56, 12.9, 940.0, 296.0, 1236.0),
+}
+NOT_SUPPORTED = {n: "square activations: GAZELLE's AHE square protocol is not built" for n in ("mnist_a", "mnist_b")}
+
+
+def _network_model(name: str) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """(ONNX bytes, calibration inputs, test inputs) of a benchmark network."""
+    if name == "cifar_a":
+        sys.path.insert(0, os.path.join(ROOT, "models"))
+        import cifar
+
+        x = cifar.random_inputs(80)
+        return cifar.build("minionn_cifar"), x[16:], x[:16]
+    d = np.load(os.path.join(ROOT, "models", "digits_test.npz"))["x"]
+    file = {"mnist_c": "cryptonets_relu", "mnist_d": "mnist_d"}[name]
+    with open(os.path.join(ROOT, "models", f"{file}.onnx"), "rb") as f:
+        return f.read(), d[100:164], d[:100]
+
+
+def network(name: str, items: int) -> dict:
+    """One network end to end (see the module documentation)."""
+    import onnxruntime as ort
+
+    model, cal, x = _network_model(name)
+    x = x[:items]
+    t0 = time.perf_counter()
+    prog = heinfer.compile(model, mode="latency", protocol="two-party", calibration=cal)
+    compile_s = time.perf_counter() - t0
+    r = heinfer.infer(prog, x)
+    sess = ort.InferenceSession(model)
+    want = sess.run(None, {sess.get_inputs()[0].name: x.astype(np.float32)})[0].reshape(len(x), -1)
+    got = r.outputs.reshape(len(x), -1)
+    rep, n, mb = r.report, len(x), 1e6
+    out = {
+        "items": n,
+        "offline_s": rep["offline_s"] / n,
+        "online_s": rep["online_s"] / n,
+        "offline_mb": rep["offline_bytes"] / n / mb,
+        "online_mb": rep["online_bytes"] / n / mb,
+        "setup_s": rep["setup_s"],
+        "setup_mb": rep["setup_bytes"] / mb,
+        "compile_s": compile_s,
+        "agreement": float((got.argmax(1) == want.argmax(1)).mean()),
+        "rel_logit_error": float((np.abs(got - want).max(1) / np.abs(want).max(1)).max()),
+        "rotation_keys": len(prog.rotation_steps),
+    }
+    out["total_s"] = out["offline_s"] + out["online_s"]
+    out["total_mb"] = out["offline_mb"] + out["online_mb"]
+    g = GAZELLE_NETS[name]
+    out["vs_gazelle_time"], out["vs_gazelle_bytes"] = round(out["total_s"] / g[2], 3), round(out["total_mb"] / g[5], 3)
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}
 
 
 def measure(client, server, layer: LayerCircuit, n: int, reps: int) -> dict:
@@ -89,6 +150,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="3 repetitions instead of 7")
     ap.add_argument("--no-spu", action="store_true", help="skip the SPU peer")
+    ap.add_argument("--no-networks", action="store_true", help="only the ReLU and max-pool steps")
     args = ap.parse_args()
     reps = 3 if args.quick else 7
     heinfer.set_num_threads(1)
@@ -120,14 +182,30 @@ def main() -> None:
                 ours["vs_spu_bytes"] = round(ours["total_mb"] / s["mb"], 3)
                 print(f"SPU (Cheetah, 2 processes, same run) {kind} ×{key}: {s['s']:.2f} s, {s['mb']:.2f} MB → heinfer "
                       f"×{ours['vs_spu_time']} time, ×{ours['vs_spu_bytes']} bytes")
-        if "mnist_d" in peer:
-            print(f"SPU network D: {peer['mnist_d']['s']:.2f} s, {peer['mnist_d']['mb']:.2f} MB (heinfer: not supported yet)")
+    if not args.no_networks:
+        heinfer.set_num_threads(2)
+        nets = ["mnist_c", "mnist_d"] + ([] if args.quick else ["cifar_a"])
+        for name in nets:
+            items = {"mnist_c": 5 if args.quick else 20, "mnist_d": 2 if args.quick else 10, "cifar_a": 1}[name]
+            r = result[name] = network(name, items)
+            g = GAZELLE_NETS[name]
+            print(f"{name}: per image offline {r['offline_s']:.3f} s + online {r['online_s']:.3f} s = {r['total_s']:.3f} s "
+                  f"(GAZELLE, quoted: {g[2]} s → ×{r['vs_gazelle_time']}); {r['offline_mb']:.2f} + {r['online_mb']:.2f} = "
+                  f"{r['total_mb']:.2f} MB (GAZELLE {g[5]} MB → ×{r['vs_gazelle_bytes']}); set-up once per session "
+                  f"{r['setup_s']:.2f} s, {r['setup_mb']:.1f} MB ({r['rotation_keys']} rotation keys); agreement "
+                  f"{r['agreement']:.3f} over {r['items']}, rel. logit error {r['rel_logit_error']:.2e}")
+    if peer and "mnist_d" in peer:
+        s_d = peer["mnist_d"]
+        ours = result.get("mnist_d")
+        tail = f" → heinfer ×{ours['total_s'] / s_d['s']:.3f} time, ×{ours['total_mb'] / s_d['mb']:.3f} bytes" if ours else ""
+        print(f"SPU network D (input and weights secret-shared): {s_d['s']:.2f} s, {s_d['mb']:.2f} MB{tail}")
     result["spu"] = peer
     result["setup"] = setup
-    result["not_supported_yet"] = {n: "needs the BFV linear layers between the two-party steps" for n in NETWORKS}
+    result["not_supported_yet"] = NOT_SUPPORTED
     result["cpu"] = cpu_model()
     result["build"] = build_profile()
     result["p"] = P
+    result["threads"] = {"steps": 1, "networks": 2}
     print(json.dumps(result))
 
 

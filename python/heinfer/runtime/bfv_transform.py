@@ -26,18 +26,30 @@ def row0(values: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-class BfvLayer:
-    """One transform with its diagonals encoded as BFV multipliers (server side)."""
+#: Largest size of one layer's encoded diagonals kept in memory; above it they are encoded
+#: group by group during each query (streaming: one group's multipliers at a time).
+MAX_KEPT_BYTES = 1 << 30
 
-    def __init__(self, params: bfv.BfvParameters, t: Transform) -> None:
+
+class BfvLayer:
+    """One transform with its diagonals encoded as BFV multipliers (server side): kept when
+    they fit :data:`MAX_KEPT_BYTES` (``N·k·8`` bytes each for ``k`` ciphertext primes),
+    otherwise encoded just before each use (``lazy``)."""
+
+    def __init__(self, params: bfv.BfvParameters, t: Transform, max_kept_bytes: int = MAX_KEPT_BYTES) -> None:
         if t.slots != params.n // 2:
             raise ProtocolError(f"transform has {t.slots} slots, BFV rows have {params.n // 2}")
         self.t = t
         self.params = params
-        enc = bfv.BatchEncoder(params)
+        self._enc = bfv.BatchEncoder(params)
         n = params.n
-        self.mults = [enc.encode_multiplier(row0(np.rint(v).astype(np.int64), n)) for v in t.vectors]
-        self.bias = None if t.bias is None else [enc.encode(row0(np.rint(b).astype(np.int64), n)) for b in t.bias]
+        self.plaintext_bytes = len(t.vectors) * n * len(params.rlwe.q) * 8
+        self.lazy = self.plaintext_bytes > max_kept_bytes
+        self.mults = None if self.lazy else [self._multiplier(i) for i in range(len(t.vectors))]
+        self.bias = None if t.bias is None else [self._enc.encode(row0(np.rint(b).astype(np.int64), n)) for b in t.bias]
+
+    def _multiplier(self, i: int) -> bfv.Multiplier:
+        return self._enc.encode_multiplier(row0(np.rint(self.t.vectors[i]).astype(np.int64), self.params.n))
 
     def run(self, ev: bfv.Evaluator, x: list[Ciphertext], galois: GaloisKeys | None) -> list[Ciphertext]:
         """The transform's output ciphertexts for its input ciphertexts ``x`` (consumed)."""
@@ -51,7 +63,8 @@ class BfvLayer:
         out: list[Ciphertext | None] = [None] * t.n_out
         for o, g, ix in t.groups():
             cts = [rotated[int(t.terms[i, 2])][int(t.terms[i, 3])] if t.terms[i, 3] else x[int(t.terms[i, 2])] for i in ix]
-            acc = ev.dot_plain(cts, [self.mults[i] for i in ix])
+            ms = [self._multiplier(i) for i in ix] if self.mults is None else [self.mults[i] for i in ix]
+            acc = ev.dot_plain(cts, ms)
             if g:
                 acc = ev.rotate_rows(acc, int(g), galois)
             out[o] = acc if out[o] is None else ev.add(out[o], acc)

@@ -117,3 +117,22 @@ def test_public_api_compiles_and_runs_two_party() -> None:
         assert r.report[key] > 0, key
     with pytest.raises(heinfer.NotSupportedYetError, match="own parties"):
         heinfer.infer(prog, DIGITS[:1], client=object())
+
+
+def test_streamed_diagonals_give_the_same_result(compiled) -> None:
+    """A layer whose encoded diagonals exceed the memory budget encodes them group by group
+    during the query: same exact result."""
+    from heinfer.runtime.bfv_transform import BfvLayer
+
+    model, prog = compiled("cryptonets_relu")
+    client = TwoPartyInferenceClient(prog.public())
+    lazy = TwoPartyInferenceServer(prog, client.keys_message(), [BfvLayer(_params_of(prog), t, max_kept_bytes=0) for t in prog.layers])
+    assert all(layer.lazy for layer in lazy.layers)
+    out, _ = run_in_process(prog, DIGITS[:2], server=lazy)
+    np.testing.assert_array_equal(out, _plain_fixed_point(model, DIGITS[:2]))
+
+
+def _params_of(prog):
+    from heinfer.protocol.two_party import _params
+
+    return _params(prog)

@@ -3,7 +3,7 @@
 Layer: ``heinfer.compiler`` (pure numpy). Passes:
 
 1. latency mode's front end (:func:`~heinfer.compiler.fuse.fold_linear`, segments, value
-   ranges), then :func:`~heinfer.compiler.fixed_point.plan_fixed_point`: every linear layer
+   ranges; adjacent linear layers always merged: one BFV transform per step), then :func:`~heinfer.compiler.fixed_point.plan_fixed_point`: every linear layer
    as integers mod ``p`` and the truncation of each circuit step;
 2. each quantized layer through latency mode's **packing search** (the same input layouts,
    kernels and transforms as CKKS — integer weights stay integers in the diagonals, which the
@@ -15,20 +15,22 @@ Layer: ``heinfer.compiler`` (pure numpy). Passes:
 
 Not supported yet (a clear error names them): squares (GAZELLE's AHE square protocol), a
 max-pool without a ReLU before or after it, overlapping or padded pooling windows, client
-functions before the first layer, segments of more than one linear layer.
+functions before the first layer.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from heinfer.compiler.cost import analytic_costs
 from heinfer.compiler.fixed_point import FixedPointLayer, plan_fixed_point
-from heinfer.compiler.fuse import fold_linear
+from heinfer.compiler.fuse import fold_linear, merge_linear
 from heinfer.compiler.ir import Graph, Linear
-from heinfer.compiler.latency.compile import LatencyOptions, _segment
+from heinfer.compiler.latency.compile import LatencyOptions, _lower
+from heinfer.compiler.latency.search import input_candidates
 from heinfer.compiler.ranges import calibrated_bounds
 from heinfer.compiler.throughput import split_segments
 from heinfer.errors import CompileError, NotSupportedYetError
@@ -93,14 +95,14 @@ def compile_two_party(
     or its flooding does not fit the ciphertext modulus."""
     bfv = dict(bfv or DEFAULT_BFV)
     p, log_n = int(bfv["plain_modulus"]), int(bfv["log_n"])
-    g = fold_linear(graph)
+    g = _merge_all_linear(fold_linear(graph))
     calibration, input_bound, bounds = calibrated_bounds(g, calibration, input_bound, options.headroom)
     pre, seg_ops, _, post = split_segments(g.ops)
     if pre:
         raise NotSupportedYetError("two-party protocol: client functions before the first linear layer are not supported yet")
     if any(len(ops) != 1 or not isinstance(ops[0], Linear) for ops in seg_ops):
         raise NotSupportedYetError(
-            "two-party protocol: every server segment must be one linear layer (squares have no two-party protocol yet)"
+            "two-party protocol: squares have no two-party protocol yet (GAZELLE's AHE square protocol is not built)"
         )
     plan = plan_fixed_point(g, bounds, p, calibration)
     slots = 1 << (log_n - 1)
@@ -110,7 +112,7 @@ def compile_two_party(
     for k, (ops, fl) in enumerate(zip(seg_ops, plan.layers)):
         lin = ops[0]
         quantized = Linear(lin.name, fl.weights.astype(np.float64), fl.bias.astype(np.float64), lin.in_shape, lin.out_shape)
-        gather, steps, placement, _ = _segment([quantized], slots, costs, options.strategy)
+        gather, steps, placement = _segment_two_party(quantized, slots, costs, options.strategy, _ciphertext_bytes(bfv))
         t = steps[0].transform
         _check_integral(t, lin.name)
         b = flood_bits_for(noise_bits(t, log_n, p), log_n)
@@ -143,6 +145,45 @@ def compile_two_party(
         layers=layers,
         meta={"mode": "latency", "protocol": "two-party", "plans": plans},
     )
+
+
+#: The link the layouts are priced for: 1 Gbit/s, GAZELLE's LAN (§7.2).
+BANDWIDTH_BYTES_S = 125e6
+
+
+def _ciphertext_bytes(bfv: dict) -> float:
+    """Bytes of one full BFV ciphertext on the wire (two polynomials, bit-packed)."""
+    return 2 * (1 << int(bfv["log_n"])) * sum(bfv["log_q"]) / 8
+
+
+def _segment_two_party(op: Linear, slots: int, costs, strategy, ct_bytes: float) -> tuple:
+    """Latency mode's layout choice (:func:`heinfer.compiler.latency.compile._segment`) with the
+    ciphertexts priced on the wire too: the client's inputs (seed-compressed, half size) and
+    the server's results, at :data:`BANDWIDTH_BYTES_S`. Every ciphertext costs as much as the
+    compute it might save, since both parties wait for it."""
+    best = None
+    for cand in input_candidates(op, slots, 1, costs, strategy):
+        steps, total = _lower([op], cand, slots, costs, strategy)
+        n_out = steps[0][0].transform.n_out
+        wire = (len(cand["gather"]) * ct_bytes / 2 + n_out * ct_bytes) / BANDWIDTH_BYTES_S
+        score = total + cand["encrypt_s"] + wire
+        if best is None or score < best[0]:
+            best = (score, cand, steps)
+    _, cand, (steps, placement) = best
+    return cand["gather"], steps, placement
+
+
+def _merge_all_linear(g: Graph) -> Graph:
+    """Adjacent linear layers merged even when the product is denser (a mean-pool before a
+    convolution): between two garbled-circuit steps BFV runs one transform, since a second
+    one would multiply the noise by another ``N·p/2`` — more than flooding leaves room for."""
+    ops: list = []
+    for op in g.ops:
+        if isinstance(op, Linear) and ops and isinstance(ops[-1], Linear):
+            ops[-1] = merge_linear(ops[-1], op, force=True)
+        else:
+            ops.append(op)
+    return replace(g, ops=ops)
 
 
 def _check_integral(t: Transform, name: str) -> None:
