@@ -19,7 +19,8 @@ into ``.venv-spu``), if present.
 protocol="two-party")`` and ``heinfer.infer`` with both parties in this process over serialized
 messages, 2 engine threads: C (the bundled CryptoNets-ReLU), D (the bundled MiniONN MNIST net)
 and CIFAR-A (MiniONN's CIFAR-10 net, deterministic random weights, random inputs; skipped by
-``--quick``). Per image: offline (OT extension, garbling) and online (BFV linear layers with
+``--quick``); layouts priced for a 1 Gbit/s link (GAZELLE's LAN), and C again for 10 Mbit/s
+(``*_10mbps``: fewer ciphertexts, more compute). Per image: offline (OT extension, garbling) and online (BFV linear layers with
 flooding, OT choices and labels, evaluation, re-encryption) seconds and bytes both ways; the
 session set-up (the client's BFV public and rotation keys, base OTs) is reported apart, once
 per session. Argmax agreement and the relative logit error against onnxruntime. A and B (square
@@ -73,14 +74,15 @@ def _network_model(name: str) -> tuple[bytes, np.ndarray, np.ndarray]:
         return f.read(), d[100:164], d[:100]
 
 
-def network(name: str, items: int) -> dict:
-    """One network end to end (see the module documentation)."""
+def network(name: str, items: int, bandwidth: float = 125e6) -> dict:
+    """One network end to end (see the module documentation); ``bandwidth`` (bytes/s) is the
+    link the compiler prices layouts for."""
     import onnxruntime as ort
 
     model, cal, x = _network_model(name)
     x = x[:items]
     t0 = time.perf_counter()
-    prog = heinfer.compile(model, mode="latency", protocol="two-party", calibration=cal)
+    prog = heinfer.compile(model, mode="latency", protocol="two-party", calibration=cal, bandwidth=bandwidth)
     compile_s = time.perf_counter() - t0
     r = heinfer.infer(prog, x)
     sess = ort.InferenceSession(model)
@@ -184,12 +186,13 @@ def main() -> None:
                       f"×{ours['vs_spu_time']} time, ×{ours['vs_spu_bytes']} bytes")
     if not args.no_networks:
         heinfer.set_num_threads(2)
-        nets = ["mnist_c", "mnist_d"] + ([] if args.quick else ["cifar_a"])
-        for name in nets:
+        nets = [("mnist_c", 125e6), ("mnist_c", 1.25e6), ("mnist_d", 125e6)] + ([] if args.quick else [("cifar_a", 125e6)])
+        for name, bw in nets:
             items = {"mnist_c": 5 if args.quick else 20, "mnist_d": 2 if args.quick else 10, "cifar_a": 1}[name]
-            r = result[name] = network(name, items)
+            key = name if bw == 125e6 else f"{name}_10mbps"
+            r = result[key] = network(name, items, bw)
             g = GAZELLE_NETS[name]
-            print(f"{name}: per image offline {r['offline_s']:.3f} s + online {r['online_s']:.3f} s = {r['total_s']:.3f} s "
+            print(f"{key}: per image offline {r['offline_s']:.3f} s + online {r['online_s']:.3f} s = {r['total_s']:.3f} s "
                   f"(GAZELLE, quoted: {g[2]} s → ×{r['vs_gazelle_time']}); {r['offline_mb']:.2f} + {r['online_mb']:.2f} = "
                   f"{r['total_mb']:.2f} MB (GAZELLE {g[5]} MB → ×{r['vs_gazelle_bytes']}); set-up once per session "
                   f"{r['setup_s']:.2f} s, {r['setup_mb']:.1f} MB ({r['rotation_keys']} rotation keys); agreement "

@@ -74,7 +74,9 @@ def compile(  # noqa: A001 - the API name is the contract
     the pre-activations: no model privacy) or ``"two-party"`` (GAZELLE's protocol: BFV linear
     layers in fixed point, ReLU and max-pooling in garbled circuits on additive shares, noise
     flooding; the client learns the output only). Two-party compiles latency mode (one item per
-    query) to a :class:`~heinfer.program.two_party.TwoPartyProgram` that :func:`infer` runs;
+    query) to a :class:`~heinfer.program.two_party.TwoPartyProgram` that :func:`infer` runs
+    (options: ``bandwidth`` in bytes/s, which prices layouts by their ciphertexts on the wire,
+    default 1 Gbit/s; ``bfv``, a BFV parameter dict; ``strategy``);
     throughput mode, squares and saving such programs are **not supported yet**
     (:class:`~heinfer.errors.NotSupportedYetError`).
     """
@@ -151,13 +153,14 @@ def _compile_latency(graph: Graph, calibration, input_bound, security: int, opti
 def _compile_two_party(graph: Graph, calibration, input_bound, security: int, options: dict) -> TwoPartyProgram:
     options = {k: v for k, v in options.items() if k != "measure_costs"}
     bfv = options.pop("bfv", None)
+    bandwidth = float(options.pop("bandwidth", 125e6))
     if security != 128 and bfv is None:
         raise NotSupportedYetError("two-party protocol: only the 128-bit BFV preset is built in; pass bfv={...} for others")
     try:
         opts = LatencyOptions(security=security, **options)
     except TypeError as e:
         raise CompileError(f"unknown two-party option: {e}") from None
-    return compile_two_party(graph, calibration, input_bound, opts, bfv)
+    return compile_two_party(graph, calibration, input_bound, opts, bfv, bandwidth)
 
 
 @dataclass

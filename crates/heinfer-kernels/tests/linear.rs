@@ -217,8 +217,11 @@ fn fused_square_matches_square_then_linear() {
         let got = enc.decode_real(&dec.decrypt(&out[j]).unwrap()).unwrap();
         for s in 0..slots {
             let want: f64 = (0..k).map(|c| x[c][s] * x[c][s] * w[j * k + c] / ws).sum();
+            // inputs at Δ = 2^20 carry a fresh error of std ≈ 1.4e-4 per slot; squared (×2x)
+            // and summed over 20 weighted terms, ≈ 4e-4 per output: the largest of 7 × slots
+            // outputs reached 1.02e-3 in CI, so the bound is 4e-3 (10σ), far below a wrong term
             assert!(
-                (got[s] - want).abs() < 1e-3,
+                (got[s] - want).abs() < 4e-3,
                 "output {j} slot {s}: {} vs {want}",
                 got[s]
             );

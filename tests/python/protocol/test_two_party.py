@@ -136,3 +136,14 @@ def _params_of(prog):
     from heinfer.protocol.two_party import _params
 
     return _params(prog)
+
+
+def test_a_slow_link_chooses_layouts_with_fewer_ciphertexts() -> None:
+    import heinfer
+
+    lan = heinfer.compile(MODELS / "cryptonets_relu.onnx", mode="latency", protocol="two-party", calibration=CAL)
+    slow = heinfer.compile(MODELS / "cryptonets_relu.onnx", mode="latency", protocol="two-party", calibration=CAL, bandwidth=1.25e6)
+    count = lambda prog: sum(s.n_input_cts + s.output.n_cts for s in prog.segments)  # noqa: E731
+    assert count(slow) < count(lan)
+    with pytest.raises(heinfer.CompileError, match="bandwidth"):
+        heinfer.compile(MODELS / "cryptonets_relu.onnx", mode="latency", protocol="two-party", calibration=CAL, bandwidth=0)

@@ -88,11 +88,16 @@ def compile_two_party(
     input_bound: float | None = None,
     options: LatencyOptions = LatencyOptions(),
     bfv: dict | None = None,
+    bandwidth: float = 125e6,
 ) -> TwoPartyProgram:
     """Compiles ``graph`` (a chain of linear layers, ReLUs and max-pools) for the two-party
     protocol. Raises :class:`NotSupportedYetError` for the shapes listed in the module
     documentation and :class:`CompileError` when a layer does not fit the plaintext modulus
-    or its flooding does not fit the ciphertext modulus."""
+    or its flooding does not fit the ciphertext modulus. ``bandwidth`` (bytes/s) prices the
+    ciphertexts of each candidate layout on the wire: the default is GAZELLE's 1 Gbit/s LAN;
+    a slow link favours layouts with fewer ciphertexts over faster compute."""
+    if not bandwidth > 0:
+        raise CompileError(f"bandwidth must be positive bytes per second, got {bandwidth!r}")
     bfv = dict(bfv or DEFAULT_BFV)
     p, log_n = int(bfv["plain_modulus"]), int(bfv["log_n"])
     g = _merge_all_linear(fold_linear(graph))
@@ -112,7 +117,7 @@ def compile_two_party(
     for k, (ops, fl) in enumerate(zip(seg_ops, plan.layers)):
         lin = ops[0]
         quantized = Linear(lin.name, fl.weights.astype(np.float64), fl.bias.astype(np.float64), lin.in_shape, lin.out_shape)
-        gather, steps, placement = _segment_two_party(quantized, slots, costs, options.strategy, _ciphertext_bytes(bfv))
+        gather, steps, placement = _segment_two_party(quantized, slots, costs, options.strategy, _ciphertext_bytes(bfv) / bandwidth)
         t = steps[0].transform
         _check_integral(t, lin.name)
         b = flood_bits_for(noise_bits(t, log_n, p), log_n)
@@ -147,25 +152,20 @@ def compile_two_party(
     )
 
 
-#: The link the layouts are priced for: 1 Gbit/s, GAZELLE's LAN (§7.2).
-BANDWIDTH_BYTES_S = 125e6
-
-
 def _ciphertext_bytes(bfv: dict) -> float:
     """Bytes of one full BFV ciphertext on the wire (two polynomials, bit-packed)."""
     return 2 * (1 << int(bfv["log_n"])) * sum(bfv["log_q"]) / 8
 
 
-def _segment_two_party(op: Linear, slots: int, costs, strategy, ct_bytes: float) -> tuple:
+def _segment_two_party(op: Linear, slots: int, costs, strategy, ct_seconds: float) -> tuple:
     """Latency mode's layout choice (:func:`heinfer.compiler.latency.compile._segment`) with the
-    ciphertexts priced on the wire too: the client's inputs (seed-compressed, half size) and
-    the server's results, at :data:`BANDWIDTH_BYTES_S`. Every ciphertext costs as much as the
-    compute it might save, since both parties wait for it."""
+    ciphertexts priced on the wire too (``ct_seconds`` per full ciphertext): the client's
+    inputs (seed-compressed, half size) and the server's results — both parties wait for them."""
     best = None
     for cand in input_candidates(op, slots, 1, costs, strategy):
         steps, total = _lower([op], cand, slots, costs, strategy)
         n_out = steps[0][0].transform.n_out
-        wire = (len(cand["gather"]) * ct_bytes / 2 + n_out * ct_bytes) / BANDWIDTH_BYTES_S
+        wire = (len(cand["gather"]) / 2 + n_out) * ct_seconds
         score = total + cand["encrypt_s"] + wire
         if best is None or score < best[0]:
             best = (score, cand, steps)
