@@ -5,7 +5,9 @@ Layer: ``heinfer.program`` (pure numpy). A :class:`TwoPartyProgram` is a chain o
 slot layout latency mode chose for it) and :class:`TwoPartyStep` (ReLU, or max-pooling fused
 with ReLU, evaluated in a garbled circuit on additive shares mod ``p``, truncating by the
 fixed-point plan's shift). Values are integers mod ``p`` with ``input_frac`` fractional bits at
-the input and ``output_frac`` at the output (:mod:`heinfer.compiler.fixed_point`).
+the input and ``output_frac`` at the output (:mod:`heinfer.compiler.fixed_point`);
+``input_bound`` (the calibrated maximum times the compiler's head-room, as in latency mode) is
+the largest input the client encrypts: beyond it the plan's integers could wrap mod ``p``.
 
 Each BFV ciphertext holds ``N`` slots in two rows of ``N/2``; programs use row 0 (the
 transforms' ``slots = N/2``) and keep row 1 at zero on the server's side. The public part

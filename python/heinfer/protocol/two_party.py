@@ -31,6 +31,7 @@ import numpy as np
 from heinfer import bfv, ckks
 from heinfer.errors import ProtocolError
 from heinfer.program.two_party import TwoPartyProgram
+from heinfer.protocol.client import check_input
 from heinfer.runtime.bfv_transform import BfvLayer
 from heinfer.twoparty import LayerCircuit, TwoPartyClient, TwoPartyServer
 
@@ -124,9 +125,8 @@ class TwoPartyInferenceClient(Party):
         if len(self._steps) != len(self.prog.steps):
             raise ProtocolError("run the offline phase before a query")
         x = np.asarray(x, dtype=np.float64).reshape(-1)
+        check_input(x, self.prog.input_bound)  # RangeError: the plan's integers would wrap mod p
         v = np.rint(x * 2.0**self.prog.input_frac).astype(np.int64)
-        half = (self.p - 1) // 2
-        v = np.clip(v, -half // 2, half // 2)  # the plan's range; clamping never wraps mod p
         self._k = 0
         return self._encrypt(0, v)
 

@@ -147,3 +147,17 @@ def test_a_slow_link_chooses_layouts_with_fewer_ciphertexts() -> None:
     assert count(slow) < count(lan)
     with pytest.raises(heinfer.CompileError, match="bandwidth"):
         heinfer.compile(MODELS / "cryptonets_relu.onnx", mode="latency", protocol="two-party", calibration=CAL, bandwidth=0)
+
+
+def test_inputs_beyond_the_planned_range_are_refused(compiled) -> None:
+    from heinfer.errors import RangeError
+
+    _, prog = compiled("cryptonets_relu")
+    client = TwoPartyInferenceClient(prog.public())
+    server = TwoPartyInferenceServer(prog, client.keys_message())
+    client.finish_setup(server.setup_reply)
+    client.offline_finish(server.offline(client.offline_request()))
+    with pytest.raises(RangeError, match="beyond the bound"):
+        client.query(DIGITS[0] * 1000)
+    with pytest.raises(RangeError):
+        client.query(np.full(DIGITS[0].shape, np.nan))

@@ -141,7 +141,7 @@ def compile_two_party(
         output_shape=tuple(graph.output_shape),
         input_frac=plan.input_frac,
         output_frac=plan.layers[-1].out_frac,
-        input_bound=float(input_bound),
+        input_bound=float(input_bound) * options.headroom,
         pre=[],
         segments=segments,
         steps=steps_out,
