@@ -38,7 +38,7 @@ from heinfer.errors import CompileError, UnsupportedOperatorError
 __all__ = ["FixedPointLayer", "FixedPointPlan", "plan_fixed_point", "simulate"]
 
 #: Client functions a garbled circuit evaluates between two linear layers.
-CIRCUIT_KINDS = frozenset({"relu", "maxpool"})
+CIRCUIT_KINDS = frozenset({"relu", "maxpool", "sumpool"})
 #: Client functions allowed as the last op: applied by the client to its output in the clear.
 OUTPUT_KINDS = frozenset({"softmax", "sigmoid", "tanh", "relu", "maxpool", "clip", "leaky_relu"})
 
@@ -244,6 +244,11 @@ def simulate(plan: FixedPointPlan, x: np.ndarray, check: bool = True) -> np.ndar
                     "was exceeded"
                 )
         for fn in layer.step:  # exact on integers below 2^53
-            s = np.rint(fn.apply(s.astype(np.float64))).astype(np.int64)
-        v = (s >> layer.shift) % p  # floor division by 2^shift, as the circuit truncates
+            if fn.kind != "sumpool":
+                s = np.rint(fn.apply(s.astype(np.float64))).astype(np.int64)
+        s = s >> layer.shift  # floor division by 2^shift, as the circuit truncates
+        for fn in layer.step:  # a sum-pool after the circuit: each party sums its own shares
+            if fn.kind == "sumpool":
+                s = np.rint(fn.apply(s.astype(np.float64))).astype(np.int64)
+        v = s % p
     return _signed(v, p).astype(np.float64) / 2.0**plan.output_frac

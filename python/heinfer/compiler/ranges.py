@@ -53,6 +53,9 @@ def _function_interval(op: ClientFunction, bound: np.ndarray) -> np.ndarray:
         assert g is not None
         vals = np.where(g >= 0, bound[np.maximum(g, 0)], 0.0)
         return vals.max(axis=1)
+    if kind == "sumpool":
+        assert op.groups is not None
+        return bound[op.groups].sum(axis=1)
     return bound  # relu, leaky_relu (|alpha| ≤ 1 assumed by the bound being |x|)
 
 

@@ -31,6 +31,11 @@ class ClientKind(str, enum.Enum):
     CLIP = "clip"
     SOFTMAX = "softmax"
     MAXPOOL = "maxpool"
+    #: ``out[j] = Σ_k x[groups[j, k]]`` over disjoint windows: an average pool times its window
+    #: size, which the two-party protocol computes on additive shares for free (each party sums
+    #: its own shares; :mod:`heinfer.compiler.latency.two_party` folds the ``1/k`` into the next
+    #: layer's weights).
+    SUMPOOL = "sumpool"
     #: ``x²`` on the client: a square of one branch of a graph while another tensor is live
     #: (the server squares whole vectors only; see :mod:`heinfer.compiler.dag`).
     SQUARE = "square"
@@ -127,7 +132,11 @@ class ClientFunction:
             raise CompileError(
                 f"{where}: groups must be a non-empty 2-D array, got shape {groups.shape}"
             )
-        if kind == "maxpool":
+        if kind == "sumpool":
+            used = groups.ravel()
+            if groups.shape[0] != n_out or used.min() < 0 or used.max() >= n_in or len(np.unique(used)) != len(used):
+                raise CompileError(f"{where}: sumpool groups must be {n_out} disjoint windows of indices in [0, {n_in})")
+        elif kind == "maxpool":
             if groups.shape[0] != n_out:
                 raise CompileError(
                     f"{where}: maxpool groups have {groups.shape[0]} rows, "
@@ -185,6 +194,8 @@ class ClientFunction:
             out = x if lo is None else np.maximum(x, lo)
             return out if hi is None else np.minimum(out, hi)
         assert self.groups is not None
+        if kind == "sumpool":
+            return x[:, self.groups].sum(axis=-1)
         if kind == "maxpool":
             pad = self.groups < 0
             vals = x[:, np.where(pad, 0, self.groups)]

@@ -51,12 +51,15 @@ class TwoPartySegment:
 class TwoPartyStep:
     """A garbled-circuit step between segments ``k`` and ``k+1``: ``kind`` ``"relu"`` (one
     instance per element) or ``"maxpool_relu"`` (instance ``j`` is the max of the ReLUs of
-    elements ``groups[j]``); the result is truncated by ``shift`` bits."""
+    elements ``groups[j]``); the result is truncated by ``shift`` bits. ``pool`` (optional):
+    disjoint windows of instances that both parties then sum on their own shares (an average
+    pool, whose ``1/k`` the next layer's weights carry)."""
 
     kind: str
     shift: int
     in_size: int
     groups: np.ndarray
+    pool: np.ndarray | None = None
 
     @property
     def window(self) -> int:
@@ -64,9 +67,19 @@ class TwoPartyStep:
         return int(self.groups.shape[1])
 
     @property
-    def out_size(self) -> int:
-        """Instances, which are the next segment's input elements."""
+    def instances(self) -> int:
+        """Circuit instances."""
         return int(self.groups.shape[0])
+
+    @property
+    def out_size(self) -> int:
+        """Values passed to the next segment: the instances, or their pooled sums."""
+        return int(self.groups.shape[0] if self.pool is None else self.pool.shape[0])
+
+    def pool_shares(self, shares: np.ndarray, p: int) -> np.ndarray:
+        """A party's shares of the step's outputs (``int64`` in ``[0, p)``), summed over
+        :attr:`pool` when there is one — additive shares of the sums."""
+        return shares if self.pool is None else shares[self.pool].sum(axis=1) % p
 
 
 @dataclass(eq=False)

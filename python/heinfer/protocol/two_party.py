@@ -108,7 +108,7 @@ class TwoPartyInferenceClient(Party):
         """One OT-extension request per garbled-circuit step of the next query."""
         out, self._steps = [], []
         for k, st in enumerate(self.prog.steps):
-            step, msg = self._gc.offline(_circuit(self.prog, k), st.out_size)
+            step, msg = self._gc.offline(_circuit(self.prog, k), st.instances)
             self._steps.append(step)
             out.append(msg)
         return out
@@ -153,7 +153,7 @@ class TwoPartyInferenceClient(Party):
         """Evaluates step ``k`` with the server's labels; encrypts the new share for layer ``k+1``."""
         if k != self._k:
             raise ProtocolError(f"unexpected labels of step {k}")
-        z = self._steps[k].finish(labels).astype(np.int64)
+        z = self.prog.steps[k].pool_shares(self._steps[k].finish(labels).astype(np.int64), self.p)
         self._k = k + 1
         return self._encrypt(k + 1, z)
 
@@ -194,7 +194,7 @@ class TwoPartyInferenceServer(Party):
             raise ProtocolError(f"offline: expected {len(self.prog.steps)} requests, got {len(msgs)}")
         out, self._steps = [], []
         for k, (st, m) in enumerate(zip(self.prog.steps, msgs)):
-            step, reply = self._gc.offline(_circuit(self.prog, k), st.out_size, m)
+            step, reply = self._gc.offline(_circuit(self.prog, k), st.instances, m)
             self._steps.append(step)
             out.append(reply)
         return out
@@ -207,7 +207,7 @@ class TwoPartyInferenceServer(Party):
         seg = self.prog.segments[k]
         cts = self._load(msgs, seg.n_input_cts, f"layer {k} input")
         if k > 0:  # add the server's share of the input: Enc(z) + (−m) = Enc(y)
-            share = self._steps[k - 1].output_shares().astype(np.int64)
+            share = self.prog.steps[k - 1].pool_shares(self._steps[k - 1].output_shares().astype(np.int64), self.p)
             cts = [self._ev.add_plain(c, self._enc.encode(r)) for c, r in zip(cts, _place(seg.gather, share, self.n))]
         out = self.layers[k].run(self._ev, cts, self._galois)
         masks = _uniform((len(out), self.n), self.p)

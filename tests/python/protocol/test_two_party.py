@@ -13,7 +13,7 @@ from compiler import onnx_models as om
 
 from heinfer.compiler.fixed_point import plan_fixed_point, simulate
 from heinfer.compiler.fuse import fold_linear
-from heinfer.compiler.latency.two_party import compile_two_party
+from heinfer.compiler.latency.two_party import _merge_all_linear, _pools_on_shares, compile_two_party
 from heinfer.compiler.onnx_import import load_onnx
 from heinfer.compiler.ranges import calibrated_bounds
 from heinfer.errors import NotSupportedYetError, ProtocolError, SerializationError, UnsupportedOperatorError
@@ -37,10 +37,11 @@ def compiled():
     return get
 
 
-def _plain_fixed_point(model: bytes, x: np.ndarray) -> np.ndarray:
-    g = fold_linear(load_onnx(model))
-    _, _, bounds = calibrated_bounds(g, CAL, None, 4.0)
-    return simulate(plan_fixed_point(g, bounds, 1_032_193, CAL), x)
+def _plain_fixed_point(model: bytes, x: np.ndarray, cal: np.ndarray = CAL) -> np.ndarray:
+    """The compiler's fixed-point plan run in the clear (the same graph rewrites)."""
+    g = _merge_all_linear(fold_linear(_pools_on_shares(load_onnx(model))))
+    _, _, bounds = calibrated_bounds(g, cal, None, 4.0)
+    return simulate(plan_fixed_point(g, bounds, 1_032_193, cal), x)
 
 
 @pytest.mark.parametrize("name", ["cryptonets_relu", "mnist_d"])
@@ -161,3 +162,31 @@ def test_inputs_beyond_the_planned_range_are_refused(compiled) -> None:
         client.query(DIGITS[0] * 1000)
     with pytest.raises(RangeError):
         client.query(np.full(DIGITS[0].shape, np.nan))
+
+
+def _conv_relu_avgpool_net() -> bytes:
+    """Conv 3×3 → ReLU → AveragePool 2×2 → Conv 3×3 → ReLU → Gemm (MiniONN CIFAR's shape)."""
+    b = om.ModelBuilder((2, 8, 8), seed=3)
+    b.node("Conv", [b.x, b.weight(4, 2, 3, 3), b.weight(4)], pads=[1, 1, 1, 1])
+    b.node("Relu", [b.last])
+    b.node("AveragePool", [b.last], kernel_shape=[2, 2], strides=[2, 2])
+    b.node("Conv", [b.last, b.weight(4, 4, 3, 3), b.weight(4)], pads=[1, 1, 1, 1])
+    b.node("Relu", [b.last])
+    b.node("Flatten", [b.last], axis=1)
+    b.node("Gemm", [b.last, b.weight(5, 64), b.weight(5)], transB=1)
+    return b.build()
+
+
+def test_average_pools_run_on_the_shares() -> None:
+    """An average pool after a ReLU is summed by each party on its own shares (no BFV layer of
+    its own, no circuit): the result still equals the fixed-point plan bit for bit."""
+    model = _conv_relu_avgpool_net()
+    cal = om.random_input((2, 8, 8), 64, seed=5)
+    prog = compile_two_party(load_onnx(model), calibration=cal)
+    assert len(prog.segments) == 3 and prog.steps[0].pool is not None
+    assert prog.steps[0].pool.shape == (64, 4) and prog.steps[0].instances == 256
+    x = om.random_input((2, 8, 8), 2, seed=6)
+    out, _ = run_in_process(prog, x)
+    np.testing.assert_array_equal(out, _plain_fixed_point(model, x, cal))
+    want = om.run_onnxruntime(model, x.astype(np.float32))
+    assert np.abs(out - want).max() / np.abs(want).max() < 0.05
