@@ -188,7 +188,7 @@ def main() -> None:
         heinfer.set_num_threads(2)
         nets = [("mnist_c", 125e6), ("mnist_c", 1.25e6), ("mnist_d", 125e6)] + ([] if args.quick else [("cifar_a", 125e6)])
         for name, bw in nets:
-            items = {"mnist_c": 5 if args.quick else 20, "mnist_d": 2 if args.quick else 10, "cifar_a": 1}[name]
+            items = {"mnist_c": 5 if args.quick else 20, "mnist_d": 2 if args.quick else 10, "cifar_a": 3}[name]
             key = name if bw == 125e6 else f"{name}_10mbps"
             r = result[key] = network(name, items, bw)
             g = GAZELLE_NETS[name]
