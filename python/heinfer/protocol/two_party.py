@@ -32,7 +32,7 @@ from heinfer import bfv, ckks
 from heinfer.errors import ProtocolError
 from heinfer.program.two_party import TwoPartyProgram
 from heinfer.protocol.client import check_input
-from heinfer.runtime.bfv_transform import BfvLayer
+from heinfer.runtime.bfv_transform import BfvLayer, prepare_layers
 from heinfer.twoparty import LayerCircuit, TwoPartyClient, TwoPartyServer
 
 __all__ = ["Party", "TwoPartyInferenceClient", "TwoPartyInferenceServer", "run_in_process"]
@@ -184,7 +184,7 @@ class TwoPartyInferenceServer(Party):
         self._ev = bfv.Evaluator(self.params)
         self._enc = bfv.BatchEncoder(self.params)
         self._rr = bfv.Rerandomizer(self.params, pk)
-        self.layers = layers or [BfvLayer(self.params, t) for t in prog.layers or []]
+        self.layers = layers or prepare_layers(self.params, prog.layers or [])
         self._gc, self.setup_reply = TwoPartyServer.start(keys["ot"])
         self._steps: list = []
 

@@ -15,8 +15,9 @@ from heinfer import bfv
 from heinfer.ckks.objects import Ciphertext, GaloisKeys
 from heinfer.errors import ProtocolError
 from heinfer.program.transform import Transform
+from heinfer.runtime.executor import MEMORY_SHARE, available_memory
 
-__all__ = ["BfvLayer", "row0"]
+__all__ = ["BfvLayer", "multiplier_bytes", "prepare_layers", "row0"]
 
 
 def row0(values: np.ndarray, n: int) -> np.ndarray:
@@ -26,26 +27,25 @@ def row0(values: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-#: Largest size of one layer's encoded diagonals kept in memory; above it they are encoded
-#: group by group during each query (streaming: one group's multipliers at a time).
-MAX_KEPT_BYTES = 1 << 30
+def multiplier_bytes(params: bfv.BfvParameters, t: Transform) -> int:
+    """Bytes of a transform's encoded diagonals (``N·k·8`` each for ``k`` ciphertext primes)."""
+    return len(t.vectors) * params.n * len(params.rlwe.q) * 8
 
 
 class BfvLayer:
-    """One transform with its diagonals encoded as BFV multipliers (server side): kept when
-    they fit :data:`MAX_KEPT_BYTES` (``N·k·8`` bytes each for ``k`` ciphertext primes),
-    otherwise encoded just before each use (``lazy``)."""
+    """One transform with its diagonals encoded as BFV multipliers (server side), or, when
+    ``lazy``, encoded group by group just before each use (streaming)."""
 
-    def __init__(self, params: bfv.BfvParameters, t: Transform, max_kept_bytes: int = MAX_KEPT_BYTES) -> None:
+    def __init__(self, params: bfv.BfvParameters, t: Transform, lazy: bool = False) -> None:
         if t.slots != params.n // 2:
             raise ProtocolError(f"transform has {t.slots} slots, BFV rows have {params.n // 2}")
         self.t = t
         self.params = params
         self._enc = bfv.BatchEncoder(params)
         n = params.n
-        self.plaintext_bytes = len(t.vectors) * n * len(params.rlwe.q) * 8
-        self.lazy = self.plaintext_bytes > max_kept_bytes
-        self.mults = None if self.lazy else [self._multiplier(i) for i in range(len(t.vectors))]
+        self.plaintext_bytes = multiplier_bytes(params, t)
+        self.lazy = lazy
+        self.mults = None if lazy else [self._multiplier(i) for i in range(len(t.vectors))]
         self.bias = None if t.bias is None else [self._enc.encode(row0(np.rint(b).astype(np.int64), n)) for b in t.bias]
 
     def _multiplier(self, i: int) -> bfv.Multiplier:
@@ -77,3 +77,19 @@ class BfvLayer:
                 y = ev.add_plain(y, self.bias[o])
             result.append(y)
         return result
+
+
+def prepare_layers(params: bfv.BfvParameters, transforms: list[Transform], max_memory: int | None = None) -> list[BfvLayer]:
+    """The layers of a program, the largest ones lazy until the diagonals kept fit
+    ``max_memory`` (default: the executor's share of the memory available now, as for CKKS)."""
+    if max_memory is None:
+        avail = available_memory()
+        max_memory = None if avail is None else int(MEMORY_SHARE * avail)
+    need = [multiplier_bytes(params, t) for t in transforms]
+    kept, lazy = sum(need), set()
+    for k in sorted(range(len(need)), key=need.__getitem__, reverse=True):
+        if max_memory is None or kept <= max_memory:
+            break
+        lazy.add(k)
+        kept -= need[k]
+    return [BfvLayer(params, t, lazy=k in lazy) for k, t in enumerate(transforms)]

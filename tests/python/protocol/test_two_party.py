@@ -123,12 +123,15 @@ def test_public_api_compiles_and_runs_two_party() -> None:
 def test_streamed_diagonals_give_the_same_result(compiled) -> None:
     """A layer whose encoded diagonals exceed the memory budget encodes them group by group
     during the query: same exact result."""
-    from heinfer.runtime.bfv_transform import BfvLayer
-
     model, prog = compiled("cryptonets_relu")
     client = TwoPartyInferenceClient(prog.public())
-    lazy = TwoPartyInferenceServer(prog, client.keys_message(), [BfvLayer(_params_of(prog), t, max_kept_bytes=0) for t in prog.layers])
-    assert all(layer.lazy for layer in lazy.layers)
+    from heinfer.runtime.bfv_transform import prepare_layers
+
+    layers = prepare_layers(_params_of(prog), prog.layers, max_memory=0)
+    assert all(layer.lazy for layer in layers)
+    some = prepare_layers(_params_of(prog), prog.layers, max_memory=max(x.plaintext_bytes for x in layers) - 1)
+    assert [x.lazy for x in some].count(True) == 1  # only the largest streams
+    lazy = TwoPartyInferenceServer(prog, client.keys_message(), layers)
     out, _ = run_in_process(prog, DIGITS[:2], server=lazy)
     np.testing.assert_array_equal(out, _plain_fixed_point(model, DIGITS[:2]))
 
