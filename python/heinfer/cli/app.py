@@ -104,8 +104,8 @@ def cli() -> None:
     default="client-aided",
     show_default=True,
     help="How ReLU/max-pooling run: client-aided (the client sees pre-activations: no model "
-    "privacy) or two-party (GAZELLE; compiles in latency mode, but saving the program is not "
-    "supported yet: run it in process with heinfer.infer).",
+    "privacy) or two-party (GAZELLE; latency mode; serving it is not supported yet: run it in "
+    "process with heinfer.infer).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def compile_cmd(
@@ -151,6 +151,9 @@ def compile_cmd(
     public = program.public().to_bytes()
     write_atomic(output, data)
     write_atomic(public_path, public)
+    if protocol == "two-party":
+        _two_party_summary(program, output, public_path, data, public, seconds, as_json)
+        return
     p = program.params
     summary = {
         "output": output,
@@ -186,6 +189,37 @@ def compile_cmd(
     )
 
 
+def _two_party_summary(program: Any, output: str, public_path: str, data: bytes, public: bytes, seconds: float, as_json: bool) -> None:
+    """What ``heinfer compile --protocol two-party`` wrote."""
+    b = program.bfv
+    summary = {
+        "output": output,
+        "public_output": public_path,
+        "program_id": program.id,
+        "bytes": len(data),
+        "public_bytes": len(public),
+        "seconds": seconds,
+        "mode": program.mode,
+        "protocol": "two-party",
+        "bfv": dict(b),
+        "segments": len(program.segments),
+        "garbled_circuit_steps": len(program.steps),
+        "rotation_keys": len(program.rotation_steps),
+    }
+    if as_json:
+        click.echo(to_json(summary))
+        return
+    click.echo(
+        f"wrote {output} ({len(data) / 1e3:.1f} kB, the server's: weights) and {public_path} "
+        f"({len(public) / 1e3:.1f} kB, the clients': no weights) in {seconds:.2f} s\n"
+        f"  two-party protocol (GAZELLE), latency mode; program id {program.id[:16]}…\n"
+        f"  BFV N = 2^{b['log_n']}, q = {b['log_q']} bits, P = {b['log_p']}, p = {b['plain_modulus']}, "
+        f"{b['security']}-bit security; {len(program.segments)} linear layer(s), {len(program.steps)} "
+        f"garbled-circuit step(s), {len(program.rotation_steps)} rotation keys\n"
+        "  serving it (heinfer serve / predict) is not supported yet: run it in process with heinfer.infer"
+    )
+
+
 @cli.command("inspect")
 @click.argument("program", type=click.Path(dir_okay=False))
 @click.option(
@@ -199,6 +233,19 @@ def inspect_cmd(program: str, ray_workers: int | None, as_json: bool) -> None:
     from heinfer.cli.describe import describe, render
 
     prog = load_program(program)
+    from heinfer.program.two_party import TwoPartyProgram
+
+    if isinstance(prog, TwoPartyProgram):
+        desc2 = {
+            "program_id": prog.id, "protocol": "two-party", "mode": prog.mode, "has_weights": not prog.is_public,
+            "bfv": dict(prog.bfv), "input_shape": list(prog.input_shape), "output_shape": list(prog.output_shape),
+            "input_frac": prog.input_frac, "output_frac": prog.output_frac,
+            "layers": [{"in": s.in_size, "out": s.out_size, "input_cts": s.n_input_cts, "output_cts": s.output.n_cts, "flood_bits": s.flood_bits} for s in prog.segments],
+            "steps": [{"kind": st.kind, "instances": st.instances, "shift": st.shift, "pooled": st.pool is not None} for st in prog.steps],
+            "rotation_keys": len(prog.rotation_steps),
+        }
+        click.echo(to_json(desc2) if as_json else "\n".join(f"{k}: {v}" for k, v in desc2.items()))
+        return
     desc = describe(prog, size_bytes=os.path.getsize(program), ray_workers=ray_workers)
     if as_json:
         click.echo(to_json(desc))

@@ -99,9 +99,21 @@ def load_program(path: str) -> PublicProgram:
     return load(_read(path, "program"))
 
 
+def _refuse_two_party(prog: object, path: str) -> None:
+    from heinfer.program.two_party import TwoPartyProgram
+
+    if isinstance(prog, TwoPartyProgram):
+        raise NotSupportedYetError(
+            f"{path!r} is a two-party program: serving the two-party protocol over gRPC is not "
+            "supported yet; run it in process with heinfer.infer"
+        )
+
+
 def load_server_program(path: str) -> Program:
-    """The server's program at ``path``; a public program (no weights) is refused."""
+    """The server's program at ``path``; a public program (no weights) is refused, and so is a
+    two-party program (not served yet)."""
     prog = load_program(path)
+    _refuse_two_party(prog, path)
     if not isinstance(prog, Program):
         raise CliError(
             f"{path!r} is a public program (no weights): heinfer serve needs the server's "
@@ -114,6 +126,7 @@ def load_client_program(path: str) -> PublicProgram:
     """The public program at ``path`` for a client. Given the server's program (with the
     weights) it prints a warning on stderr and keeps only the public part."""
     prog = load_program(path)
+    _refuse_two_party(prog, path)
     if isinstance(prog, Program):
         click.echo(
             f"warning: {path!r} holds the model's weights (a server program); a client needs "

@@ -1,7 +1,7 @@
 """The versioned byte format of programs (format 3; format 3 added ``keep`` to client functions), canonical so that it can be hashed.
 
 Layer: ``heinfer.program``. A file is ``b"HEPROG\\r\\n"``, a ``u16`` version (3), a ``u8``
-kind (0 public, 1 full), a ``u64`` length of the body, then the body compressed with zlib.
+kind (0 public, 1 full, 2 two-party public, 3 two-party full), a ``u64`` length of the body, then the body compressed with zlib.
 The body is one *section* for a public program and two for a full one (public, then
 weights). A section is ``u32`` length + JSON manifest (UTF-8, sorted keys, no spaces) and a
 ``u32`` count of arrays, each ``u16`` name length + name, ``u8`` dtype code, ``u8`` rank,
@@ -27,6 +27,13 @@ import numpy as np
 from heinfer.errors import CompileError, SerializationError
 from heinfer.program.codec import public_from_json, public_to_json, weights_from_json, weights_to_json
 from heinfer.program.model import Program, PublicProgram
+from heinfer.program.two_party import TwoPartyProgram
+from heinfer.program.two_party_codec import (
+    two_party_public_from_json,
+    two_party_public_to_json,
+    two_party_weights_from_json,
+    two_party_weights_to_json,
+)
 
 __all__ = ["dump", "load", "program_id", "FORMAT_VERSION", "MAX_PROGRAM_BYTES"]
 
@@ -53,13 +60,21 @@ def _section(manifest: dict, arrays: dict[str, np.ndarray]) -> bytes:
     return b"".join(parts)
 
 
-def program_id(program: PublicProgram) -> str:
+def program_id(program: PublicProgram | TwoPartyProgram) -> str:
     """SHA-256 (hex) of the canonical public section of ``program``."""
+    if isinstance(program, TwoPartyProgram):
+        return hashlib.sha256(_section(*two_party_public_to_json(program.public()))).hexdigest()
     return hashlib.sha256(_section(*public_to_json(program.public()))).hexdigest()
 
 
-def dump(program: PublicProgram) -> bytes:
-    """The program (either kind) as bytes."""
+def dump(program: PublicProgram | TwoPartyProgram) -> bytes:
+    """The program as bytes: kind 0 public, 1 full, 2 two-party public, 3 two-party full."""
+    if isinstance(program, TwoPartyProgram):
+        body = _section(*two_party_public_to_json(program.public()))
+        full = not program.is_public
+        if full:
+            body += _section(*two_party_weights_to_json(program))
+        return _HEAD.pack(MAGIC, FORMAT_VERSION, 2 + int(full), len(body)) + zlib.compress(body, 6)
     body = _section(*public_to_json(program.public()))
     full = isinstance(program, Program)
     if full:
@@ -67,8 +82,9 @@ def dump(program: PublicProgram) -> bytes:
     return _HEAD.pack(MAGIC, FORMAT_VERSION, int(full), len(body)) + zlib.compress(body, 6)
 
 
-def load(data: bytes, max_bytes: int = MAX_PROGRAM_BYTES) -> PublicProgram:
-    """Validates and decodes a program: a :class:`Program` or a :class:`PublicProgram`."""
+def load(data: bytes, max_bytes: int = MAX_PROGRAM_BYTES) -> PublicProgram | TwoPartyProgram:
+    """Validates and decodes a program: a :class:`Program`, a :class:`PublicProgram` or a
+    :class:`~heinfer.program.two_party.TwoPartyProgram` (full or public)."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise SerializationError(f"a program is bytes, got {type(data).__name__}")
     data = bytes(data)
@@ -81,7 +97,7 @@ def load(data: bytes, max_bytes: int = MAX_PROGRAM_BYTES) -> PublicProgram:
     _, version, kind, raw_len = _HEAD.unpack_from(data)
     if version != FORMAT_VERSION:
         raise SerializationError(f"cannot read program: format version {version}, this build reads {FORMAT_VERSION}; recompile the model")
-    if kind not in (0, 1):
+    if kind not in (0, 1, 2, 3):
         raise SerializationError(f"cannot read program: unknown kind {kind}")
     if raw_len > min(max_bytes * 16, MAX_PROGRAM_BYTES):
         raise SerializationError(f"cannot read program: it inflates to {raw_len} bytes, over the limit")
@@ -94,7 +110,13 @@ def load(data: bytes, max_bytes: int = MAX_PROGRAM_BYTES) -> PublicProgram:
         raise SerializationError(f"cannot read program: corrupted body ({e})") from None
     try:
         pub_m, pub_a, off = _read_section(body, 0)
-        program = public_from_json(pub_m, _Tracked(pub_a))
+        if kind >= 2:
+            program = two_party_public_from_json(pub_m, _Tracked(pub_a))
+            if kind == 3:
+                w_m, w_a, off = _read_section(body, off)
+                program = two_party_weights_from_json(program, w_m, _Tracked(w_a))
+        else:
+            program = public_from_json(pub_m, _Tracked(pub_a))
         if kind == 1:
             w_m, w_a, off = _read_section(body, off)
             program = weights_from_json(program, w_m, _Tracked(w_a))

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from heinfer.errors import NotSupportedYetError
 from heinfer.program.functions import ClientFunction
 from heinfer.program.placement import Placement
 from heinfer.program.transform import Transform
@@ -118,13 +117,17 @@ class TwoPartyProgram:
         return self.layers is None
 
     def to_bytes(self) -> bytes:
-        """Not supported yet: two-party programs live in memory (compile and run them in one
-        process with :func:`heinfer.infer`); there is no file format or service for them."""
-        raise NotSupportedYetError(
-            "saving a two-party program is not supported yet (no file format, no gRPC service for "
-            "the protocol): compile and run it in one process with heinfer.compile(..., "
-            'protocol="two-party") and heinfer.infer'
-        )
+        """The program in heinfer's program format (kind 3 with the transforms, 2 without)."""
+        from heinfer.program.format import dump
+
+        return dump(self)
+
+    @property
+    def id(self) -> str:
+        """SHA-256 (hex) of the canonical public part: both parties check it."""
+        from heinfer.program.format import program_id
+
+        return program_id(self)
 
     def public(self) -> TwoPartyProgram:
         """The client's part: everything but the transforms."""

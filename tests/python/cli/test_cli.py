@@ -120,7 +120,7 @@ def test_compile_options_reach_the_compiler(files: dict) -> None:
     assert heinfer.load_program(out.read_bytes()).batch_capacity == 1024
 
 
-def test_compile_two_party_is_refused_as_not_supported_yet(files: dict) -> None:
+def test_compile_two_party_writes_programs_that_are_not_served_yet(files: dict) -> None:
     out = files["dir"] / "tp.hep"
     r = invoke("compile", os.path.join(MODELS, "cryptonets_relu.onnx"), "-o", str(out),
                "--input-bound", "1", "--protocol", "two-party")
@@ -129,9 +129,16 @@ def test_compile_two_party_is_refused_as_not_supported_yet(files: dict) -> None:
     assert not out.exists()
     r = invoke("compile", os.path.join(MODELS, "cryptonets_relu.onnx"), "-o", str(out), "--mode", "latency",
                "--input-bound", "16", "--protocol", "two-party")
-    assert r.exit_code != 0
-    assert "saving a two-party program is not supported yet" in r.output and "heinfer.infer" in r.output
-    assert not out.exists()
+    assert r.exit_code == 0, r.output
+    assert "two-party protocol" in r.output and "not supported yet" in r.output
+    prog = heinfer.load_program(out.read_bytes())
+    assert prog.protocol == "two-party" and not prog.is_public
+    public = heinfer.load_program((files["dir"] / "tp.public.hep").read_bytes())
+    assert public.is_public and public.id == prog.id
+    r = invoke("inspect", str(out), "--json")
+    assert r.exit_code == 0 and '"protocol": "two-party"' in r.output
+    r = invoke("serve", str(out), "--port", "0")
+    assert r.exit_code != 0 and "two-party" in r.output and "not supported yet" in r.output
 
 
 def test_compile_and_inspect_latency_mode(files: dict) -> None:

@@ -1,0 +1,156 @@
+"""Two-party programs to and from (manifest, arrays) sections (program kinds 2 and 3).
+
+Layer: ``heinfer.program``. The public section holds the BFV parameters, shapes, fixed-point
+fractions, layouts (gather maps, output placements), circuit steps (kind, shift, windows,
+pools), flooding exponents, trailing client functions and rotation steps; the weights section
+the transforms. Every field is type-checked, every index array range-checked against the sizes
+it indexes, before a program is built.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from heinfer.errors import SerializationError
+from heinfer.program.codec import _arr, _f, _fn, _fn_to_json, _i
+from heinfer.program.placement import Placement
+from heinfer.program.transform import Transform
+from heinfer.program.two_party import TwoPartyProgram, TwoPartySegment, TwoPartyStep
+
+__all__ = ["two_party_public_to_json", "two_party_public_from_json", "two_party_weights_to_json", "two_party_weights_from_json"]
+
+_BFV_KEYS = ("log_n", "log_q", "log_p", "plain_modulus", "security")
+_STEP_KINDS = ("relu", "maxpool_relu")
+
+
+def two_party_public_to_json(p: TwoPartyProgram) -> tuple[dict, dict]:
+    """The public section's manifest and arrays."""
+    arrays: dict[str, np.ndarray] = {}
+    segs = []
+    for i, s in enumerate(p.segments):
+        arrays[f"seg{i}.gather"] = np.asarray(s.gather, dtype=np.int64)
+        arrays[f"seg{i}.out_ct"] = s.output.ct
+        arrays[f"seg{i}.out_slot"] = s.output.slot
+        segs.append({"in_size": s.in_size, "out_size": s.out_size, "flood_bits": s.flood_bits, "out_cts": s.output.n_cts, "slots": s.output.slots})
+    steps = []
+    for i, st in enumerate(p.steps):
+        arrays[f"step{i}.groups"] = np.asarray(st.groups, dtype=np.int64)
+        if st.pool is not None:
+            arrays[f"step{i}.pool"] = np.asarray(st.pool, dtype=np.int64)
+        steps.append({"kind": st.kind, "shift": st.shift, "in_size": st.in_size, "pool": st.pool is not None})
+    manifest = {
+        "protocol": "two-party",
+        "bfv": {k: p.bfv[k] for k in _BFV_KEYS},
+        "input_name": p.input_name,
+        "input_shape": list(p.input_shape),
+        "output_name": p.output_name,
+        "output_shape": list(p.output_shape),
+        "input_frac": p.input_frac,
+        "output_frac": p.output_frac,
+        "input_bound": p.input_bound,
+        "segments": segs,
+        "steps": steps,
+        "post": [_fn_to_json(f, arrays, f"post{i}.groups") for i, f in enumerate(p.post)],
+        "rotation_steps": list(p.rotation_steps),
+    }
+    return manifest, arrays
+
+
+def _index(a: np.ndarray, lo: int, hi: int, what: str) -> np.ndarray:
+    if a.size and (a.min() < lo or a.max() >= hi):
+        raise SerializationError(f"cannot read program: {what} indexes outside [{lo}, {hi})")
+    return a
+
+
+def two_party_public_from_json(m: dict, arrays) -> TwoPartyProgram:
+    """Decodes and checks the public section."""
+    if m["protocol"] != "two-party":
+        raise SerializationError("cannot read program: not a two-party program")
+    b = m["bfv"]
+    bfv = {"log_n": _i(b["log_n"]), "log_q": [_i(x) for x in b["log_q"]], "log_p": [_i(x) for x in b["log_p"]],
+           "plain_modulus": _i(b["plain_modulus"]), "security": _i(b["security"])}
+    if not 10 <= bfv["log_n"] <= 16:
+        raise SerializationError(f"cannot read program: log_n = {bfv['log_n']}")
+    n_slots = 1 << (bfv["log_n"] - 1)
+    segments = []
+    for i, s in enumerate(m["segments"]):
+        in_size, out_size, slots = _i(s["in_size"]), _i(s["out_size"]), _i(s["slots"])
+        if slots != n_slots:
+            raise SerializationError(f"cannot read program: segment {i} has {slots} slots, the ring {n_slots}")
+        gather = _index(_arr(arrays, f"seg{i}.gather", np.int64), -1, in_size, f"segment {i}'s gather map")
+        if gather.ndim != 2 or gather.shape[1] != n_slots:
+            raise SerializationError(f"cannot read program: segment {i}'s gather map has shape {gather.shape}")
+        out = Placement(_i(s["out_cts"]), slots, _arr(arrays, f"seg{i}.out_ct", np.int64), _arr(arrays, f"seg{i}.out_slot", np.int64))
+        if out.size != out_size:
+            raise SerializationError(f"cannot read program: segment {i} places {out.size} outputs, declares {out_size}")
+        segments.append(TwoPartySegment(gather, in_size, out_size, out, _i(s["flood_bits"])))
+    steps = []
+    for i, st in enumerate(m["steps"]):
+        kind = str(st["kind"])
+        if kind not in _STEP_KINDS or i + 1 >= len(segments):
+            raise SerializationError(f"cannot read program: step {i} of kind {kind!r}")
+        in_size = _i(st["in_size"])
+        if in_size != segments[i].out_size:
+            raise SerializationError(f"cannot read program: step {i} takes {in_size} values, segment {i} yields {segments[i].out_size}")
+        groups = _index(_arr(arrays, f"step{i}.groups", np.int64), 0, in_size, f"step {i}'s windows")
+        pool = _arr(arrays, f"step{i}.pool", np.int64) if st["pool"] is True else None
+        if groups.ndim != 2 or (pool is not None and pool.ndim != 2):
+            raise SerializationError(f"cannot read program: step {i}'s windows are not 2-D")
+        if pool is not None:
+            _index(pool, 0, groups.shape[0], f"step {i}'s pool")
+        step = TwoPartyStep(kind, _i(st["shift"]), in_size, groups, pool)
+        if step.out_size != segments[i + 1].in_size:
+            raise SerializationError(f"cannot read program: step {i} yields {step.out_size} values, segment {i + 1} takes {segments[i + 1].in_size}")
+        steps.append(step)
+    if len(steps) != len(segments) - 1:
+        raise SerializationError(f"cannot read program: {len(steps)} steps between {len(segments)} segments")
+    return TwoPartyProgram(
+        bfv=bfv,
+        input_name=str(m["input_name"]),
+        input_shape=tuple(_i(d) for d in m["input_shape"]),
+        output_name=str(m["output_name"]),
+        output_shape=tuple(_i(d) for d in m["output_shape"]),
+        input_frac=_i(m["input_frac"]),
+        output_frac=_i(m["output_frac"]),
+        input_bound=_f(m["input_bound"]),
+        pre=[],
+        segments=segments,
+        steps=steps,
+        post=[_fn(f, arrays) for f in m["post"]],
+        rotation_steps=[_i(s) for s in m["rotation_steps"]],
+    )
+
+
+def two_party_weights_to_json(p: TwoPartyProgram) -> tuple[dict, dict]:
+    """The weights section: one transform per segment."""
+    assert p.layers is not None
+    arrays: dict[str, np.ndarray] = {}
+    layers = []
+    for i, t in enumerate(p.layers):
+        arrays[f"layer{i}.terms"] = np.asarray(t.terms, dtype=np.int64)
+        arrays[f"layer{i}.vectors"] = np.asarray(t.vectors, dtype=np.float64)
+        if t.bias is not None:
+            arrays[f"layer{i}.bias"] = np.asarray(t.bias, dtype=np.float64)
+        layers.append({"n_in": t.n_in, "n_out": t.n_out, "slots": t.slots, "fold": list(t.fold), "replicate": list(t.replicate), "bias": t.bias is not None})
+    return {"layers": layers}, arrays
+
+
+def two_party_weights_from_json(public: TwoPartyProgram, m: dict, arrays) -> TwoPartyProgram:
+    """The full program: ``public`` with the transforms decoded and checked against its layouts."""
+    layers = []
+    for i, lj in enumerate(m["layers"]):
+        t = Transform(
+            _i(lj["n_in"]), _i(lj["n_out"]), _i(lj["slots"]),
+            _arr(arrays, f"layer{i}.terms", np.int64), _arr(arrays, f"layer{i}.vectors", np.float64),
+            _arr(arrays, f"layer{i}.bias", np.float64) if lj["bias"] is True else None,
+            tuple(_i(s) for s in lj["fold"]), tuple(_i(s) for s in lj["replicate"]),
+        )
+        if not np.array_equal(t.vectors, np.rint(t.vectors)) or (t.bias is not None and not np.array_equal(t.bias, np.rint(t.bias))):
+            raise SerializationError(f"cannot read program: layer {i}'s weights are not integers")
+        layers.append(t)
+    if len(layers) != len(public.segments) or any(
+        t.n_in != s.n_input_cts or t.n_out != s.output.n_cts for t, s in zip(layers, public.segments)
+    ):
+        raise SerializationError("cannot read program: the transforms do not match the segments' layouts")
+    public.layers = layers
+    return public

@@ -1,0 +1,75 @@
+"""Two-party programs in the program format (kinds 2 and 3): round trips, the public part
+without weights, and hostile bytes refused with a SerializationError that names the problem."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import heinfer
+from heinfer.errors import SerializationError
+from heinfer.program.format import _HEAD, FORMAT_VERSION, MAGIC, _section
+from heinfer.program.two_party_codec import two_party_public_to_json, two_party_weights_to_json
+
+MODELS = Path(__file__).resolve().parents[3] / "models"
+
+
+@pytest.fixture(scope="module")
+def prog():
+    cal = np.load(MODELS / "digits_test.npz")["x"][100:164]
+    return heinfer.compile(MODELS / "mnist_d.onnx", mode="latency", protocol="two-party", calibration=cal)
+
+
+def _pack(kind: int, *sections: tuple[dict, dict]) -> bytes:
+    body = b"".join(_section(m, a) for m, a in sections)
+    return _HEAD.pack(MAGIC, FORMAT_VERSION, kind, len(body)) + zlib.compress(body, 6)
+
+
+def test_round_trip_keeps_every_field(prog) -> None:
+    back = heinfer.load_program(prog.to_bytes())
+    assert back.id == prog.id and back.bfv == prog.bfv and back.rotation_steps == prog.rotation_steps
+    assert (back.input_frac, back.output_frac, back.input_bound) == (prog.input_frac, prog.output_frac, prog.input_bound)
+    for a, b in zip(back.segments, prog.segments):
+        assert np.array_equal(a.gather, b.gather) and a.flood_bits == b.flood_bits
+        assert np.array_equal(a.output.ct, b.output.ct) and np.array_equal(a.output.slot, b.output.slot)
+    for a, b in zip(back.steps, prog.steps):
+        assert (a.kind, a.shift) == (b.kind, b.shift) and np.array_equal(a.groups, b.groups)
+    for a, b in zip(back.layers, prog.layers):
+        assert np.array_equal(a.vectors, b.vectors) and np.array_equal(a.terms, b.terms)
+    assert heinfer.load_program(prog.to_bytes()).to_bytes() == prog.to_bytes()  # canonical
+
+
+def test_the_public_part_has_no_weights(prog) -> None:
+    data = prog.public().to_bytes()
+    pub = heinfer.load_program(data)
+    assert pub.is_public and pub.layers is None and pub.id == prog.id
+    assert len(data) < len(prog.to_bytes()) / 10
+
+
+def test_hostile_bytes_are_refused(prog) -> None:
+    data = prog.to_bytes()
+    with pytest.raises(SerializationError):
+        heinfer.load_program(data[:-10])
+    m, a = two_party_public_to_json(prog.public())
+    w_m, w_a = two_party_weights_to_json(prog)
+    bad = dict(a)
+    bad["seg0.gather"] = np.full_like(a["seg0.gather"], 10**9)
+    with pytest.raises(SerializationError, match="gather map indexes outside"):
+        heinfer.load_program(_pack(2, (m, bad)))
+    bad = dict(a)
+    bad["step0.groups"] = a["step0.groups"] + 10**6
+    with pytest.raises(SerializationError, match="windows indexes outside"):
+        heinfer.load_program(_pack(2, (m, bad)))
+    m2 = dict(m, steps=m["steps"][:-1])
+    with pytest.raises(SerializationError):
+        heinfer.load_program(_pack(2, (m2, a)))
+    w_bad = dict(w_a)
+    w_bad["layer0.vectors"] = w_a["layer0.vectors"] + 0.5
+    with pytest.raises(SerializationError, match="not integers"):
+        heinfer.load_program(_pack(3, (m, a), (w_m, w_bad)))
+    with pytest.raises(SerializationError, match="kind"):
+        heinfer.load_program(data[:10] + struct.pack("<B", 7) + data[11:])
