@@ -14,7 +14,8 @@ limit) is reported with its message. Timers, per network:
 Networks: LoLa's CIFAR network (latency, non-interactive), MiniONN's CIFAR net and ResNet-20
 (latency, client-aided), MobileNetV2-0.35 at 96 and 224 px (throughput and latency), all with
 deterministic random weights (``models/cifar.py``, ``models/mobilenet.py``; no CIFAR or
-ImageNet data offline). The deep-feature classifier is not built yet.
+ImageNet data offline). Deep features (LoLa §5): the bundled extractor on the client, the private
+classifier on encrypted features, over every held-out digit 5–9 (``--only deep_features``).
 
     .venv/bin/python bench/networks.py [--quick]
 
@@ -102,6 +103,47 @@ def one(name: str, mode: str, n: int) -> dict:
     return out
 
 
+def deep_features() -> dict:
+    """LoLa §5 on the digits: the bundled public extractor (trained on 0–4) on the client, the
+    private classifier (trained on the features of 5–9) on encrypted features, latency mode,
+    one image per query over every held-out digit 5–9. ``latency_s`` (median) covers feature
+    extraction, encryption, the server and decryption."""
+    import numpy as np
+    import onnxruntime as ort
+
+    import heinfer
+    from heinfer.features import FeatureExtractor
+
+    models = os.path.join(ROOT, "models")
+    d = np.load(os.path.join(models, "digits_test.npz"))
+    hi = d["y"] >= 5
+    x, y = d["x"][hi], d["y"][hi] - 5
+    ext_path, clf_path = os.path.join(models, "features_extractor.onnx"), os.path.join(models, "features_classifier.onnx")
+    ext = FeatureExtractor(ext_path)
+    prog = heinfer.compile(clf_path, mode="latency", features=ext_path, calibration=x[:64])
+    want = ort.InferenceSession(clf_path).run(None, {"input": ext(x).astype(np.float32)})[0]
+    client = heinfer.Client(prog.public())
+    t = time.perf_counter()
+    server = heinfer.Server(prog)
+    session = server.open_session(client.keys_message())
+    setup = time.perf_counter() - t
+    got, times, nbytes = [], [], 0
+    for i in range(len(x)):
+        t = time.perf_counter()
+        q = client.query_message(session, ext(x[i : i + 1]))
+        reply = server.begin(q)
+        got.append(client.decode_result(reply))
+        times.append(time.perf_counter() - t)
+        nbytes += len(q) + len(reply)
+    got = np.concatenate(got)
+    return {
+        "latency_s": round(float(np.median(times)), 4), "images": len(x), "setup_s": round(setup, 3),
+        "agreement": float((got.argmax(1) == want.argmax(1)).mean()), "accuracy": float((got.argmax(1) == y).mean()),
+        "plaintext_accuracy": float((want.argmax(1) == y).mean()), "rel_logit_error": float(np.abs(got - want).max() / np.abs(want).max()),
+        "mb_per_image": round(nbytes / 1e6 / len(x), 3), "log_n": prog.params["log_n"],
+    }
+
+
 def watched(args: list[str], max_rss_kb: int, timeout: float) -> dict:
     """Runs ``python bench/networks.py --one …`` and kills it above ``max_rss_kb``."""
     p = subprocess.Popen([sys.executable, os.path.abspath(__file__), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -137,10 +179,14 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--only", help="comma-separated NAME/MODE runs (default: all)")
     ap.add_argument("--one", nargs=3, metavar=("NAME", "MODE", "N"), help=argparse.SUPPRESS)
+    ap.add_argument("--deep-features", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         name, mode, n = args.one
         print(json.dumps(one(name, mode, int(n))))
+        return
+    if args.deep_features:
+        print(json.dumps(deep_features()))
         return
     print(f"# heinfer networks — CPU: {cpu_model()}, build: {build_profile()}")
     result: dict = {}
@@ -150,7 +196,9 @@ def main() -> None:
         r = watched(["--one", name, mode, str(n)], int(args.max_rss_gb * 1e6), args.timeout)
         result[f"{name}/{mode}"] = r
         print(f"{name:22s} {mode:10s} " + ", ".join(f"{k}={v}" for k, v in r.items()), flush=True)
-    result["deep_features"] = {"not_run": "not supported yet: the client-side feature extractor composition is not built"}
+    if not args.only or "deep_features" in args.only.split(","):
+        r = result["deep_features"] = watched(["--deep-features"], int(args.max_rss_gb * 1e6), args.timeout)
+        print("deep_features           latency    " + ", ".join(f"{k}={v}" for k, v in r.items()), flush=True)
     result["cpu"] = cpu_model()
     print(json.dumps(result))
 

@@ -157,14 +157,15 @@ class Adam:
             params[k] -= self.lr * (self.m[k] / c1) / (np.sqrt(self.v[k] / c2) + self.eps)
 
 
-def save_model(nodes, inits, name, path, producer, doc):
-    """Writes a digits model (input ``input`` (batch, 1, 28, 28), output ``logits``
-    (batch, 10)) as an opset-17, IR-version-8 ONNX file, after the full ONNX checker."""
+def save_model(nodes, inits, name, path, producer, doc, in_shape=(1, IN_HW, IN_HW), out=("logits", CLASSES)):
+    """Writes a digits model (input ``input`` (batch, *in_shape), by default (batch, 1, 28, 28);
+    output ``out = (name, size)``, by default ``logits`` (batch, 10)) as an opset-17,
+    IR-version-8 ONNX file, after the full ONNX checker."""
     graph = helper.make_graph(
         nodes,
         name,
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 1, IN_HW, IN_HW])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", CLASSES])],
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", *in_shape])],
+        [helper.make_tensor_value_info(out[0], TensorProto.FLOAT, ["batch", out[1]])],
         inits,
     )
     model = helper.make_model(

@@ -34,6 +34,7 @@ from heinfer.compiler.onnx_import import from_torch, load_onnx
 from heinfer.compiler.throughput import Options, compile_graph
 from heinfer.errors import CompileError, NotSupportedYetError, OutOfRangeWarning, ProtocolError
 from heinfer.compiler.latency.two_party import compile_two_party
+from heinfer.features import META_KEY, FeatureExtractor
 from heinfer.program.model import Program, PublicProgram
 from heinfer.program.two_party import TwoPartyProgram
 from heinfer.protocol.client import Client
@@ -55,6 +56,7 @@ def compile(  # noqa: A001 - the API name is the contract
     security: int = 128,
     batch_size: int = 1,
     protocol: str = "client-aided",
+    features: Any = None,
     **options: Any,
 ) -> Program:
     """Compiles an ONNX model (path, bytes or ``onnx.ModelProto``), a :class:`Graph` or
@@ -80,6 +82,9 @@ def compile(  # noqa: A001 - the API name is the contract
     throughput mode, squares and saving such programs are **not supported yet**
     (:class:`~heinfer.errors.NotSupportedYetError`).
     """
+    if features is not None:
+        return _compile_on_features(model, features, mode=mode, example_input=example_input, calibration=calibration,
+                                    input_bound=input_bound, security=security, batch_size=batch_size, protocol=protocol, **options)
     if mode not in ("throughput", "latency", "auto"):
         raise CompileError(f"unknown mode {mode!r}: 'throughput', 'latency' or 'auto'")
     if protocol == "two-party" and mode != "latency":
@@ -129,6 +134,22 @@ def compile(  # noqa: A001 - the API name is the contract
     return chosen
 
 
+def _compile_on_features(model: Any, features: Any, calibration: np.ndarray | None, **kwargs: Any) -> Program:
+    """``compile(model, features=extractor)``: the classifier ``model`` takes the extractor's
+    outputs; the calibration inputs are raw inputs, run through the extractor first."""
+    ext = FeatureExtractor(features)
+    if calibration is None:
+        raise CompileError("a classifier on deep features needs calibration inputs (raw inputs of the extractor)")
+    feats = ext(np.asarray(calibration))
+    graph = model if isinstance(model, Graph) else load_onnx(model) if isinstance(model, (str, bytes, bytearray, os.PathLike)) else None
+    if graph is not None and int(np.prod(graph.input_shape)) != feats.shape[1]:
+        raise CompileError(f"the classifier takes {tuple(graph.input_shape)} values, the feature extractor yields {feats.shape[1]}")
+    shape = tuple(graph.input_shape) if graph is not None else (feats.shape[1],)
+    program = compile(graph if graph is not None else model, calibration=feats.reshape(len(feats), *shape), **kwargs)
+    program.meta[META_KEY] = ext.sha256
+    return program
+
+
 def _costs(prog: Program, measured: bool) -> dict:
     """The cost table of a program's parameters: measured on this machine (cached) or
     analytic."""
@@ -171,8 +192,13 @@ class InferenceResult:
     report: dict = field(default_factory=dict)
 
 
-def infer(program: Program, x: np.ndarray, client: Client | None = None, server: Server | None = None) -> InferenceResult:
+def infer(
+    program: Program, x: np.ndarray, client: Client | None = None, server: Server | None = None, features: Any = None
+) -> InferenceResult:
     """Runs ``program`` on ``x`` with a real :class:`Client` and :class:`Server` in one process.
+
+    ``features``: the public feature extractor a deep-feature classifier was compiled for
+    (:mod:`heinfer.features`): the client runs it on ``x`` in the clear first.
 
     Items are split into queries of ``program.batch_capacity``; every message between the two
     parties is serialized and validated, and counted in the report. The client gets only the
@@ -180,6 +206,19 @@ def infer(program: Program, x: np.ndarray, client: Client | None = None, server:
     counted (``report["out_of_range"]``, with an :class:`OutOfRangeWarning`).
     """
     x = np.asarray(x)
+    if features is not None or META_KEY in program.meta:
+        if features is None:
+            raise ProtocolError("this program classifies deep features: pass features=<the extractor it was compiled for>")
+        ext = FeatureExtractor(features)
+        ext.check_program(program.meta)
+        result = _infer(program, ext(x).reshape(len(x), *program.input_shape), client, server)
+        result.report["features_s"] = ext.seconds
+        return result
+    return _infer(program, x, client, server)
+
+
+def _infer(program: Program, x: np.ndarray, client: Client | None, server: Server | None) -> InferenceResult:
+    """:func:`infer` on model inputs."""
     if x.ndim != len(program.input_shape) + 1:
         raise ProtocolError(f"input has shape {x.shape}, the model takes (batch, *{program.input_shape})")
     if len(x) == 0:

@@ -107,6 +107,12 @@ def cli() -> None:
     "privacy) or two-party (GAZELLE; latency mode; serving it is not supported yet: run it in "
     "process with heinfer.infer).",
 )
+@click.option(
+    "--features",
+    type=click.Path(dir_okay=False),
+    help="A public feature extractor (ONNX): MODEL classifies its outputs (LoLa's deep features); "
+    "--calibration then holds raw inputs of the extractor.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def compile_cmd(
     model: str,
@@ -118,6 +124,7 @@ def compile_cmd(
     packing: str | None,
     batch_size: int,
     protocol: str,
+    features: str | None,
     as_json: bool,
 ) -> None:
     """Compiles an ONNX MODEL into a program for encrypted inference: the server's
@@ -133,6 +140,10 @@ def compile_cmd(
         raise CliError(f"model file {model!r} does not exist")
     calib = load_array(calibration, what="calibration") if calibration else None
     options: dict[str, Any] = {"packing": packing} if packing else {}
+    if features is not None:
+        if not os.path.isfile(features):
+            raise CliError(f"feature extractor {features!r} does not exist")
+        options["features"] = features
     t0 = time.perf_counter()
     with _Spinner("compiling", enabled=not as_json):
         program = heinfer.compile(

@@ -347,6 +347,12 @@ def _check_address(server: str) -> None:
     help="Where to write the decrypted outputs (.npy).",
 )
 @click.option("--input-key", default="x", show_default=True, help="Array of an .npz input.")
+@click.option(
+    "--features",
+    type=click.Path(dir_okay=False),
+    help="The public feature extractor (ONNX) a deep-feature classifier was compiled for: run on "
+    "INPUTS in the clear here, only its features are encrypted.",
+)
 @click.option("--tls-ca", type=click.Path(dir_okay=False), help="CA of the server (PEM): use TLS.")
 @click.option("--tls-cert", type=click.Path(dir_okay=False), help="Client certificate (mTLS).")
 @click.option("--tls-key", type=click.Path(dir_okay=False), help="Client private key (mTLS).")
@@ -367,6 +373,7 @@ def predict(
     model: str,
     output: str,
     input_key: str,
+    features: str | None,
     tls_ca: str | None,
     tls_cert: str | None,
     tls_key: str | None,
@@ -383,6 +390,16 @@ def predict(
     _check_address(server)
     prog = load_client_program(model)
     x = load_array(inputs, key=input_key)
+    if features is not None or "features_sha256" in prog.meta:
+        from heinfer.features import FeatureExtractor
+
+        if features is None:
+            raise CliError("this model classifies deep features: give --features EXTRACTOR.onnx (the one it was compiled with)")
+        if not os.path.isfile(features):
+            raise CliError(f"feature extractor {features!r} does not exist")
+        ext = FeatureExtractor(features)
+        ext.check_program(prog.meta)
+        x = ext(x)
     if x.shape == prog.input_shape:
         x = x[None]
     if x.ndim != len(prog.input_shape) + 1 or x.shape[1:] != prog.input_shape:

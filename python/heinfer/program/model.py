@@ -26,7 +26,7 @@ from heinfer.program.weights import LinearStep
 __all__ = ["Layout", "Segment", "Step", "PublicProgram", "Program", "galois_element", "PUBLIC_META"]
 
 #: Meta fields that describe the compilation, not the weights: the public program keeps these.
-PUBLIC_META = ("mode", "lazy", "prime_bits", "strategy", "levels", "cost_source", "auto")
+PUBLIC_META = ("mode", "lazy", "prime_bits", "strategy", "levels", "cost_source", "auto", "features_sha256")
 
 
 @dataclass(eq=False)
