@@ -193,3 +193,23 @@ def test_average_pools_run_on_the_shares() -> None:
     np.testing.assert_array_equal(out, _plain_fixed_point(model, x, cal))
     want = om.run_onnxruntime(model, x.astype(np.float32))
     assert np.abs(out - want).max() / np.abs(want).max() < 0.05
+
+
+def test_the_flooding_bound_holds_the_measured_noise(compiled) -> None:
+    """Each layer's error, measured on a real run before flooding, stays below the worst-case
+    bound the compiler floods for (``noise_bits``); the bound is loose by design (worst case
+    over every coefficient), so it sits well above the measurement."""
+    from heinfer.compiler.latency.two_party import noise_bits
+
+    _, prog = compiled("mnist_d")
+    client = TwoPartyInferenceClient(prog.public())
+    server = TwoPartyInferenceServer(prog, client.keys_message())
+    params = server.params
+    p, log_q = params.plain_modulus, params.log_q
+    for k, seg in enumerate(prog.segments):
+        values = np.random.default_rng(k).integers(-(p // 4), p // 4, seg.in_size)
+        cts = server._load(client._encrypt(k, values), seg.n_input_cts, "test")
+        out = server.layers[k].run(server._ev, cts, server._galois)
+        # invariant noise v = |R|/Q with R ≈ p·e + (Q mod p)·m, budget = −log2(2|v|)
+        worst = max(log_q - np.log2(p) - client._dec.noise_budget(c) - 1 for c in out)
+        assert worst < noise_bits(prog.layers[k], params.log_n, p), (k, worst)
