@@ -124,7 +124,10 @@ class TwoPartyInferenceClient(Party):
         """The encrypted input of one item (fixed point with the program's fractional bits)."""
         if len(self._steps) != len(self.prog.steps):
             raise ProtocolError("run the offline phase before a query")
-        x = np.asarray(x, dtype=np.float64).reshape(-1)
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape != tuple(self.prog.input_shape):
+            raise ProtocolError(f"an item has shape {x.shape}, the model takes {tuple(self.prog.input_shape)}")
+        x = x.reshape(-1)
         check_input(x, self.prog.input_bound)  # RangeError: the plan's integers would wrap mod p
         v = np.rint(x * 2.0**self.prog.input_frac).astype(np.int64)
         self._k = 0

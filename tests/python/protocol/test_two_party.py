@@ -165,6 +165,8 @@ def test_inputs_beyond_the_planned_range_are_refused(compiled) -> None:
         client.query(DIGITS[0] * 1000)
     with pytest.raises(RangeError):
         client.query(np.full(DIGITS[0].shape, np.nan))
+    with pytest.raises(ProtocolError, match="shape"):
+        client.query(DIGITS[0][:, :10])
 
 
 def _conv_relu_avgpool_net() -> bytes:
