@@ -167,13 +167,7 @@ def compile_cmd(
         return
     p = program.params
     summary = {
-        "output": output,
-        "public_output": public_path,
-        "program_id": program.id,
-        "bytes": len(data),
-        "public_bytes": len(public),
-        "seconds": seconds,
-        "mode": program.mode,
+        **_written(program, output, public_path, data, public, seconds),
         "packing": program.packing,
         "batch_capacity": program.batch_capacity,
         "params": dict(p),
@@ -200,10 +194,9 @@ def compile_cmd(
     )
 
 
-def _two_party_summary(program: Any, output: str, public_path: str, data: bytes, public: bytes, seconds: float, as_json: bool) -> None:
-    """What ``heinfer compile --protocol two-party`` wrote."""
-    b = program.bfv
-    summary = {
+def _written(program: Any, output: str, public_path: str, data: bytes, public: bytes, seconds: float) -> dict:
+    """The summary fields every ``heinfer compile`` prints: files, sizes, id, time, mode."""
+    return {
         "output": output,
         "public_output": public_path,
         "program_id": program.id,
@@ -211,6 +204,14 @@ def _two_party_summary(program: Any, output: str, public_path: str, data: bytes,
         "public_bytes": len(public),
         "seconds": seconds,
         "mode": program.mode,
+    }
+
+
+def _two_party_summary(program: Any, output: str, public_path: str, data: bytes, public: bytes, seconds: float, as_json: bool) -> None:
+    """What ``heinfer compile --protocol two-party`` wrote."""
+    b = program.bfv
+    summary = {
+        **_written(program, output, public_path, data, public, seconds),
         "protocol": "two-party",
         "bfv": dict(b),
         "segments": len(program.segments),
