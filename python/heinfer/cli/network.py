@@ -24,12 +24,14 @@ from heinfer.cli.files import (
     CliError,
     load_array,
     load_client_program,
+    load_program,
     load_server_program,
     read_pem,
     read_token,
     to_json,
 )
 from heinfer.errors import HeinferError
+from heinfer.program.two_party import TwoPartyProgram
 
 __all__ = ["LIMIT_OPTIONS", "predict", "serve"]
 
@@ -195,6 +197,14 @@ def serve(
     end stays here and the segments run on Ray actors."""
     import heinfer
 
+    prog = load_program(program)
+    if isinstance(prog, TwoPartyProgram):
+        if tls_cert or token_file or ray_address:
+            raise CliError("the two-party service takes no TLS, token or Ray options yet (it listens on loopback only)")
+        if threads is not None:
+            heinfer.set_num_threads(threads)
+        _serve_two_party(prog, program, host, port, grace, as_json)
+        return
     prog = load_server_program(program)
     tls = _server_tls(tls_cert, tls_key, tls_client_ca)
     token = read_token(token_file)
@@ -244,6 +254,39 @@ def serve(
         while not stop.wait(0.5):
             pass
         _stop(handle, grace, as_json)
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _serve_two_party(prog: TwoPartyProgram, path: str, host: str, port: int, grace: float, as_json: bool) -> None:
+    """``heinfer serve`` for a two-party program: the ``TwoParty`` service, loopback only."""
+    from heinfer.serve.two_party import serve_two_party
+
+    if prog.is_public:
+        raise CliError(f"{path!r} is a public program (no weights): serve the NAME.hep that heinfer compile wrote")
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            handle = serve_two_party(prog, f"{_host(host)}:{port}")
+        except NotImplementedError as e:
+            raise CliError(f"cannot serve: {e}") from None
+        address = f"{_host(host)}:{handle.port}"
+        if as_json:
+            click.echo(to_json({"event": "listening", "address": address, "port": handle.port, "protocol": "two-party", "pid": os.getpid()}))
+        else:
+            click.echo(f"listening on {address}\n  program {path}: two-party protocol (GAZELLE), one item per query; loopback only. Stop with Ctrl-C or SIGTERM.")
+        sys.stdout.flush()
+        while not stop.wait(0.5):
+            pass
+        t0 = time.perf_counter()
+        handle.stop(grace)
+        stats = {"sessions": handle.service.sessions, "errors": handle.service.errors}
+        if as_json:
+            click.echo(to_json({"event": "stopped", "seconds": time.perf_counter() - t0, "stats": stats}))
+        else:
+            click.echo(f"stopped: {stats['sessions']} session(s), {stats['errors']} error(s)")
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
@@ -388,6 +431,10 @@ def predict(
     from heinfer.cli.progress import ProgressBars
 
     _check_address(server)
+    prog = load_program(model)
+    if isinstance(prog, TwoPartyProgram):
+        _predict_two_party(prog.public(), inputs, server, output, input_key, timeout, threads, as_json)
+        return
     prog = load_client_program(model)
     x = load_array(inputs, key=input_key)
     if features is not None or "features_sha256" in prog.meta:
@@ -481,3 +528,32 @@ def _summary_text(s: dict) -> str:
             f"  outputs:     {s['output']} {tuple(s['output_shape'])}",
         ]
     )
+
+
+def _predict_two_party(prog: TwoPartyProgram, inputs: str, server: str, output: str, input_key: str, timeout: float, threads: int | None, as_json: bool) -> None:
+    """``heinfer predict`` against a two-party service: one query per item."""
+    import heinfer
+    from heinfer.serve.two_party import connect_two_party
+
+    x = load_array(inputs, key=input_key)
+    if x.shape == prog.input_shape:
+        x = x[None]
+    if x.ndim != len(prog.input_shape) + 1 or x.shape[1:] != prog.input_shape:
+        raise CliError(f"inputs have shape {x.shape}; the model takes (n, *{prog.input_shape})")
+    if threads is not None:
+        heinfer.set_num_threads(threads)
+    t0 = time.perf_counter()
+    try:
+        with connect_two_party(server, prog, timeout_s=timeout) as conn:
+            out, rep = conn.infer(x)
+    except HeinferError as e:
+        raise CliError(f"two-party query failed: {e}") from None
+    _save(output, out)
+    report = {"items": len(x), "seconds": time.perf_counter() - t0, "protocol": "two-party", **rep}
+    if as_json:
+        click.echo(to_json(report))
+    else:
+        click.echo(
+            f"wrote {output}: {len(x)} item(s) in {report['seconds']:.2f} s (two-party: offline "
+            f"{rep['offline_bytes'] / 1e6:.1f} MB, online {rep['online_bytes'] / 1e6:.1f} MB, set-up {rep['setup_bytes'] / 1e6:.1f} MB)"
+        )

@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from heinfer.v1 import protocol_pb2 as heinfer_dot_v1_dot_protocol__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18heinfer/v1/service.proto\x12\nheinfer.v1\x1a\x19heinfer/v1/protocol.proto\"`\n\x04Part\x12\x1e\n\x04kind\x18\x01 \x01(\x0e\x32\x10.heinfer.v1.Kind\x12\r\n\x05index\x18\x02 \x01(\r\x12\r\n\x05total\x18\x03 \x01(\r\x12\x0c\n\x04size\x18\x04 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x05 \x01(\x0c\"Y\n\rMessageLimits\x12\x0c\n\x04keys\x18\x01 \x01(\x04\x12\r\n\x05query\x18\x02 \x01(\x04\x12\x0c\n\x04step\x18\x03 \x01(\x04\x12\r\n\x05reply\x18\x04 \x01(\x04\x12\x0e\n\x06result\x18\x05 \x01(\x04\"\x10\n\x0eGetInfoRequest\"\x99\x01\n\x0fGetInfoResponse\x12\x12\n\nprogram_id\x18\x01 \x01(\t\x12)\n\x06limits\x18\x02 \x01(\x0b\x32\x19.heinfer.v1.MessageLimits\x12\x16\n\x0emax_part_bytes\x18\x03 \x01(\r\x12\x16\n\x0eidle_timeout_s\x18\x04 \x01(\x01\x12\x17\n\x0fquery_timeout_s\x18\x05 \x01(\x01\"4\n\x12OpenSessionRequest\x12\x1e\n\x04part\x18\x01 \x01(\x0b\x32\x10.heinfer.v1.Part\"6\n\x13OpenSessionResponse\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0e\n\x06secret\x18\x02 \x01(\t\"c\n\x0cInferRequest\x12 \n\x04part\x18\x01 \x01(\x0b\x32\x10.heinfer.v1.PartH\x00\x12&\n\x07message\x18\x02 \x01(\x0b\x32\x13.heinfer.v1.MessageH\x00\x42\t\n\x07payload\"d\n\rInferResponse\x12 \n\x04part\x18\x01 \x01(\x0b\x32\x10.heinfer.v1.PartH\x00\x12&\n\x07message\x18\x02 \x01(\x0b\x32\x13.heinfer.v1.MessageH\x00\x42\t\n\x07payload\"&\n\x13\x43loseSessionRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\"\x16\n\x14\x43loseSessionResponse*k\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\r\n\tKIND_KEYS\x10\x01\x12\x0e\n\nKIND_QUERY\x10\x02\x12\r\n\tKIND_STEP\x10\x03\x12\x0e\n\nKIND_REPLY\x10\x04\x12\x0f\n\x0bKIND_RESULT\x10\x05\x32\xb6\x02\n\tInference\x12\x42\n\x07GetInfo\x12\x1a.heinfer.v1.GetInfoRequest\x1a\x1b.heinfer.v1.GetInfoResponse\x12P\n\x0bOpenSession\x12\x1e.heinfer.v1.OpenSessionRequest\x1a\x1f.heinfer.v1.OpenSessionResponse(\x01\x12@\n\x05Infer\x12\x18.heinfer.v1.InferRequest\x1a\x19.heinfer.v1.InferResponse(\x01\x30\x01\x12Q\n\x0c\x43loseSession\x12\x1f.heinfer.v1.CloseSessionRequest\x1a .heinfer.v1.CloseSessionResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18heinfer/v1/service.proto\x12\nheinfer.v1\x1a\x19heinfer/v1/protocol.proto\"`\n\x04Part\x12\x1e\n\x04kind\x18\x01 \x01(\x0e\x32\x10.heinfer.v1.Kind\x12\r\n\x05index\x18\x02 \x01(\r\x12\r\n\x05total\x18\x03 \x01(\r\x12\x0c\n\x04size\x18\x04 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x05 \x01(\x0c\"Y\n\rMessageLimits\x12\x0c\n\x04keys\x18\x01 \x01(\x04\x12\r\n\x05query\x18\x02 \x01(\x04\x12\x0c\n\x04step\x18\x03 \x01(\x04\x12\r\n\x05reply\x18\x04 \x01(\x04\x12\x0e\n\x06result\x18\x05 \x01(\x04\"\x10\n\x0eGetInfoRequest\"\x99\x01\n\x0fGetInfoResponse\x12\x12\n\nprogram_id\x18\x01 \x01(\t\x12)\n\x06limits\x18\x02 \x01(\x0b\x32\x19.heinfer.v1.MessageLimits\x12\x16\n\x0emax_part_bytes\x18\x03 \x01(\r\x12\x16\n\x0eidle_timeout_s\x18\x04 \x01(\x01\x12\x17\n\x0fquery_timeout_s\x18\x05 \x01(\x01\"4\n\x12OpenSessionRequest\x12\x1e\n\x04part\x18\x01 \x01(\x0b\x32\x10.heinfer.v1.Part\"6\n\x13OpenSessionResponse\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x0e\n\x06secret\x18\x02 \x01(\t\"c\n\x0cInferRequest\x12 \n\x04part\x18\x01 \x01(\x0b\x32\x10.heinfer.v1.PartH\x00\x12&\n\x07message\x18\x02 \x01(\x0b\x32\x13.heinfer.v1.MessageH\x00\x42\t\n\x07payload\"d\n\rInferResponse\x12 \n\x04part\x18\x01 \x01(\x0b\x32\x10.heinfer.v1.PartH\x00\x12&\n\x07message\x18\x02 \x01(\x0b\x32\x13.heinfer.v1.MessageH\x00\x42\t\n\x07payload\"&\n\x13\x43loseSessionRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\"\x16\n\x14\x43loseSessionResponse\"t\n\rTwoPartyFrame\x12\x0c\n\x04kind\x18\x01 \x01(\r\x12\x0c\n\x04step\x18\x02 \x01(\r\x12\r\n\x05\x63ount\x18\x03 \x01(\r\x12\x0c\n\x04\x62lob\x18\x04 \x01(\r\x12\x0c\n\x04size\x18\x05 \x01(\x04\x12\x0e\n\x06offset\x18\x06 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x07 \x01(\x0c*k\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\r\n\tKIND_KEYS\x10\x01\x12\x0e\n\nKIND_QUERY\x10\x02\x12\r\n\tKIND_STEP\x10\x03\x12\x0e\n\nKIND_REPLY\x10\x04\x12\x0f\n\x0bKIND_RESULT\x10\x05\x32\xb6\x02\n\tInference\x12\x42\n\x07GetInfo\x12\x1a.heinfer.v1.GetInfoRequest\x1a\x1b.heinfer.v1.GetInfoResponse\x12P\n\x0bOpenSession\x12\x1e.heinfer.v1.OpenSessionRequest\x1a\x1f.heinfer.v1.OpenSessionResponse(\x01\x12@\n\x05Infer\x12\x18.heinfer.v1.InferRequest\x1a\x19.heinfer.v1.InferResponse(\x01\x30\x01\x12Q\n\x0c\x43loseSession\x12\x1f.heinfer.v1.CloseSessionRequest\x1a .heinfer.v1.CloseSessionResponse2K\n\x08TwoParty\x12?\n\x03Run\x12\x19.heinfer.v1.TwoPartyFrame\x1a\x19.heinfer.v1.TwoPartyFrame(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'heinfer.v1.service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_KIND']._serialized_start=807
-  _globals['_KIND']._serialized_end=914
+  _globals['_KIND']._serialized_start=925
+  _globals['_KIND']._serialized_end=1032
   _globals['_PART']._serialized_start=67
   _globals['_PART']._serialized_end=163
   _globals['_MESSAGELIMITS']._serialized_start=165
@@ -54,6 +54,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CLOSESESSIONREQUEST']._serialized_end=781
   _globals['_CLOSESESSIONRESPONSE']._serialized_start=783
   _globals['_CLOSESESSIONRESPONSE']._serialized_end=805
-  _globals['_INFERENCE']._serialized_start=917
-  _globals['_INFERENCE']._serialized_end=1227
+  _globals['_TWOPARTYFRAME']._serialized_start=807
+  _globals['_TWOPARTYFRAME']._serialized_end=923
+  _globals['_INFERENCE']._serialized_start=1035
+  _globals['_INFERENCE']._serialized_end=1345
+  _globals['_TWOPARTY']._serialized_start=1347
+  _globals['_TWOPARTY']._serialized_end=1422
 # @@protoc_insertion_point(module_scope)

@@ -107,3 +107,21 @@ class CloseSessionRequest(_message.Message):
 class CloseSessionResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class TwoPartyFrame(_message.Message):
+    __slots__ = ("kind", "step", "count", "blob", "size", "offset", "data")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    BLOB_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    kind: int
+    step: int
+    count: int
+    blob: int
+    size: int
+    offset: int
+    data: bytes
+    def __init__(self, kind: _Optional[int] = ..., step: _Optional[int] = ..., count: _Optional[int] = ..., blob: _Optional[int] = ..., size: _Optional[int] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...

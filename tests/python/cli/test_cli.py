@@ -120,7 +120,7 @@ def test_compile_options_reach_the_compiler(files: dict) -> None:
     assert heinfer.load_program(out.read_bytes()).batch_capacity == 1024
 
 
-def test_compile_two_party_writes_programs_that_are_not_served_yet(files: dict) -> None:
+def test_compile_serve_and_predict_two_party(files: dict) -> None:
     out = files["dir"] / "tp.hep"
     r = invoke("compile", os.path.join(MODELS, "cryptonets_relu.onnx"), "-o", str(out),
                "--input-bound", "1", "--protocol", "two-party")
@@ -137,8 +137,14 @@ def test_compile_two_party_writes_programs_that_are_not_served_yet(files: dict) 
     assert public.is_public and public.id == prog.id
     r = invoke("inspect", str(out), "--json")
     assert r.exit_code == 0 and '"protocol": "two-party"' in r.output
-    r = invoke("serve", str(out), "--port", "0")
-    assert r.exit_code != 0 and "two-party" in r.output and "not supported yet" in r.output
+    with ServerProcess(str(out), "--threads", "1") as server:
+        ok = run_cli("predict", files["few"], "--server", server.address, "--model", str(files["dir"] / "tp.public.hep"),
+                     "-o", str(files["dir"] / "tp_out.npy"), "--json", timeout=300)
+    report = json.loads(ok.stdout.strip().splitlines()[-1])
+    assert report["protocol"] == "two-party" and report["online_bytes"] > 0
+    got = np.load(files["dir"] / "tp_out.npy")
+    want, _ = heinfer.protocol.two_party.run_in_process(prog, np.load(files["few"]))
+    np.testing.assert_array_equal(got, want)
 
 
 def test_compile_and_inspect_latency_mode(files: dict) -> None:

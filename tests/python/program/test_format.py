@@ -544,10 +544,18 @@ def test_bad_magic_is_refused(magic: bytes) -> None:
         load(_pack(body, kind=kind, magic=magic))
 
 
-@pytest.mark.parametrize("kind", [2, 255])
+@pytest.mark.parametrize("kind", [4, 255])
 def test_unknown_kind_is_refused(kind: int) -> None:
     _, _, body = _split(_bytes("cryptonets_relu"))
     with pytest.raises(BAD, match="kind"):
+        load(_pack(body, kind=kind))
+
+
+@pytest.mark.parametrize("kind", [2, 3])
+def test_a_program_body_under_a_two_party_kind_is_refused(kind: int) -> None:
+    """Kinds 2 and 3 are two-party programs: a CKKS program's sections do not decode as one."""
+    _, _, body = _split(_bytes("cryptonets_relu"))
+    with pytest.raises(BAD):
         load(_pack(body, kind=kind))
 
 

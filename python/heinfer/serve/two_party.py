@@ -1,0 +1,275 @@
+"""The two-party protocol over gRPC: ``heinfer.v1.TwoParty/Run`` (layer: ``heinfer.serve``).
+
+One bidirectional call is one session. The client sends its keys (BFV public and rotation
+keys, the base-OT message) and gets the base-OT answer; then per query it sends the offline
+requests and gets the garbled circuits, sends each layer's encrypted share and gets the masked,
+flooded result, sends each step's OT choices and gets the labels. Every message is a list of
+blobs cut into :class:`TwoPartyFrame` parts of at most :data:`PART_BYTES`; :class:`Reassembler`
+checks every frame (kind, step, blob order, offsets, sizes against the per-message limit)
+before it buffers a byte. The parties are :mod:`heinfer.protocol.two_party`'s.
+
+Served on loopback addresses only (TLS and tokens for this service are not supported yet).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import queue
+import time
+from collections.abc import Iterable, Iterator
+from concurrent import futures
+
+import grpc
+import numpy as np
+
+from heinfer.errors import HeinferError, NotSupportedYetError, ProtocolError, ServiceError
+from heinfer.program.two_party import TwoPartyProgram
+from heinfer.protocol.two_party import TwoPartyInferenceClient, TwoPartyInferenceServer, _params
+from heinfer.runtime.bfv_transform import prepare_layers
+from heinfer.serve.service import is_loopback
+from heinfer.v1 import service_pb2 as pb
+
+__all__ = ["Kind", "Reassembler", "TwoPartyService", "connect_two_party", "serve_two_party"]
+
+_LOG = logging.getLogger("heinfer.serve")
+#: Largest frame payload.
+PART_BYTES = 1 << 20
+#: Largest message (all its blobs): CIFAR-10's garbled circuits are 1.1 GB per query.
+MAX_MESSAGE_BYTES = 3 << 30
+#: Most blobs in one message (ciphertexts of a layer, circuit steps).
+MAX_BLOBS = 4096
+_PATH = "/heinfer.v1.TwoParty/Run"
+
+
+class Kind(enum.IntEnum):
+    """Message kinds, in protocol order."""
+
+    KEYS = 1
+    SETUP = 2
+    OFFLINE = 3
+    GARBLED = 4
+    LAYER = 5
+    RESULT = 6
+    CHOICES = 7
+    LABELS = 8
+
+
+def frames(kind: Kind, step: int, blobs: list[bytes]) -> Iterator[pb.TwoPartyFrame]:
+    """A message as frames (an empty blob still sends one frame)."""
+    for i, b in enumerate(blobs):
+        for off in range(0, max(len(b), 1), PART_BYTES):
+            yield pb.TwoPartyFrame(kind=kind, step=step, count=len(blobs), blob=i, size=len(b), offset=off, data=b[off : off + PART_BYTES])
+
+
+class Reassembler:
+    """Frames → messages ``(kind, step, blobs)``, checking each frame before buffering it."""
+
+    def __init__(self, frames_in: Iterable[pb.TwoPartyFrame], max_bytes: int = MAX_MESSAGE_BYTES) -> None:
+        self._it = iter(frames_in)
+        self.max_bytes = max_bytes
+
+    def next(self) -> tuple[Kind, int, list[bytes]] | None:
+        """The next whole message, or None when the stream ends between messages."""
+        blobs: list[bytes] = []
+        buf = bytearray()
+        head = None
+        total = 0
+        for f in self._it:
+            if f.kind not in Kind.__members__.values():
+                raise ProtocolError(f"unknown two-party message kind {f.kind}")
+            if head is None:
+                if not 1 <= f.count <= MAX_BLOBS or f.blob != 0 or f.offset != 0:
+                    raise ProtocolError(f"a message must start with blob 0 at offset 0 and hold 1..{MAX_BLOBS} blobs")
+                head = (f.kind, f.step, f.count)
+            if (f.kind, f.step, f.count) != head or f.blob != len(blobs) or f.offset != len(buf):
+                raise ProtocolError("two-party frames out of order (kind, step, blob or offset)")
+            total += len(f.data)
+            if f.size > self.max_bytes or total > self.max_bytes or len(buf) + len(f.data) > f.size:
+                raise ProtocolError(f"a two-party message exceeds its size ({f.size}) or the limit of {self.max_bytes} bytes")
+            buf += f.data
+            if len(buf) == f.size:
+                blobs.append(bytes(buf))
+                buf = bytearray()
+                if len(blobs) == f.count:
+                    return Kind(head[0]), int(head[1]), blobs
+        if head is not None:
+            raise ProtocolError("the stream ended in the middle of a two-party message")
+        return None
+
+
+class TwoPartyService:
+    """The server's side: the program's layers encoded once, one party per call."""
+
+    def __init__(self, program: TwoPartyProgram) -> None:
+        if program.is_public:
+            raise ProtocolError("the server needs the program with its weights")
+        self.program = program
+        self.layers = prepare_layers(_params(program), program.layers or [])
+        self.sessions = 0
+        self.errors = 0
+
+    def Run(self, request_iterator: Iterable[pb.TwoPartyFrame], context: grpc.ServicerContext) -> Iterator[pb.TwoPartyFrame]:  # noqa: N802 - the RPC's name
+        """One session (see the module documentation)."""
+        asm = Reassembler(request_iterator)
+        party: TwoPartyInferenceServer | None = None
+        try:
+            while (msg := asm.next()) is not None:
+                kind, step, blobs = msg
+                if kind == Kind.KEYS:
+                    if party is not None or len(blobs) != 3:
+                        raise ProtocolError("keys are sent once, as three blobs (public key, rotation keys, base OT)")
+                    party = TwoPartyInferenceServer(self.program, dict(zip(("pk", "galois", "ot"), blobs)), self.layers)
+                    self.sessions += 1
+                    yield from frames(Kind.SETUP, 0, [party.setup_reply])
+                    continue
+                if party is None:
+                    raise ProtocolError("send the keys first")
+                if kind == Kind.OFFLINE:
+                    yield from frames(Kind.GARBLED, 0, party.offline(blobs))
+                elif kind == Kind.LAYER:
+                    if step >= len(self.program.segments):
+                        raise ProtocolError(f"no layer {step}")
+                    yield from frames(Kind.RESULT, step, party.layer(step, blobs))
+                elif kind == Kind.CHOICES:
+                    if step >= len(self.program.steps) or len(blobs) != 1:
+                        raise ProtocolError(f"no circuit step {step}, or not one blob of choices")
+                    yield from frames(Kind.LABELS, step, [party.labels(step, blobs[0])])
+                else:
+                    raise ProtocolError(f"a client does not send {kind.name}")
+        except HeinferError as e:
+            self.errors += 1
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{type(e).__name__}: {e}")
+        except ValueError as e:  # errors of the garbled-circuit state machines
+            self.errors += 1
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+
+
+class TwoPartyHandle:
+    """A running two-party service: ``address``, ``port`` and :meth:`stop`."""
+
+    def __init__(self, server: grpc.Server, service: TwoPartyService, host: str, port: int) -> None:
+        self._server, self.service, self.port = server, service, port
+        self.address = f"{host}:{port}"
+
+    def stop(self, grace: float = 5.0) -> None:
+        """Stops accepting calls and waits up to ``grace`` seconds for running ones."""
+        self._server.stop(grace).wait()
+
+    def __enter__(self) -> TwoPartyHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _options() -> list[tuple[str, int]]:
+    size = PART_BYTES + (1 << 16)
+    return [("grpc.max_receive_message_length", size), ("grpc.max_send_message_length", size)]
+
+
+def serve_two_party(program: TwoPartyProgram, address: str = "127.0.0.1:0", max_workers: int = 4) -> TwoPartyHandle:
+    """Serves ``program`` on ``address`` (loopback only) until :meth:`TwoPartyHandle.stop`."""
+    host, _, port = address.rpartition(":")
+    if not is_loopback(host):
+        raise NotSupportedYetError("the two-party service listens on loopback addresses only (TLS for it is not supported yet)")
+    service = TwoPartyService(program)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=_options())
+    handler = grpc.stream_stream_rpc_method_handler(service.Run, request_deserializer=pb.TwoPartyFrame.FromString,
+                                                    response_serializer=pb.TwoPartyFrame.SerializeToString)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("heinfer.v1.TwoParty", {"Run": handler}),))
+    bound = server.add_insecure_port(f"{host}:{port or 0}")
+    if bound == 0:
+        raise ServiceError(f"cannot listen on {address}", code="UNAVAILABLE")
+    server.start()
+    _LOG.info("two-party service on %s:%d", host, bound)
+    return TwoPartyHandle(server, service, host, bound)
+
+
+class _Call:
+    """A client's bidirectional call: send messages, receive whole ones."""
+
+    def __init__(self, channel: grpc.Channel, timeout_s: float) -> None:
+        self._q: queue.Queue = queue.Queue()
+        call = channel.stream_stream(_PATH, request_serializer=pb.TwoPartyFrame.SerializeToString,
+                                     response_deserializer=pb.TwoPartyFrame.FromString)
+        self._responses = call(iter(self._q.get, None), timeout=timeout_s)
+        self._asm = Reassembler(self._responses)
+        self.sent = self.received = 0
+
+    def send(self, kind: Kind, step: int, blobs: list[bytes]) -> None:
+        self.sent += sum(map(len, blobs))
+        for f in frames(kind, step, blobs):
+            self._q.put(f)
+
+    def recv(self, kind: Kind, step: int) -> list[bytes]:
+        try:
+            msg = self._asm.next()
+        except grpc.RpcError as e:
+            raise ServiceError(f"two-party call failed: {e.details()}", code=e.code().name) from None
+        if msg is None or msg[0] != kind or msg[1] != step:
+            raise ProtocolError(f"expected {kind.name} for step {step}, got {msg[0].name if msg else 'the end of the call'}")
+        self.received += sum(map(len, msg[2]))
+        return msg[2]
+
+    def close(self) -> None:
+        self._q.put(None)
+        self._responses.cancel()
+
+
+class TwoPartyConnection:
+    """A client session with a two-party service: :meth:`infer` runs items one query each."""
+
+    def __init__(self, address: str, program: TwoPartyProgram, timeout_s: float = 600.0) -> None:
+        self.program = program.public()
+        self._channel = grpc.insecure_channel(address, options=_options())
+        self._call = _Call(self._channel, timeout_s)
+        self.client = TwoPartyInferenceClient(self.program)
+        t0 = time.perf_counter()
+        keys = self.client.keys_message()
+        self._call.send(Kind.KEYS, 0, [keys["pk"], keys["galois"], keys["ot"]])
+        self.client.finish_setup(self._call.recv(Kind.SETUP, 0)[0])
+        self.setup_s = time.perf_counter() - t0
+        self.setup_bytes = self._call.sent + self._call.received
+
+    def infer(self, x: np.ndarray) -> tuple[np.ndarray, dict]:
+        """The outputs of the items ``x`` and a report (offline/online seconds and bytes)."""
+        c, prog = self._call, self.program
+        rep = {"setup_s": self.setup_s, "setup_bytes": self.setup_bytes, "offline_s": 0.0, "online_s": 0.0, "offline_bytes": 0, "online_bytes": 0}
+        outs = []
+        for item in np.asarray(x):
+            b0, t0 = c.sent + c.received, time.perf_counter()
+            c.send(Kind.OFFLINE, 0, self.client.offline_request())
+            self.client.offline_finish(c.recv(Kind.GARBLED, 0))
+            b1, t1 = c.sent + c.received, time.perf_counter()
+            msgs = self.client.query(item)
+            for k in range(len(prog.segments)):
+                c.send(Kind.LAYER, k, msgs)
+                res = c.recv(Kind.RESULT, k)
+                if k == len(prog.steps):
+                    outs.append(self.client.finish(res))
+                    break
+                c.send(Kind.CHOICES, k, [self.client.choose(k, res)])
+                msgs = self.client.next_input(k, c.recv(Kind.LABELS, k)[0])
+            rep["offline_s"] += t1 - t0
+            rep["online_s"] += time.perf_counter() - t1
+            rep["offline_bytes"] += b1 - b0
+            rep["online_bytes"] += c.sent + c.received - b1
+        return np.array(outs), rep
+
+    def close(self) -> None:
+        """Ends the session."""
+        self._call.close()
+        self._channel.close()
+
+    def __enter__(self) -> TwoPartyConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def connect_two_party(address: str, program: TwoPartyProgram, timeout_s: float = 600.0) -> TwoPartyConnection:
+    """Opens a session (keys and base OTs sent) with the two-party service at ``address``."""
+    return TwoPartyConnection(address, program, timeout_s)
+

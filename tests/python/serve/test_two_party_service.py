@@ -1,0 +1,65 @@
+"""The two-party protocol over gRPC on 127.0.0.1: the same exact results as in process, the
+frames checked, and misuse refused with a status that names it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+
+import heinfer
+from heinfer.errors import NotSupportedYetError, ProtocolError, ServiceError
+from heinfer.protocol.two_party import run_in_process
+from heinfer.serve.two_party import PART_BYTES, Kind, Reassembler, connect_two_party, frames, serve_two_party
+from heinfer.v1 import service_pb2 as pb
+
+MODELS = Path(__file__).resolve().parents[3] / "models"
+DIGITS = np.load(MODELS / "digits_test.npz")["x"]
+
+
+@pytest.fixture(scope="module")
+def prog():
+    return heinfer.compile(MODELS / "cryptonets_relu.onnx", mode="latency", protocol="two-party", calibration=DIGITS[100:164])
+
+
+def test_served_results_equal_the_in_process_ones(prog) -> None:
+    want, _ = run_in_process(prog, DIGITS[:3])
+    with serve_two_party(prog) as handle, connect_two_party(handle.address, prog.public()) as conn:
+        got, rep = conn.infer(DIGITS[:3])
+        again, _ = conn.infer(DIGITS[3:4])  # a second query in the same session
+    np.testing.assert_array_equal(got, want)
+    assert again.shape == (1, 10)
+    assert rep["online_bytes"] > 0 and rep["offline_bytes"] > 0 and rep["setup_bytes"] > 0
+    assert handle.service.sessions == 1 and handle.service.errors == 0
+
+
+def test_frames_round_trip_and_bad_frames_are_refused() -> None:
+    blobs = [b"", b"x" * (PART_BYTES + 5), b"abc"]
+    assert Reassembler(frames(Kind.LAYER, 2, blobs)).next() == (Kind.LAYER, 2, blobs)
+    fs = list(frames(Kind.LAYER, 2, blobs))
+    with pytest.raises(ProtocolError, match="out of order"):
+        Reassembler([fs[0], fs[2]]).next()
+    with pytest.raises(ProtocolError, match="ended in the middle"):
+        Reassembler(fs[:2]).next()
+    with pytest.raises(ProtocolError, match="limit"):
+        Reassembler(frames(Kind.LAYER, 0, [b"y" * 100]), max_bytes=10).next()
+    with pytest.raises(ProtocolError, match="unknown"):
+        Reassembler([pb.TwoPartyFrame(kind=99, count=1, size=0)]).next()
+
+
+def test_misuse_is_refused_with_a_status(prog) -> None:
+    with serve_two_party(prog) as handle:
+        channel = grpc.insecure_channel(handle.address)
+        call = channel.stream_stream("/heinfer.v1.TwoParty/Run", request_serializer=pb.TwoPartyFrame.SerializeToString,
+                                     response_deserializer=pb.TwoPartyFrame.FromString)
+        with pytest.raises(grpc.RpcError) as e:
+            list(call(iter(list(frames(Kind.LAYER, 0, [b"junk"])))))
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "keys first" in e.value.details()
+        channel.close()
+        assert handle.service.errors == 1
+    with pytest.raises(NotSupportedYetError, match="loopback"):
+        serve_two_party(prog, "0.0.0.0:0")
+    with pytest.raises(ServiceError):
+        connect_two_party("127.0.0.1:1", prog.public(), timeout_s=5)
