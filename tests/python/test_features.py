@@ -68,6 +68,11 @@ def test_wrong_or_missing_extractor_is_refused(prog, data) -> None:
         heinfer.infer(plain, x, features=EXTRACTOR)
     with pytest.raises(CompileError, match="yields 10"):
         heinfer.compile(CLASSIFIER, mode="latency", features=MODELS / "cryptonets_relu.onnx", calibration=data[0][:8], measure_costs=False)
+    import onnx  # every form of the classifier is checked against the features (ModelProto here)
+
+    with pytest.raises(CompileError, match=r"takes \(64,\) values, the feature extractor yields 10"):
+        heinfer.compile(onnx.load(str(CLASSIFIER)), mode="latency", features=MODELS / "cryptonets_relu.onnx",
+                        calibration=data[0][:8], measure_costs=False)
     with pytest.raises(CompileError, match="cannot load the feature extractor"):
         heinfer.compile(CLASSIFIER, mode="latency", features=b"not onnx", calibration=data[0][:8])
     with pytest.raises(CompileError, match="calibration"):
