@@ -166,3 +166,15 @@ def test_missing_onnxruntime_is_a_heinfer_error(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # `import onnxruntime` now fails
     with pytest.raises(CompileError, match=r"heinfer\[features\]"):
         FeatureExtractor(EXTRACTOR)
+
+
+def test_client_and_server_apart(prog, data) -> None:
+    """The README's two-party form: the client runs heinfer.FeatureExtractor itself and sends
+    the features through Client.query_message; the server gets only the full program."""
+    ext = heinfer.FeatureExtractor(EXTRACTOR)
+    client, server = heinfer.Client(prog.public()), heinfer.Server(prog)
+    ext.check_program(client.program.meta)
+    session = server.open_session(client.keys_message())
+    x = data[0][:3]
+    got = np.concatenate([client.decode_result(server.begin(client.query_message(session, ext(x[i : i + 1])))) for i in range(3)])
+    np.testing.assert_array_equal(got.argmax(1), _plain(x).argmax(1))
