@@ -87,6 +87,8 @@ def test_command_line_compiles_serves_and_predicts(tmp_path, data) -> None:
     run_cli("compile", str(CLASSIFIER), "-o", str(out), "--mode", "latency", "--features", str(EXTRACTOR),
             "--calibration", str(tmp_path / "cal.npy"), timeout=300)
     public = str(tmp_path / "clf.public.hep")
+    inspected = json.loads(run_cli("inspect", public, "--json", timeout=120).stdout)
+    assert inspected["features_sha256"] == FeatureExtractor(EXTRACTOR).sha256  # which extractor
     env = {k: v for k, v in os.environ.items() if k != "HEINFER_TOKEN"}
     with ServerProcess(str(out), "--threads", "1", env=env) as server:
         common = ["predict", str(tmp_path / "few.npy"), "--server", server.address, "--model", public, "-o", str(tmp_path / "out.npy")]
