@@ -34,11 +34,16 @@ class FeatureExtractor:
     """A public ONNX model run in the clear on the client: ``(batch, *in_shape) → (batch, n)``.
 
     Raises :class:`CompileError` for a model that is not a readable ONNX file with one input
-    and one output."""
+    and one output, and when onnxruntime (``pip install 'heinfer[features]'``) is missing."""
 
     def __init__(self, model: Any) -> None:
-        import onnxruntime as ort
-
+        try:
+            import onnxruntime as ort
+        except ImportError as e:
+            raise CompileError(
+                "a feature extractor runs on the client with onnxruntime: install "
+                f"heinfer[features] (pip install 'heinfer[features]'); importing it failed: {e}"
+            ) from None
         if isinstance(model, FeatureExtractor):
             model = model.data
         if isinstance(model, (str, os.PathLike)):

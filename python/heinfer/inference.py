@@ -96,18 +96,7 @@ def compile(  # noqa: A001 - the API name is the contract
         raise CompileError(f"unknown protocol {protocol!r}: 'client-aided' or 'two-party'")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise CompileError(f"batch_size must be a positive integer, got {batch_size!r}")
-    if isinstance(model, Graph):
-        graph = model
-    elif isinstance(model, Dag):
-        graph = to_chain(model)
-    elif isinstance(model, (str, bytes, bytearray, os.PathLike)) or type(model).__name__ == "ModelProto":
-        graph = load_onnx(model)
-    elif hasattr(model, "forward") and hasattr(model, "parameters"):
-        if example_input is None:
-            raise CompileError("a torch.nn.Module needs example_input to be exported")
-        graph = from_torch(model, example_input)
-    else:
-        raise CompileError(f"cannot compile a {type(model).__name__}: give an ONNX path/bytes/ModelProto or a torch.nn.Module")
+    graph = _load_graph(model, example_input)
     if protocol == "two-party":
         return _compile_two_party(graph, calibration, input_bound, security, options)
     if mode == "latency":
@@ -134,6 +123,22 @@ def compile(  # noqa: A001 - the API name is the contract
     return chosen
 
 
+def _load_graph(model: Any, example_input: Any) -> Graph:
+    """The chain graph of what :func:`compile` accepts: a Graph, a Dag, an ONNX path, bytes or
+    ModelProto, or a torch module (exported with ``example_input``)."""
+    if isinstance(model, Graph):
+        return model
+    if isinstance(model, Dag):
+        return to_chain(model)
+    if isinstance(model, (str, bytes, bytearray, os.PathLike)) or type(model).__name__ == "ModelProto":
+        return load_onnx(model)
+    if hasattr(model, "forward") and hasattr(model, "parameters"):
+        if example_input is None:
+            raise CompileError("a torch.nn.Module needs example_input to be exported")
+        return from_torch(model, example_input)
+    raise CompileError(f"cannot compile a {type(model).__name__}: give an ONNX path/bytes/ModelProto or a torch.nn.Module")
+
+
 def _compile_on_features(model: Any, features: Any, calibration: np.ndarray | None, **kwargs: Any) -> Program:
     """``compile(model, features=extractor)``: the classifier ``model`` takes the extractor's
     outputs; the calibration inputs are raw inputs, run through the extractor first."""
@@ -141,11 +146,11 @@ def _compile_on_features(model: Any, features: Any, calibration: np.ndarray | No
     if calibration is None:
         raise CompileError("a classifier on deep features needs calibration inputs (raw inputs of the extractor)")
     feats = ext(np.asarray(calibration))
-    graph = model if isinstance(model, Graph) else load_onnx(model) if isinstance(model, (str, bytes, bytearray, os.PathLike)) else None
-    if graph is not None and int(np.prod(graph.input_shape)) != feats.shape[1]:
-        raise CompileError(f"the classifier takes {tuple(graph.input_shape)} values, the feature extractor yields {feats.shape[1]}")
-    shape = tuple(graph.input_shape) if graph is not None else (feats.shape[1],)
-    program = compile(graph if graph is not None else model, calibration=feats.reshape(len(feats), *shape), **kwargs)
+    graph = _load_graph(model, kwargs.pop("example_input", None))  # a torch module: on features
+    shape = tuple(graph.input_shape)
+    if int(np.prod(shape)) != feats.shape[1]:
+        raise CompileError(f"the classifier takes {shape} values, the feature extractor yields {feats.shape[1]}")
+    program = compile(graph, calibration=feats.reshape(len(feats), *shape), **kwargs)
     program.meta[META_KEY] = ext.sha256
     return program
 

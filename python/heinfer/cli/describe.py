@@ -18,6 +18,7 @@ import io
 import math
 from typing import Any
 
+from heinfer.features import META_KEY as FEATURES_KEY
 from heinfer.program.model import Program, PublicProgram
 
 __all__ = ["describe", "galois_keys_bytes", "render", "switching_key_bytes"]
@@ -190,6 +191,8 @@ def describe(program: PublicProgram, size_bytes: int | None = None, ray_workers:
         }
     if "auto" in program.meta:
         desc["auto"] = dict(program.meta["auto"])
+    if FEATURES_KEY in program.meta:
+        desc["features_sha256"] = program.meta[FEATURES_KEY]
     return desc
 
 
@@ -237,6 +240,11 @@ def render(desc: dict, console: Any) -> None:
             else ""
         )
     )
+    if "features_sha256" in desc:
+        console.print(
+            f"input: the features of a public extractor (SHA-256 {desc['features_sha256'][:16]}…), "
+            "run by the client in the clear (heinfer predict --features EXTRACTOR.onnx)"
+        )
     _render_segments(desc, console)
     if "plan" in desc:
         console.print("plan (heinfer.explain):", style="bold")
