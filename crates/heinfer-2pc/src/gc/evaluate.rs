@@ -10,6 +10,7 @@ use super::garble::{tweaks, GarbledBatch, CHUNK};
 use super::wires::{not_gate, scatter, xor_gate};
 use crate::hash::FixedKeyHash;
 use crate::{Block, Result, TwoPartyError};
+use rayon::prelude::*;
 
 /// Evaluates every instance of `batch`; `evaluator_labels` holds the evaluator's input labels
 /// (from oblivious transfer), instance-major. Returns the output bits, instance-major.
@@ -33,75 +34,96 @@ pub fn evaluate(
         )));
     }
     let hash = FixedKeyHash::new();
-    let mut out = vec![false; n_all * outs];
-    let mut lab = Vec::new();
-    let mut ha = Vec::new();
-    let mut hb = Vec::new();
-    let mut ta = Vec::new();
-    let mut tb = Vec::new();
-    let mut row = 0;
-    for start in (0..n_all).step_by(CHUNK) {
-        let n = CHUNK.min(n_all - start);
-        lab.clear();
-        lab.resize(circuit.wires * n, Block::ZERO);
-        scatter(
-            &mut lab,
-            &circuit.garbler_inputs,
-            &batch.garbler_labels,
-            start,
-            n,
-        );
-        scatter(
-            &mut lab,
-            &circuit.evaluator_inputs,
-            evaluator_labels,
-            start,
-            n,
-        );
-        let mut and_idx = 0;
-        for g in &circuit.gates {
-            match *g {
-                Gate::Xor(a, b, o) => xor_gate(&mut lab, a, b, o, n),
-                Gate::Not(a, o) => not_gate(&mut lab, a, o, n, Block::ZERO),
-                Gate::And(a, b, o) => {
-                    let (a, b, o) = (a as usize * n, b as usize * n, o as usize * n);
-                    ha.clear();
-                    hb.clear();
-                    ta.clear();
-                    tb.clear();
-                    for i in 0..n {
-                        let (t0, t1) = tweaks(start + i, ands, and_idx);
-                        ha.push(lab[a + i]);
-                        hb.push(lab[b + i]);
-                        ta.push(t0);
-                        tb.push(t1);
-                    }
-                    hash.tccr_many(&mut ha, &ta);
-                    hash.tccr_many(&mut hb, &tb);
-                    for i in 0..n {
-                        let wa = lab[a + i];
-                        let tg = batch.tables[row + 2 * i];
-                        let te = batch.tables[row + 2 * i + 1];
-                        let wg = ha[i] ^ if wa.lsb() { tg } else { Block::ZERO };
-                        let we = hb[i]
-                            ^ if lab[b + i].lsb() {
-                                te ^ wa
-                            } else {
-                                Block::ZERO
-                            };
-                        lab[o + i] = wg ^ we;
-                    }
-                    row += 2 * n;
-                    and_idx += 1;
+    // chunks are independent: evaluated in parallel, each reading its own rows of the tables
+    let starts: Vec<usize> = (0..n_all).step_by(CHUNK).collect();
+    let parts: Vec<Vec<bool>> = starts
+        .par_iter()
+        .map(|&start| {
+            evaluate_chunk(
+                circuit,
+                batch,
+                evaluator_labels,
+                start,
+                CHUNK.min(n_all - start),
+                &hash,
+            )
+        })
+        .collect();
+    Ok(parts.concat())
+}
+
+/// Output bits of instances `start..start + n` (instance-major).
+fn evaluate_chunk(
+    circuit: &Circuit,
+    batch: &GarbledBatch,
+    evaluator_labels: &[Block],
+    start: usize,
+    n: usize,
+    hash: &FixedKeyHash,
+) -> Vec<bool> {
+    let (ands, outs) = (circuit.and_count(), circuit.outputs.len());
+    let mut lab = vec![Block::ZERO; circuit.wires * n];
+    scatter(
+        &mut lab,
+        &circuit.garbler_inputs,
+        &batch.garbler_labels,
+        start,
+        n,
+    );
+    scatter(
+        &mut lab,
+        &circuit.evaluator_inputs,
+        evaluator_labels,
+        start,
+        n,
+    );
+    let (mut ha, mut hb, mut ta, mut tb) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // the garbler wrote the tables chunk by chunk, gate by gate, instance by instance
+    let mut row = 2 * ands * start;
+    let mut and_idx = 0;
+    for g in &circuit.gates {
+        match *g {
+            Gate::Xor(a, b, o) => xor_gate(&mut lab, a, b, o, n),
+            Gate::Not(a, o) => not_gate(&mut lab, a, o, n, Block::ZERO),
+            Gate::And(a, b, o) => {
+                let (a, b, o) = (a as usize * n, b as usize * n, o as usize * n);
+                ha.clear();
+                hb.clear();
+                ta.clear();
+                tb.clear();
+                for i in 0..n {
+                    let (t0, t1) = tweaks(start + i, ands, and_idx);
+                    ha.push(lab[a + i]);
+                    hb.push(lab[b + i]);
+                    ta.push(t0);
+                    tb.push(t1);
                 }
-            }
-        }
-        for (k, &w) in circuit.outputs.iter().enumerate() {
-            for i in 0..n {
-                let idx = (start + i) * outs + k;
-                out[idx] = lab[w as usize * n + i].lsb() ^ batch.decoding[idx];
+                hash.tccr_many(&mut ha, &ta);
+                hash.tccr_many(&mut hb, &tb);
+                for i in 0..n {
+                    let wa = lab[a + i];
+                    let tg = batch.tables[row + 2 * i];
+                    let te = batch.tables[row + 2 * i + 1];
+                    let wg = ha[i] ^ if wa.lsb() { tg } else { Block::ZERO };
+                    let we = hb[i]
+                        ^ if lab[b + i].lsb() {
+                            te ^ wa
+                        } else {
+                            Block::ZERO
+                        };
+                    lab[o + i] = wg ^ we;
+                }
+                row += 2 * n;
+                and_idx += 1;
             }
         }
     }
-    Ok(out)
+    let mut out = vec![false; n * outs];
+    for (k, &w) in circuit.outputs.iter().enumerate() {
+        for i in 0..n {
+            out[i * outs + k] =
+                lab[w as usize * n + i].lsb() ^ batch.decoding[(start + i) * outs + k];
+        }
+    }
+    out
 }

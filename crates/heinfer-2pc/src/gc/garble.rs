@@ -17,7 +17,10 @@
 //! every hash call is a batch call and AES-NI pipelines eight blocks at a time. Garbling does
 //! not depend on the evaluator's inputs: it runs in the offline phase.
 
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha20Rng;
 use rand_core::RngCore;
+use rayon::prelude::*;
 use zeroize::Zeroize;
 
 use super::circuit::{Circuit, Gate};
@@ -105,90 +108,157 @@ pub fn garble<R: RngCore>(
             garbler_bits.len()
         )));
     }
-    let ands = circuit.and_count();
     let outs = circuit.outputs.len();
     let delta = Block(random_block(rng).0 | 1);
+    // one seed per chunk, drawn in order: the chunks are garbled in parallel, each from its own
+    // ChaCha20 stream, and assembled in instance order (the same layout as one pass)
+    let starts: Vec<usize> = (0..instances).step_by(CHUNK).collect();
+    let seeds: Vec<[u8; 32]> = starts
+        .iter()
+        .map(|_| {
+            let mut s = [0u8; 32];
+            rng.fill_bytes(&mut s);
+            s
+        })
+        .collect();
     let hash = FixedKeyHash::new();
+    let chunks: Vec<Chunk> = starts
+        .par_iter()
+        .zip(seeds.into_par_iter())
+        .map(|(&start, mut seed)| {
+            let n = CHUNK.min(instances - start);
+            let mut chunk_rng = ChaCha20Rng::from_seed(seed);
+            seed.zeroize();
+            garble_chunk(
+                circuit,
+                start,
+                n,
+                &garbler_bits[start * gi..(start + n) * gi],
+                delta,
+                &hash,
+                &mut chunk_rng,
+            )
+        })
+        .collect();
     let mut batch = GarbledBatch {
         instances,
-        tables: Vec::with_capacity(2 * ands * instances),
-        garbler_labels: vec![Block::ZERO; instances * gi],
-        decoding: vec![false; instances * outs],
+        tables: Vec::with_capacity(2 * circuit.and_count() * instances),
+        garbler_labels: Vec::with_capacity(instances * gi),
+        decoding: Vec::with_capacity(instances * outs),
     };
     let mut secrets = GarblerSecrets {
         delta,
-        evaluator_zero_labels: vec![Block::ZERO; instances * ei],
+        evaluator_zero_labels: Vec::with_capacity(instances * ei),
     };
-    let mut zero = vec![Block::ZERO; 0];
-    let mut ha = Vec::new();
-    let mut hb = Vec::new();
-    let mut ta = Vec::new();
-    let mut tb = Vec::new();
-    for start in (0..instances).step_by(CHUNK) {
-        let n = CHUNK.min(instances - start);
-        zero.clear();
-        zero.resize(circuit.wires * n, Block::ZERO);
-        // fresh zero labels for this chunk's inputs, instance-major like the callers' bits
-        let mut g0: Vec<Block> = (0..n * gi).map(|_| random_block(rng)).collect();
-        for (k, l) in g0.iter().enumerate() {
-            let bit = garbler_bits[start * gi + k];
-            batch.garbler_labels[start * gi + k] = if bit { *l ^ delta } else { *l };
-        }
-        let e0 = &mut secrets.evaluator_zero_labels[start * ei..(start + n) * ei];
-        e0.iter_mut().for_each(|l| *l = random_block(rng));
-        scatter(&mut zero, &circuit.garbler_inputs, &g0, 0, n);
-        scatter(&mut zero, &circuit.evaluator_inputs, e0, 0, n);
-        g0.iter_mut().for_each(|b| b.0.zeroize());
-        let mut and_idx = 0;
-        for g in &circuit.gates {
-            match *g {
-                Gate::Xor(a, b, o) => xor_gate(&mut zero, a, b, o, n),
-                Gate::Not(a, o) => not_gate(&mut zero, a, o, n, delta),
-                Gate::And(a, b, o) => {
-                    let (a, b, o) = (a as usize * n, b as usize * n, o as usize * n);
-                    ha.clear();
-                    hb.clear();
-                    ta.clear();
-                    tb.clear();
-                    for i in 0..n {
-                        let (t0, t1) = tweaks(start + i, ands, and_idx);
-                        ha.push(zero[a + i]);
-                        ha.push(zero[a + i] ^ delta);
-                        ta.push(t0);
-                        ta.push(t0);
-                        hb.push(zero[b + i]);
-                        hb.push(zero[b + i] ^ delta);
-                        tb.push(t1);
-                        tb.push(t1);
-                    }
-                    hash.tccr_many(&mut ha, &ta);
-                    hash.tccr_many(&mut hb, &tb);
-                    for i in 0..n {
-                        let a0 = zero[a + i];
-                        let pa = a0.lsb();
-                        let pb = zero[b + i].lsb();
-                        let tg = ha[2 * i] ^ ha[2 * i + 1] ^ if pb { delta } else { Block::ZERO };
-                        let wg = ha[2 * i] ^ if pa { tg } else { Block::ZERO };
-                        let te = hb[2 * i] ^ hb[2 * i + 1] ^ a0;
-                        let we = hb[2 * i] ^ if pb { te ^ a0 } else { Block::ZERO };
-                        zero[o + i] = wg ^ we;
-                        batch.tables.push(tg);
-                        batch.tables.push(te);
-                    }
-                    and_idx += 1;
+    for mut c in chunks {
+        batch.tables.append(&mut c.tables);
+        batch.garbler_labels.append(&mut c.garbler_labels);
+        batch.decoding.append(&mut c.decoding);
+        secrets
+            .evaluator_zero_labels
+            .append(&mut c.evaluator_zero_labels);
+    }
+    Ok((batch, secrets))
+}
+
+/// What one chunk of instances garbles to (see [`garble`]).
+struct Chunk {
+    tables: Vec<Block>,
+    garbler_labels: Vec<Block>,
+    decoding: Vec<bool>,
+    evaluator_zero_labels: Vec<Block>,
+}
+
+/// Garbles instances `start..start + n` with their garbler bits (instance-major), wire-major
+/// over the chunk: every AND gate hashes its `n` instances in one batch.
+fn garble_chunk(
+    circuit: &Circuit,
+    start: usize,
+    n: usize,
+    bits: &[bool],
+    delta: Block,
+    hash: &FixedKeyHash,
+    rng: &mut ChaCha20Rng,
+) -> Chunk {
+    let (gi, ei, outs, ands) = (
+        circuit.garbler_inputs.len(),
+        circuit.evaluator_inputs.len(),
+        circuit.outputs.len(),
+        circuit.and_count(),
+    );
+    let mut out = Chunk {
+        tables: Vec::with_capacity(2 * ands * n),
+        garbler_labels: Vec::with_capacity(n * gi),
+        decoding: vec![false; n * outs],
+        evaluator_zero_labels: (0..n * ei).map(|_| random_block(rng)).collect(),
+    };
+    let mut zero = vec![Block::ZERO; circuit.wires * n];
+    // fresh zero labels for this chunk's inputs, instance-major like the callers' bits
+    let mut g0: Vec<Block> = (0..n * gi).map(|_| random_block(rng)).collect();
+    out.garbler_labels.extend(
+        g0.iter()
+            .zip(bits)
+            .map(|(l, &bit)| if bit { *l ^ delta } else { *l }),
+    );
+    scatter(&mut zero, &circuit.garbler_inputs, &g0, 0, n);
+    scatter(
+        &mut zero,
+        &circuit.evaluator_inputs,
+        &out.evaluator_zero_labels,
+        0,
+        n,
+    );
+    g0.iter_mut().for_each(|b| b.0.zeroize());
+    let (mut ha, mut hb, mut ta, mut tb) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut and_idx = 0;
+    for g in &circuit.gates {
+        match *g {
+            Gate::Xor(a, b, o) => xor_gate(&mut zero, a, b, o, n),
+            Gate::Not(a, o) => not_gate(&mut zero, a, o, n, delta),
+            Gate::And(a, b, o) => {
+                let (a, b, o) = (a as usize * n, b as usize * n, o as usize * n);
+                ha.clear();
+                hb.clear();
+                ta.clear();
+                tb.clear();
+                for i in 0..n {
+                    let (t0, t1) = tweaks(start + i, ands, and_idx);
+                    ha.push(zero[a + i]);
+                    ha.push(zero[a + i] ^ delta);
+                    ta.push(t0);
+                    ta.push(t0);
+                    hb.push(zero[b + i]);
+                    hb.push(zero[b + i] ^ delta);
+                    tb.push(t1);
+                    tb.push(t1);
                 }
+                hash.tccr_many(&mut ha, &ta);
+                hash.tccr_many(&mut hb, &tb);
+                for i in 0..n {
+                    let a0 = zero[a + i];
+                    let pa = a0.lsb();
+                    let pb = zero[b + i].lsb();
+                    let tg = ha[2 * i] ^ ha[2 * i + 1] ^ if pb { delta } else { Block::ZERO };
+                    let wg = ha[2 * i] ^ if pa { tg } else { Block::ZERO };
+                    let te = hb[2 * i] ^ hb[2 * i + 1] ^ a0;
+                    let we = hb[2 * i] ^ if pb { te ^ a0 } else { Block::ZERO };
+                    zero[o + i] = wg ^ we;
+                    out.tables.push(tg);
+                    out.tables.push(te);
+                }
+                and_idx += 1;
             }
         }
-        for (k, &w) in circuit.outputs.iter().enumerate() {
-            for i in 0..n {
-                batch.decoding[(start + i) * outs + k] = zero[w as usize * n + i].lsb();
-            }
+    }
+    for (k, &w) in circuit.outputs.iter().enumerate() {
+        for i in 0..n {
+            out.decoding[i * outs + k] = zero[w as usize * n + i].lsb();
         }
     }
     for b in &mut zero {
         b.0.zeroize();
     }
-    Ok((batch, secrets))
+    out
 }
 
 const MAGIC: &[u8; 4] = b"HGC1";
