@@ -74,7 +74,7 @@ class Reassembler:
         blobs: list[bytes] = []
         buf = bytearray()
         head = None
-        total = 0
+        total = size = 0
         for f in self._it:
             if f.kind not in Kind.__members__.values():
                 raise ProtocolError(f"unknown two-party message kind {f.kind}")
@@ -84,6 +84,10 @@ class Reassembler:
                 head = (f.kind, f.step, f.count)
             if (f.kind, f.step, f.count) != head or f.blob != len(blobs) or f.offset != len(buf):
                 raise ProtocolError("two-party frames out of order (kind, step, blob or offset)")
+            if f.offset == 0:
+                size = f.size
+            elif f.size != size:
+                raise ProtocolError("a two-party blob changed its declared size between frames")
             total += len(f.data)
             if f.size > self.max_bytes or total > self.max_bytes or len(buf) + len(f.data) > f.size:
                 raise ProtocolError(f"a two-party message exceeds its size ({f.size}) or the limit of {self.max_bytes} bytes")

@@ -45,6 +45,9 @@ def test_frames_round_trip_and_bad_frames_are_refused() -> None:
         Reassembler(fs[:2]).next()
     with pytest.raises(ProtocolError, match="limit"):
         Reassembler(frames(Kind.LAYER, 0, [b"y" * 100]), max_bytes=10).next()
+    grown = [fs[1], pb.TwoPartyFrame(kind=Kind.LAYER, step=2, count=3, blob=1, size=10**6 * 9, offset=PART_BYTES, data=b"z")]
+    with pytest.raises(ProtocolError, match="changed its declared size"):
+        Reassembler([fs[0], *grown]).next()
     with pytest.raises(ProtocolError, match="unknown"):
         Reassembler([pb.TwoPartyFrame(kind=99, count=1, size=0)]).next()
 
