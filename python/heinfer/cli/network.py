@@ -199,11 +199,12 @@ def serve(
 
     prog = load_program(program)
     if isinstance(prog, TwoPartyProgram):
-        if tls_cert or token_file or ray_address:
-            raise CliError("the two-party service takes no TLS, token or Ray options yet (it listens on loopback only)")
+        if ray_address:
+            raise CliError("the two-party service runs in this process: --ray is not supported yet for it")
         if threads is not None:
             heinfer.set_num_threads(threads)
-        _serve_two_party(prog, program, host, port, grace, as_json)
+        tls2 = _server_tls(tls_cert, tls_key, tls_client_ca)
+        _serve_two_party(prog, program, host, port, grace, as_json, tls2, read_token(token_file), insecure)
         return
     prog = load_server_program(program)
     tls = _server_tls(tls_cert, tls_key, tls_client_ca)
@@ -259,8 +260,10 @@ def serve(
             signal.signal(s, h)
 
 
-def _serve_two_party(prog: TwoPartyProgram, path: str, host: str, port: int, grace: float, as_json: bool) -> None:
-    """``heinfer serve`` for a two-party program: the ``TwoParty`` service, loopback only."""
+def _serve_two_party(
+    prog: TwoPartyProgram, path: str, host: str, port: int, grace: float, as_json: bool, tls: Any, token: str | None, insecure: bool
+) -> None:
+    """``heinfer serve`` for a two-party program: the ``TwoParty`` service."""
     from heinfer.serve.two_party import serve_two_party
 
     if prog.is_public:
@@ -269,14 +272,17 @@ def _serve_two_party(prog: TwoPartyProgram, path: str, host: str, port: int, gra
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
-            handle = serve_two_party(prog, f"{_host(host)}:{port}")
-        except NotImplementedError as e:
+            handle = serve_two_party(prog, f"{_host(host)}:{port}", tls=tls, token=token, insecure=insecure)
+        except ValueError as e:
             raise CliError(f"cannot serve: {e}") from None
         address = f"{_host(host)}:{handle.port}"
         if as_json:
-            click.echo(to_json({"event": "listening", "address": address, "port": handle.port, "protocol": "two-party", "pid": os.getpid()}))
+            facts = {"tls": tls is not None, "token": token is not None}
+            click.echo(to_json({"event": "listening", "address": address, "port": handle.port, "protocol": "two-party", **facts, "pid": os.getpid()}))
         else:
-            click.echo(f"listening on {address}\n  program {path}: two-party protocol (GAZELLE), one item per query; loopback only. Stop with Ctrl-C or SIGTERM.")
+            security = "TLS" if tls else "no TLS (plaintext)"
+            click.echo(f"listening on {address}\n  program {path}: two-party protocol (GAZELLE), one item per query; {security}; "
+                       f"token {'required' if token else 'not required'}. Stop with Ctrl-C or SIGTERM.")
         sys.stdout.flush()
         while not stop.wait(0.5):
             pass
@@ -433,7 +439,8 @@ def predict(
     _check_address(server)
     prog = load_program(model)
     if isinstance(prog, TwoPartyProgram):
-        _predict_two_party(prog.public(), inputs, server, output, input_key, timeout, threads, as_json)
+        tls = _client_tls(tls_ca, tls_cert, tls_key)
+        _predict_two_party(prog.public(), inputs, server, output, input_key, timeout, threads, as_json, tls, read_token(token_file))
         return
     prog = load_client_program(model)
     x = load_array(inputs, key=input_key)
@@ -530,7 +537,10 @@ def _summary_text(s: dict) -> str:
     )
 
 
-def _predict_two_party(prog: TwoPartyProgram, inputs: str, server: str, output: str, input_key: str, timeout: float, threads: int | None, as_json: bool) -> None:
+def _predict_two_party(
+    prog: TwoPartyProgram, inputs: str, server: str, output: str, input_key: str, timeout: float, threads: int | None, as_json: bool,
+    tls: Any = None, token: str | None = None,
+) -> None:
     """``heinfer predict`` against a two-party service: one query per item."""
     import heinfer
     from heinfer.serve.two_party import connect_two_party
@@ -544,7 +554,7 @@ def _predict_two_party(prog: TwoPartyProgram, inputs: str, server: str, output: 
         heinfer.set_num_threads(threads)
     t0 = time.perf_counter()
     try:
-        with connect_two_party(server, prog, timeout_s=timeout) as conn:
+        with connect_two_party(server, prog, timeout_s=timeout, tls=tls, token=token) as conn:
             out, rep = conn.infer(x)
     except HeinferError as e:
         raise CliError(f"two-party query failed: {e}") from None

@@ -8,12 +8,14 @@ blobs cut into :class:`TwoPartyFrame` parts of at most :data:`PART_BYTES`; :clas
 checks every frame (kind, step, blob order, offsets, sizes against the per-message limit)
 before it buffers a byte. The parties are :mod:`heinfer.protocol.two_party`'s.
 
-Served on loopback addresses only (TLS and tokens for this service are not supported yet).
+TLS, mutual TLS and a bearer token work as for the CKKS service (:func:`heinfer.serve.serve`):
+an address that is not loopback needs TLS unless ``insecure=True``.
 """
 
 from __future__ import annotations
 
 import enum
+import hmac
 import logging
 import queue
 import time
@@ -23,11 +25,12 @@ from concurrent import futures
 import grpc
 import numpy as np
 
-from heinfer.errors import HeinferError, NotSupportedYetError, ProtocolError, ServiceError
+from heinfer.errors import HeinferError, ProtocolError, ServiceError
 from heinfer.program.two_party import TwoPartyProgram
 from heinfer.protocol.two_party import TwoPartyInferenceClient, TwoPartyInferenceServer, _params
 from heinfer.runtime.bfv_transform import prepare_layers
 from heinfer.serve.service import is_loopback
+from heinfer.serve.tls import TlsConfig
 from heinfer.v1 import service_pb2 as pb
 
 __all__ = ["Kind", "Reassembler", "TwoPartyService", "connect_two_party", "serve_two_party"]
@@ -105,16 +108,23 @@ class Reassembler:
 class TwoPartyService:
     """The server's side: the program's layers encoded once, one party per call."""
 
-    def __init__(self, program: TwoPartyProgram) -> None:
+    def __init__(self, program: TwoPartyProgram, token: str | None = None) -> None:
         if program.is_public:
             raise ProtocolError("the server needs the program with its weights")
         self.program = program
+        self._bearer = None if token is None else f"Bearer {token}".encode()
         self.layers = prepare_layers(_params(program), program.layers or [])
         self.sessions = 0
         self.errors = 0
 
     def Run(self, request_iterator: Iterable[pb.TwoPartyFrame], context: grpc.ServicerContext) -> Iterator[pb.TwoPartyFrame]:  # noqa: N802 - the RPC's name
         """One session (see the module documentation)."""
+        if self._bearer is not None:
+            given = [v for k, v in context.invocation_metadata() if k == "authorization"]
+            value = (given[0].encode() if isinstance(given[0], str) else bytes(given[0])) if len(given) == 1 else b""
+            if not hmac.compare_digest(value, self._bearer):
+                self.errors += 1
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "this service requires a valid token (metadata 'authorization: Bearer <token>')")
         asm = Reassembler(request_iterator)
         party: TwoPartyInferenceServer | None = None
         try:
@@ -172,17 +182,32 @@ def _options() -> list[tuple[str, int]]:
     return [("grpc.max_receive_message_length", size), ("grpc.max_send_message_length", size)]
 
 
-def serve_two_party(program: TwoPartyProgram, address: str = "127.0.0.1:0", max_workers: int = 4) -> TwoPartyHandle:
-    """Serves ``program`` on ``address`` (loopback only) until :meth:`TwoPartyHandle.stop`."""
+def serve_two_party(
+    program: TwoPartyProgram,
+    address: str = "127.0.0.1:0",
+    max_workers: int = 4,
+    tls: TlsConfig | None = None,
+    token: str | None = None,
+    insecure: bool = False,
+) -> TwoPartyHandle:
+    """Serves ``program`` on ``address`` until :meth:`TwoPartyHandle.stop`. ``tls``, ``token``
+    and ``insecure`` as for :func:`heinfer.serve.serve`: without TLS only loopback, unless
+    ``insecure=True``."""
     host, _, port = address.rpartition(":")
-    if not is_loopback(host):
-        raise NotSupportedYetError("the two-party service listens on loopback addresses only (TLS for it is not supported yet)")
-    service = TwoPartyService(program)
+    if token is not None and (not isinstance(token, str) or not token or not token.isprintable()):
+        raise ValueError("token must be a non-empty printable string")
+    if tls is None and not is_loopback(host) and not insecure:
+        raise ValueError(
+            f"refusing to listen on {host} without TLS: the token and every message would travel in clear; "
+            "give tls=TlsConfig(...), listen on 127.0.0.1, or pass insecure=True"
+        )
+    service = TwoPartyService(program, token)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=_options())
     handler = grpc.stream_stream_rpc_method_handler(service.Run, request_deserializer=pb.TwoPartyFrame.FromString,
                                                     response_serializer=pb.TwoPartyFrame.SerializeToString)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("heinfer.v1.TwoParty", {"Run": handler}),))
-    bound = server.add_insecure_port(f"{host}:{port or 0}")
+    where = f"{host}:{port or 0}"
+    bound = server.add_insecure_port(where) if tls is None else server.add_secure_port(where, tls.server_credentials())
     if bound == 0:
         raise ServiceError(f"cannot listen on {address}", code="UNAVAILABLE")
     server.start()
@@ -193,11 +218,12 @@ def serve_two_party(program: TwoPartyProgram, address: str = "127.0.0.1:0", max_
 class _Call:
     """A client's bidirectional call: send messages, receive whole ones."""
 
-    def __init__(self, channel: grpc.Channel, timeout_s: float) -> None:
+    def __init__(self, channel: grpc.Channel, timeout_s: float, token: str | None) -> None:
         self._q: queue.Queue = queue.Queue()
         call = channel.stream_stream(_PATH, request_serializer=pb.TwoPartyFrame.SerializeToString,
                                      response_deserializer=pb.TwoPartyFrame.FromString)
-        self._responses = call(iter(self._q.get, None), timeout=timeout_s)
+        auth = [] if token is None else [("authorization", f"Bearer {token}")]
+        self._responses = call(iter(self._q.get, None), timeout=timeout_s, metadata=auth)
         self._asm = Reassembler(self._responses)
         self.sent = self.received = 0
 
@@ -224,10 +250,13 @@ class _Call:
 class TwoPartyConnection:
     """A client session with a two-party service: :meth:`infer` runs items one query each."""
 
-    def __init__(self, address: str, program: TwoPartyProgram, timeout_s: float = 600.0) -> None:
+    def __init__(self, address: str, program: TwoPartyProgram, timeout_s: float = 600.0, tls: TlsConfig | None = None, token: str | None = None) -> None:
         self.program = program.public()
-        self._channel = grpc.insecure_channel(address, options=_options())
-        self._call = _Call(self._channel, timeout_s)
+        if tls is None:
+            self._channel = grpc.insecure_channel(address, options=_options())
+        else:
+            self._channel = grpc.secure_channel(address, tls.channel_credentials(), options=_options() + tls.channel_options())
+        self._call = _Call(self._channel, timeout_s, token)
         self.client = TwoPartyInferenceClient(self.program)
         t0 = time.perf_counter()
         keys = self.client.keys_message()
@@ -273,7 +302,10 @@ class TwoPartyConnection:
         self.close()
 
 
-def connect_two_party(address: str, program: TwoPartyProgram, timeout_s: float = 600.0) -> TwoPartyConnection:
-    """Opens a session (keys and base OTs sent) with the two-party service at ``address``."""
-    return TwoPartyConnection(address, program, timeout_s)
+def connect_two_party(
+    address: str, program: TwoPartyProgram, timeout_s: float = 600.0, tls: TlsConfig | None = None, token: str | None = None
+) -> TwoPartyConnection:
+    """Opens a session (keys and base OTs sent) with the two-party service at ``address``
+    (over TLS with ``tls``; with ``token`` as ``authorization: Bearer``)."""
+    return TwoPartyConnection(address, program, timeout_s, tls, token)
 

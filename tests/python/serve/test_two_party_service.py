@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import heinfer
-from heinfer.errors import NotSupportedYetError, ProtocolError, ServiceError
+from heinfer.errors import ProtocolError, ServiceError
 from heinfer.protocol.two_party import run_in_process
 from heinfer.serve.two_party import PART_BYTES, Kind, Reassembler, connect_two_party, frames, serve_two_party
 from heinfer.v1 import service_pb2 as pb
@@ -62,7 +62,22 @@ def test_misuse_is_refused_with_a_status(prog) -> None:
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "keys first" in e.value.details()
         channel.close()
         assert handle.service.errors == 1
-    with pytest.raises(NotSupportedYetError, match="loopback"):
-        serve_two_party(prog, "0.0.0.0:0")
     with pytest.raises(ServiceError):
         connect_two_party("127.0.0.1:1", prog.public(), timeout_s=5)
+
+
+def test_token_and_tls(prog, pki) -> None:
+    from heinfer.serve.tls import TlsConfig
+
+    server_tls = TlsConfig(cert_chain=pki.server_cert, private_key=pki.server_key)
+    with serve_two_party(prog, tls=server_tls, token="s3cret") as handle:
+        with pytest.raises(ServiceError) as e:
+            connect_two_party(handle.address, prog.public(), tls=TlsConfig(root_cert=pki.ca), token="wrong")
+        assert e.value.code == "UNAUTHENTICATED"
+        with connect_two_party(handle.address, prog.public(), tls=TlsConfig(root_cert=pki.ca), token="s3cret") as conn:
+            out, _ = conn.infer(DIGITS[:1])
+        assert out.shape == (1, 10)
+        with pytest.raises(ServiceError):  # plaintext against a TLS port
+            connect_two_party(handle.address, prog.public(), token="s3cret", timeout_s=5)
+    with pytest.raises(ValueError, match="without TLS"):
+        serve_two_party(prog, "0.0.0.0:0")
