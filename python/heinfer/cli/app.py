@@ -184,8 +184,7 @@ def compile_cmd(
         click.echo(to_json(summary))
         return
     click.echo(
-        f"wrote {output} ({len(data) / 1e3:.1f} kB, the server's: weights) and {public_path} "
-        f"({len(public) / 1e3:.1f} kB, the clients': no weights) in {seconds:.2f} s\n"
+        _wrote_line(output, public_path, data, public, seconds) + "\n"
         f"  {program.mode} mode, {program.packing} packing, {program.batch_capacity} item(s) per "
         f"query; program id {program.id[:16]}…\n"
         f"  CKKS N = 2^{p['log_n']}, q = {p['log_q']} bits, P = {p['log_p'] or 'none'}, "
@@ -207,6 +206,14 @@ def _written(program: Any, output: str, public_path: str, data: bytes, public: b
     }
 
 
+def _wrote_line(output: str, public_path: str, data: bytes, public: bytes, seconds: float) -> str:
+    """The first line ``heinfer compile`` prints: both files, their sizes, the time."""
+    return (
+        f"wrote {output} ({len(data) / 1e3:.1f} kB, the server's: weights) and {public_path} "
+        f"({len(public) / 1e3:.1f} kB, the clients': no weights) in {seconds:.2f} s"
+    )
+
+
 def _two_party_summary(program: Any, output: str, public_path: str, data: bytes, public: bytes, seconds: float, as_json: bool) -> None:
     """What ``heinfer compile --protocol two-party`` wrote."""
     b = program.bfv
@@ -222,8 +229,7 @@ def _two_party_summary(program: Any, output: str, public_path: str, data: bytes,
         click.echo(to_json(summary))
         return
     click.echo(
-        f"wrote {output} ({len(data) / 1e3:.1f} kB, the server's: weights) and {public_path} "
-        f"({len(public) / 1e3:.1f} kB, the clients': no weights) in {seconds:.2f} s\n"
+        _wrote_line(output, public_path, data, public, seconds) + "\n"
         f"  two-party protocol (GAZELLE), latency mode; program id {program.id[:16]}…\n"
         f"  BFV N = 2^{b['log_n']}, q = {b['log_q']} bits, P = {b['log_p']}, p = {b['plain_modulus']}, "
         f"{b['security']}-bit security; {len(program.segments)} linear layer(s), {len(program.steps)} "

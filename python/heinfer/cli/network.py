@@ -454,10 +454,7 @@ def predict(
         ext = FeatureExtractor(features)
         ext.check_program(prog.meta)
         x = ext(x)
-    if x.shape == prog.input_shape:
-        x = x[None]
-    if x.ndim != len(prog.input_shape) + 1 or x.shape[1:] != prog.input_shape:
-        raise CliError(f"inputs have shape {x.shape}; the model takes (n, *{prog.input_shape})")
+    x = _items(x, prog.input_shape)
     if threads is not None:
         heinfer.set_num_threads(threads)
     tls = _client_tls(tls_ca, tls_cert, tls_key)
@@ -537,6 +534,15 @@ def _summary_text(s: dict) -> str:
     )
 
 
+def _items(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``x`` as a batch of items of ``shape`` (one item may come without its batch axis)."""
+    if x.shape == tuple(shape):
+        x = x[None]
+    if x.ndim != len(shape) + 1 or x.shape[1:] != tuple(shape):
+        raise CliError(f"inputs have shape {x.shape}; the model takes (n, *{tuple(shape)})")
+    return x
+
+
 def _predict_two_party(
     prog: TwoPartyProgram, inputs: str, server: str, output: str, input_key: str, timeout: float, threads: int | None, as_json: bool,
     tls: Any = None, token: str | None = None,
@@ -545,11 +551,7 @@ def _predict_two_party(
     import heinfer
     from heinfer.serve.two_party import connect_two_party
 
-    x = load_array(inputs, key=input_key)
-    if x.shape == prog.input_shape:
-        x = x[None]
-    if x.ndim != len(prog.input_shape) + 1 or x.shape[1:] != prog.input_shape:
-        raise CliError(f"inputs have shape {x.shape}; the model takes (n, *{prog.input_shape})")
+    x = _items(load_array(inputs, key=input_key), prog.input_shape)
     if threads is not None:
         heinfer.set_num_threads(threads)
     t0 = time.perf_counter()
