@@ -104,8 +104,8 @@ def cli() -> None:
     default="client-aided",
     show_default=True,
     help="How ReLU/max-pooling run: client-aided (the client sees pre-activations: no model "
-    "privacy) or two-party (GAZELLE; latency mode; serving it is not supported yet: run it in "
-    "process with heinfer.infer).",
+    "privacy) or two-party (GAZELLE; latency mode: the client learns the output only; served by "
+    "heinfer serve like any program).",
 )
 @click.option(
     "--features",
@@ -234,7 +234,7 @@ def _two_party_summary(program: Any, output: str, public_path: str, data: bytes,
         f"  BFV N = 2^{b['log_n']}, q = {b['log_q']} bits, P = {b['log_p']}, p = {b['plain_modulus']}, "
         f"{b['security']}-bit security; {len(program.segments)} linear layer(s), {len(program.steps)} "
         f"garbled-circuit step(s), {len(program.rotation_steps)} rotation keys\n"
-        "  serving it (heinfer serve / predict) is not supported yet: run it in process with heinfer.infer"
+        f"  serve it with heinfer serve {output}; clients run heinfer predict --model {public_path}"
     )
 
 

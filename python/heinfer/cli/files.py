@@ -103,15 +103,15 @@ def _refuse_two_party(prog: object, path: str) -> None:
     from heinfer.program.two_party import TwoPartyProgram
 
     if isinstance(prog, TwoPartyProgram):
-        raise NotSupportedYetError(
-            f"{path!r} is a two-party program: serving the two-party protocol over gRPC is not "
-            "supported yet; run it in process with heinfer.infer"
+        raise CliError(
+            f"{path!r} is a two-party program: it runs on the two-party service (heinfer serve and "
+            "heinfer predict route it there), not on the CKKS one"
         )
 
 
 def load_server_program(path: str) -> Program:
-    """The server's program at ``path``; a public program (no weights) is refused, and so is a
-    two-party program (not served yet)."""
+    """The server's CKKS program at ``path``; a public program (no weights) is refused, and so
+    is a two-party program (the two-party service takes those)."""
     prog = load_program(path)
     _refuse_two_party(prog, path)
     if not isinstance(prog, Program):

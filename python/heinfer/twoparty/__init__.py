@@ -24,8 +24,9 @@ process, over gRPC or over Ray::
 Semi-honest security, as GAZELLE's. :func:`run_in_process` plays both parties and measures
 each phase; the benchmark ``bench/twoparty.py`` uses it.
 
-**Not supported yet**: the rest of the two-party protocol — BFV linear layers with noise
-flooding between these steps, ``heinfer.compile(..., protocol="two-party")``, the service.
+The whole protocol — BFV linear layers with noise flooding between these steps, the fixed-point
+plan, ``heinfer.compile(..., protocol="two-party")``, the service — builds on this module:
+:mod:`heinfer.protocol.two_party` and :mod:`heinfer.serve.two_party`.
 """
 
 from __future__ import annotations

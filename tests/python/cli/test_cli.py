@@ -130,7 +130,7 @@ def test_compile_serve_and_predict_two_party(files: dict) -> None:
     r = invoke("compile", os.path.join(MODELS, "cryptonets_relu.onnx"), "-o", str(out), "--mode", "latency",
                "--input-bound", "16", "--protocol", "two-party")
     assert r.exit_code == 0, r.output
-    assert "two-party protocol" in r.output and "not supported yet" in r.output
+    assert "two-party protocol" in r.output and "heinfer serve" in r.output and "tp.public.hep" in r.output
     prog = heinfer.load_program(out.read_bytes())
     assert prog.protocol == "two-party" and not prog.is_public
     public = heinfer.load_program((files["dir"] / "tp.public.hep").read_bytes())
