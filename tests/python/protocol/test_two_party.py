@@ -215,3 +215,22 @@ def test_the_flooding_bound_holds_the_measured_noise(compiled) -> None:
         # invariant noise v = |R|/Q with R ≈ p·e + (Q mod p)·m, budget = −log2(2|v|)
         worst = max(log_q - np.log2(p) - client._dec.noise_budget(c) - 1 for c in out)
         assert worst < noise_bits(prog.layers[k], params.log_n, p), (k, worst)
+
+
+def test_the_server_sees_choice_bits_that_do_not_depend_on_the_input(compiled) -> None:
+    """Playing the server: the only plaintext-looking bytes it receives are the OT choice bits
+    (its other inputs are BFV ciphertexts under the client's key). For an all-zero image and a
+    real digit, the bits of step 0's choices are balanced coins alike — the choice bits are the
+    client's share bits XOR random OT bits, so they carry nothing about the input."""
+    _, prog = compiled("cryptonets_relu")
+    fractions = []
+    for x in (np.zeros_like(DIGITS[0]), DIGITS[0]):
+        client = TwoPartyInferenceClient(prog.public())
+        server = TwoPartyInferenceServer(prog, client.keys_message())
+        client.finish_setup(server.setup_reply)
+        client.offline_finish(server.offline(client.offline_request()))
+        choices = client.choose(0, server.layer(0, client.query(x)))
+        bits = np.unpackbits(np.frombuffer(choices, dtype=np.uint8)[16:])  # past any header
+        fractions.append(bits.mean())
+    # ~16,900 choice bits each: a coin's fraction of ones is within 0.5 ± 0.02 (over 5σ)
+    assert all(abs(f - 0.5) < 0.02 for f in fractions), fractions
