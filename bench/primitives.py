@@ -12,8 +12,10 @@ by default, two with --quick); each library's time is the smallest of its per-ro
 so a burst of load on this shared virtual machine (timings move by ±30% from one minute to
 the next) favours no library.
 
-Prints a table of medians (µs), the ratio heinfer / best of the others, precision bits and
-serialized sizes; the LAST line is one JSON object:
+Prints a table of medians (µs), the ratio heinfer / best of the others, precision bits,
+serialized sizes (SEAL's also in its compressed default) and which vector instructions each
+compared build contains (bench/compare/simd.py: the PyPI wheels of SEAL and OpenFHE have no
+AVX-512); the LAST line is one JSON object:
 {"logN=13": {OP: {"heinfer_us", "seal_us", "openfhe_us", "ratio", "heinfer_2t_us"}, ...},
  "logN=14": {...}, "logN=15": {...}, "precision_bits": {...}, "sizes": {...}, "meta": {...}}
 --quick runs logN 13 and 14 with few repetitions (under 3 minutes here).
@@ -31,6 +33,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMPARE = os.path.join(ROOT, "bench", "compare")
+sys.path.insert(0, COMPARE)
+import simd  # noqa: E402  (bench/compare/simd.py)
 OPS = ("encode", "encrypt", "decrypt", "decode", "add", "mul_plain", "mul_const",
        "mul_relin", "rescale", "rotate", "rotate_hoisted", "conjugate")
 SETS = {13: (3, 218), 14: (7, 438), 15: (16, 881)}
@@ -159,10 +163,26 @@ def main(argv=None) -> None:
         sz = result["sizes"][f"logN={logn}"]
         for lib in ("heinfer", "seal", "openfhe"):
             if lib in sz and sz[lib]:
-                print(f"  {lib:<8} ciphertext {sz[lib].get('ciphertext_bytes')} B, one Galois key "
-                      f"{sz[lib].get('galois_key_bytes')} B  ({versions.get(lib)})")
+                s = sz[lib]
+                extra = ""
+                if s.get("ciphertext_bytes_seed_compressed"):
+                    extra = f" (seed-compressed ciphertext {s['ciphertext_bytes_seed_compressed']} B)"
+                if s.get("ciphertext_bytes_compressed"):
+                    extra = (f" (SEAL's default save(), zstd: ciphertext {s['ciphertext_bytes_compressed']} B, "
+                             f"Galois key {s.get('galois_key_bytes_compressed')} B)")
+                print(f"  {lib:<8} ciphertext {s.get('ciphertext_bytes')} B, one Galois key "
+                      f"{s.get('galois_key_bytes')} B{extra}  ({versions.get(lib)})")
+    audit = simd.audit()
+    print(f"\nbuilds compared (objdump, static): {simd.summary(audit)}")
+    generic = [name for lib, name in (("seal", "SEAL"), ("openfhe", "OpenFHE"))
+               if isinstance(audit.get(lib), dict) and audit[lib].get("zmm") == 0]
+    if generic:
+        print(f"note: {' and '.join(generic)} as their PyPI wheels ship contain no AVX-512 instruction "
+              "while heinfer's kernels use AVX-512: the ratios compare the builds a pip user gets, "
+              "not the libraries at their best")
     result["meta"] = {
         "cpu": cpu_model(),
+        "simd": audit,
         "build": "release, lto=fat, codegen-units=1 (Cargo.toml [profile.release])",
         "threads": "1 for every library (heinfer_2t_us: heinfer with 2)",
         "python": platform.python_version(),
