@@ -1,17 +1,19 @@
-//! Timings of the wire format's residue packing (std-timer harness, medians of repeated runs):
-//! `cargo bench -p heinfer-ckks --bench wire`.
+//! Timings of the wire format's residue packing, measured with criterion:
+//! `cargo bench -p heinfer-ckks --bench wire`. Throughput is reported in bytes of output
+//! (packing) or input (unpacking).
 //!
 //! * `pack`/`unpack` `bits=B`: one plaintext at logN = 13 with six `B`-bit primes
 //!   (6 × 8192 residues), through [`plaintext_to_bytes`] / [`plaintext_from_bytes`]: almost
 //!   all of that time is the bit packing (the header is a few bytes).
 //! * `ct_to_bytes`/`ct_from_bytes`: a seed-compressed fresh symmetric ciphertext at logN = 13
 //!   with six 30-bit primes (one packed part + a seed; decoding also expands the seed).
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use heinfer_ckks::serialize::*;
 use heinfer_ckks::*;
 use std::hint::black_box;
 
 mod common;
-use common::median_us;
+use common::config;
 
 fn params(bits: u32) -> CkksParams {
     CkksParams::new_insecure_for_tests(CkksParamsLiteral {
@@ -25,8 +27,8 @@ fn params(bits: u32) -> CkksParams {
     .unwrap()
 }
 
-fn main() {
-    let reps = 200;
+fn wire(c: &mut Criterion) {
+    let mut g = c.benchmark_group("wire");
     for bits in [30u32, 50] {
         let p = params(bits);
         let enc = Encoder::new(&p);
@@ -40,21 +42,15 @@ fn main() {
             plaintext_from_bytes(&p, &bytes, DEFAULT_MAX_BYTES).unwrap(),
             pt
         );
-        let w = median_us(reps, || {
-            black_box(plaintext_to_bytes(&p, black_box(&pt)).unwrap());
+        g.throughput(Throughput::Bytes(bytes.len() as u64));
+        g.bench_function(format!("pack/bits={bits}/6x8192"), |b| {
+            b.iter(|| black_box(plaintext_to_bytes(&p, black_box(&pt)).unwrap()))
         });
-        let r = median_us(reps, || {
-            black_box(plaintext_from_bytes(&p, black_box(&bytes), DEFAULT_MAX_BYTES).unwrap());
+        g.bench_function(format!("unpack/bits={bits}/6x8192"), |b| {
+            b.iter(|| {
+                black_box(plaintext_from_bytes(&p, black_box(&bytes), DEFAULT_MAX_BYTES).unwrap())
+            })
         });
-        let mb = bytes.len() as f64 / 1e6;
-        println!(
-            "wire/pack/bits={bits}/6x8192    {w:9.1} us  ({:6.0} MB/s)",
-            mb / (w * 1e-6)
-        );
-        println!(
-            "wire/unpack/bits={bits}/6x8192  {r:9.1} us  ({:6.0} MB/s)",
-            mb / (r * 1e-6)
-        );
     }
     let p = params(30);
     let kg = KeyGenerator::new(&p).unwrap();
@@ -65,15 +61,21 @@ fn main() {
         .unwrap();
     let ct = kg.encrypt_symmetric(&pt).unwrap();
     let bytes = ciphertext_to_bytes(&p, &ct).unwrap();
-    let w = median_us(reps, || {
-        black_box(ciphertext_to_bytes(&p, black_box(&ct)).unwrap());
+    g.throughput(Throughput::Bytes(bytes.len() as u64));
+    g.bench_function("ct_to_bytes/seeded/bits=30/6x8192", |b| {
+        b.iter(|| black_box(ciphertext_to_bytes(&p, black_box(&ct)).unwrap()))
     });
-    let r = median_us(reps, || {
-        black_box(ciphertext_from_bytes(&p, black_box(&bytes), DEFAULT_MAX_BYTES).unwrap());
+    g.bench_function("ct_from_bytes/seeded/bits=30/6x8192", |b| {
+        b.iter(|| {
+            black_box(ciphertext_from_bytes(&p, black_box(&bytes), DEFAULT_MAX_BYTES).unwrap())
+        })
     });
-    println!(
-        "wire/ct_to_bytes/seeded/bits=30   {w:9.1} us  ({} bytes)",
-        bytes.len()
-    );
-    println!("wire/ct_from_bytes/seeded/bits=30 {r:9.1} us");
+    g.finish();
 }
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = wire
+}
+criterion_main!(benches);
