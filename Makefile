@@ -38,8 +38,11 @@ native: $(STAMPS)/native
 
 # After the native build: maturin compiles heinfer-py with its own crate-type flags, so
 # running cargo test second leaves both builds fresh for the next `make test`.
+# `cargo check --benches`: the criterion benchmarks are not built by `cargo test`, and a bench
+# that no longer compiles went unnoticed once (kernels' linear bench after an API change).
 test-rust: $(STAMPS)/native
 	cargo test --workspace --release
+	cargo check --workspace --benches --quiet
 
 test-python: $(STAMPS)/native
 	$(PY) -m pytest tests/python -q

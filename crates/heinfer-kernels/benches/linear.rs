@@ -1,23 +1,35 @@
-//! Throughput of the batch-axis linear layer on CryptoNets' shapes:
-//! `cargo bench -p heinfer-kernels --bench linear -- [logN] [limbs] [parts]`.
-//! Prints milliseconds per layer and the effective rate of integer multiply-adds.
+//! Throughput of the batch-axis linear layer on CryptoNets' shapes, measured with criterion:
+//! `cargo bench -p heinfer-kernels --bench linear [-- FILTER]`.
+//!
+//! Ids carry the shape and the parameters, e.g.
+//! `linear/conv28x28_5x5_s2_to845/logN=13/limbs=6/parts=3`; the throughput is in integer
+//! multiply-adds (`elem/s`: non-zero weights × parts × limbs × N per layer).
+//! `HEINFER_BENCH_LOGN` (default 13), `HEINFER_BENCH_LIMBS` (6) and `HEINFER_BENCH_PARTS` (3)
+//! change the parameters; `ONLY_CONV=1` skips the dense layer.
 
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use heinfer_ckks::poly::RnsPoly;
 use heinfer_ckks::{Ciphertext, CkksParams, CkksParamsLiteral, SecurityLevel};
 use heinfer_kernels::linear::{GroupSpec, LinearLayer};
-use std::time::Instant;
+use heinfer_kernels::Packing;
+use std::time::Duration;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn main() {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
-    let log_n = *args.first().unwrap_or(&13) as u32;
-    let limbs = *args.get(1).unwrap_or(&6);
-    let parts = *args.get(2).unwrap_or(&3);
+/// The number in environment variable `name`, or `default` when it is unset.
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name).map_or(default, |v| {
+        v.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v:?}: expected a number"))
+    })
+}
+
+fn layers(c: &mut Criterion) {
+    let log_n = env_number("HEINFER_BENCH_LOGN", 13) as u32;
+    let limbs = env_number("HEINFER_BENCH_LIMBS", 6);
+    let parts = env_number("HEINFER_BENCH_PARTS", 3);
     let p = CkksParams::new(CkksParamsLiteral {
         log_n,
         log_q: vec![30; limbs],
@@ -93,26 +105,30 @@ fn main() {
     }
     let conv = LinearLayer::new(845, 784, groups, 1000.0, 1).unwrap();
     let only_conv = std::env::var("ONLY_CONV").is_ok();
+    let mut g = c.benchmark_group("linear");
     for (name, layer, inputs) in [
-        ("conv 28x28 5x5 s2 ->845", &conv, &conv_in),
-        ("fc 845->100", &fc, &fc_in),
+        ("conv28x28_5x5_s2_to845", &conv, &conv_in),
+        ("fc_845_to100", &fc, &fc_in),
     ] {
         if only_conv && name.starts_with("fc") {
             continue;
         }
-        let _ = layer.apply(&p, inputs, None, false).unwrap();
-        let reps = 3;
-        let t = Instant::now();
-        for _ in 0..reps {
-            std::hint::black_box(layer.apply(&p, inputs, None, false).unwrap());
-        }
-        let secs = t.elapsed().as_secs_f64() / reps as f64;
-        let fma = layer.nnz() as f64 * (parts * limbs * n) as f64;
-        println!(
-            "{name}: logN={log_n} limbs={limbs} parts={parts}: {:.1} ms, {:.2} G multiply-adds/s, {:.3} µs per image-slot",
-            secs * 1e3,
-            fma / secs / 1e9,
-            secs * 1e6 / p.slots() as f64
+        let fma = layer.nnz() as u64 * (parts * limbs * n) as u64;
+        g.throughput(Throughput::Elements(fma));
+        g.bench_function(
+            format!("{name}/logN={log_n}/limbs={limbs}/parts={parts}"),
+            |b| b.iter(|| std::hint::black_box(layer.apply(&p, inputs, None, Packing::Real).unwrap())),
         );
     }
+    g.finish();
 }
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5));
+    targets = layers
+}
+criterion_main!(benches);

@@ -1,19 +1,29 @@
-//! NTT and element-wise kernel timings at N = 2^13 and 2^14: FMA transforms against
-//! `tfhe-ntt`, and every element-wise kernel family this CPU runs (portable, AVX-512, IFMA)
-//! interleaved in the same process (rounds of A, B, C, …; the fastest round is reported, so a
-//! burst of load on a shared machine favours no family): `cargo bench -p heinfer-math --bench ntt`.
-use heinfer_math::vecops::{self, VecKernel};
+//! NTT and element-wise kernel timings, measured with criterion:
+//! `cargo bench -p heinfer-math --bench ntt [-- FILTER]`.
+//!
+//! Ids carry the parameters and the kernel: `ntt/forward/fma/logN=14/q=40bit` against
+//! `ntt/forward/tfhe-ntt/logN=14/q=40bit` (the plan's choice is printed first), and
+//! `vecops/mul/Ifma/logN=14/q=40bit` for every element-wise kernel family this CPU runs
+//! (portable, AVX-512, IFMA). `HEINFER_BENCH_LOGN` (default `13,14`) and `HEINFER_BENCH_BITS`
+//! (default `40,50,60`) pick the ring degrees and prime sizes.
+use criterion::{criterion_group, criterion_main, Criterion};
+use heinfer_math::vecops;
 use heinfer_math::{dot, primes::generate_primes, Modulus, NttPlan};
-use std::time::Instant;
+use std::hint::black_box;
+use std::time::Duration;
 
-/// Mean µs per call over `reps` calls (after one warm-up call).
-fn time<F: FnMut()>(reps: usize, mut f: F) -> f64 {
-    f();
-    let t = Instant::now();
-    for _ in 0..reps {
-        f();
+fn env_list(name: &str, default: &[usize]) -> Vec<usize> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .split(',')
+            .map(|s| {
+                s.trim()
+                    .parse()
+                    .unwrap_or_else(|_| panic!("{name}={v:?}: expected numbers separated by commas"))
+            })
+            .collect(),
+        Err(_) => default.to_vec(),
     }
-    t.elapsed().as_secs_f64() * 1e6 / reps as f64
 }
 
 fn cpu() -> String {
@@ -27,91 +37,90 @@ fn cpu() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-const OPS: [&str; 7] = [
-    "mul",
-    "mac",
-    "shoup",
-    "shoup_mac",
-    "add",
-    "dot2/β=4",
-    "dot2/β=8",
-];
-
-fn main() {
+fn kernels(c: &mut Criterion) {
     let families = vecops::available_kernels();
-    println!(
-        "cpu: {} | families: {families:?} | chosen: {:?}",
-        cpu(),
-        vecops::kernel()
-    );
     let chosen = vecops::kernel();
-    for logn in [13u32, 14] {
+    println!("cpu: {} | element-wise families: {families:?} | chosen: {chosen:?}", cpu());
+    for logn in env_list("HEINFER_BENCH_LOGN", &[13, 14]) {
         let n = 1usize << logn;
-        for bits in [40u32, 50, 60] {
-            let q = generate_primes(&[bits], 2 * n as u64, &[]).unwrap()[0];
+        for bits in env_list("HEINFER_BENCH_BITS", &[40, 50, 60]) {
+            let tag = format!("logN={logn}/q={bits}bit");
+            let q = generate_primes(&[bits as u32], 2 * n as u64, &[]).unwrap()[0];
             let plan = NttPlan::new(n, q).unwrap();
+            println!("{tag}: the plan runs {:?}", plan.kernel());
             let m = Modulus::new(q);
             let bc = vecops::BarrettConst::new(q);
             let mut a: Vec<u64> = (0..n as u64).map(|i| (i * 7919) % q).collect();
             let b: Vec<u64> = (0..n as u64).map(|i| (i * 104729) % q).collect();
-            let fwd = time(200, || {
-                plan.forward_fma(&mut a);
-            });
-            let fwd_ref = time(200, || plan.forward_reference(&mut a));
-            let inv_ref = time(200, || plan.inverse_reference(&mut a));
-            let inv = time(200, || {
-                plan.inverse_fma(&mut a);
-            });
             let mut acc = vec![0u64; n];
-            let mac_tfhe = time(200, || plan.mul_accumulate(&mut acc, &a, &b));
-            let has_fma = plan.forward_fma(&mut a.clone());
-            println!(
-                "logN={logn} q={bits}-bit NTT (chosen {:?}): fma fwd {} inv {} | tfhe-ntt fwd {fwd_ref:.1} inv {inv_ref:.1} | tfhe-ntt mac {mac_tfhe:.1} µs",
-                plan.kernel(),
-                if has_fma { format!("{fwd:.1}") } else { "-".into() },
-                if has_fma { format!("{inv:.1}") } else { "-".into() }
-            );
+            let mut acc1 = vec![0u64; n];
+
+            let mut g = c.benchmark_group("ntt");
+            if plan.forward_fma(&mut a.clone()) {
+                g.bench_function(format!("forward/fma/{tag}"), |bn| {
+                    bn.iter(|| plan.forward_fma(black_box(&mut a)))
+                });
+                g.bench_function(format!("inverse/fma/{tag}"), |bn| {
+                    bn.iter(|| plan.inverse_fma(black_box(&mut a)))
+                });
+            }
+            g.bench_function(format!("forward/tfhe-ntt/{tag}"), |bn| {
+                bn.iter(|| plan.forward_reference(black_box(&mut a)))
+            });
+            g.bench_function(format!("inverse/tfhe-ntt/{tag}"), |bn| {
+                bn.iter(|| plan.inverse_reference(black_box(&mut a)))
+            });
+            g.bench_function(format!("mul_accumulate/tfhe-ntt/{tag}"), |bn| {
+                bn.iter(|| plan.mul_accumulate(black_box(&mut acc), &a, &b))
+            });
+            g.finish();
+
             let w = 12345 % q;
             let ws = m.shoup(w);
             let digits: Vec<Vec<u64>> = (0..8u64)
                 .map(|j| (0..n as u64).map(|i| (i * 31 + j * 977) % q).collect())
                 .collect();
             let refs: Vec<&[u64]> = digits.iter().map(|v| v.as_slice()).collect();
-            let mut acc1 = vec![0u64; n];
-            let mut best = vec![[f64::INFINITY; OPS.len()]; families.len()];
-            for _round in 0..5 {
-                for (fi, &k) in families.iter().enumerate() {
-                    vecops::set_kernel(k);
-                    let t = [
-                        time(100, || vecops::mul_assign(&mut a, &b, &bc)),
-                        time(100, || vecops::mul_add_assign(&mut acc, &a, &b, &bc)),
-                        time(100, || vecops::mul_scalar_assign(&mut a, w, ws, &m)),
-                        time(100, || {
-                            vecops::mul_scalar_add_assign(&mut acc, &a, w, ws, &m)
-                        }),
-                        time(100, || vecops::add_assign(&mut a, &b, q)),
-                        time(50, || {
-                            dot::dot2(&mut acc, &mut acc1, &refs[..4], &refs[4..], &refs[..4], &bc)
-                        }),
-                        time(50, || {
-                            dot::dot2(&mut acc, &mut acc1, &refs, &refs, &refs, &bc)
-                        }),
-                    ];
-                    for (o, v) in best[fi].iter_mut().zip(t) {
-                        *o = o.min(v);
-                    }
-                }
+            let mut g = c.benchmark_group("vecops");
+            for &k in &families {
+                vecops::set_kernel(k);
+                let id = |op: &str| format!("{op}/{k:?}/{tag}");
+                g.bench_function(id("mul"), |bn| {
+                    bn.iter(|| vecops::mul_assign(black_box(&mut a), &b, &bc))
+                });
+                g.bench_function(id("mac"), |bn| {
+                    bn.iter(|| vecops::mul_add_assign(black_box(&mut acc), &a, &b, &bc))
+                });
+                g.bench_function(id("shoup"), |bn| {
+                    bn.iter(|| vecops::mul_scalar_assign(black_box(&mut a), w, ws, &m))
+                });
+                g.bench_function(id("shoup_mac"), |bn| {
+                    bn.iter(|| vecops::mul_scalar_add_assign(black_box(&mut acc), &a, w, ws, &m))
+                });
+                g.bench_function(id("add"), |bn| {
+                    bn.iter(|| vecops::add_assign(black_box(&mut a), &b, q))
+                });
+                g.bench_function(id("dot2/beta=4"), |bn| {
+                    bn.iter(|| {
+                        dot::dot2(&mut acc, &mut acc1, &refs[..4], &refs[4..], &refs[..4], &bc)
+                    })
+                });
+                g.bench_function(id("dot2/beta=8"), |bn| {
+                    bn.iter(|| dot::dot2(&mut acc, &mut acc1, &refs, &refs, &refs, &bc))
+                });
             }
-            for (fi, k) in families.iter().enumerate() {
-                let cells: Vec<String> = OPS
-                    .iter()
-                    .zip(best[fi])
-                    .map(|(name, v)| format!("{name} {v:.1}"))
-                    .collect();
-                println!("  logN={logn} q={bits}-bit {k:?}: {} µs", cells.join(", "));
-            }
+            vecops::set_kernel(chosen);
+            g.finish();
         }
     }
-    vecops::set_kernel(chosen);
-    let _ = VecKernel::Portable;
 }
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1));
+    targets = kernels
+}
+criterion_main!(benches);
