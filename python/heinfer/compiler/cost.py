@@ -23,14 +23,17 @@ from heinfer.program.transform import OP_KINDS, Transform
 
 __all__ = [
     "CostTable", "KINDS", "BATCH_KINDS", "BATCH_UNITS", "analytic_costs", "price", "transform_cost", "square_cost",
-    "key_bytes", "predict_seconds",
+    "messages_cost", "key_bytes", "predict_seconds",
 ]
 
 CostTable = dict
-#: Every primitive a plan is costed in.
+#: Every primitive a plan is costed in. ``ct_in`` and ``ct_out`` are the server's message
+#: handling per ciphertext, which its timer covers: parsing and validating one client
+#: ciphertext (seed-compressed: its uniform half is expanded from the seed) and serializing
+#: one result ciphertext.
 KINDS = (
     "decompose", "rotate_ext", "times_p", "mul_plain_ext", "mod_down", "mul_plain", "dot",
-    "rotate", "add", "square_relin", "rescale", "encrypt", "decrypt",
+    "rotate", "add", "square_relin", "rescale", "encrypt", "decrypt", "ct_in", "ct_out",
 )
 
 
@@ -71,6 +74,7 @@ def analytic_costs(log_n: int, levels: int, special: int) -> CostTable:
             "rotate": dec + ext + md, "add": 0.05 * L * ntt,
             "square_relin": 0.3 * L * ntt + dec + ext + md, "rescale": 2 * (L + 1) * ntt,
             "encrypt": (3 * L + 2) * ntt, "decrypt": (L + 2) * ntt,
+            "ct_in": 0.3 * L * ntt, "ct_out": 0.1 * L * ntt,
         }
         for kind in KINDS:
             table[kind].append(row[kind])
@@ -100,6 +104,14 @@ def transform_cost(t: Transform, level: int, costs: CostTable) -> float:
 def square_cost(n_cts: int, level: int, costs: CostTable) -> float:
     """Predicted seconds of squaring, relinearizing and rescaling ``n_cts`` ciphertexts."""
     return n_cts * (costs["square_relin"][level] + costs["rescale"][level])
+
+
+def messages_cost(n_in: int, in_level: int, n_out: int, out_level: int, costs: CostTable) -> float:
+    """Predicted seconds of a segment's message handling on the server: parsing ``n_in``
+    client ciphertexts at ``in_level`` and serializing ``n_out`` results at ``out_level``.
+    Tables without these kinds (older caches) price them at zero."""
+    c_in, c_out = costs.get("ct_in"), costs.get("ct_out")
+    return (n_in * c_in[in_level] if c_in else 0.0) + (n_out * c_out[out_level] if c_out else 0.0)
 
 
 def key_bytes(log_n: int, log_q: list[int], log_p: list[int]) -> tuple[int, int]:

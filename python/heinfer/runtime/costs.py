@@ -22,7 +22,7 @@ from heinfer.compiler.cost import BATCH_KINDS, KINDS, CostTable, analytic_costs
 
 __all__ = ["measure_costs", "cpu_model"]
 
-_VERSION = 5
+_VERSION = 6
 
 
 def cpu_model() -> str:
@@ -188,7 +188,22 @@ def _measure_slots(p: _native.Params, kg: _native.KeyGenerator, params: dict, re
             "rescale": _median(lambda: ev.rescale(r_cts[next(k) % n]), reps) if lvl > 0 else 0.0,
             "encrypt": _median(lambda: kg.encrypt_symmetric(enc.encode_real(xs[next(k) % n], scale, lvl, False)), reps),
             "decrypt": _median(lambda: enc.decode(dec.decrypt(cts[next(k) % n])), reps),
+            **_measure_messages(p, kg, ev, cts, xs, scale, lvl, reps),
         }
         for kind in KINDS:
             table[kind].append(row[kind])
     return table
+
+
+def _measure_messages(p, kg, ev, cts, xs, scale: float, lvl: int, reps: int) -> dict:
+    """``ct_in`` and ``ct_out`` at one level, per ciphertext: a batch as the client sends it
+    (seed-compressed, :func:`heinfer.protocol.layouts.encrypt_rows`) parsed and validated as
+    the server does, and a batch of evaluation results (both halves on the wire) serialized."""
+    rows = np.ascontiguousarray(np.stack(xs).astype(np.complex128))
+    sent = _native.encrypt_batch(kg, rows, scale, lvl).to_bytes()
+    n = len(xs)
+    results = _native.CiphertextBatch.from_list([ev.add(c, c) for c in cts])
+    return {
+        "ct_in": _median(lambda: _native.CiphertextBatch.from_bytes(p, sent, 2 * len(sent), n), reps) / n,
+        "ct_out": _median(results.to_bytes, reps) / n,
+    }

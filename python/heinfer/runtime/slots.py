@@ -42,6 +42,20 @@ def plaintext_bytes(log_n: int, special_primes: int, seg: Segment, layers: list)
     return total
 
 
+class _Schedule:
+    """What :meth:`PreparedSlots._transform` walks for one transform, derived once per
+    program instead of on every query: the baby steps of each input ciphertext and, per
+    output ciphertext and giant step, the term indices, their ``(input, baby step)`` pairs
+    and whether they multiply extended (rotated) ciphertexts."""
+
+    def __init__(self, t: Transform) -> None:
+        self.babies = list(t.babies().items())
+        self.groups = []
+        for o, g, ix in t.groups():
+            terms = [(int(t.terms[i, 2]), int(t.terms[i, 3])) for i in ix]
+            self.groups.append((o, g, [int(i) for i in ix], terms, any(b for _, b in terms)))
+
+
 class PreparedSlots:
     """A slot-layout segment with its plaintexts encoded for inputs at ``input_scale``.
 
@@ -59,12 +73,14 @@ class PreparedSlots:
         self.bias: dict[int, list | None] = {}
         self.bias_scale: dict[int, float] = {}
         self.transforms: dict[int, Transform] = {}
+        self.schedules: dict[int, _Schedule] = {}
         self.levels: dict[int, int] = {}
         for j, op in enumerate(seg.ops):
             self.levels[j] = level
             if isinstance(op, Linear):
                 t = layers[op.layer]
                 self.transforms[j] = t
+                self.schedules[j] = _Schedule(t)
                 self.bias_scale[j] = scale
                 if not lazy:
                     pts: list = [None] * len(t.terms)
@@ -121,12 +137,12 @@ class PreparedSlots:
         for r in t.replicate:
             for a in range(len(x)):
                 ev.add_assign(x[a], ev.rotate(x[a], r, galois))
-        ext = {a: dict(zip(bs, ev.rotate_hoisted_extended(x[a], bs, galois))) for a, bs in t.babies().items()}
+        plan = self.schedules[k]
+        ext = {a: dict(zip(bs, ev.rotate_hoisted_extended(x[a], bs, galois))) for a, bs in plan.babies}
         out: list = [None] * t.n_out
-        for o, g, ix in t.groups():
-            terms = [(int(t.terms[i, 2]), int(t.terms[i, 3])) for i in ix]
+        for o, g, ix, terms, extended in plan.groups:
             group_pts = [pts[i] for i in ix] if pts is not None else self._encode_group(k, ix)
-            if any(b for _, b in terms):
+            if extended:
                 acc = ev.dot_plain_extended([ext[a][b] for a, b in terms], group_pts)
             else:
                 acc = ev.dot_plain([x[a] for a, _ in terms], group_pts)

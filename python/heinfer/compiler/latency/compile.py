@@ -22,7 +22,7 @@ import numpy as np
 
 from heinfer.compiler.fuse import fold_linear
 from heinfer.compiler.ir import Graph, Linear, Square
-from heinfer.compiler.cost import CostTable, analytic_costs, square_cost
+from heinfer.compiler.cost import CostTable, analytic_costs, messages_cost, square_cost
 from heinfer.compiler.latency.search import STRATEGIES, LatencyStep, choose_kernel, input_candidates
 from heinfer.compiler.plan import max_log_qp
 from heinfer.compiler.ranges import calibrated_bounds
@@ -188,4 +188,6 @@ def _lower(ops: list, cand: dict, slots: int, costs: CostTable, strategy: str | 
         else:  # pragma: no cover - split_segments leaves only Linear and Square
             raise CompileError(f"latency mode cannot place {type(op).__name__} {op.name!r} on the server")
         level -= 1
+    # what the server's timer also covers: parsing the inputs, serializing the results
+    total += messages_cost(len(cand["gather"]), len(ops), n_cts, level, costs)
     return (steps, placement), total

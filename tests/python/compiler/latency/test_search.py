@@ -164,14 +164,19 @@ def _client_and_server_s(prog, costs: dict) -> float:
 
 
 def _cheapest_one_layer_segment(op: Linear, costs: dict, slots: int) -> float:
-    """Brute force: every input layout with every kernel of the first layer."""
-    enc, level = costs["encrypt"][1], 1
+    """Brute force: every input layout with every kernel of the first layer; per input
+    ciphertext the client's encryption and the server's parsing, per output the server's
+    serialization."""
+    level = 1
+    per_in = costs["encrypt"][level] + costs["ct_in"][level]
+
+    def server(t) -> float:
+        return transform_cost(t, level, costs) + costs["ct_out"][level - 1] * t.n_out
+
     gather, place = dense_input(op.matrix.shape[1], slots)
-    dense = min(transform_cost(t, level, costs) for *_, t in _kernel_candidates(op, place, True))
-    expanded = [
-        transform_cost(t, level, costs) + enc * len(g) for g, t in _expanded_candidates(op, slots)
-    ]
-    return min([dense + enc * len(gather), *expanded])
+    dense = min(server(t) for *_, t in _kernel_candidates(op, place, True))
+    expanded = [server(t) + per_in * len(g) for g, t in _expanded_candidates(op, slots)]
+    return min([dense + per_in * len(gather), *expanded])
 
 
 # ---------------------------------------------------------------------------------- the cheapest
