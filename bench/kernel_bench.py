@@ -14,7 +14,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from heinfer import _native
-from heinfer.compiler.cost import KINDS, transform_cost
+from heinfer.compiler.cost import KINDS, SIZES, transform_cost
 from heinfer.compiler.latency.layout import Placement
 from heinfer.program.model import Layout, Segment
 from heinfer.program.ops import Linear as LinearOp
@@ -116,7 +116,7 @@ class Bench:
         self.cost_rounds = [_measure_table(params, COST_REPS) for _ in range(COST_ROUNDS)]
         self.costs = {
             k: [min(r[k][i] for r in self.cost_rounds) for i in range(len(params["log_q"]))]
-            for k in KINDS
+            for k in KINDS + SIZES
         }
         self.costs["source"] = self.cost_rounds[0].get("source", "measured")
         self.cost_seconds = time.perf_counter() - t
@@ -190,7 +190,7 @@ class Bench:
     def around(before: tuple, after: tuple) -> tuple[dict, dict]:
         """The :meth:`local_tables` measured before and after a kernel, averaged:
         ``(measure_costs table, the same with the streaming costs in place)``."""
-        table = {k: [(u + v) / 2 for u, v in zip(before[0][k], after[0][k])] for k in KINDS}
+        table = {k: [(u + v) / 2 for u, v in zip(before[0][k], after[0][k])] for k in KINDS + SIZES}
         streamed = {k: list(v) for k, v in table.items()}
         for k, by_level in after[1].items():
             for lvl, v in by_level.items():

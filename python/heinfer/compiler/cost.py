@@ -22,7 +22,7 @@ from heinfer.program.ops import DropTo, Linear, Relinearize, Rescale, Square
 from heinfer.program.transform import OP_KINDS, Transform
 
 __all__ = [
-    "CostTable", "KINDS", "BATCH_KINDS", "BATCH_UNITS", "analytic_costs", "price", "transform_cost", "square_cost",
+    "CostTable", "KINDS", "STREAMED", "SIZES", "DEFAULT_LLC", "operand_sizes", "working_set", "BATCH_KINDS", "BATCH_UNITS", "analytic_costs", "price", "transform_cost", "square_cost",
     "messages_cost", "key_bytes", "predict_seconds",
 ]
 
@@ -34,7 +34,22 @@ CostTable = dict
 KINDS = (
     "decompose", "rotate_ext", "times_p", "mul_plain_ext", "mod_down", "mul_plain", "dot",
     "rotate", "add", "square_relin", "rescale", "encrypt", "decrypt", "ct_in", "ct_out",
+    "rotate_ext_mem", "mul_plain_ext_mem", "mul_plain_mem", "rotate_mem",
 )
+
+#: Kinds whose operands (plaintext diagonals, rotation keys) a kernel reads once per query:
+#: when a transform's operands exceed the last-level cache, every query streams them from
+#: memory and they cost their ``_mem`` variant, measured with that many distinct operands.
+STREAMED = ("rotate_ext", "mul_plain_ext", "mul_plain", "rotate")
+
+#: Per-level sizes a table carries beside its costs (bytes; computed from the parameters,
+#: not measured, except the cache size): the last-level cache, one plaintext, one extended
+#: plaintext (``Q_ℓ·P``) and the part of one key-switching key a key switch at level ``ℓ``
+#: reads (``β_ℓ`` digits × 2 polynomials × ``ℓ + 1 + k`` limbs).
+SIZES = ("llc_bytes", "pt_bytes", "pt_ext_bytes", "ks_key_bytes")
+
+#: The default last-level cache when the machine does not say (bytes).
+DEFAULT_LLC = 32 << 20
 
 
 #: The batch-axis primitives, each per ciphertext at a level (``gemm_mac``: per non-zero
@@ -53,6 +68,34 @@ BATCH_UNITS = {
     "gemm_mac": 0.1, "batch_square": 1.5, "batch_relin": 8.0, "batch_rescale": 6.0, "batch_encrypt": 10.0,
     "batch_decrypt": 4.0, "gemm_io": 0.6, "wire_byte": 0.3,
 }
+
+
+def operand_sizes(log_n: int, levels: int, special: int, llc: int = DEFAULT_LLC) -> dict:
+    """The :data:`SIZES` rows of a table for ``levels`` levels and ``special`` special primes
+    (``α = special`` primes per key-switching digit, as the engine chooses)."""
+    n = 1 << log_n
+    k = special
+    rows: dict = {key: [] for key in SIZES}
+    for lvl in range(levels):
+        L = lvl + 1
+        beta = -(-L // max(k, 1))
+        rows["llc_bytes"].append(float(llc))
+        rows["pt_bytes"].append(8.0 * n * L)
+        rows["pt_ext_bytes"].append(8.0 * n * (L + k))
+        rows["ks_key_bytes"].append(8.0 * n * 2 * beta * (L + k))
+    return rows
+
+
+def working_set(counts: dict, level: int, costs: CostTable) -> float:
+    """Bytes of operands a transform with ``counts`` reads once per query at ``level``: its
+    plaintexts and (at most) one key per rotation. ``0`` for a table without sizes."""
+    if not all(k in costs for k in SIZES):
+        return 0.0
+    return (
+        counts.get("mul_plain_ext", 0) * costs["pt_ext_bytes"][level]
+        + counts.get("mul_plain", 0) * costs["pt_bytes"][level]
+        + (counts.get("rotate_ext", 0) + counts.get("rotate", 0)) * costs["ks_key_bytes"][level]
+    )
 
 
 def analytic_costs(log_n: int, levels: int, special: int) -> CostTable:
@@ -76,18 +119,28 @@ def analytic_costs(log_n: int, levels: int, special: int) -> CostTable:
             "encrypt": (3 * L + 2) * ntt, "decrypt": (L + 2) * ntt,
             "ct_in": 0.3 * L * ntt, "ct_out": 0.1 * L * ntt,
         }
+        # streamed from memory: the products and the key's inner product are memory-bound
+        row.update({f"{kind}_mem": 1.5 * row[kind] for kind in STREAMED})
         for kind in KINDS:
             table[kind].append(row[kind])
         for kind in BATCH_KINDS:
             limbs = L * (L + 1) if kind == "batch_relin" else L
             table[kind].append(BATCH_UNITS[kind] * 1e-9 * n * limbs)
+    table.update(operand_sizes(log_n, levels, special))
     return table
 
 
 def price(counts: dict, level: int, costs: CostTable, n_out: int, bias: bool) -> float:
     """Predicted seconds of a transform with operation ``counts`` at ``level``: its
-    operations, one rescale per output ciphertext, then (one level down) its fold and bias."""
-    s = sum(counts[k] * costs[k][level] for k in OP_KINDS)
+    operations, one rescale per output ciphertext, then (one level down) its fold and bias.
+    When its operands (:func:`working_set`) exceed the last-level cache, the kinds of
+    :data:`STREAMED` cost their ``_mem`` variant: a query reads them from memory."""
+    streamed = "llc_bytes" in costs and working_set(counts, level, costs) > costs["llc_bytes"][level]
+
+    def kind(k: str) -> str:
+        return f"{k}_mem" if streamed and k in STREAMED and f"{k}_mem" in costs else k
+
+    s = sum(counts[k] * costs[kind(k)][level] for k in OP_KINDS)
     s += counts.get("replicate", 0) * (costs["rotate"][level] + costs["add"][level])
     s += n_out * costs["rescale"][level]
     if level > 0:

@@ -18,11 +18,11 @@ import time
 import numpy as np
 
 from heinfer import _native
-from heinfer.compiler.cost import BATCH_KINDS, KINDS, CostTable, analytic_costs
+from heinfer.compiler.cost import BATCH_KINDS, DEFAULT_LLC, KINDS, SIZES, CostTable, analytic_costs, operand_sizes
 
-__all__ = ["measure_costs", "cpu_model"]
+__all__ = ["measure_costs", "cpu_model", "llc_bytes"]
 
-_VERSION = 6
+_VERSION = 7
 
 
 def cpu_model() -> str:
@@ -35,6 +35,24 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def llc_bytes() -> int:
+    """The last-level cache of this machine in bytes (the largest cache ``/sys`` lists for
+    CPU 0), or :data:`~heinfer.compiler.cost.DEFAULT_LLC` when it does not say."""
+    best = 0
+    for i in range(8):
+        try:
+            with open(f"/sys/devices/system/cpu/cpu0/cache/index{i}/size") as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+        try:
+            best = max(best, int(text.rstrip("KMGkmg")) * unit)
+        except ValueError:
+            continue
+    return best or DEFAULT_LLC
 
 
 def _cache_path() -> str:
@@ -62,7 +80,7 @@ def measure_costs(params: dict, reps: int = 5, use_cache: bool = True) -> CostTa
             with open(path) as f:
                 cache = json.load(f)
             hit = cache.get(key)
-            if isinstance(hit, dict) and all(isinstance(hit.get(k), list) and len(hit[k]) == len(params["log_q"]) for k in KINDS + BATCH_KINDS):
+            if isinstance(hit, dict) and all(isinstance(hit.get(k), list) and len(hit[k]) == len(params["log_q"]) for k in KINDS + BATCH_KINDS + SIZES):
                 return hit
         except (OSError, ValueError):
             cache = {}
@@ -93,6 +111,7 @@ def _measure(params: dict, reps: int) -> CostTable:
     else:  # no key switching: no rotation to price; the slot kinds keep their analytic values
         table = analytic_costs(int(params["log_n"]), len(params["log_q"]), 0)
     table.update(_measure_batch(p, kg, params, reps))
+    table.update(operand_sizes(int(params["log_n"]), len(params["log_q"]), len(params["log_p"]), llc_bytes()))
     table["source"] = f"measured on {cpu_model()}, {_native.get_num_threads()} threads"
     return table
 
@@ -153,6 +172,8 @@ def _measure_slots(p: _native.Params, kg: _native.KeyGenerator, params: dict, re
     scale = float(2 ** params["log_scale"])
     table: CostTable = {k: [] for k in KINDS}
     n = DISTINCT
+    sizes = operand_sizes(int(params["log_n"]), len(params["log_q"]), len(params["log_p"]), llc_bytes())
+    many = _streamed_keys(kg, sizes)
     for lvl in range(p.max_level + 1):
         cts = [kg.encrypt_symmetric(enc.encode_real(x, scale, lvl, False)) for x in xs]
         ct = cts[0]
@@ -190,6 +211,7 @@ def _measure_slots(p: _native.Params, kg: _native.KeyGenerator, params: dict, re
             "decrypt": _median(lambda: enc.decode(dec.decrypt(cts[next(k) % n])), reps),
             **_measure_messages(p, kg, ev, cts, xs, scale, lvl, reps),
         }
+        row.update(_measure_streamed(enc, ev, cts, exts, many, sizes, lvl, reps, row, p.slots, float(p.q[lvl])))
         for kind in KINDS:
             table[kind].append(row[kind])
     return table
@@ -207,3 +229,44 @@ def _measure_messages(p, kg, ev, cts, xs, scale: float, lvl: int, reps: int) -> 
         "ct_in": _median(lambda: _native.CiphertextBatch.from_bytes(p, sent, 2 * len(sent), n), reps) / n,
         "ct_out": _median(results.to_bytes, reps) / n,
     }
+
+
+#: At most this many bytes of distinct operands for a ``_mem`` measurement (keys, plaintexts).
+STREAM_BUDGET = 1 << 30
+
+
+def _streamed_keys(kg, sizes: dict) -> tuple:
+    """``(steps, Galois keys)``: enough distinct rotation keys that the part a key switch reads
+    at level 0 adds up to twice the last-level cache (so at every level they come from memory),
+    within :data:`STREAM_BUDGET` at the top level; at least ``DISTINCT + 1``."""
+    llc, top = sizes["llc_bytes"][0], sizes["ks_key_bytes"][-1]
+    count = max(DISTINCT + 1, min(-(-2 * int(llc) // int(sizes["ks_key_bytes"][0])), STREAM_BUDGET // int(top), 512))
+    steps = list(range(1, count + 1))
+    return steps, kg.galois_keys(steps, False)
+
+
+def _measure_streamed(enc, ev, cts, exts, many, sizes: dict, lvl: int, reps: int, row: dict, slots: int, q: float) -> dict:
+    """The ``_mem`` kinds at one level (see :data:`heinfer.compiler.cost.STREAMED`): marginal
+    hoisted rotations, plain rotations and plaintext products whose keys or plaintexts
+    (twice the last-level cache of them, distinct) stream from memory; the per-call parts
+    (``decompose``, ``mod_down``, ``dot``) are the cached ones."""
+    steps, gk = many
+    ct, llc = cts[0], sizes["llc_bytes"][lvl]
+    rng = np.random.default_rng()
+    t1 = _median(lambda: ev.rotate_hoisted_extended(ct, steps[:1], gk), reps)
+    tm = _median(lambda: ev.rotate_hoisted_extended(ct, steps, gk), max(2, reps // 2))
+    k = iter(range(1 << 30))
+    out = {
+        "rotate_ext_mem": max((tm - t1) / (len(steps) - 1), row["rotate_ext"]),
+        "rotate_mem": max(_median(lambda: ev.rotate(cts[next(k) % len(cts)], steps[next(k) % len(steps)], gk), 2 * reps), row["rotate"]),
+    }
+    for name, ext, size in (("mul_plain_ext_mem", True, "pt_ext_bytes"), ("mul_plain_mem", False, "pt_bytes")):
+        count = int(min(max(DISTINCT + 1, -(-2 * int(llc) // int(sizes[size][lvl]))), STREAM_BUDGET // int(sizes[size][lvl]), 4096))
+        pts = [enc.encode_real(rng.uniform(-1, 1, slots), q, lvl, ext) for _ in range(count)]
+        ops = [exts[i % len(exts)] for i in range(count)] if ext else [cts[i % len(cts)] for i in range(count)]
+        dot = ev.dot_plain_extended if ext else ev.dot_plain
+        one = _median(lambda: dot(ops[:1], pts[:1]), reps)
+        all_ = _median(lambda: dot(ops, pts), max(2, reps // 2))
+        base = row["mul_plain_ext" if ext else "mul_plain"]
+        out[name] = max((all_ - one) / (count - 1), base)
+    return out
