@@ -22,6 +22,7 @@ import os
 import time
 import warnings
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -198,12 +199,22 @@ class InferenceResult:
 
 
 def infer(
-    program: Program, x: np.ndarray, client: Client | None = None, server: Server | None = None, features: Any = None
+    program: Program,
+    x: np.ndarray,
+    client: Client | None = None,
+    server: Server | None = None,
+    features: Any = None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> InferenceResult:
     """Runs ``program`` on ``x`` with a real :class:`Client` and :class:`Server` in one process.
 
     ``features``: the public feature extractor a deep-feature classifier was compiled for
     (:mod:`heinfer.features`): the client runs it on ``x`` in the clear first.
+
+    ``progress(stage, done, total)``, if given, is called as the work advances, with the
+    stages of a remote session (:data:`heinfer.serve.remote.Progress`): ``"keygen"`` (0/1, 1/1),
+    ``"query"`` (items answered) and ``"segment"`` (the current query's segments done, of the
+    program's). It must not raise. Two-party programs report ``"query"`` only.
 
     Items are split into queries of ``program.batch_capacity``; every message between the two
     parties is serialized and validated, and counted in the report. The client gets only the
@@ -216,14 +227,21 @@ def infer(
             raise ProtocolError("this program classifies deep features: pass features=<the extractor it was compiled for>")
         ext = FeatureExtractor(features)
         ext.check_program(program.meta)
-        result = _infer(program, ext(x).reshape(len(x), *program.input_shape), client, server)
+        result = _infer(program, ext(x).reshape(len(x), *program.input_shape), client, server, progress)
         result.report["features_s"] = ext.seconds
         return result
-    return _infer(program, x, client, server)
+    return _infer(program, x, client, server, progress)
 
 
-def _infer(program: Program, x: np.ndarray, client: Client | None, server: Server | None) -> InferenceResult:
+def _no_progress(stage: str, done: int, total: int) -> None:
+    """The default ``progress`` callback: nothing."""
+
+
+def _infer(
+    program: Program, x: np.ndarray, client: Client | None, server: Server | None, progress: Callable[[str, int, int], None] | None = None
+) -> InferenceResult:
     """:func:`infer` on model inputs."""
+    report_progress = progress or _no_progress
     if x.ndim != len(program.input_shape) + 1:
         raise ProtocolError(f"input has shape {x.shape}, the model takes (batch, *{program.input_shape})")
     if len(x) == 0:
@@ -231,27 +249,37 @@ def _infer(program: Program, x: np.ndarray, client: Client | None, server: Serve
     if isinstance(program, TwoPartyProgram):
         if client is not None or server is not None:
             raise NotSupportedYetError("two-party programs run with their own parties: pass no client or server")
-        return _infer_two_party(program, x)
+        report_progress("query", 0, len(x))
+        result = _infer_two_party(program, x)
+        report_progress("query", len(x), len(x))
+        return result
     t_start = time.perf_counter()
     client = client or Client(program.public())
     server = server or Server(program)
     t0 = time.perf_counter()
+    report_progress("keygen", 0, 1)
     keys = client.keys_message()
     t_keys = time.perf_counter() - t0
+    report_progress("keygen", 1, 1)
     session = server.open_session(keys)
     up, down, rounds, client_s, out_of_range = len(keys), 0, 0, t_keys, 0
     server_s0 = server.seconds
     outputs = []
     cap = program.batch_capacity
     t_queries = time.perf_counter()
+    segments = len(program.segments)
+    report_progress("query", 0, len(x))
     for start in range(0, len(x), cap):
         t0 = time.perf_counter()
         msg = client.query_message(session, x[start : start + cap])
         client_s += time.perf_counter() - t0
         up += len(msg)
+        report_progress("segment", 0, segments)
         reply = server.begin(msg)
         down += len(reply)
+        done_segments = 1
         while peek_kind(reply) == "step":
+            report_progress("segment", done_segments, segments)
             rounds += 1
             t0 = time.perf_counter()
             back = client.reply_message(reply)
@@ -259,10 +287,13 @@ def _infer(program: Program, x: np.ndarray, client: Client | None, server: Serve
             up += len(back)
             reply = server.resume(back)
             down += len(reply)
+            done_segments += 1
         t0 = time.perf_counter()
         outputs.append(client.decode_result(reply))
         out_of_range += client.last_out_of_range
         client_s += time.perf_counter() - t0
+        report_progress("segment", segments, segments)
+        report_progress("query", min(start + cap, len(x)), len(x))
     t_end = time.perf_counter()
     server.close_session(session)
     n = len(x)

@@ -1,7 +1,8 @@
 """Progress bars of the command line (layer: ``heinfer.cli``).
 
 :class:`ProgressBars` turns the ``progress(stage, done, total)`` callbacks of a remote session
-(stages ``"keygen"``, ``"upload"``, ``"query"``) into rich progress bars on stderr. It draws
+(stages ``"keygen"``, ``"upload"``, ``"query"``, ``"segment"``) into rich progress bars on
+stderr. It draws
 nothing when disabled (``--json``, ``--quiet``) or when stderr is not a terminal, so scripts
 and logs see only the final summary.
 """
@@ -19,6 +20,7 @@ LABELS = {
     "keygen": ("generating keys", ""),
     "upload": ("uploading keys", "bytes"),
     "query": ("encrypted queries", "items"),
+    "segment": ("segments of a query", "segments"),
 }
 
 

@@ -36,7 +36,9 @@ from heinfer.v1 import service_pb2 as pb
 __all__ = ["Progress", "RemoteSession", "connect"]
 
 #: ``progress(stage, done, total)``: stages ``"keygen"`` (0/1 then 1/1), ``"upload"`` (bytes of
-#: the keys sent) and ``"query"`` (items answered, after each query).
+#: the keys sent), ``"query"`` (items answered, after each query) and ``"segment"`` (the
+#: current query's server segments done, of the program's: one more at each client-aided
+#: round, all at the result; a long single query shows where it is).
 Progress = Callable[[str, int, int], None]
 
 
@@ -327,6 +329,8 @@ class RemoteSession:
         self, call: Iterator[pb.InferResponse], outbox: queue.Queue, totals: dict
     ) -> np.ndarray:
         """Reads steps and answers them until the result arrives."""
+        segments, done_segments = len(self.program.segments), 0
+        self._progress("segment", 0, segments)
         lim = self.message_limits
         assembler = Assembler(
             {"step": lim["step"], "result": lim["result"]},
@@ -347,10 +351,13 @@ class RemoteSession:
             if kind == "result":
                 out = self._client.decode_result(message)
                 totals["client_s"] += time.perf_counter() - t0
+                self._progress("segment", segments, segments)
                 return out
             replies = self._client.receive_step(message, self._send_part)
             totals["client_s"] += time.perf_counter() - t0
             if replies is not None:  # the step's last chunk
                 totals["rounds"] += 1
+                done_segments += 1
+                self._progress("segment", done_segments, segments)
                 self._send_all("reply", replies, outbox, totals)
         raise ProtocolError(f"the server ended the query stream {assembler.describe()}")

@@ -378,8 +378,9 @@ def test_progress_bars_draw_every_stage(capsys: pytest.CaptureFixture) -> None:
         bars("keygen", 1, 1)
         bars("upload", 2_000_000, 4_000_000)
         bars("query", 360, 360)
+        bars("segment", 2, 3)
     err = capsys.readouterr().err
-    for text in ("generating keys", "uploading keys", "2.0/4.0 MB", "360/360 items"):
+    for text in ("generating keys", "uploading keys", "2.0/4.0 MB", "360/360 items", "2/3 segments"):
         assert text in err, text
     with ProgressBars(enabled=False) as quiet:
         quiet("query", 1, 2)

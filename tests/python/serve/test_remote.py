@@ -34,10 +34,16 @@ def test_progress_and_several_queries(mlp, start) -> None:
     ]  # fmt: skip
     ups = [a for a in seen if a[0] == "upload"]
     assert ups[0] == ("upload", 0, ups[0][2]) and ups[-1][1] == ups[-1][2]
+    # every query walks its segments: one more at each client-aided round, all at the result
+    per_query = [("segment", k, 2) for k in range(3)]
+    assert [a for a in seen if a[0] == "segment"] == per_query * 2
     r = got.report
     assert (r["queries"], r["rounds"], r["items"]) == (2, 2, len(x))
-    want = heinfer.infer(mlp, x).outputs
+    local: list[tuple] = []
+    want = heinfer.infer(mlp, x, progress=lambda *a: local.append(a)).outputs
     assert np.array_equal(got.outputs.argmax(1), want.argmax(1))
+    # in process, the same stages in the same order (no upload: nothing travels)
+    assert local == [a for a in seen if a[0] != "upload"]
 
 
 def test_closing(mlp, start) -> None:
