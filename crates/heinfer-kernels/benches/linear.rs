@@ -17,13 +17,12 @@ use std::time::Duration;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// The number in environment variable `name`, or `default` when it is unset.
+#[path = "../../heinfer-math/benches/support/env.rs"]
+mod env;
+
+/// The one number in environment variable `name`, or `default` when it is unset.
 fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name).map_or(default, |v| {
-        v.trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v:?}: expected a number"))
-    })
+    env::env_list(name, &[default])[0]
 }
 
 fn layers(c: &mut Criterion) {

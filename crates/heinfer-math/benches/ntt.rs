@@ -12,19 +12,9 @@ use heinfer_math::{dot, primes::generate_primes, Modulus, NttPlan};
 use std::hint::black_box;
 use std::time::Duration;
 
-fn env_list(name: &str, default: &[usize]) -> Vec<usize> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .split(',')
-            .map(|s| {
-                s.trim()
-                    .parse()
-                    .unwrap_or_else(|_| panic!("{name}={v:?}: expected numbers separated by commas"))
-            })
-            .collect(),
-        Err(_) => default.to_vec(),
-    }
-}
+#[path = "support/env.rs"]
+mod env;
+use env::env_list;
 
 fn cpu() -> String {
     std::fs::read_to_string("/proc/cpuinfo")

@@ -17,19 +17,7 @@ pub fn config() -> Criterion {
         .measurement_time(Duration::from_secs(3))
 }
 
-/// The comma-separated numbers in environment variable `name`, or `default` when it is unset.
-/// Panics (this is a benchmark) on a value that is not a list of numbers.
-#[allow(dead_code)] // not every bench of the crate reads the environment
-pub fn env_list(name: &str, default: &[usize]) -> Vec<usize> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .split(',')
-            .map(|s| {
-                s.trim()
-                    .parse()
-                    .unwrap_or_else(|_| panic!("{name}={v:?}: expected numbers separated by commas"))
-            })
-            .collect(),
-        Err(_) => default.to_vec(),
-    }
-}
+#[path = "../../../heinfer-math/benches/support/env.rs"]
+mod env;
+#[allow(unused_imports)] // the wire bench reads no environment
+pub use env::env_list;
