@@ -19,7 +19,7 @@ RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null
 # Cargo and maturin must agree on the interpreter, or pyo3 rebuilds at every switch.
 export PYO3_PYTHON := $(abspath $(PY))
 
-.PHONY: proto all venv native test test-rust test-python test-slow demo bench bench-quick bench-throughput bench-latency bench-kernels bench-service bench-scaleout bench-deps models clean
+.PHONY: proto all venv native test test-rust test-python test-slow test-torch demo bench bench-quick bench-throughput bench-latency bench-kernels bench-service bench-scaleout bench-deps models clean
 
 all: native
 
@@ -43,6 +43,14 @@ native: $(STAMPS)/native
 test-rust: $(STAMPS)/native
 	cargo test --workspace --release
 	cargo check --workspace --benches --quiet
+
+# The PyTorch front end with both of torch's ONNX exporters (tests/python/test_torch.py, which
+# `make test` skips while torch is absent). Installs torch and onnxscript into the venv: about
+# 7 GB, since PyPI's torch wheels carry their CUDA libraries. Versions as tested.
+TORCH_DEPS := "torch==2.9.1" "onnxscript==0.7.2"
+test-torch: $(STAMPS)/native
+	$(PY) -m pip install --quiet --disable-pip-version-check $(TORCH_DEPS)
+	$(PY) -m pytest tests/python/test_torch.py tests/python/compiler/test_onnx_import.py -q
 
 test-python: $(STAMPS)/native
 	$(PY) -m pytest tests/python -q

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import io
 import os
-from typing import Union
+from typing import Any, Union
 
 import numpy as np
 import onnx
@@ -38,7 +38,7 @@ from heinfer.compiler.onnx_combine import combine_op
 from heinfer.compiler.onnx_ops import BATCH_PROBES, CONVERTERS, NodeInfo
 from heinfer.errors import CompileError, UnsupportedOperatorError
 
-__all__ = ["OPSET_RANGE", "SUPPORTED_OPERATORS", "from_torch", "load_onnx", "load_onnx_dag"]
+__all__ = ["OPSET_RANGE", "SUPPORTED_OPERATORS", "TORCH_EXPORTERS", "from_torch", "load_onnx", "load_onnx_dag"]
 
 #: The ONNX operator types :func:`load_onnx` accepts (default domain).
 SUPPORTED_OPERATORS: tuple[str, ...] = tuple(sorted({*CONVERTERS, "Concat", "Constant", "Shape", "Sum"}))
@@ -386,33 +386,71 @@ def load_onnx(model: ModelSource) -> Graph:
     return Graph(chain.input_name, chain.input_shape, out, chain.output_shape, chain.ops)
 
 
-def from_torch(module: object, example_input: object) -> Graph:
-    """Compile a PyTorch module: export it to ONNX (opset 17, dynamic batch) and load that.
+#: The exporters :func:`from_torch` tries, in order: torch's TorchScript-based exporter
+#: (``dynamo=False``; needs only torch) and its ``torch.export``-based one (``dynamo=True``,
+#: the default of torch ≥ 2.9; needs ``onnxscript``).
+TORCH_EXPORTERS = ("legacy", "dynamo")
 
-    ``example_input`` is a tensor of shape ``(batch, ...)``. Raises :class:`CompileError` when
-    torch is not installed or the export fails, and whatever :func:`load_onnx` raises.
+
+def from_torch(module: object, example_input: object, exporter: str | None = None) -> Graph:
+    """Compile a PyTorch module: export it to ONNX (dynamic batch) and load that.
+
+    ``example_input`` is a tensor of shape ``(batch, ...)``. ``exporter`` (``"legacy"`` or
+    ``"dynamo"``, see :data:`TORCH_EXPORTERS`) picks torch's exporter; by default each is
+    tried in turn and the first whose graph loads is used, so a missing ``onnxscript`` or an
+    exporter that fails on this module does not stop the other. Raises
+    :class:`CompileError` when torch is not installed, or naming every exporter's error when
+    none works; and what :func:`load_onnx` raises for an explicit ``exporter``.
     """
     try:
-        import torch
+        import torch  # noqa: F401
     except ImportError:
         raise CompileError(
-            "PyTorch models need the optional 'torch' package: pip install torch"
+            "PyTorch models need the optional 'torch' package: pip install 'heinfer[torch]' (torch and onnxscript)"
         ) from None
-    buffer = io.BytesIO()
+    if exporter is not None and exporter not in TORCH_EXPORTERS:
+        raise CompileError(f"unknown torch exporter {exporter!r} (one of {', '.join(TORCH_EXPORTERS)})")
+    errors = []
+    for name in [exporter] if exporter else TORCH_EXPORTERS:
+        try:
+            model = _export(module, example_input, dynamo=name == "dynamo")
+        except Exception as e:  # noqa: BLE001 - torch raises many unrelated types
+            errors.append(f"{name} exporter: {_first_line(e)}")
+            continue
+        if exporter is not None:
+            return load_onnx(model)
+        try:
+            return load_onnx(model)
+        except CompileError as e:
+            errors.append(f"{name} exporter's graph: {e}")
+    raise CompileError("torch.onnx.export failed: " + "; ".join(errors))
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"
+
+
+def _export(module: Any, example_input: object, dynamo: bool) -> bytes:
+    """The ONNX bytes of ``module`` from one of torch's exporters, batch axis dynamic; the
+    module's training flag is restored afterwards."""
+    import torch
+
     was_training = getattr(module, "training", False)
-    module.eval()  # type: ignore[attr-defined]
+    module.eval()
     try:
+        if dynamo:
+            batch = torch.export.Dim("batch", min=1)
+            program = torch.onnx.export(
+                module, (example_input,), dynamo=True, input_names=["input"], output_names=["output"],
+                dynamic_shapes=({0: batch},), verbose=False,
+            )  # fmt: skip
+            return program.model_proto.SerializeToString()
+        buffer = io.BytesIO()
         torch.onnx.export(
-            module,
-            (example_input,),
-            buffer,
-            opset_version=17,
-            input_names=["input"],
-            output_names=["output"],
-            dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
-        )
-    except Exception as e:  # noqa: BLE001 - torch raises many unrelated types
-        raise CompileError(f"torch.onnx.export failed: {e}") from None
+            module, (example_input,), buffer, dynamo=False, opset_version=17, input_names=["input"],
+            output_names=["output"], dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
+        )  # fmt: skip
+        return buffer.getvalue()
     finally:
-        module.train(was_training)  # type: ignore[attr-defined]
-    return load_onnx(buffer.getvalue())
+        module.train(was_training)

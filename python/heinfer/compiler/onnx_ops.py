@@ -244,16 +244,36 @@ def _average_pool(n: NodeInfo) -> Converted:
     ], out_shape
 
 
-def _global_average_pool(n: NodeInfo) -> Converted:
+def _global_average_pool(n: NodeInfo, keepdims: bool = True) -> Converted:
     n.dynamic_first()
     if len(n.x_shape) < 2:
         raise n.error(f"input shape {n.x_shape} has no spatial axes")
     channels, spatial = n.x_shape[0], math.prod(n.x_shape[1:])
-    out_shape = (channels,) + (1,) * (len(n.x_shape) - 1)
+    out_shape = (channels,) + (1,) * (len(n.x_shape) - 1) if keepdims else (channels,)
     rows = np.repeat(np.arange(channels), spatial)
     return [
         _linear(n, rows, np.arange(channels * spatial), 1 / spatial, None, out_shape)
     ], out_shape
+
+
+def _reduce_mean(n: NodeInfo) -> Converted:
+    """``ReduceMean`` over every spatial axis (what torch's ``torch.export``-based exporter
+    writes for ``adaptive_avg_pool2d(x, 1)`` and ``x.mean((2, 3))``): a global average pool,
+    keeping the reduced axes as 1s or not (``keepdims``). Axes come from the attribute
+    (opset < 18) or the constant second input (opset ≥ 18)."""
+    n.dynamic_first()
+    axes = n.attr("axes")
+    if axes is None:
+        given = n.optional_const(1, "axes")
+        axes = [] if given is None else [int(a) for a in np.asarray(given).ravel()]
+    rank = len(n.x_shape) + 1  # with the batch axis
+    spatial = set(range(2, rank))
+    if not spatial or {a % rank for a in axes} != spatial:
+        raise n.unsupported(
+            f"ReduceMean over axes {list(axes)} of a rank-{rank} tensor (only every axis after the "
+            "channels, a global average pool, is supported)"
+        )
+    return _global_average_pool(n, bool(n.attr("keepdims", 1)))
 
 
 def _max_pool(n: NodeInfo) -> Converted:
@@ -513,6 +533,7 @@ CONVERTERS: dict[str, Callable[[NodeInfo], Converted]] = {
     "Mul": _arithmetic,
     "Pad": _pad,
     "Pow": _pow,
+    "ReduceMean": _reduce_mean,
     "Relu": _elementwise("relu"),
     "Reshape": _reshape,
     "Sigmoid": _elementwise("sigmoid"),

@@ -165,6 +165,10 @@ CASES = {
     "reshape_minus1_first": (single_node("Reshape", CHW, [np.array([-1, 72])]), CHW),
     "reshape_torch_style": (_torch_style_flatten(), CHW),
     "identity": (single_node("Identity", CHW), CHW),
+    # global average pools as ReduceMean (torch's dynamo exporter): axes attribute or input
+    "reduce_mean_keepdims_opset17": (single_node("ReduceMean", CHW, axes=[2, 3]), CHW),
+    "reduce_mean_negative_axes_no_keepdims": (single_node("ReduceMean", CHW, axes=[-1, -2], keepdims=0), CHW),
+    "reduce_mean_axes_input_opset18": (single_node("ReduceMean", CHW, [np.array([2, 3])], opset=18), CHW),
     "dropout": (single_node("Dropout", CHW, [np.float32(0.5)]), CHW),
     # small networks
     "cnn_relu_maxpool": (om.conv_net(pool="max"), (1, 8, 8)),
@@ -409,7 +413,13 @@ def test_from_torch_without_torch() -> None:
     except ImportError:
         from heinfer.compiler import from_torch
 
-        with pytest.raises(CompileError, match="pip install torch"):
+        with pytest.raises(CompileError, match=r"pip install .heinfer\[torch\]"):
             from_torch(object(), None)
     else:
         pytest.skip("torch is installed")
+
+
+@pytest.mark.parametrize("axes", [[1], [1, 2, 3], [3]])
+def test_a_reduce_mean_that_is_not_a_global_pool_is_refused(axes: list[int]) -> None:
+    with pytest.raises(UnsupportedOperatorError, match="ReduceMean over axes"):
+        load_onnx(single_node("ReduceMean", CHW, axes=axes))
