@@ -22,7 +22,7 @@ from heinfer.compiler.cost import BATCH_KINDS, DEFAULT_LLC, KINDS, SIZES, CostTa
 
 __all__ = ["measure_costs", "cpu_model", "llc_bytes"]
 
-_VERSION = 8
+_VERSION = 9
 
 
 def cpu_model() -> str:
@@ -238,9 +238,9 @@ STREAM_BUDGET = 1 << 30
 def _streamed_keys(kg, sizes: dict) -> tuple:
     """``(steps, Galois keys)``: enough distinct rotation keys that the part a key switch reads
     at level 0 adds up to twice the last-level cache (so at every level they come from memory),
-    within :data:`STREAM_BUDGET` at the top level; at least ``2·DISTINCT``."""
+    within :data:`STREAM_BUDGET` at the top level and 512 keys; at least 4."""
     llc, top = sizes["llc_bytes"][0], sizes["ks_key_bytes"][-1]
-    count = max(2 * DISTINCT, min(-(-2 * int(llc) // int(sizes["ks_key_bytes"][0])), STREAM_BUDGET // int(top), 512))
+    count = max(4, min(max(2 * DISTINCT, -(-2 * int(llc) // int(sizes["ks_key_bytes"][0]))), STREAM_BUDGET // int(top), 512))
     steps = list(range(1, count + 1))
     return steps, kg.galois_keys(steps, False)
 
@@ -253,16 +253,17 @@ def _measure_streamed(enc, ev, cts, exts, many, sizes: dict, lvl: int, reps: int
     steps, gk = many
     ct, llc = cts[0], sizes["llc_bytes"][lvl]
     rng = np.random.default_rng()
-    # hoisted rotations by DISTINCT steps per call, as the kernels' baby steps are, each call
-    # with keys no recent call touched (the chunks cycle through all the keys)
-    chunks = [steps[i:i + DISTINCT] for i in range(0, len(steps) - DISTINCT + 1, DISTINCT)]
+    # hoisted rotations by up to DISTINCT steps per call, as the kernels' baby steps are, each
+    # call with keys no recent call touched (the chunks cycle through all the keys)
+    size = min(DISTINCT, len(steps) // 2)
+    chunks = [steps[i:i + size] for i in range(0, len(steps) - size + 1, size)]
     c1, cm = iter(range(1 << 30)), iter(range(1 << 30))
-    t1 = _median(lambda: ev.rotate_hoisted_extended(ct, chunks[next(c1) % len(chunks)][:1], gk), 2 * reps)
-    tm = _median(lambda: ev.rotate_hoisted_extended(ct, chunks[next(cm) % len(chunks)], gk), 2 * reps)
+    t1 = _median(lambda: ev.rotate_hoisted_extended(ct, chunks[next(c1) % len(chunks)][:1], gk), reps)
+    tm = _median(lambda: ev.rotate_hoisted_extended(ct, chunks[next(cm) % len(chunks)], gk), reps)
     k = iter(range(1 << 30))
     out = {
-        "rotate_ext_mem": max((tm - t1) / (DISTINCT - 1), row["rotate_ext"]),
-        "rotate_mem": max(_median(lambda: ev.rotate(cts[next(k) % len(cts)], steps[next(k) % len(steps)], gk), 2 * reps), row["rotate"]),
+        "rotate_ext_mem": max((tm - t1) / (size - 1), row["rotate_ext"]),
+        "rotate_mem": max(_median(lambda: ev.rotate(cts[next(k) % len(cts)], steps[next(k) % len(steps)], gk), reps), row["rotate"]),
     }
     for name, ext, size in (("mul_plain_ext_mem", True, "pt_ext_bytes"), ("mul_plain_mem", False, "pt_bytes")):
         count = int(min(max(DISTINCT + 1, -(-2 * int(llc) // int(sizes[size][lvl]))), STREAM_BUDGET // int(sizes[size][lvl]), 4096))
