@@ -7,7 +7,7 @@ Layer: ``heinfer.compiler``, pure Python + numpy + scipy; it never imports the n
   :class:`ClientFunction` ops on flattened per-item tensors, with a numpy reference executor;
 * :mod:`.dag` — graph-shaped networks: a :class:`Dag` of named tensors (branches, residual
   additions, concatenations: :class:`Combine`) and :func:`to_chain`, its lowering to a chain;
-* :mod:`.onnx_import` (+ :mod:`.onnx_ops`, :mod:`.onnx_combine`) — :func:`load_onnx`,
+* :mod:`.onnx_import` (+ :mod:`.onnx_node`, :mod:`.onnx_ops`, :mod:`.onnx_windows`, :mod:`.onnx_combine`) — :func:`load_onnx`,
   :func:`load_onnx_dag` and :func:`from_torch`;
 * :mod:`.fuse` — :func:`fold_linear`, which merges adjacent linear ops.
 

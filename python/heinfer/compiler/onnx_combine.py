@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from heinfer.compiler.dag import Combine
-from heinfer.compiler.onnx_ops import NodeInfo
+from heinfer.compiler.onnx_node import NodeInfo
 
 __all__ = ["combine_op"]
 

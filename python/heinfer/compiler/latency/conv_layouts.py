@@ -46,7 +46,7 @@ from heinfer.compiler.latency.kernels import bias_slots
 from heinfer.compiler.latency.layout import Placement
 from heinfer.program.transform import Transform
 from heinfer.program.transform import split as split_steps
-from heinfer.compiler.onnx_ops import _window_indices
+from heinfer.compiler.onnx_windows import window_indices as _window_indices
 from heinfer.errors import CompileError
 
 __all__ = [
@@ -259,7 +259,7 @@ def conv_matrix(weight: np.ndarray, H: int, W: int, stride=1, pad=0) -> sp.csr_m
     """The convolution ``weight (Co, Ci, kh, kw)`` on a ``(Ci, H, W)`` input as the sparse
     matrix from the row-major ``(Ci, H, W)`` vector to the row-major ``(Co, Ho, Wo)`` one
     (cross-correlation, zero padding, as ONNX's ``Conv``; taps on padding are left out).
-    The window geometry is the ONNX importer's (:mod:`heinfer.compiler.onnx_ops`)."""
+    The window geometry is the ONNX importer's (:mod:`heinfer.compiler.onnx_windows`)."""
     w = np.asarray(weight, dtype=np.float64)
     if w.ndim != 4:
         raise CompileError(f"convolution: weight must be (Co, Ci, kh, kw), got shape {w.shape}")
