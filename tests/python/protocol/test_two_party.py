@@ -13,7 +13,8 @@ from compiler import onnx_models as om
 
 from heinfer.compiler.fixed_point import plan_fixed_point, simulate
 from heinfer.compiler.fuse import fold_linear
-from heinfer.compiler.latency.two_party import _merge_all_linear, _pools_on_shares, compile_two_party
+from heinfer.compiler.latency.two_party import _merge_all_linear, compile_two_party
+from heinfer.compiler.pools import pools_to_client
 from heinfer.compiler.onnx_import import load_onnx
 from heinfer.compiler.ranges import calibrated_bounds
 from heinfer.errors import NotSupportedYetError, ProtocolError, SerializationError, UnsupportedOperatorError
@@ -39,7 +40,7 @@ def compiled():
 
 def _plain_fixed_point(model: bytes, x: np.ndarray, cal: np.ndarray = CAL) -> np.ndarray:
     """The compiler's fixed-point plan run in the clear (the same graph rewrites)."""
-    g = _merge_all_linear(fold_linear(_pools_on_shares(load_onnx(model))))
+    g = _merge_all_linear(fold_linear(pools_to_client(load_onnx(model), after=frozenset({"relu"}))))
     _, _, bounds = calibrated_bounds(g, cal, None, 4.0)
     return simulate(plan_fixed_point(g, bounds, 1_032_193, cal), x)
 

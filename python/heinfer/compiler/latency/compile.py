@@ -2,7 +2,8 @@
 
 Layer: ``heinfer.compiler`` (pure Python + numpy; the cost table is passed in). Passes:
 
-1. the throughput front end: :func:`~heinfer.compiler.fuse.fold_linear`,
+1. the throughput front end: :func:`~heinfer.compiler.pools.pools_to_client` (an average
+   pool after a client step is summed by the client), :func:`~heinfer.compiler.fuse.fold_linear`,
    :func:`~heinfer.compiler.throughput.split_segments`, value ranges;
 2. :func:`choose_parameters` — one level per linear layer and per square (a plaintext
    product at scale ``q_ℓ`` followed by a rescale keeps the scale), the largest scale that
@@ -25,6 +26,7 @@ from heinfer.compiler.ir import Graph, Linear, Square
 from heinfer.compiler.cost import CostTable, analytic_costs, messages_cost, square_cost
 from heinfer.compiler.latency.search import STRATEGIES, LatencyStep, choose_kernel, input_candidates
 from heinfer.compiler.plan import max_log_qp
+from heinfer.compiler.pools import pools_to_client
 from heinfer.compiler.ranges import calibrated_bounds
 from heinfer.compiler.throughput import split_segments
 from heinfer.errors import CompileError
@@ -90,7 +92,7 @@ def compile_latency(
         raise CompileError(f"security must be 128, 192 or 256 bits, got {options.security}")
     if options.strategy is not None and options.strategy not in STRATEGIES:
         raise CompileError(f"unknown strategy {options.strategy!r}: one of {sorted(STRATEGIES)}")
-    g = fold_linear(graph)
+    g = fold_linear(pools_to_client(graph))
     calibration, input_bound, bounds = calibrated_bounds(g, calibration, input_bound, options.headroom)
     pos = {id(op): i + 1 for i, op in enumerate(g.ops)}
     pre, seg_ops, step_fns, post = split_segments(g.ops)

@@ -28,9 +28,10 @@ import numpy as np
 from heinfer.compiler.cost import analytic_costs
 from heinfer.compiler.fixed_point import FixedPointLayer, plan_fixed_point
 from heinfer.compiler.fuse import fold_linear, merge_linear
-from heinfer.compiler.ir import ClientFunction, Graph, Linear
+from heinfer.compiler.ir import Graph, Linear
 from heinfer.compiler.latency.compile import LatencyOptions, _lower
 from heinfer.compiler.latency.search import input_candidates
+from heinfer.compiler.pools import pools_to_client
 from heinfer.compiler.ranges import calibrated_bounds
 from heinfer.compiler.throughput import split_segments
 from heinfer.errors import CompileError, NotSupportedYetError
@@ -100,7 +101,7 @@ def compile_two_party(
         raise CompileError(f"bandwidth must be positive bytes per second, got {bandwidth!r}")
     bfv = dict(bfv or DEFAULT_BFV)
     p, log_n = int(bfv["plain_modulus"]), int(bfv["log_n"])
-    g = _merge_all_linear(fold_linear(_pools_on_shares(graph)))
+    g = _merge_all_linear(fold_linear(pools_to_client(graph, after=frozenset({"relu"}))))
     calibration, input_bound, bounds = calibrated_bounds(g, calibration, input_bound, options.headroom)
     pre, seg_ops, _, post = split_segments(g.ops)
     if pre:
@@ -171,35 +172,6 @@ def _segment_two_party(op: Linear, slots: int, costs, strategy, ct_seconds: floa
             best = (score, cand, steps)
     _, cand, (steps, placement) = best
     return cand["gather"], steps, placement
-
-
-def _sum_pool_groups(op: Linear) -> np.ndarray | None:
-    """The windows of an average pool — every row ``k`` equal entries ``1/k`` over columns no
-    other row reads, no bias — or None."""
-    m = op.matrix
-    k = int(m.indptr[1] - m.indptr[0]) if m.shape[0] else 0
-    if k < 2 or np.any(np.diff(m.indptr) != k) or op.bias.any() or not np.allclose(m.data, 1.0 / k, rtol=0, atol=1e-12):
-        return None
-    groups = m.indices.reshape(-1, k).astype(np.int64)
-    return groups if len(np.unique(groups)) == groups.size else None
-
-
-def _pools_on_shares(g: Graph) -> Graph:
-    """``ReLU → average pool → linear`` becomes ``ReLU → sum-pool → linear / k``: the pool runs
-    on the shares after the circuit (free), not as a BFV layer of its own (merged into the next
-    convolution it multiplies that layer's diagonals — MiniONN's CIFAR net: 9,216 → 262,144)."""
-    ops = list(g.ops)
-    for i in range(1, len(ops) - 1):
-        prev, op, nxt = ops[i - 1], ops[i], ops[i + 1]
-        if not (isinstance(op, Linear) and isinstance(nxt, Linear) and getattr(prev, "kind", None) == "relu"):
-            continue
-        groups = _sum_pool_groups(op)
-        if groups is None:
-            continue
-        k = groups.shape[1]
-        ops[i] = ClientFunction(f"{op.name}(sum)", "sumpool", {}, op.in_shape, op.out_shape, groups)
-        ops[i + 1] = Linear(nxt.name, nxt.matrix / k, nxt.bias, nxt.in_shape, nxt.out_shape)
-    return replace(g, ops=ops)
 
 
 def _merge_all_linear(g: Graph) -> Graph:
