@@ -189,6 +189,11 @@ class _Stack:
     def shape(self) -> tuple[int, ...]:
         return self.shapes[self.names[0]] if len(self.names) == 1 else (self.total,)
 
+    @property
+    def parts(self) -> tuple[tuple[int, ...], ...]:
+        """The live tensors' shapes when there are several (``Linear.in_parts``), else ``()``."""
+        return tuple(self.shapes[u] for u in self.names) if len(self.names) > 1 else ()
+
     def linear(self, name: str, new: list[str], defs: dict, out_shapes: dict) -> Linear:
         """The Linear from this vector to ``new`` (kept names copy through, ``defs[t] =
         ([(tensor, block), …], bias)`` define new ones); the stack becomes ``new``."""
@@ -210,14 +215,14 @@ class _Stack:
                 data.append(np.ones(size))
                 bias.append(np.zeros(size))
             r0 += size
-        in_shape, n_in = self.shape, self.total
+        in_shape, n_in, in_parts = self.shape, self.total, self.parts
         for t in new:
             if t in defs:
                 self.shapes[t] = out_shapes[t]
                 self.sizes[t] = _size(out_shapes[t])
         self.names = list(new)
         matrix = sp.csr_matrix((np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))), shape=(r0, n_in))
-        return Linear(name, matrix, np.concatenate(bias), in_shape, self.shape)
+        return Linear(name, matrix, np.concatenate(bias), in_shape, self.shape, in_parts, self.parts)
 
 
 def to_chain(dag: Dag) -> Graph:

@@ -44,7 +44,7 @@ def merge_linear(first: Linear, second: Linear, force: bool = False) -> Linear |
     if not (force or sparse_enough or _at_most_one_per_row(first) or _at_most_one_per_row(second)):
         return None
     bias = second.matrix @ first.bias + second.bias
-    return Linear(f"{first.name}+{second.name}", product, bias, first.in_shape, second.out_shape)
+    return Linear(f"{first.name}+{second.name}", product, bias, first.in_shape, second.out_shape, first.in_parts, second.out_parts)
 
 
 def is_identity(op: object) -> bool:

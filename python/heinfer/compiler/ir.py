@@ -41,8 +41,11 @@ class Linear:
     ``matrix`` is stored as a float64 ``scipy.sparse.csr_matrix`` of shape
     ``(out_size, in_size)`` with sorted indices, no duplicate entries and no stored zeros (any
     sparse or dense input is converted); ``bias`` as a float64 vector of length ``out_size``. ``name`` lists the
-    ONNX nodes the op comes from, joined with ``'+'``. Raises :class:`CompileError` when the
-    sizes disagree or a value is not finite.
+    ONNX nodes the op comes from, joined with ``'+'``. ``in_parts``/``out_parts``: when the
+    flat vector is several tensors one after the other (a graph's live tensors, see
+    :func:`~.dag.to_chain`), their shapes in order; empty for one tensor of ``in_shape``/
+    ``out_shape`` (layout hints for latency mode's placements, never needed for the math).
+    Raises :class:`CompileError` when the sizes disagree or a value is not finite.
     """
 
     name: str
@@ -50,6 +53,8 @@ class Linear:
     bias: np.ndarray
     in_shape: tuple[int, ...]
     out_shape: tuple[int, ...]
+    in_parts: tuple[tuple[int, ...], ...] = ()
+    out_parts: tuple[tuple[int, ...], ...] = ()
 
     def __post_init__(self) -> None:
         in_shape = _shape(self.in_shape, f"Linear {self.name!r}: in_shape")
@@ -72,6 +77,11 @@ class Linear:
             )
         if not (np.isfinite(matrix.data).all() and np.isfinite(bias).all()):
             raise CompileError(f"Linear {self.name!r}: matrix or bias holds a non-finite value")
+        for what, parts, size in (("in_parts", self.in_parts, want[1]), ("out_parts", self.out_parts, want[0])):
+            shapes = tuple(_shape(p, f"Linear {self.name!r}: {what}") for p in parts)
+            if shapes and sum(_size(p) for p in shapes) != size:
+                raise CompileError(f"Linear {self.name!r}: {what} {shapes} do not add up to {size} elements")
+            object.__setattr__(self, what, shapes)
         object.__setattr__(self, "in_shape", in_shape)
         object.__setattr__(self, "out_shape", out_shape)
         object.__setattr__(self, "matrix", matrix)

@@ -348,7 +348,7 @@ def _merge_biases(nodes: list[Node], output: str) -> list[Node]:
         if j is None or out[j] is None or readers[t] != 1 or t == output or not isinstance(out[j].op, Linear):
             continue
         prev = out[j].op
-        merged = Linear(f"{prev.name}+{n.op.name}", prev.matrix, prev.bias + n.op.bias, prev.in_shape, n.op.out_shape)
+        merged = Linear(f"{prev.name}+{n.op.name}", prev.matrix, prev.bias + n.op.bias, prev.in_shape, n.op.out_shape, prev.in_parts, n.op.out_parts)
         out[k] = Node(merged, out[j].inputs, n.output)
         out[j] = None
     return [n for n in out if n is not None]

@@ -56,5 +56,5 @@ def pools_to_client(g: Graph, after: frozenset[str] | None = None) -> Graph:
             continue
         k = groups.shape[1]
         ops[i] = ClientFunction(f"{op.name}(sum)", "sumpool", {}, op.in_shape, op.out_shape, groups)
-        ops[i + 1] = Linear(nxt.name, nxt.matrix / k, nxt.bias, nxt.in_shape, nxt.out_shape)
+        ops[i + 1] = replace(nxt, matrix=nxt.matrix / k)
     return replace(g, ops=ops)

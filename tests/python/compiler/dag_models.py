@@ -128,6 +128,23 @@ def square_then_skip(seed: int = 11) -> bytes:
 
 
 #: name → (builder, per-item input shape)
+def downsampling_block(seed: int = 12) -> bytes:
+    """ResNet's downsampling block on 4×16×16: conv 3×3 stride 2 → relu → conv 3×3, plus the
+    shortcut's 1×1 stride-2 projection of the input → add → relu → Flatten → Gemm. The strided
+    layers are where latency mode's aligned grids pay (too many rows for LoLa's expanded input)."""
+    b = ModelBuilder((4, 16, 16), seed=seed)
+    x = b.x
+    b.node("Conv", [x, b.weight(8, 4, 3, 3), b.weight(8)], pads=[1, 1, 1, 1], strides=[2, 2])
+    b.node("Relu", [b.last])
+    main = b.node("Conv", [b.last, b.weight(8, 8, 3, 3), b.weight(8)], pads=[1, 1, 1, 1])
+    short = b.node("Conv", [x, b.weight(8, 4, 1, 1), b.weight(8)], strides=[2, 2])
+    b.node("Add", [main, short])
+    b.node("Relu", [b.last])
+    b.node("Flatten", [b.last], axis=1)
+    b.node("Gemm", [b.last, b.weight(5, 512), b.weight(5)], transB=1)
+    return b.build()
+
+
 DAG_MODELS = {
     "residual-block": (residual_block, (2, 5, 5)),
     "two-residual-blocks": (two_residual_blocks, (1, 4, 4)),
@@ -138,4 +155,5 @@ DAG_MODELS = {
     "transpose": (transpose_net, (2, 3, 4)),
     "square-then-skip": (square_then_skip, (6,)),
     "linear-and-square": (linear_and_square, (5,)),
+    "downsampling-block": (downsampling_block, (4, 16, 16)),
 }

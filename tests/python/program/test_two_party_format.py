@@ -47,7 +47,8 @@ def test_the_public_part_has_no_weights(prog) -> None:
     data = prog.public().to_bytes()
     pub = heinfer.load_program(data)
     assert pub.is_public and pub.layers is None and pub.id == prog.id
-    assert len(data) < len(prog.to_bytes()) / 10
+    # the weights are most of the full program (MNIST-D on aligned grids: 28 KB public, 165 KB full)
+    assert len(data) < len(prog.to_bytes()) / 4
 
 
 def test_hostile_bytes_are_refused(prog) -> None:

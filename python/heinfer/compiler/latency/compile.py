@@ -24,7 +24,7 @@ import numpy as np
 from heinfer.compiler.fuse import fold_linear
 from heinfer.compiler.ir import Graph, Linear, Square
 from heinfer.compiler.cost import CostTable, analytic_costs, messages_cost, square_cost
-from heinfer.compiler.latency.search import STRATEGIES, LatencyStep, choose_kernel, input_candidates
+from heinfer.compiler.latency.search import STRATEGIES, LatencyStep, choose_kernel, input_candidates, output_candidates
 from heinfer.compiler.plan import max_log_qp
 from heinfer.compiler.pools import pools_to_client
 from heinfer.compiler.ranges import calibrated_bounds
@@ -168,28 +168,42 @@ def _segment(ops: list, slots: int, costs: CostTable, strategy: str | None) -> t
     return cand["gather"], steps, placement, total
 
 
+#: Partial layouts of a segment kept after each layer (cheapest first) by :func:`_lower`.
+BEAM = 3
+
+
 def _lower(ops: list, cand: dict, slots: int, costs: CostTable, strategy: str | None):
-    """``((steps, output placement), predicted server seconds)`` of a segment on one input layout."""
+    """``((steps, output placement), predicted server seconds)`` of a segment on one input layout.
+
+    Each linear layer may leave its output dense or on the segment's aligned grid
+    (:func:`~heinfer.compiler.latency.search.output_candidates`); the :data:`BEAM` cheapest
+    partial lowerings go on to the next layer, since a cheap output can make the next layer
+    dear (a strided layer's grid costs the layers after it more ciphertexts)."""
     level = len(ops)
-    placement, clean, n_cts = cand["placement"], True, len(cand["gather"])
-    steps: list[LatencyStep] = []
-    total = 0.0
+    # (predicted seconds, steps, placement, clean, ciphertexts)
+    states = [(0.0, [], cand["placement"], True, len(cand["gather"]))]
     for i, op in enumerate(ops):
-        if isinstance(op, Linear):
-            if i == 0 and "step" in cand:
-                step, placement, clean = cand["step"], cand["out"], cand["clean"]
-            else:
-                step, placement, clean = choose_kernel(op, placement, level, costs, strategy, clean)
-            n_cts = step.transform.n_out
-            total += step.plan["predicted_s"]
-            steps.append(step)
-        elif isinstance(op, Square):
-            t = square_cost(n_cts, level, costs)
-            total += t
-            steps.append(LatencyStep("square", level, None, {"layer": op.name, "kind": "square", "cts": n_cts, "predicted_s": t}))
-        else:  # pragma: no cover - split_segments leaves only Linear and Square
-            raise CompileError(f"latency mode cannot place {type(op).__name__} {op.name!r} on the server")
+        grown = []
+        for total, steps, placement, clean, n_cts in states:
+            if isinstance(op, Linear):
+                if i == 0 and "step" in cand:
+                    options = [(cand["step"], cand["out"], cand["clean"])]
+                else:
+                    options = [
+                        choose_kernel(op, placement, level, costs, strategy, clean, out)
+                        for out in output_candidates(op, cand.get("fine"), slots)
+                    ]
+                for step, out, out_clean in options:
+                    grown.append((total + step.plan["predicted_s"], [*steps, step], out, out_clean, step.transform.n_out))
+            elif isinstance(op, Square):
+                t = square_cost(n_cts, level, costs)
+                step = LatencyStep("square", level, None, {"layer": op.name, "kind": "square", "cts": n_cts, "predicted_s": t})
+                grown.append((total + t, [*steps, step], placement, clean, n_cts))
+            else:  # pragma: no cover - split_segments leaves only Linear and Square
+                raise CompileError(f"latency mode cannot place {type(op).__name__} {op.name!r} on the server")
+        states = sorted(grown, key=lambda s: s[0])[:BEAM]
         level -= 1
     # what the server's timer also covers: parsing the inputs, serializing the results
-    total += messages_cost(len(cand["gather"]), len(ops), n_cts, level, costs)
+    final = [(t + messages_cost(len(cand["gather"]), len(ops), n, level, costs), steps, p) for t, steps, p, _, n in states]
+    total, steps, placement = min(final, key=lambda s: s[0])
     return (steps, placement), total

@@ -47,10 +47,13 @@ def bias_slots(bias: np.ndarray | None, out: Placement) -> np.ndarray | None:
     return v
 
 
-def diagonal(matrix: sp.spmatrix, bias: np.ndarray | None, inp: Placement, giant_modulus: int) -> tuple[Transform, Placement]:
-    """Generalized diagonals from ``inp`` to the dense row-major placement of ``y``."""
+def diagonal(
+    matrix: sp.spmatrix, bias: np.ndarray | None, inp: Placement, giant_modulus: int, out: Placement | None = None
+) -> tuple[Transform, Placement]:
+    """Generalized diagonals from ``inp`` to ``out`` (default: the dense row-major placement
+    of ``y``)."""
     rows, cols, w = _coo(matrix)
-    out = Placement.dense(matrix.shape[0], inp.slots)
+    out = Placement.dense(matrix.shape[0], inp.slots) if out is None else out
     t = build_transform(
         inp.n_cts, out.n_cts, inp.slots, inp.ct[cols], inp.slot[cols], out.ct[rows], out.slot[rows], w,
         giant_modulus, bias_slots(bias, out),

@@ -8,8 +8,10 @@ output rotations only, in between: baby-step giant-step), and for the first laye
 segment the client-side input layouts (dense, or LoLa's expanded convolution representation
 with ``t`` taps per ciphertext, whose extra ciphertexts cost client encryptions). Every
 candidate's primitive operations are counted exactly (without building its plaintexts) and
-priced with the measured :data:`~heinfer.compiler.cost.CostTable`; layouts between
-layers are dense, so conversions (the hybrid's fold) are part of the kernel's price.
+priced with the measured :data:`~heinfer.compiler.cost.CostTable`; a layer's output is
+dense (conversions such as the hybrid's fold are part of the kernel's price) or on the
+segment's aligned grid (:mod:`.grids`, :func:`output_candidates`), and the segment's
+lowering keeps the cheapest few (:func:`~heinfer.compiler.latency.compile._lower`).
 """
 
 from __future__ import annotations
@@ -20,13 +22,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from heinfer.compiler.ir import Linear
-from heinfer.compiler.latency import kernels
+from heinfer.compiler.latency import grids, kernels
 from heinfer.compiler.cost import CostTable, price
 from heinfer.compiler.latency.layout import Placement, dense_input
 from heinfer.program.transform import OP_KINDS, Transform, split
 from heinfer.errors import CompileError
 
-__all__ = ["LatencyStep", "STRATEGIES", "input_candidates", "choose_kernel", "candidate_counts"]
+__all__ = ["LatencyStep", "STRATEGIES", "input_candidates", "choose_kernel", "candidate_counts", "output_candidates"]
 
 
 @dataclass(eq=False)
@@ -87,21 +89,36 @@ def candidate_counts(
     return c
 
 
-def _keys(in_ct, in_slot, out_ct, out_slot, slots):
+#: Largest key range :func:`_keys` marks in a table instead of sorting (``np.unique``).
+_TABLE_KEYS = 1 << 27
+
+
+def _keys(in_ct, in_slot, out_ct, out_slot, slots, n_in):
+    """The unique ``(output ct, input ct, diagonal)`` triples of the products, in linear time
+    when their range fits a table (a convolution has tens of millions of products)."""
     d = (in_slot - out_slot) % slots
-    key = np.unique((out_ct * (1 << 20) + in_ct) * slots + d)
-    return key // slots // (1 << 20), (key // slots) % (1 << 20), key % slots
+    key = (out_ct * n_in + in_ct) * slots + d
+    span = (int(out_ct.max(initial=0)) + 1) * n_in * slots
+    if span <= _TABLE_KEYS:
+        present = np.zeros(span, bool)
+        present[key] = True
+        key = np.flatnonzero(present)
+    else:
+        key = np.unique(key)
+    return key // slots // n_in, (key // slots) % n_in, key % slots
 
 
-def _geometry(op: Linear, inp: Placement, method: str, copies: int = 1):
+def _geometry(op: Linear, inp: Placement, method: str, copies: int = 1, out: Placement | None = None):
     """``(in_ct, in_slot, out_ct, out_slot, n_out_cts, fold steps, replication steps)`` of a
-    kernel, or ``None`` when it does not apply."""
+    kernel (the diagonal method to ``out``, default dense), or ``None`` when it does not apply."""
     m = op.matrix
     if method == "diagonal":
         rows = np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
         cols = m.indices.astype(np.int64)
-        out = Placement.dense(m.shape[0], inp.slots)
+        out = Placement.dense(m.shape[0], inp.slots) if out is None else out
         return inp.ct[cols], inp.slot[cols], out.ct[rows], out.slot[rows], out.n_cts, (), ()
+    if out is not None:
+        return None  # the hybrid method has its own output placement
     geo = kernels.hybrid_geometry(m, inp, copies)
     if geo is None:
         return None
@@ -120,11 +137,14 @@ def _strategy_moduli(strategy: str | None, n_diag: int, slots: int) -> list[int]
 
 
 def choose_kernel(
-    op: Linear, inp: Placement, level: int, costs: CostTable, strategy: str | None = None, clean: bool = False
+    op: Linear, inp: Placement, level: int, costs: CostTable, strategy: str | None = None, clean: bool = False,
+    out: Placement | None = None,
 ) -> tuple[LatencyStep, Placement, bool]:
     """The cheapest kernel for ``op`` on input placement ``inp`` (or the fixed ``strategy``):
     ``(step, output placement, whether the output is clean)``. ``clean``: the input is zero
-    outside its placement, so the hybrid method may replicate it (LoLa's stacking)."""
+    outside its placement, so the hybrid method may replicate it (LoLa's stacking). ``out``:
+    the output placement to reach (an aligned grid, :mod:`.grids`; the diagonal method only),
+    default the dense one or the hybrid's."""
     bias = bool(np.any(op.bias))
     best = None
     methods = {None: ["diagonal", "hybrid"], "hybrid": ["hybrid", "diagonal"]}.get(strategy, ["diagonal"])
@@ -134,12 +154,12 @@ def choose_kernel(
             copies_list += [1 << i for i in range(1, int(math.log2(inp.slots)))]
         found = False
         for copies in copies_list:
-            geo = _geometry(op, inp, method, copies)
+            geo = _geometry(op, inp, method, copies, out)
             if geo is None:
                 continue
             found = True
             ic, isl, oc, osl, n_out, fold, rep = geo
-            o, a, d = _keys(ic, isl, oc, osl, inp.slots)
+            o, a, d = _keys(ic, isl, oc, osl, inp.slots, inp.n_cts)
             for mod in _strategy_moduli(strategy, len(d), inp.slots):
                 c = candidate_counts(o, a, d, len(fold), n_out, inp.slots, mod, len(rep), inp.n_cts)
                 t = price(c, level, costs, n_out, bias)
@@ -151,10 +171,11 @@ def choose_kernel(
         raise CompileError(f"no latency kernel applies to layer {op.name!r}")
     t, method, mod, c, copies = best
     if method == "hybrid":
-        trans, out = kernels.hybrid(op.matrix, op.bias, inp, mod, copies)
+        trans, placed = kernels.hybrid(op.matrix, op.bias, inp, mod, copies)
     else:
-        trans, out = kernels.diagonal(op.matrix, op.bias, inp, mod)
-    plan = _plan(op, method, mod, c, t, trans, level, copies=copies)
+        trans, placed = kernels.diagonal(op.matrix, op.bias, inp, mod, out)
+    plan = _plan(op, method, mod, c, t, trans, level, copies=copies, output="dense" if out is None else "aligned")
+    out = placed
     return LatencyStep("transform", level, trans, plan), out, method == "diagonal"
 
 
@@ -174,11 +195,19 @@ def input_candidates(first, slots: int, level: int, costs: CostTable, strategy: 
     client's encryptions) and, for LoLa's expanded representation, ``step``/``out``/``clean``
     (the first layer's kernel, fixed by the layout). The caller prices each with the rest of
     the segment, since a layout that leaves partial sums (not clean) can make the next layer
-    dearer."""
+    dearer. Besides the dense layout, an image input (or several) is offered on its aligned
+    grid (:mod:`.grids`); ``fine`` is that grid, which the segment's layers may keep."""
     n = int(np.prod(first.in_shape))
     gather, place = dense_input(n, slots)
     enc = costs.get("encrypt", [0.0] * (level + 1))[level]
-    out = [{"gather": gather, "placement": place, "encrypt_s": enc * len(gather)}]
+    parts = grids.tensor_parts(first.in_shape, getattr(first, "in_parts", ()))
+    fine = grids.finest(parts)
+    out = [{"gather": gather, "placement": place, "encrypt_s": enc * len(gather), "fine": fine}]
+    grid = grids.aligned(parts, fine, slots)
+    if grid is not None and not grids.same(grid, place):  # every tensor on the finest grid
+        g = np.full((grid.n_cts, slots), -1, dtype=np.int64)
+        g[grid.ct, grid.slot] = np.arange(n)
+        out.append({"gather": g, "placement": grid, "encrypt_s": enc * len(g), "fine": fine})
     if not isinstance(first, Linear) or first.matrix.shape[0] > slots // 2:
         return out  # LoLa's expanded input below: offered to fixed strategies too
     rows = first.matrix.shape[0]
@@ -203,8 +232,18 @@ def input_candidates(first, slots: int, level: int, costs: CostTable, strategy: 
             plan = _plan(first, "expanded" + ("+fold" if fold else ""), mod, c, cost, trans, level, taps_per_ct=t, client_cts=len(g))
             dummy = Placement(len(g), slots, np.zeros(0, np.int64), np.zeros(0, np.int64))
             out.append({
-                "gather": g, "placement": dummy, "encrypt_s": enc * len(g),
+                "gather": g, "placement": dummy, "encrypt_s": enc * len(g), "fine": fine,
                 "step": LatencyStep("transform", level, trans, plan), "out": out_e, "clean": not fold,
             })
         t *= 2
     return out
+
+
+def output_candidates(op: Linear, fine: tuple[int, int] | None, slots: int) -> list[Placement | None]:
+    """The output placements the search tries for ``op``: dense (``None``, or the hybrid's),
+    and the aligned grid ``fine`` of the segment when the output has one that differs."""
+    parts = grids.tensor_parts(op.out_shape, op.out_parts)
+    grid = grids.aligned(parts, fine, slots)
+    if grid is None or grids.same(grid, Placement.dense(grid.size, slots)):
+        return [None]
+    return [None, grid]

@@ -24,7 +24,7 @@ import pytest
 import scipy.sparse as sp
 from heinfer.compiler.cost import KINDS, analytic_costs, transform_cost
 from heinfer.compiler.ir import Graph, Linear
-from heinfer.compiler.latency import kernels
+from heinfer.compiler.latency import grids, kernels
 from heinfer.compiler.latency.compile import LatencyOptions, choose_parameters, compile_latency
 from heinfer.compiler.latency.layout import Placement, dense_input
 from heinfer.compiler.latency.search import STRATEGIES, choose_kernel, input_candidates
@@ -176,7 +176,27 @@ def _cheapest_one_layer_segment(op: Linear, costs: dict, slots: int) -> float:
     gather, place = dense_input(op.matrix.shape[1], slots)
     dense = min(server(t) for *_, t in _kernel_candidates(op, place, True))
     expanded = [server(t) + per_in * len(g) for g, t in _expanded_candidates(op, slots)]
-    return min([dense + per_in * len(gather), *expanded])
+    # the aligned grid (input, output or both) with the diagonal method at every modulus
+    grid_in, grid_out = _aligned(op, slots)
+    grid = [
+        server(kernels.diagonal(op.matrix, op.bias, inp, m, out)[0]) + per_in * inp.n_cts
+        for inp in [place, *grid_in]
+        for out in [None, *grid_out]
+        if inp is not place or out is not None
+        for m in _moduli(slots)
+    ]
+    return min([dense + per_in * len(gather), *expanded, *grid])
+
+
+def _aligned(op: Linear, slots: int) -> tuple[list[Placement], list[Placement]]:
+    """The aligned input and output placements of a one-layer segment, where they differ
+    from the dense ones (built with :mod:`~heinfer.compiler.latency.grids`)."""
+    fine = grids.finest(grids.tensor_parts(op.in_shape))
+    found = []
+    for shape in (op.in_shape, op.out_shape):
+        p = grids.aligned(grids.tensor_parts(shape), fine, slots)
+        found.append([] if p is None or grids.same(p, Placement.dense(p.size, slots)) else [p])
+    return found[0], found[1]
 
 
 # ---------------------------------------------------------------------------------- the cheapest
@@ -219,9 +239,13 @@ def test_the_input_layout_is_the_cheapest(name: str, costs: dict) -> None:
     if step.plan["method"].startswith("expanded"):
         assert step.plan["client_cts"] == prog.segments[0].n_input_cts == step.transform.n_in
     else:
-        np.testing.assert_array_equal(
-            prog.segments[0].layout.gather, dense_input(op.matrix.shape[1], prog.slots)[0]
-        )
+        layouts = [dense_input(op.matrix.shape[1], prog.slots)[0]]
+        for p in _aligned(op, prog.slots)[0]:
+            g = np.full((p.n_cts, prog.slots), -1, dtype=np.int64)
+            g[p.ct, p.slot] = np.arange(p.size)
+            layouts.append(g)
+        gather = prog.segments[0].layout.gather
+        assert any(g.shape == gather.shape and np.array_equal(g, gather) for g in layouts)
 
 
 @pytest.mark.parametrize("name", ["conv-6x6-k3-c2", "conv-8x8-k3-s2-p1", "dense-10x40"])
