@@ -24,7 +24,9 @@ import numpy as np
 from heinfer.compiler.fuse import fold_linear
 from heinfer.compiler.ir import Graph, Linear, Square
 from heinfer.compiler.cost import CostTable, analytic_costs, messages_cost, square_cost
-from heinfer.compiler.latency.search import STRATEGIES, LatencyStep, choose_kernel, input_candidates, output_candidates
+from heinfer.compiler.latency.search import (
+    STRATEGIES, KernelChoice, LatencyStep, build_kernel, input_candidates, output_candidates, price_kernel,
+)
 from heinfer.compiler.plan import max_log_qp
 from heinfer.compiler.pools import pools_to_client
 from heinfer.compiler.ranges import calibrated_bounds
@@ -178,23 +180,22 @@ def _lower(ops: list, cand: dict, slots: int, costs: CostTable, strategy: str | 
     Each linear layer may leave its output dense or on the segment's aligned grid
     (:func:`~heinfer.compiler.latency.search.output_candidates`); the :data:`BEAM` cheapest
     partial lowerings go on to the next layer, since a cheap output can make the next layer
-    dear (a strided layer's grid costs the layers after it more ciphertexts)."""
+    dear (a strided layer's grid costs the layers after it more ciphertexts). Kernels are
+    priced along the way and only the winner's are built (plaintexts can take gigabytes)."""
     level = len(ops)
-    # (predicted seconds, steps, placement, clean, ciphertexts)
+    # (predicted seconds, steps or kernel choices, placement, clean, ciphertexts)
     states = [(0.0, [], cand["placement"], True, len(cand["gather"]))]
     for i, op in enumerate(ops):
         grown = []
         for total, steps, placement, clean, n_cts in states:
             if isinstance(op, Linear):
                 if i == 0 and "step" in cand:
-                    options = [(cand["step"], cand["out"], cand["clean"])]
-                else:
-                    options = [
-                        choose_kernel(op, placement, level, costs, strategy, clean, out)
-                        for out in output_candidates(op, cand.get("fine"), slots)
-                    ]
-                for step, out, out_clean in options:
-                    grown.append((total + step.plan["predicted_s"], [*steps, step], out, out_clean, step.transform.n_out))
+                    step = cand["step"]
+                    grown.append((total + step.plan["predicted_s"], [*steps, step], cand["out"], cand["clean"], step.transform.n_out))
+                    continue
+                for out in output_candidates(op, cand.get("fine"), slots):
+                    ch = price_kernel(op, placement, level, costs, strategy, clean, out)
+                    grown.append((total + ch.seconds, [*steps, ch], ch.placement, ch.clean, ch.n_out))
             elif isinstance(op, Square):
                 t = square_cost(n_cts, level, costs)
                 step = LatencyStep("square", level, None, {"layer": op.name, "kind": "square", "cts": n_cts, "predicted_s": t})
@@ -206,4 +207,5 @@ def _lower(ops: list, cand: dict, slots: int, costs: CostTable, strategy: str | 
     # what the server's timer also covers: parsing the inputs, serializing the results
     final = [(t + messages_cost(len(cand["gather"]), len(ops), n, level, costs), steps, p) for t, steps, p, _, n in states]
     total, steps, placement = min(final, key=lambda s: s[0])
-    return (steps, placement), total
+    built = [build_kernel(s) if isinstance(s, KernelChoice) else s for s in steps]
+    return (built, placement), total

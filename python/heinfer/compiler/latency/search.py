@@ -28,7 +28,10 @@ from heinfer.compiler.latency.layout import Placement, dense_input
 from heinfer.program.transform import OP_KINDS, Transform, split
 from heinfer.errors import CompileError
 
-__all__ = ["LatencyStep", "STRATEGIES", "input_candidates", "choose_kernel", "candidate_counts", "output_candidates"]
+__all__ = [
+    "KernelChoice", "LatencyStep", "STRATEGIES", "build_kernel", "candidate_counts", "choose_kernel", "input_candidates",
+    "output_candidates", "price_kernel",
+]
 
 
 @dataclass(eq=False)
@@ -136,15 +139,35 @@ def _strategy_moduli(strategy: str | None, n_diag: int, slots: int) -> list[int]
     return [1 << max(0, round(math.log2(max(math.sqrt(n_diag), 1))))]
 
 
-def choose_kernel(
+@dataclass(eq=False)
+class KernelChoice:
+    """The search's choice for one layer, priced but not built (its plaintexts can take
+    gigabytes): :func:`build_kernel` lowers it. ``placement``/``n_out``: where the output
+    lands; ``clean``: whether the output is zero outside it."""
+
+    op: Linear
+    inp: Placement
+    level: int
+    method: str
+    modulus: int
+    copies: int
+    out: Placement | None
+    counts: dict
+    seconds: float
+    placement: Placement
+    n_out: int
+    clean: bool
+
+
+def price_kernel(
     op: Linear, inp: Placement, level: int, costs: CostTable, strategy: str | None = None, clean: bool = False,
     out: Placement | None = None,
-) -> tuple[LatencyStep, Placement, bool]:
-    """The cheapest kernel for ``op`` on input placement ``inp`` (or the fixed ``strategy``):
-    ``(step, output placement, whether the output is clean)``. ``clean``: the input is zero
-    outside its placement, so the hybrid method may replicate it (LoLa's stacking). ``out``:
-    the output placement to reach (an aligned grid, :mod:`.grids`; the diagonal method only),
-    default the dense one or the hybrid's."""
+) -> KernelChoice:
+    """The cheapest kernel for ``op`` on input placement ``inp`` (or the fixed ``strategy``),
+    priced without building it. ``clean``: the input is zero outside its placement, so the
+    hybrid method may replicate it (LoLa's stacking). ``out``: the output placement to reach
+    (an aligned grid, :mod:`.grids`; the diagonal method only), default the dense one or the
+    hybrid's."""
     bias = bool(np.any(op.bias))
     best = None
     methods = {None: ["diagonal", "hybrid"], "hybrid": ["hybrid", "diagonal"]}.get(strategy, ["diagonal"])
@@ -170,13 +193,35 @@ def choose_kernel(
     if best is None:
         raise CompileError(f"no latency kernel applies to layer {op.name!r}")
     t, method, mod, c, copies = best
-    if method == "hybrid":
-        trans, placed = kernels.hybrid(op.matrix, op.bias, inp, mod, copies)
+    rows = op.matrix.shape[0]
+    if method == "hybrid":  # output r at slot r of one ciphertext (kernels.hybrid)
+        placed = Placement(1, inp.slots, np.zeros(rows, np.int64), np.arange(rows, dtype=np.int64))
     else:
-        trans, placed = kernels.diagonal(op.matrix, op.bias, inp, mod, out)
-    plan = _plan(op, method, mod, c, t, trans, level, copies=copies, output="dense" if out is None else "aligned")
-    out = placed
-    return LatencyStep("transform", level, trans, plan), out, method == "diagonal"
+        placed = Placement.dense(rows, inp.slots) if out is None else out
+    return KernelChoice(op, inp, level, method, mod, copies, out, c, t, placed, placed.n_cts, method == "diagonal")
+
+
+def build_kernel(choice: KernelChoice) -> LatencyStep:
+    """The lowered transform of a :func:`price_kernel` choice, with its plan."""
+    ch, op = choice, choice.op
+    if ch.method == "hybrid":
+        trans, placed = kernels.hybrid(op.matrix, op.bias, ch.inp, ch.modulus, ch.copies)
+    else:
+        trans, placed = kernels.diagonal(op.matrix, op.bias, ch.inp, ch.modulus, ch.out)
+    if not grids.same(placed, ch.placement):  # pragma: no cover - the pricing's placement is the kernel's
+        raise CompileError(f"layer {op.name!r}: the kernel's output placement is not the one priced")
+    output = "dense" if ch.out is None else "aligned"
+    plan = _plan(op, ch.method, ch.modulus, ch.counts, ch.seconds, trans, ch.level, copies=ch.copies, output=output)
+    return LatencyStep("transform", ch.level, trans, plan)
+
+
+def choose_kernel(
+    op: Linear, inp: Placement, level: int, costs: CostTable, strategy: str | None = None, clean: bool = False,
+    out: Placement | None = None,
+) -> tuple[LatencyStep, Placement, bool]:
+    """:func:`price_kernel`, built: ``(step, output placement, whether the output is clean)``."""
+    choice = price_kernel(op, inp, level, costs, strategy, clean, out)
+    return build_kernel(choice), choice.placement, choice.clean
 
 
 def _plan(op: Linear, method: str, mod: int, counts: dict, t: float, trans, level: int, **extra) -> dict:
