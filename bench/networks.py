@@ -34,6 +34,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from machine import ROOT, build_profile, cpu_model  # noqa: E402
 
+#: Largest message of a query's stream (queries, steps and replies travel in chunks).
+CHUNK = 256 << 20
+
 RUNS = [
     ("lola_cifar", "latency"),
     ("minionn_cifar", "latency"),
@@ -80,14 +83,19 @@ def one(name: str, mode: str, n: int) -> dict:
     items = [x[i : i + 1] for i in range(n)] if mode == "latency" else [x]
     for item in items:
         t = time.perf_counter()
-        q = client.query_message(session, item)
-        up += len(q)
-        msg = server.begin(q)
-        while heinfer.protocol.messages.peek_kind(msg) == "step":
-            down += len(msg)
-            r = client.reply_message(msg)
-            up += len(r)
-            msg = server.resume(r)
+        sent = None
+        for m in client.query_messages(session, item, CHUNK):  # chunks: no 1 GiB message
+            up += len(m)
+            sent = server.receive(m, CHUNK)
+        while sent.kind == "step":
+            replies = None
+            for m in sent:
+                down += len(m)
+                replies = client.receive_step(m, CHUNK)
+            for r in replies:
+                up += len(r)
+                sent = server.receive(r, CHUNK)
+        (msg,) = list(sent)
         down += len(msg)
         got.append(client.decode_result(msg))
         times.append(time.perf_counter() - t)

@@ -10,9 +10,10 @@ position, so the map has one plaintext diagonal per output position and channel 
 An **aligned** placement keeps every tensor of a segment on the segment's finest grid
 ``Hf × Wf`` (its largest input): channel ``c`` of the tensors, counted across the parts one
 after the other, is block ``c`` of ``B = 2^⌈log2(Hf·Wf)⌉`` slots (``S / B`` blocks per
-ciphertext), and element ``(y, x)`` of a part of size ``H × W`` sits at
-``(y·sy)·Wf + x·sx`` of its block with ``sy ≈ Hf / H`` and ``sx ≈ Wf / W`` (packing-
-configurations §IV-A1's *direct* output, not compacted). Every strided layer is then a
+ciphertext, or ``B / S`` ciphertexts per block; ``B = Hf·Wf`` is the other candidate), and
+element ``(y, x)`` of a part of size ``H × W`` sits at ``(y·sy)·Wf + x·sx`` of its block
+with ``sy ≈ Hf / H`` and ``sx ≈ Wf / W`` (packing-configurations §IV-A1's *direct*
+output, not compacted). Every strided layer is then a
 translation per channel pair, at the price of ``s²`` times more ciphertexts downstream. The
 packing search prices both placements for every layer output and for the segment's input
 (the client lays its input out as it likes), and keeps the cheaper; a client step compacts
@@ -27,7 +28,7 @@ import numpy as np
 
 from heinfer.program.placement import Placement
 
-__all__ = ["aligned", "finest", "same", "tensor_parts"]
+__all__ = ["aligned", "candidates", "finest", "same", "tensor_parts"]
 
 
 def tensor_parts(shape: tuple[int, ...], parts: tuple[tuple[int, ...], ...] = ()) -> tuple[tuple[int, ...], ...]:
@@ -52,28 +53,44 @@ def _stride(fine: int, n: int) -> int:
     return s
 
 
-def aligned(parts: tuple[tuple[int, ...], ...], fine: tuple[int, int] | None, slots: int) -> Placement | None:
+def aligned(
+    parts: tuple[tuple[int, ...], ...], fine: tuple[int, int] | None, slots: int, pow2: bool = True
+) -> Placement | None:
     """The aligned placement of ``parts`` on the grid ``fine`` (module documentation), or
-    ``None`` where there is none (a flat part, a part larger than the grid, a grid larger
-    than a ciphertext)."""
+    ``None`` where there is none (a flat part, a part larger than the grid).
+
+    Positions are global, ``G = ct·S + slot``: channel block ``k`` starts at ``G = k·B``, so
+    a grid larger than a ciphertext (a 96×96 image in 4,096 slots) spans several and a
+    translation by ``δ`` still reads, for each output ciphertext, one diagonal ``δ mod S`` of
+    at most two input ciphertexts. ``B`` is ``2^⌈log2(Hf·Wf)⌉`` (``pow2``: every channel
+    difference is the same diagonal) or ``Hf·Wf`` (no empty slots, a diagonal per channel
+    difference modulo ``S``)."""
     if fine is None or any(len(p) != 3 for p in parts):
         return None
     hf, wf = fine
-    block = 1 << max(0, math.ceil(math.log2(hf * wf)))
-    if block > slots:
-        return None
-    per = slots // block
+    block = 1 << max(0, math.ceil(math.log2(hf * wf))) if pow2 else hf * wf
     cts, pos, base = [], [], 0
     for c_n, h, w in parts:
         if h > hf or w > wf:
             return None
         sy, sx = _stride(hf, h), _stride(wf, w)
         c, y, x = np.indices((c_n, h, w), dtype=np.int64).reshape(3, -1)
-        k = base + c
-        cts.append(k // per)
-        pos.append((k % per) * block + y * sy * wf + x * sx)
+        g = (base + c) * block + y * sy * wf + x * sx
+        cts.append(g // slots)
+        pos.append(g % slots)
         base += c_n
-    return Placement(-(-base // per), slots, np.concatenate(cts), np.concatenate(pos))
+    return Placement(-(-base * block // slots), slots, np.concatenate(cts), np.concatenate(pos))
+
+
+def candidates(parts: tuple[tuple[int, ...], ...], fine: tuple[int, int] | None, slots: int) -> list[Placement]:
+    """The aligned placements of ``parts`` that differ from the dense one and from each other
+    (power-of-two blocks first)."""
+    found: list[Placement] = []
+    for pow2 in (True, False):
+        p = aligned(parts, fine, slots, pow2)
+        if p is not None and not same(p, Placement.dense(p.size, slots)) and not any(same(p, q) for q in found):
+            found.append(p)
+    return found
 
 
 def same(a: Placement, b: Placement) -> bool:

@@ -248,8 +248,7 @@ def input_candidates(first, slots: int, level: int, costs: CostTable, strategy: 
     parts = grids.tensor_parts(first.in_shape, getattr(first, "in_parts", ()))
     fine = grids.finest(parts)
     out = [{"gather": gather, "placement": place, "encrypt_s": enc * len(gather), "fine": fine}]
-    grid = grids.aligned(parts, fine, slots)
-    if grid is not None and not grids.same(grid, place):  # every tensor on the finest grid
+    for grid in grids.candidates(parts, fine, slots):  # every tensor on the finest grid
         g = np.full((grid.n_cts, slots), -1, dtype=np.int64)
         g[grid.ct, grid.slot] = np.arange(n)
         out.append({"gather": g, "placement": grid, "encrypt_s": enc * len(g), "fine": fine})
@@ -286,9 +285,5 @@ def input_candidates(first, slots: int, level: int, costs: CostTable, strategy: 
 
 def output_candidates(op: Linear, fine: tuple[int, int] | None, slots: int) -> list[Placement | None]:
     """The output placements the search tries for ``op``: dense (``None``, or the hybrid's),
-    and the aligned grid ``fine`` of the segment when the output has one that differs."""
-    parts = grids.tensor_parts(op.out_shape, op.out_parts)
-    grid = grids.aligned(parts, fine, slots)
-    if grid is None or grids.same(grid, Placement.dense(grid.size, slots)):
-        return [None]
-    return [None, grid]
+    and its aligned placements on the segment's grid ``fine`` that differ from it."""
+    return [None, *grids.candidates(grids.tensor_parts(op.out_shape, op.out_parts), fine, slots)]

@@ -42,12 +42,39 @@ def test_parts_share_the_finest_grid_at_their_stride() -> None:
         (((10,),), (8, 8), S),  # a flat vector has no grid
         (((2, 8, 8), (6,)), (8, 8), S),
         (((1, 9, 9),), (8, 8), S),  # larger than the grid
-        (((1, 32, 32),), (32, 32), S),  # a block larger than a ciphertext
     ],
 )
 def test_no_grid_where_there_is_none(parts, fine, slots) -> None:
     assert grids.aligned(parts, fine, slots) is None
     assert grids.finest(((10,),)) is None
+
+
+def test_a_grid_larger_than_a_ciphertext_spans_several() -> None:
+    # 2 channels of 24×24 on 256 slots: blocks of 1,024 (4 ciphertexts each) or of 576
+    p = grids.aligned(((2, 12, 12),), (24, 24), S)
+    assert p.n_cts == 8 and int(p.ct[144:].min()) == 4
+    q = grids.aligned(((2, 12, 12),), (24, 24), S, pow2=False)
+    g = q.ct * S + q.slot
+    assert q.n_cts == 5 and int(g[144]) == 576
+    assert len(grids.candidates(((2, 12, 12),), (24, 24), S)) == 2
+
+
+def test_a_strided_convolution_across_ciphertexts_stays_a_translation() -> None:
+    """A 3×3 stride-2 convolution of 3×24×24 (each channel 2.25 ciphertexts of 256 slots):
+    on the aligned grid every output ciphertext reads at most two input ciphertexts per tap."""
+    w = np.random.default_rng(3).normal(size=(4, 3, 3, 3))
+    m = conv_matrix(w, 24, 24, stride=2, pad=1)
+    inp = Placement.dense(3 * 576, S)
+    for pow2 in (True, False):
+        grid = grids.aligned(((4, 12, 12),), (24, 24), S, pow2)
+        t, out = kernels.diagonal(m, None, inp, S, grid)
+        assert _n_diagonals(t) <= grid.n_cts * 3 * 9 * 2 * (1 if pow2 else 2)
+        x = np.random.default_rng(4).normal(size=m.shape[1])
+        slots = np.zeros((inp.n_cts, S))
+        slots[inp.ct, inp.slot] = x
+        np.testing.assert_allclose(out.gather(t.simulate(slots)), m @ x, atol=1e-9)
+    compact, _ = kernels.diagonal(m, None, inp, S)
+    assert _n_diagonals(compact) > 4 * _n_diagonals(t)
 
 
 def test_odd_sizes_keep_their_last_position_on_the_grid() -> None:

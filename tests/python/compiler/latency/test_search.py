@@ -194,8 +194,9 @@ def _aligned(op: Linear, slots: int) -> tuple[list[Placement], list[Placement]]:
     fine = grids.finest(grids.tensor_parts(op.in_shape))
     found = []
     for shape in (op.in_shape, op.out_shape):
-        p = grids.aligned(grids.tensor_parts(shape), fine, slots)
-        found.append([] if p is None or grids.same(p, Placement.dense(p.size, slots)) else [p])
+        ps = [grids.aligned(grids.tensor_parts(shape), fine, slots, pow2) for pow2 in (True, False)]
+        ps = [p for p in ps if p is not None and not grids.same(p, Placement.dense(p.size, slots))]
+        found.append([p for i, p in enumerate(ps) if not any(grids.same(p, q) for q in ps[:i])])
     return found[0], found[1]
 
 
