@@ -171,6 +171,9 @@ class Encoder:
     def encode_real(
         self, values: npt.NDArray[np.float64], scale: float, level: int, extended: bool
     ) -> Plaintext: ...
+    def encode_real_many(
+        self, values: npt.NDArray[np.float64], scale: float, level: int, extended: bool
+    ) -> list[Plaintext]: ...
     def encode_complex(
         self, values: npt.NDArray[np.complex128], scale: float, level: int, extended: bool
     ) -> Plaintext: ...

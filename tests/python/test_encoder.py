@@ -118,3 +118,20 @@ def test_round_trip_property(x: np.ndarray) -> None:
     enc = ckks.Encoder(params)
     out = enc.decode(enc.encode(x))
     assert np.abs(out[: len(x)] - x).max(initial=0.0) < 1e-4
+
+
+def test_encoding_many_rows_in_parallel_equals_one_at_a_time(kit: Kit) -> None:
+    """``encode_real_many`` (the executor's set-up path) gives, row for row, the plaintexts
+    of ``encode_real``, in the extended basis too; a bad row fails the whole call."""
+    raw = kit.enc._raw
+    rows = np.stack([kit.vector(s) for s in range(5)])
+    scale, level = kit.params.default_scale, kit.params.max_level
+    for ext in (False, True):
+        many = raw.encode_real_many(rows, scale, level, ext)
+        assert len(many) == 5
+        for r, pt in zip(rows, many):
+            one = raw.encode_real(np.ascontiguousarray(r), scale, level, ext)
+            np.testing.assert_array_equal(raw.decode_real(pt), raw.decode_real(one))
+    rows[3, 7] = np.nan
+    with pytest.raises(EncodingError, match="NaN"):
+        raw.encode_real_many(rows, scale, level, False)

@@ -13,54 +13,26 @@
 
 use crate::ciphertext::{check_scale, Plaintext};
 use crate::error::{CkksError, Result};
+use crate::fft::SpecialFft;
 use crate::keygen::basis_indices;
 use crate::params::CkksParams;
 use crate::poly::RnsPoly;
 use num_complex::Complex64;
 use rayon::prelude::*;
-use std::f64::consts::PI;
 
 /// Encodes and decodes vectors of up to `N/2` complex values.
 pub struct Encoder {
     params: CkksParams,
-    /// Twiddles of the special FFT, stage after stage (`len = 2, 4, …, N/2`): entry `j` of a
-    /// stage is `ζ^{(5^j mod 4·len)·(2N/4·len)}`.
-    fwd_twiddles: Vec<Complex64>,
-    /// The conjugate twiddles used by the inverse transform, in the same layout.
-    inv_twiddles: Vec<Complex64>,
+    /// The special FFT of the embedding (vectorized, [`crate::fft`]).
+    fft: SpecialFft,
 }
 
 impl Encoder {
     /// An encoder for `params`.
     pub fn new(params: &CkksParams) -> Self {
-        let n = params.n();
-        let m = 2 * n;
-        let slots = n / 2;
-        let mut rot_group = Vec::with_capacity(slots);
-        let mut g = 1usize;
-        for _ in 0..slots {
-            rot_group.push(g);
-            g = g * 5 % m;
-        }
-        let roots: Vec<Complex64> = (0..=m)
-            .map(|k| Complex64::from_polar(1.0, 2.0 * PI * k as f64 / m as f64))
-            .collect();
-        let (mut fwd_twiddles, mut inv_twiddles) =
-            (Vec::with_capacity(slots), Vec::with_capacity(slots));
-        let mut len = 2;
-        while len <= slots {
-            let lenq = len << 2;
-            let gap = m / lenq;
-            for &r in &rot_group[..len / 2] {
-                fwd_twiddles.push(roots[(r % lenq) * gap]);
-                inv_twiddles.push(roots[(lenq - (r % lenq)) * gap]);
-            }
-            len <<= 1;
-        }
         Self {
             params: params.clone(),
-            fwd_twiddles,
-            inv_twiddles,
+            fft: SpecialFft::new(params.n()),
         }
     }
 
@@ -146,7 +118,7 @@ impl Encoder {
         self.check_input(values.len(), slots, "slots", finite, scale, level)?;
         let mut z = vec![Complex64::new(0.0, 0.0); slots];
         z[..values.len()].copy_from_slice(values);
-        self.fft_special_inv(&mut z);
+        self.fft.inverse(&mut z);
         let mut coeffs = vec![0.0f64; n];
         for (i, v) in z.iter().enumerate() {
             coeffs[i] = round(v.re * scale);
@@ -209,7 +181,7 @@ impl Encoder {
         let mut z: Vec<Complex64> = (0..slots)
             .map(|i| Complex64::new(values[i], values[i + slots]))
             .collect();
-        self.fft_special(&mut z);
+        self.fft.forward(&mut z);
         Ok(z)
     }
 
@@ -268,56 +240,6 @@ impl Encoder {
     pub fn decode_real(&self, pt: &Plaintext) -> Result<Vec<f64>> {
         Ok(self.decode(pt)?.into_iter().map(|z| z.re).collect())
     }
-
-    /// `z ↦ σ(z)`: evaluations at `ζ^{5^j}` of the polynomial whose packed coefficients are `z`.
-    fn fft_special(&self, vals: &mut [Complex64]) {
-        let size = vals.len();
-        bit_reverse_permute(vals);
-        let mut len = 2;
-        let mut off = 0;
-        while len <= size {
-            let lenh = len >> 1;
-            let tw = &self.fwd_twiddles[off..off + lenh];
-            for chunk in vals.chunks_mut(len) {
-                let (lo, hi) = chunk.split_at_mut(lenh);
-                for ((u, v), w) in lo.iter_mut().zip(hi.iter_mut()).zip(tw) {
-                    let t = *v * w;
-                    let a = *u;
-                    *u = a + t;
-                    *v = a - t;
-                }
-            }
-            off += lenh;
-            len <<= 1;
-        }
-    }
-
-    /// Inverse of [`Self::fft_special`].
-    fn fft_special_inv(&self, vals: &mut [Complex64]) {
-        let size = vals.len();
-        let mut len = size;
-        let mut off = self.inv_twiddles.len();
-        while len >= 2 {
-            let lenh = len >> 1;
-            off -= lenh;
-            let tw = &self.inv_twiddles[off..off + lenh];
-            for chunk in vals.chunks_mut(len) {
-                let (lo, hi) = chunk.split_at_mut(lenh);
-                for ((u, v), w) in lo.iter_mut().zip(hi.iter_mut()).zip(tw) {
-                    let a = *u;
-                    let b = *v;
-                    *u = a + b;
-                    *v = (a - b) * w;
-                }
-            }
-            len >>= 1;
-        }
-        bit_reverse_permute(vals);
-        let inv = 1.0 / size as f64;
-        for v in vals.iter_mut() {
-            *v *= inv;
-        }
-    }
 }
 
 /// Round half away from zero without a libm call (exact for |x| < 2^51; larger values are
@@ -335,17 +257,6 @@ fn round(x: f64) -> f64 {
         }
     } else {
         x.round()
-    }
-}
-
-fn bit_reverse_permute<T>(v: &mut [T]) {
-    let n = v.len();
-    let bits = n.trailing_zeros();
-    for i in 0..n {
-        let j = heinfer_math::automorphism::bit_reverse(i, bits);
-        if i < j {
-            v.swap(i, j);
-        }
     }
 }
 

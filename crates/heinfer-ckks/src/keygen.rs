@@ -210,9 +210,15 @@ impl KeyGenerator {
         }
         elems.sort_unstable();
         elems.dedup();
+        // One key per element, generated in parallel (each draws its own OS randomness).
+        let made: Vec<GaloisKey> = elems
+            .into_par_iter()
+            .filter(|&g| g != 1)
+            .map(|g| self.galois_key(g))
+            .collect::<Result<_>>()?;
         let mut keys = GaloisKeys::new();
-        for g in elems.into_iter().filter(|&g| g != 1) {
-            keys.insert(self.galois_key(g)?);
+        for k in made {
+            keys.insert(k);
         }
         Ok(keys)
     }

@@ -22,6 +22,7 @@ pub mod encoder;
 pub mod encryptor;
 pub mod error;
 pub mod evaluator;
+pub(crate) mod fft;
 pub mod galois_tables;
 pub mod keygen;
 pub mod keys;

@@ -6,7 +6,7 @@ use crate::pool::run;
 use heinfer_ckks as ckks;
 use heinfer_ckks::CkksParams;
 use num_complex::Complex64;
-use numpy::{PyArray1, PyReadonlyArray1};
+use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 
 /// Copies a 1-D numpy array (the copy is taken with the GIL held, so no Python thread can
@@ -47,6 +47,44 @@ impl Encoder {
             .map(|x| Complex64::new(x, 0.0))
             .collect();
         self.encode_slots(py, z, scale, level, extended)
+    }
+    /// Every row of `values` (real values, as [`Self::encode_real`]) at the same `scale`,
+    /// `level` and basis: one plaintext per row, the rows encoded in parallel on the pool
+    /// (a program's diagonals are encoded this way at set-up). The first row that cannot be
+    /// encoded fails the whole call.
+    fn encode_real_many(
+        &self,
+        py: Python<'_>,
+        values: PyReadonlyArray2<'_, f64>,
+        scale: f64,
+        level: usize,
+        extended: bool,
+    ) -> PyResult<Vec<Plaintext>> {
+        use rayon::prelude::*;
+        let rows: Vec<Vec<Complex64>> = values
+            .as_array()
+            .rows()
+            .into_iter()
+            .map(|r| r.iter().map(|&x| Complex64::new(x, 0.0)).collect())
+            .collect();
+        let inner = run(py, "Encoder.encode_real_many", || {
+            rows.par_iter()
+                .map(|z| {
+                    if extended {
+                        self.inner.encode_extended(z, scale, level)
+                    } else {
+                        self.inner.encode(z, scale, level)
+                    }
+                })
+                .collect::<ckks::Result<Vec<_>>>()
+        })?;
+        Ok(inner
+            .into_iter()
+            .map(|inner| Plaintext {
+                inner,
+                params: self.params.clone(),
+            })
+            .collect())
     }
     /// Complex values, one per slot; `extended` adds the special primes.
     fn encode_complex(

@@ -101,7 +101,7 @@ class PreparedSlots:
         """The plaintexts of one group of op ``j``'s diagonals, at the exact scale ``q_ℓ``."""
         t, level = self.transforms[j], self.levels[j]
         ext = bool((t.terms[ix, 3] != 0).any())
-        return [self.enc.encode_real(np.ascontiguousarray(t.vectors[i]), self.q[level], level, ext) for i in ix]
+        return self.enc.encode_real_many(np.ascontiguousarray(t.vectors[ix]), self.q[level], level, ext)
 
     def _encode_bias(self, j: int) -> list | None:
         t = self.transforms[j]
