@@ -62,20 +62,6 @@ def _maxpool_net() -> bytes:
     return b.build()
 
 
-def _relu_avgpool_conv_net() -> bytes:
-    """MiniONN's pattern: Conv → Relu → AveragePool(2×2) → Conv → Relu → Gemm (the pool is
-    summed by the client in the ReLU's step)."""
-    b = ModelBuilder((2, 8, 8), seed=7)
-    b.node("Conv", [b.x, b.weight(4, 2, 3, 3), b.weight(4)], pads=[1, 1, 1, 1])
-    b.node("Relu", [b.last])
-    b.node("AveragePool", [b.last], kernel_shape=[2, 2], strides=[2, 2])
-    b.node("Conv", [b.last, b.weight(4, 4, 3, 3), b.weight(4)], pads=[1, 1, 1, 1])
-    b.node("Relu", [b.last])
-    b.node("Flatten", [b.last], axis=1)
-    b.node("Gemm", [b.last, b.weight(5, 64), b.weight(5)], transB=1)
-    return b.build()
-
-
 #: The throughput tests' networks (same builders), plus latency-specific ones.
 SMALL = {
     **{
@@ -92,7 +78,7 @@ SMALL = {
         )
     },
     "two-channels-relu-maxpool": (_maxpool_net, (2, 6, 6)),
-    "relu-avgpool-conv": (_relu_avgpool_conv_net, (2, 8, 8)),
+    "relu-avgpool-conv": (om.relu_avgpool_conv, (2, 8, 8)),
     "mlp-gemm-square-depth-5": (lambda: om.mlp((16, 12, 8, 4), act="square"), (16,)),
     "cryptonets-like-12x12": (lambda: om.cryptonets((1, 12, 12)), (1, 12, 12)),
 }

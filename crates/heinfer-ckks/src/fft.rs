@@ -205,29 +205,21 @@ fn inverse_stages(re: &mut [f64], im: &mut [f64], tw_re: &[f64], tw_im: &[f64]) 
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn forward_avx2(re: &mut [f64], im: &mut [f64], tw_re: &[f64], tw_im: &[f64]) {
-    forward_stages(re, im, tw_re, tw_im)
+/// A copy of a stage loop compiled for a vector extension (called only where it is present).
+macro_rules! simd_copy {
+    ($name:ident, $feature:literal, $body:ident) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $feature)]
+        unsafe fn $name(re: &mut [f64], im: &mut [f64], tw_re: &[f64], tw_im: &[f64]) {
+            $body(re, im, tw_re, tw_im)
+        }
+    };
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn forward_avx512(re: &mut [f64], im: &mut [f64], tw_re: &[f64], tw_im: &[f64]) {
-    forward_stages(re, im, tw_re, tw_im)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn inverse_avx2(re: &mut [f64], im: &mut [f64], tw_re: &[f64], tw_im: &[f64]) {
-    inverse_stages(re, im, tw_re, tw_im)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn inverse_avx512(re: &mut [f64], im: &mut [f64], tw_re: &[f64], tw_im: &[f64]) {
-    inverse_stages(re, im, tw_re, tw_im)
-}
+simd_copy!(forward_avx2, "avx2", forward_stages);
+simd_copy!(forward_avx512, "avx512f", forward_stages);
+simd_copy!(inverse_avx2, "avx2", inverse_stages);
+simd_copy!(inverse_avx512, "avx512f", inverse_stages);
 
 /// Permutes `v` into bit-reversed index order.
 pub(crate) fn bit_reverse_permute<T>(v: &mut [T]) {

@@ -69,13 +69,7 @@ impl Encoder {
             .collect();
         let inner = run(py, "Encoder.encode_real_many", || {
             rows.par_iter()
-                .map(|z| {
-                    if extended {
-                        self.inner.encode_extended(z, scale, level)
-                    } else {
-                        self.inner.encode(z, scale, level)
-                    }
-                })
+                .map(|z| self.encode_one(z, scale, level, extended))
                 .collect::<ckks::Result<Vec<_>>>()
         })?;
         Ok(inner
@@ -120,6 +114,21 @@ impl Encoder {
 }
 
 impl Encoder {
+    /// One plaintext, in the extended basis `Q·P` when `extended`.
+    fn encode_one(
+        &self,
+        z: &[Complex64],
+        scale: f64,
+        level: usize,
+        extended: bool,
+    ) -> ckks::Result<ckks::Plaintext> {
+        if extended {
+            self.inner.encode_extended(z, scale, level)
+        } else {
+            self.inner.encode(z, scale, level)
+        }
+    }
+
     fn encode_slots(
         &self,
         py: Python<'_>,
@@ -129,11 +138,7 @@ impl Encoder {
         extended: bool,
     ) -> PyResult<Plaintext> {
         let inner = run(py, "Encoder.encode", || {
-            if extended {
-                self.inner.encode_extended(&z, scale, level)
-            } else {
-                self.inner.encode(&z, scale, level)
-            }
+            self.encode_one(&z, scale, level, extended)
         })?;
         Ok(Plaintext {
             inner,

@@ -16,7 +16,7 @@ from heinfer.program.ops import DropTo, Linear, Relinearize, Rescale, Square
 from heinfer.program.weights import LinearStep
 from heinfer.runtime.linear import PreparedLinear
 
-__all__ = ["run_batch_segment"]
+__all__ = ["peak_ciphertext_bytes", "run_batch_segment"]
 
 
 def run_batch_segment(
@@ -83,3 +83,29 @@ def _is_chain(layers: list, ops: list, i: int) -> bool:
     if i + 2 >= len(ops) or not (isinstance(ops[i], Linear) and isinstance(ops[i + 1], Square) and isinstance(ops[i + 2], Linear)):
         return False
     return layers[ops[i].layer].digits == 1 and layers[ops[i + 2].layer].digits == 1
+
+
+def peak_ciphertext_bytes(seg: Segment, layers: list, log_n: int) -> int:
+    """The most bytes of ciphertexts a batch-axis segment holds at once: over its linear
+    layers, the input tensor plus the output tensor (one ciphertext per element, 2 or 3
+    polynomials of ``ℓ + 1`` residue vectors of ``N`` words each), and its input alone. The
+    batch layout keeps whole tensors in memory (no tiles yet), so this is what a query needs
+    whatever its number of items."""
+    n = 1 << log_n
+    level, parts, count = seg.input_level, 2, seg.in_size
+    peak = count * parts * (level + 1) * n * 8
+    for op in seg.ops:
+        if isinstance(op, Linear):
+            out = layers[op.layer].out_size
+            peak = max(peak, (count * parts + out * 2) * (level + 1) * n * 8)
+            count, parts = out, 2
+        elif isinstance(op, Square):
+            parts = 3
+        elif isinstance(op, Relinearize):
+            parts = 2
+        elif isinstance(op, Rescale):
+            level -= op.primes
+        elif isinstance(op, DropTo):
+            level = op.level
+    return peak
+

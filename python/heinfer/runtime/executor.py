@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 
 from heinfer import _native
-from heinfer.errors import ProtocolError
+from heinfer.errors import NotSupportedYetError, ProtocolError
 from heinfer.program.model import Program
-from heinfer.runtime.batch import build_layers, run_batch_segment
+from heinfer.runtime.batch import build_layers, peak_ciphertext_bytes, run_batch_segment
 from heinfer.runtime.slots import PreparedSlots, plaintext_bytes
 
 __all__ = ["Executor", "available_memory", "native_params"]
@@ -48,9 +48,15 @@ class Executor:
     slot-layout plaintexts may keep (default: half the memory available now); when the
     program needs more, its largest segments are prepared lazily — their plaintexts encoded
     group by group during each query and dropped after use — until what is kept fits
-    (``plaintext_bytes``, ``kept_plaintext_bytes``, ``lazy_segments`` say what happened)."""
+    (``plaintext_bytes``, ``kept_plaintext_bytes``, ``lazy_segments`` say what happened).
 
-    def __init__(self, program: Program, baseline: bool = False, max_memory: int | None = None) -> None:
+    Batch-axis segments hold whole tensors, one ciphertext per element
+    (:func:`~heinfer.runtime.batch.peak_ciphertext_bytes`); a program whose largest segment
+    needs more than ``ciphertext_memory`` (default: the memory available now) is refused
+    with :class:`~heinfer.errors.NotSupportedYetError` here, before any query, instead of
+    running the machine out of memory (``ciphertext_bytes`` records the need)."""
+
+    def __init__(self, program: Program, baseline: bool = False, max_memory: int | None = None, ciphertext_memory: int | None = None) -> None:
         if not isinstance(program, Program):
             raise ProtocolError("executing a program needs its weights: give the server the full program, not the public one")
         t0 = time.perf_counter()
@@ -60,9 +66,10 @@ class Executor:
             if seg.layout.kind == "slots"
         }
         need = sum(needs.values())
+        avail = available_memory()
         if max_memory is None:
-            avail = available_memory()
             max_memory = None if avail is None else int(MEMORY_SHARE * avail)
+        self.ciphertext_bytes = _check_tensors(program, avail if ciphertext_memory is None else ciphertext_memory)
         # over budget: the largest segments encode lazily (per query, group by group) until the
         # plaintexts kept in memory fit
         lazy: set[int] = set()
@@ -94,3 +101,20 @@ class Executor:
             return run_batch_segment(seg, batch, self.program.layers, self.built, relin, self.baseline)
         out = self.slots[k].run(self._ev, batch.to_list(), galois, relin)
         return _native.CiphertextBatch.from_list(out)
+
+
+def _check_tensors(program: Program, budget: int | None) -> int:
+    """The largest batch-axis segment's ciphertext bytes; refuses a program over ``budget``."""
+    log_n = int(program.params["log_n"])
+    peaks = {k: peak_ciphertext_bytes(seg, program.layers, log_n) for k, seg in enumerate(program.segments) if seg.layout.kind == "batch"}
+    if not peaks:
+        return 0
+    k = max(peaks, key=peaks.get)
+    if budget is not None and peaks[k] > budget:
+        raise NotSupportedYetError(
+            f"throughput mode holds whole tensors (one ciphertext per element, no tiles yet): segment {k} needs "
+            f"{peaks[k] / 1e9:.1f} GB of ciphertexts at once, {budget / 1e9:.1f} GB is available; compile with "
+            f"mode='latency' or run on a machine with more memory"
+        )
+    return peaks[k]
+

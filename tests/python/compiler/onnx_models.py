@@ -286,3 +286,18 @@ def squares_then_relu(seed: int = 5) -> bytes:
             b.node("Relu", [b.last])
         b.node("Gemm", [b.last, b.weight(m, k), b.weight(m, fan_in=k)], transB=1)
     return b.build()
+
+
+def relu_avgpool_conv(seed: int = 7) -> bytes:
+    """MiniONN CIFAR's pattern: Conv 3×3 → ReLU → AveragePool 2×2 → Conv 3×3 → ReLU → Gemm
+    on (2, 8, 8) (the pool right after a client step: summed by the client, or on shares)."""
+    b = ModelBuilder((2, 8, 8), seed=seed)
+    b.node("Conv", [b.x, b.weight(4, 2, 3, 3), b.weight(4)], pads=[1, 1, 1, 1])
+    b.node("Relu", [b.last])
+    b.node("AveragePool", [b.last], kernel_shape=[2, 2], strides=[2, 2])
+    b.node("Conv", [b.last, b.weight(4, 4, 3, 3), b.weight(4)], pads=[1, 1, 1, 1])
+    b.node("Relu", [b.last])
+    b.node("Flatten", [b.last], axis=1)
+    b.node("Gemm", [b.last, b.weight(5, 64), b.weight(5)], transB=1)
+    return b.build()
+

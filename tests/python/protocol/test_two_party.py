@@ -170,23 +170,10 @@ def test_inputs_beyond_the_planned_range_are_refused(compiled) -> None:
         client.query(DIGITS[0][:, :10])
 
 
-def _conv_relu_avgpool_net() -> bytes:
-    """Conv 3×3 → ReLU → AveragePool 2×2 → Conv 3×3 → ReLU → Gemm (MiniONN CIFAR's shape)."""
-    b = om.ModelBuilder((2, 8, 8), seed=3)
-    b.node("Conv", [b.x, b.weight(4, 2, 3, 3), b.weight(4)], pads=[1, 1, 1, 1])
-    b.node("Relu", [b.last])
-    b.node("AveragePool", [b.last], kernel_shape=[2, 2], strides=[2, 2])
-    b.node("Conv", [b.last, b.weight(4, 4, 3, 3), b.weight(4)], pads=[1, 1, 1, 1])
-    b.node("Relu", [b.last])
-    b.node("Flatten", [b.last], axis=1)
-    b.node("Gemm", [b.last, b.weight(5, 64), b.weight(5)], transB=1)
-    return b.build()
-
-
 def test_average_pools_run_on_the_shares() -> None:
     """An average pool after a ReLU is summed by each party on its own shares (no BFV layer of
     its own, no circuit): the result still equals the fixed-point plan bit for bit."""
-    model = _conv_relu_avgpool_net()
+    model = om.relu_avgpool_conv(seed=3)
     cal = om.random_input((2, 8, 8), 64, seed=5)
     prog = compile_two_party(load_onnx(model), calibration=cal)
     assert len(prog.segments) == 3 and prog.steps[0].pool is not None
