@@ -73,7 +73,7 @@ def one(name: str, mode: str, n: int) -> dict:
     want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
     t = time.perf_counter()
     prog = heinfer.compile(model, mode=mode, calibration=cal)
-    out: dict = {"mode": mode, "compile_s": round(time.perf_counter() - t, 2), "log_n": prog.params["log_n"], "primes": len(prog.params["log_q"])}
+    out: dict = {"mode": mode, "threads": heinfer.get_num_threads(), "compile_s": round(time.perf_counter() - t, 2), "log_n": prog.params["log_n"], "primes": len(prog.params["log_q"])}
     client, server = heinfer.Client(prog.public()), None
     t = time.perf_counter()
     server = heinfer.Server(prog)
@@ -152,9 +152,11 @@ def deep_features() -> dict:
     }
 
 
-def watched(args: list[str], max_rss_kb: int, timeout: float) -> dict:
-    """Runs ``python bench/networks.py --one …`` and kills it above ``max_rss_kb``."""
-    p = subprocess.Popen([sys.executable, os.path.abspath(__file__), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def watched(args: list[str], max_rss_kb: int, timeout: float, threads: int | None = None) -> dict:
+    """Runs ``python bench/networks.py --one …`` and kills it above ``max_rss_kb``;
+    ``threads``: the engine's pool size in that process (``RAYON_NUM_THREADS``)."""
+    env = dict(os.environ, **({"RAYON_NUM_THREADS": str(threads)} if threads else {}))
+    p = subprocess.Popen([sys.executable, os.path.abspath(__file__), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     peak, t0, why = 0, time.perf_counter(), None
     while p.poll() is None:
         try:
@@ -186,6 +188,7 @@ def main() -> None:
     ap.add_argument("--max-rss-gb", type=float, default=16.0)
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--only", help="comma-separated NAME/MODE runs (default: all)")
+    ap.add_argument("--threads", type=int, help="the engine's threads in each run (default: every core); 1 against the default measures the scaling")
     ap.add_argument("--one", nargs=3, metavar=("NAME", "MODE", "N"), help=argparse.SUPPRESS)
     ap.add_argument("--deep-features", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -201,11 +204,11 @@ def main() -> None:
     runs = [r for r in RUNS if not args.only or f"{r[0]}/{r[1]}" in args.only.split(",")]
     for name, mode in runs:
         n = (2 if args.quick else 20) if mode == "latency" else (64 if args.quick else 1024)
-        r = watched(["--one", name, mode, str(n)], int(args.max_rss_gb * 1e6), args.timeout)
+        r = watched(["--one", name, mode, str(n)], int(args.max_rss_gb * 1e6), args.timeout, args.threads)
         result[f"{name}/{mode}"] = r
         print(f"{name:22s} {mode:10s} " + ", ".join(f"{k}={v}" for k, v in r.items()), flush=True)
     if not args.only or "deep_features" in args.only.split(","):
-        r = result["deep_features"] = watched(["--deep-features"], int(args.max_rss_gb * 1e6), args.timeout)
+        r = result["deep_features"] = watched(["--deep-features"], int(args.max_rss_gb * 1e6), args.timeout, args.threads)
         print("deep_features           latency    " + ", ".join(f"{k}={v}" for k, v in r.items()), flush=True)
     result["cpu"] = cpu_model()
     print(json.dumps(result))
