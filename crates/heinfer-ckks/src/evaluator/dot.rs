@@ -22,6 +22,33 @@ fn invalid(op: &'static str, reason: &str) -> CkksError {
     }
 }
 
+/// Column chunks per limb in [`par_sums`]: a ciphertext has 2 parts of 2–4 limbs at the
+/// levels of a linear layer, too few tasks to keep every thread busy (3 limbs on 2 threads
+/// leave one idle half the time); 4 chunks per limb make 16–32 tasks of ≥ 256 words.
+const CHUNKS: usize = 4;
+
+/// `parts` accumulators of `limbs · n` words, every `(part, limb, column chunk)` filled by
+/// `sum(part, limb, columns, out)` on the pool in parallel.
+fn par_sums(
+    parts: usize,
+    limbs: usize,
+    n: usize,
+    sum: impl Fn(usize, usize, std::ops::Range<usize>, &mut [u64]) + Sync,
+) -> Vec<Vec<u64>> {
+    let w = (n / CHUNKS).max(1);
+    let mut acc: Vec<Vec<u64>> = (0..parts).map(|_| vec![0u64; limbs * n]).collect();
+    let tasks: Vec<(usize, usize, &mut [u64])> = acc
+        .iter_mut()
+        .enumerate()
+        .flat_map(|(j, a)| a.chunks_mut(w).enumerate().map(move |(t, o)| (j, t, o)))
+        .collect();
+    tasks.into_par_iter().for_each(|(j, t, out)| {
+        let (i, c) = ((t * w) / n, (t * w) % n);
+        sum(j, i, c..c + out.len(), out)
+    });
+    acc
+}
+
 impl Evaluator {
     /// `Σ_t cts[t] · pts[t]` (no rescale). All ciphertexts share level, size and scale, all
     /// plaintexts share a scale and are at the ciphertexts' level or above.
@@ -55,17 +82,18 @@ impl Evaluator {
         let n = self.params.n();
         let inner = self.params.inner();
         let level = c0.level;
-        let parts = (0..c0.parts.len())
-            .map(|j| {
-                let mut acc = vec![0u64; (level + 1) * n];
-                acc.par_chunks_mut(n).enumerate().for_each(|(i, out)| {
-                    let a: Vec<&[u64]> = cts.iter().map(|ct| ct.parts[j].limb(i)).collect();
-                    let b: Vec<&[u64]> = pts.iter().map(|pt| pt.poly.limb(i)).collect();
-                    dot::dot1(out, &a, &b, &inner.barrett[i]);
-                });
-                RnsPoly::from_data(acc, n)
-            })
-            .collect();
+        let acc = par_sums(c0.parts.len(), level + 1, n, |j, i, cols, out| {
+            let a: Vec<&[u64]> = cts
+                .iter()
+                .map(|ct| &ct.parts[j].limb(i)[cols.clone()])
+                .collect();
+            let b: Vec<&[u64]> = pts
+                .iter()
+                .map(|pt| &pt.poly.limb(i)[cols.clone()])
+                .collect();
+            dot::dot1(out, &a, &b, &inner.barrett[i]);
+        });
+        let parts = acc.into_iter().map(|a| RnsPoly::from_data(a, n)).collect();
         Ok(Ciphertext {
             params_id: c0.params_id,
             parts,
@@ -112,22 +140,19 @@ impl Evaluator {
         let inner = self.params.inner();
         let level = e0.level;
         let limbs = level + 1 + k;
-        let parts: Vec<RnsPoly> = (0..e0.parts.len())
-            .map(|j| {
-                let mut acc = vec![0u64; limbs * n];
-                acc.par_chunks_mut(n).enumerate().for_each(|(i, out)| {
-                    let bc = &inner.barrett[modulus_index(&self.params, level, i)];
-                    let a: Vec<&[u64]> = exts.iter().map(|e| e.parts[j].limb(i)).collect();
-                    let b: Vec<&[u64]> = pts.iter().map(|pt| pt.poly.limb(i)).collect();
-                    dot::dot1(out, &a, &b, bc);
-                });
-                RnsPoly::from_data(acc, n)
-            })
-            .collect();
-        let parts = parts
-            .into_iter()
-            .map(|p| self.mod_down(p.data, level))
-            .collect();
+        let acc = par_sums(e0.parts.len(), limbs, n, |j, i, cols, out| {
+            let bc = &inner.barrett[modulus_index(&self.params, level, i)];
+            let a: Vec<&[u64]> = exts
+                .iter()
+                .map(|e| &e.parts[j].limb(i)[cols.clone()])
+                .collect();
+            let b: Vec<&[u64]> = pts
+                .iter()
+                .map(|pt| &pt.poly.limb(i)[cols.clone()])
+                .collect();
+            dot::dot1(out, &a, &b, bc);
+        });
+        let parts = acc.into_iter().map(|a| self.mod_down(a, level)).collect();
         Ok(Ciphertext {
             params_id: e0.params_id,
             parts,

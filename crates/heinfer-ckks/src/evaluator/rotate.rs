@@ -109,8 +109,9 @@ impl Evaluator {
             .collect::<Result<_>>()?;
         let dec = self.decompose(&ct.parts[1], level);
         let p_c0 = self.times_p_extended(&ct.parts[0], level);
-        ks.iter()
-            .zip(&gs)
+        // the baby steps in parallel (each one's key product also splits over limbs)
+        ks.par_iter()
+            .zip(gs.par_iter())
             .map(|(k, &g)| {
                 let (mut e0, mut e1) = match k {
                     None => (p_c0.clone(), self.times_p_extended(&ct.parts[1], level)),
