@@ -6,7 +6,9 @@ Each network runs in its own process, watched: killed when its resident memory p
 refusal by heinfer (a ``HeinferError``, e.g. the executor's memory budget or the message size
 limit) is reported with its message. Timers, per network:
 
-* ``setup_s``: the client's keys, the server's session (key upload, plaintext encoding);
+* ``setup_s``: the client's keys, the server's session (key upload, plaintext encoding), the
+  sum of ``server_setup_s`` (the plaintexts, encoded once per program and shared by every
+  session) and ``session_setup_s`` (a new session: key generation, upload and validation);
 * ``latency_s``: one query end to end (client encryption + server + client steps + decryption),
   the median over the inputs, after set-up;
 * ``agreement`` / ``rel_logit_error``: against onnxruntime on the same random inputs.
@@ -77,8 +79,11 @@ def one(name: str, mode: str, n: int) -> dict:
     client, server = heinfer.Client(prog.public()), None
     t = time.perf_counter()
     server = heinfer.Server(prog)
+    t1 = time.perf_counter()
     session = server.open_session(client.keys_message())
-    out["setup_s"] = round(time.perf_counter() - t, 2)
+    t2 = time.perf_counter()
+    out["setup_s"] = round(t2 - t, 2)
+    out["server_setup_s"], out["session_setup_s"] = round(t1 - t, 2), round(t2 - t1, 2)
     got, times, up, down = [], [], 0, 0
     items = [x[i : i + 1] for i in range(n)] if mode == "latency" else [x]
     for item in items:
