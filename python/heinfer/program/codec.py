@@ -18,7 +18,7 @@ from heinfer.program.functions import ClientFunction
 from heinfer.program.model import PUBLIC_META, Layout, Program, PublicProgram, Segment, Step
 from heinfer.program.ops import op_from_json, op_to_json
 from heinfer.program.placement import Placement
-from heinfer.program.transform import Transform
+from heinfer.program.transform import HOISTINGS, Transform
 from heinfer.program.weights import LinearStep
 
 __all__ = ["public_to_json", "public_from_json", "weights_to_json", "weights_from_json"]
@@ -142,7 +142,7 @@ def weights_to_json(p: Program) -> tuple[dict, dict]:
             arrays[f"{k}.terms"], arrays[f"{k}.vectors"] = lay.terms, lay.vectors
             if lay.bias is not None:
                 arrays[f"{k}.bias"] = lay.bias
-            layers.append({"kind": "diagonals", "n_in": lay.n_in, "n_out": lay.n_out, "fold": list(lay.fold), "replicate": list(lay.replicate), "bias": lay.bias is not None})
+            layers.append({"kind": "diagonals", "n_in": lay.n_in, "n_out": lay.n_out, "fold": list(lay.fold), "replicate": list(lay.replicate), "bias": lay.bias is not None, "hoisting": lay.hoisting})
     manifest = {"layers": layers, "plans": p.plans, "meta": p.meta}
     return manifest, arrays
 
@@ -161,7 +161,7 @@ def weights_from_json(public: PublicProgram, m: dict, arrays) -> Program:
                 raise SerializationError(f"cannot read program: layer {i} has non-finite weights")
             layers.append(Transform(
                 _i(lj["n_in"]), _i(lj["n_out"]), public.slots, _arr(arrays, f"{k}.terms", np.int64), vectors, bias,
-                tuple(_i(s) for s in lj["fold"]), tuple(_i(s) for s in lj["replicate"]),
+                tuple(_i(s) for s in lj["fold"]), tuple(_i(s) for s in lj["replicate"]), _hoisting(i, lj),
             ))
         else:
             raise SerializationError(f"cannot read program: layer {i} of unknown kind {lj['kind']!r}")
@@ -211,3 +211,12 @@ def _bool(v: object) -> bool:
     if not isinstance(v, bool):
         raise SerializationError(f"cannot read program: expected true/false, got {v!r}")
     return v
+
+
+def _hoisting(i: int, lj: dict) -> str:
+    """Layer ``i``'s hoisting (``"double"`` where a program written before it existed has none)."""
+    h = lj.get("hoisting", "double")
+    if h not in HOISTINGS:
+        raise SerializationError(f"cannot read program: layer {i} has hoisting {h!r}, expected one of {HOISTINGS}")
+    return h
+

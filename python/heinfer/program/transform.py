@@ -30,12 +30,27 @@ import numpy as np
 
 from heinfer.errors import CompileError
 
-__all__ = ["Transform", "build_transform", "split", "OP_KINDS"]
+__all__ = ["HOISTINGS", "OP_KINDS", "Transform", "build_transform", "single_hoisting", "split"]
 
 #: Kinds of primitive operations a transform is costed in (see :meth:`Transform.counts`).
 OP_KINDS = ("decompose", "rotate_ext", "times_p", "mul_plain_ext", "mod_down", "mul_plain", "dot", "rotate", "add")
 #: Rotate-and-add counts priced at a level other than the products' (see cost.price).
 EXTRA_KINDS = ("fold", "replicate")
+#: The ways a transform's baby steps may run (:class:`Transform`'s ``hoisting``).
+HOISTINGS = ("double", "single")
+
+
+def single_hoisting(c: dict[str, int]) -> dict[str, int]:
+    """The operation counts of a transform whose double-hoisted counts are ``c`` when it runs
+    single-hoisted: every product outside the extended basis, a ModDown per rotated baby step
+    instead of one per extended group, and no input multiplied by ``P``."""
+    s = dict(c)
+    s["mul_plain"] = c["mul_plain"] + c["mul_plain_ext"]
+    s["mul_plain_ext"] = 0
+    s["dot"] = c["dot"] + c["mod_down"]
+    s["mod_down"] = c["rotate_ext"]
+    s["times_p"] = 0
+    return s
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,6 +62,13 @@ class Transform:
     ``replicate``: rotate-and-add steps applied to every input first (``x ← x + rot(x, r)``),
     which copy a *clean* input (zero outside its placement) to more slots — LoLa's stacked
     representation, which lets one plaintext carry several diagonals.
+
+    ``hoisting``: how a CKKS server runs the baby steps. ``"double"`` (Bossuat et al.) keeps
+    the rotated inputs in the extended basis ``Q·P`` and multiplies them by plaintexts that
+    carry the special primes too, with one ModDown per output ciphertext and giant step;
+    ``"single"`` brings every rotated input back to ``Q`` (a ModDown per baby step) and
+    multiplies by plaintexts without the special primes — fewer bytes to encode, hold and
+    stream when the groups outnumber the baby steps. The packing search prices both.
     """
 
     n_in: int
@@ -57,8 +79,11 @@ class Transform:
     bias: np.ndarray | None
     fold: tuple[int, ...] = ()
     replicate: tuple[int, ...] = ()
+    hoisting: str = "double"
 
     def __post_init__(self) -> None:
+        if self.hoisting not in HOISTINGS:
+            raise CompileError(f"transform: hoisting {self.hoisting!r}, expected one of {HOISTINGS}")
         t, v, S = self.terms, self.vectors, self.slots
         if t.ndim != 2 or t.shape[1] != 4 or v.shape != (len(t), S):
             raise CompileError(f"transform: {t.shape} terms for vectors of shape {v.shape}")
@@ -118,7 +143,7 @@ class Transform:
             outs_with_terms.add(o)
         c["fold"] = len(self.fold) * self.n_out
         c["replicate"] = len(self.replicate) * self.n_in
-        return c
+        return single_hoisting(c) if self.hoisting == "single" else c
 
     def simulate(self, x: np.ndarray) -> np.ndarray:
         """The transform on slot values ``x`` ``(n_in, S)`` in float64 (no noise), before the

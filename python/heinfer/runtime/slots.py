@@ -33,13 +33,19 @@ def plaintext_bytes(log_n: int, special_primes: int, seg: Segment, layers: list)
         if isinstance(op, Linear):
             t = layers[op.layer]
             for _, _, ix in t.groups():
-                ext = bool((t.terms[ix, 3] != 0).any())
+                ext = _extended(t, ix)
                 total += len(ix) * n * (level + 1 + (special_primes if ext else 0)) * 8
             total += (0 if t.bias is None else len(t.bias)) * n * level * 8
             level -= 1
         elif isinstance(op, Rescale):
             level -= op.primes
     return total
+
+
+def _extended(t: Transform, ix) -> bool:
+    """Whether the group ``ix`` of ``t`` multiplies extended ciphertexts (double hoisting
+    with a rotated term), so its plaintexts carry the special primes."""
+    return t.hoisting == "double" and bool((t.terms[ix, 3] != 0).any())
 
 
 class _Schedule:
@@ -50,10 +56,12 @@ class _Schedule:
 
     def __init__(self, t: Transform) -> None:
         self.babies = list(t.babies().items())
+        if t.hoisting == "single":  # a term with b = 0 multiplies x_a itself
+            self.babies = [(a, [b for b in bs if b]) for a, bs in self.babies if any(bs)]
         self.groups = []
         for o, g, ix in t.groups():
             terms = [(int(t.terms[i, 2]), int(t.terms[i, 3])) for i in ix]
-            self.groups.append((o, g, [int(i) for i in ix], terms, any(b for _, b in terms)))
+            self.groups.append((o, g, [int(i) for i in ix], terms, _extended(t, ix)))
 
 
 class PreparedSlots:
@@ -100,7 +108,7 @@ class PreparedSlots:
     def _encode_group(self, j: int, ix) -> list:
         """The plaintexts of one group of op ``j``'s diagonals, at the exact scale ``q_ℓ``."""
         t, level = self.transforms[j], self.levels[j]
-        ext = bool((t.terms[ix, 3] != 0).any())
+        ext = _extended(t, ix)
         return self.enc.encode_real_many(np.ascontiguousarray(t.vectors[ix]), self.q[level], level, ext)
 
     def _encode_bias(self, j: int) -> list | None:
@@ -138,14 +146,17 @@ class PreparedSlots:
             for a in range(len(x)):
                 ev.add_assign(x[a], ev.rotate(x[a], r, galois))
         plan = self.schedules[k]
-        ext = {a: dict(zip(bs, ev.rotate_hoisted_extended(x[a], bs, galois))) for a, bs in plan.babies}
+        # double hoisting: the baby steps stay in Q·P (ModDown once per group below);
+        # single: each comes back to Q now, and the products need no special primes
+        rotate = ev.rotate_hoisted_extended if t.hoisting == "double" else ev.rotate_hoisted
+        ext = {a: dict(zip(bs, rotate(x[a], bs, galois))) for a, bs in plan.babies}
         out: list = [None] * t.n_out
         for o, g, ix, terms, extended in plan.groups:
             group_pts = [pts[i] for i in ix] if pts is not None else self._encode_group(k, ix)
             if extended:
                 acc = ev.dot_plain_extended([ext[a][b] for a, b in terms], group_pts)
-            else:
-                acc = ev.dot_plain([x[a] for a, _ in terms], group_pts)
+            else:  # rotated terms come back in Q under single hoisting
+                acc = ev.dot_plain([ext[a][b] if b else x[a] for a, b in terms], group_pts)
             if g:
                 acc = ev.rotate(acc, g, galois)
             if out[o] is None:

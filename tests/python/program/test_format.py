@@ -770,6 +770,14 @@ def test_malformed_weights_manifest_is_refused(path: tuple, value) -> None:
         load(_rebuild("cryptonets_relu", edit))
 
 
+def test_an_unknown_hoisting_is_refused() -> None:
+    def edit(sections):
+        sections[1][0]["layers"][0]["hoisting"] = "triple"
+
+    with pytest.raises(BAD, match="hoisting"):
+        load(_rebuild("latency-square", edit))
+
+
 @pytest.mark.parametrize(
     "manifest", [b"[1, 2, 3]", b'"program"', b"null", b"{not json", b"\xff\xfe", b"1e999999"]
 )

@@ -17,7 +17,7 @@ lowering keeps the cheapest few (:func:`~heinfer.compiler.latency.compile._lower
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from heinfer.compiler.ir import Linear
 from heinfer.compiler.latency import grids, kernels
 from heinfer.compiler.cost import CostTable, price
 from heinfer.compiler.latency.layout import Placement, dense_input
-from heinfer.program.transform import OP_KINDS, Transform, split
+from heinfer.program.transform import OP_KINDS, Transform, single_hoisting, split
 from heinfer.errors import CompileError
 
 __all__ = [
@@ -157,6 +157,7 @@ class KernelChoice:
     placement: Placement
     n_out: int
     clean: bool
+    hoisting: str = "double"
 
 
 def price_kernel(
@@ -185,20 +186,22 @@ def price_kernel(
             o, a, d = _keys(ic, isl, oc, osl, inp.slots, inp.n_cts)
             for mod in _strategy_moduli(strategy, len(d), inp.slots):
                 c = candidate_counts(o, a, d, len(fold), n_out, inp.slots, mod, len(rep), inp.n_cts)
-                t = price(c, level, costs, n_out, bias)
-                if best is None or t < best[0]:
-                    best = (t, method, mod, c, copies)
+                # the fixed strategies (the papers' baselines) keep double hoisting
+                for hoisting, counts in [("double", c)] + ([("single", single_hoisting(c))] if strategy is None else []):
+                    t = price(counts, level, costs, n_out, bias)
+                    if best is None or t < best[0]:
+                        best = (t, method, mod, counts, copies, hoisting)
         if strategy == "hybrid" and found:
             break  # hybrid applies: keep it
     if best is None:
         raise CompileError(f"no latency kernel applies to layer {op.name!r}")
-    t, method, mod, c, copies = best
+    t, method, mod, c, copies, hoisting = best
     rows = op.matrix.shape[0]
     if method == "hybrid":  # output r at slot r of one ciphertext (kernels.hybrid)
         placed = Placement(1, inp.slots, np.zeros(rows, np.int64), np.arange(rows, dtype=np.int64))
     else:
         placed = Placement.dense(rows, inp.slots) if out is None else out
-    return KernelChoice(op, inp, level, method, mod, copies, out, c, t, placed, placed.n_cts, method == "diagonal")
+    return KernelChoice(op, inp, level, method, mod, copies, out, c, t, placed, placed.n_cts, method == "diagonal", hoisting)
 
 
 def build_kernel(choice: KernelChoice) -> LatencyStep:
@@ -210,8 +213,9 @@ def build_kernel(choice: KernelChoice) -> LatencyStep:
         trans, placed = kernels.diagonal(op.matrix, op.bias, ch.inp, ch.modulus, ch.out)
     if not grids.same(placed, ch.placement):  # pragma: no cover - the pricing's placement is the kernel's
         raise CompileError(f"layer {op.name!r}: the kernel's output placement is not the one priced")
+    trans = replace(trans, hoisting=ch.hoisting)
     output = "dense" if ch.out is None else "aligned"
-    plan = _plan(op, ch.method, ch.modulus, ch.counts, ch.seconds, trans, ch.level, copies=ch.copies, output=output)
+    plan = _plan(op, ch.method, ch.modulus, ch.counts, ch.seconds, trans, ch.level, copies=ch.copies, output=output, hoisting=ch.hoisting)
     return LatencyStep("transform", ch.level, trans, plan)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -31,6 +32,7 @@ from heinfer.compiler.latency.search import STRATEGIES, choose_kernel, input_can
 from heinfer.compiler.onnx_import import load_onnx
 from heinfer.compiler.plan import max_log_qp
 from heinfer.errors import CompileError
+from heinfer.program.transform import HOISTINGS, Transform
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -107,12 +109,17 @@ def _kernel_candidates(
         [1 << i for i in range(1, int(math.log2(inp.slots)))] if clean and inp.n_cts == 1 else []
     )
     for m in _moduli(inp.slots):
-        out.append(("diagonal", m, 1, kernels.diagonal(op.matrix, op.bias, inp, m)[0]))
+        out += [("diagonal", m, 1, t) for t in _hoistings(kernels.diagonal(op.matrix, op.bias, inp, m)[0])]
         for c in copies:
             res = kernels.hybrid(op.matrix, op.bias, inp, m, c)
             if res is not None:
-                out.append(("hybrid", m, c, res[0]))
+                out += [("hybrid", m, c, t) for t in _hoistings(res[0])]
     return out
+
+
+def _hoistings(t: Transform) -> list[Transform]:
+    """``t`` run with double hoisting and with single hoisting."""
+    return [replace(t, hoisting=h) for h in HOISTINGS]
 
 
 def _expanded_candidates(op: Linear, slots: int) -> list[tuple[np.ndarray, object]]:
@@ -179,7 +186,7 @@ def _cheapest_one_layer_segment(op: Linear, costs: dict, slots: int) -> float:
     # the aligned grid (input, output or both) with the diagonal method at every modulus
     grid_in, grid_out = _aligned(op, slots)
     grid = [
-        server(kernels.diagonal(op.matrix, op.bias, inp, m, out)[0]) + per_in * inp.n_cts
+        min(server(t) for t in _hoistings(kernels.diagonal(op.matrix, op.bias, inp, m, out)[0])) + per_in * inp.n_cts
         for inp in [place, *grid_in]
         for out in [None, *grid_out]
         if inp is not place or out is not None
