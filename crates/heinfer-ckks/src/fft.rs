@@ -133,75 +133,88 @@ fn split(vals: &[Complex64]) -> (Vec<f64>, Vec<f64>) {
     )
 }
 
+/// One radix-2 stage of butterfly width `2h` over every block of `re`/`im`: `bf` gets the
+/// `(u, v)` halves (real and imaginary) and the stage's twiddles `w`, all exactly `h` long
+/// (no bounds checks left, so the element loop inside `bf` vectorizes).
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+fn stage(
+    re: &mut [f64],
+    im: &mut [f64],
+    h: usize,
+    wr: &[f64],
+    wi: &[f64],
+    bf: impl Fn(&mut [f64], &mut [f64], &mut [f64], &mut [f64], &[f64], &[f64]),
+) {
+    let (wr, wi) = (&wr[..h], &wi[..h]);
+    for (cr, ci) in re.chunks_exact_mut(2 * h).zip(im.chunks_exact_mut(2 * h)) {
+        let (ur, vr) = cr.split_at_mut(h);
+        let (ui, vi) = ci.split_at_mut(h);
+        bf(
+            &mut ur[..h],
+            &mut ui[..h],
+            &mut vr[..h],
+            &mut vi[..h],
+            wr,
+            wi,
+        );
+    }
+}
+
 /// Forward stages, `len = 2, 4, …, size` (input in bit-reversed order).
 #[inline(always)]
 fn forward_stages(re: &mut [f64], im: &mut [f64], tw_re: &[f64], tw_im: &[f64]) {
-    let size = re.len();
-    let (mut len, mut off) = (2, 0);
-    while len <= size {
-        let h = len >> 1;
-        let (wr, wi) = (&tw_re[off..off + h], &tw_im[off..off + h]);
-        for (cr, ci) in re.chunks_exact_mut(len).zip(im.chunks_exact_mut(len)) {
-            let (ur, vr) = cr.split_at_mut(h);
-            let (ui, vi) = ci.split_at_mut(h);
-            // every slice exactly `h` long: no bounds checks, so the loop vectorizes
-            let (ur, vr, ui, vi, wr, wi) = (
-                &mut ur[..h],
-                &mut vr[..h],
-                &mut ui[..h],
-                &mut vi[..h],
-                &wr[..h],
-                &wi[..h],
-            );
-            for k in 0..h {
-                // t = v·w, (u, v) ← (u + t, u − t), as num_complex evaluates it
-                let tr = vr[k] * wr[k] - vi[k] * wi[k];
-                let ti = vr[k] * wi[k] + vi[k] * wr[k];
-                let (ar, ai) = (ur[k], ui[k]);
-                ur[k] = ar + tr;
-                ui[k] = ai + ti;
-                vr[k] = ar - tr;
-                vi[k] = ai - ti;
-            }
-        }
+    let (mut h, mut off) = (1, 0);
+    while 2 * h <= re.len() {
+        stage(
+            re,
+            im,
+            h,
+            &tw_re[off..],
+            &tw_im[off..],
+            |ur, ui, vr, vi, wr, wi| {
+                for k in 0..ur.len() {
+                    // t = v·w, (u, v) ← (u + t, u − t), as num_complex evaluates it
+                    let tr = vr[k] * wr[k] - vi[k] * wi[k];
+                    let ti = vr[k] * wi[k] + vi[k] * wr[k];
+                    let (ar, ai) = (ur[k], ui[k]);
+                    ur[k] = ar + tr;
+                    ui[k] = ai + ti;
+                    vr[k] = ar - tr;
+                    vi[k] = ai - ti;
+                }
+            },
+        );
         off += h;
-        len <<= 1;
+        h <<= 1;
     }
 }
 
 /// Inverse stages, `len = size, …, 4, 2` (output in bit-reversed order, not yet scaled).
 #[inline(always)]
 fn inverse_stages(re: &mut [f64], im: &mut [f64], tw_re: &[f64], tw_im: &[f64]) {
-    let size = re.len();
-    let mut len = size;
-    let mut off = tw_re.len();
-    while len >= 2 {
-        let h = len >> 1;
+    let (mut h, mut off) = (re.len() / 2, tw_re.len());
+    while h >= 1 {
         off -= h;
-        let (wr, wi) = (&tw_re[off..off + h], &tw_im[off..off + h]);
-        for (cr, ci) in re.chunks_exact_mut(len).zip(im.chunks_exact_mut(len)) {
-            let (ur, vr) = cr.split_at_mut(h);
-            let (ui, vi) = ci.split_at_mut(h);
-            // every slice exactly `h` long: no bounds checks, so the loop vectorizes
-            let (ur, vr, ui, vi, wr, wi) = (
-                &mut ur[..h],
-                &mut vr[..h],
-                &mut ui[..h],
-                &mut vi[..h],
-                &wr[..h],
-                &wi[..h],
-            );
-            for k in 0..h {
-                // (u, v) ← (u + v, (u − v)·w)
-                let (ar, ai, br, bi) = (ur[k], ui[k], vr[k], vi[k]);
-                ur[k] = ar + br;
-                ui[k] = ai + bi;
-                let (dr, di) = (ar - br, ai - bi);
-                vr[k] = dr * wr[k] - di * wi[k];
-                vi[k] = dr * wi[k] + di * wr[k];
-            }
-        }
-        len >>= 1;
+        stage(
+            re,
+            im,
+            h,
+            &tw_re[off..],
+            &tw_im[off..],
+            |ur, ui, vr, vi, wr, wi| {
+                for k in 0..ur.len() {
+                    // (u, v) ← (u + v, (u − v)·w)
+                    let (ar, ai, br, bi) = (ur[k], ui[k], vr[k], vi[k]);
+                    ur[k] = ar + br;
+                    ui[k] = ai + bi;
+                    let (dr, di) = (ar - br, ai - bi);
+                    vr[k] = dr * wr[k] - di * wi[k];
+                    vi[k] = dr * wi[k] + di * wr[k];
+                }
+            },
+        );
+        h >>= 1;
     }
 }
 
