@@ -219,4 +219,3 @@ def _hoisting(i: int, lj: dict) -> str:
     if h not in HOISTINGS:
         raise SerializationError(f"cannot read program: layer {i} has hoisting {h!r}, expected one of {HOISTINGS}")
     return h
-

@@ -108,4 +108,3 @@ def peak_ciphertext_bytes(seg: Segment, layers: list, log_n: int) -> int:
         elif isinstance(op, DropTo):
             level = op.level
     return peak
-

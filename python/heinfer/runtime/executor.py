@@ -117,4 +117,3 @@ def _check_tensors(program: Program, budget: int | None) -> int:
             f"mode='latency' or run on a machine with more memory"
         )
     return peaks[k]
-

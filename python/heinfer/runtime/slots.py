@@ -7,7 +7,8 @@ the ciphertext has after it). :meth:`PreparedSlots.run` executes the segment's o
 engine's hoisted rotations: the baby steps of every input ciphertext share one decomposition
 and stay in the extended basis ``Q·P`` through the plaintext products and sums, with one
 fused dot product and one ModDown per output ciphertext and giant step (double hoisting, see
-:mod:`heinfer.program.transform`).
+:mod:`heinfer.program.transform`) — or, for a transform planned with single hoisting, each baby
+step comes back to ``Q`` at once and the plaintexts carry no special primes.
 """
 
 from __future__ import annotations

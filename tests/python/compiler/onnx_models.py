@@ -300,4 +300,3 @@ def relu_avgpool_conv(seed: int = 7) -> bytes:
     b.node("Flatten", [b.last], axis=1)
     b.node("Gemm", [b.last, b.weight(5, 64), b.weight(5)], transB=1)
     return b.build()
-
