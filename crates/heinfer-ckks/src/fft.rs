@@ -75,18 +75,8 @@ impl SpecialFft {
     /// `z ↦ σ(z)`: the slot values of the polynomial whose packed coefficients are `vals`
     /// (`vals[j] = m_j + i·m_{j+N/2}`), in place.
     pub(crate) fn forward(&self, vals: &mut [Complex64]) {
-        assert_eq!(vals.len(), self.slots, "special FFT of the wrong size");
         bit_reverse_permute(vals);
-        let (mut re, mut im) = split(vals);
-        let t = (&self.fwd_re[..], &self.fwd_im[..]);
-        match self.simd {
-            Simd::Scalar => forward_stages(&mut re, &mut im, t.0, t.1),
-            // SAFETY: the CPU features were detected at construction.
-            #[cfg(target_arch = "x86_64")]
-            Simd::Avx2 => unsafe { forward_avx2(&mut re, &mut im, t.0, t.1) },
-            #[cfg(target_arch = "x86_64")]
-            Simd::Avx512 => unsafe { forward_avx512(&mut re, &mut im, t.0, t.1) },
-        }
+        let (re, im) = self.stages(vals, false);
         for (v, (&r, &i)) in vals.iter_mut().zip(re.iter().zip(&im)) {
             *v = Complex64::new(r, i);
         }
@@ -94,22 +84,36 @@ impl SpecialFft {
 
     /// Inverse of [`Self::forward`], in place.
     pub(crate) fn inverse(&self, vals: &mut [Complex64]) {
-        assert_eq!(vals.len(), self.slots, "special FFT of the wrong size");
-        let (mut re, mut im) = split(vals);
-        let t = (&self.inv_re[..], &self.inv_im[..]);
-        match self.simd {
-            Simd::Scalar => inverse_stages(&mut re, &mut im, t.0, t.1),
-            // SAFETY: the CPU features were detected at construction.
-            #[cfg(target_arch = "x86_64")]
-            Simd::Avx2 => unsafe { inverse_avx2(&mut re, &mut im, t.0, t.1) },
-            #[cfg(target_arch = "x86_64")]
-            Simd::Avx512 => unsafe { inverse_avx512(&mut re, &mut im, t.0, t.1) },
-        }
+        let (re, im) = self.stages(vals, true);
         let inv = 1.0 / self.slots as f64;
         for (v, (&r, &i)) in vals.iter_mut().zip(re.iter().zip(&im)) {
             *v = Complex64::new(r, i) * inv;
         }
         bit_reverse_permute(vals);
+    }
+
+    /// Every stage of one direction on `vals` split into real and imaginary parts, with the
+    /// copy compiled for this CPU.
+    fn stages(&self, vals: &[Complex64], inverse: bool) -> (Vec<f64>, Vec<f64>) {
+        assert_eq!(vals.len(), self.slots, "special FFT of the wrong size");
+        type Stages = unsafe fn(&mut [f64], &mut [f64], &[f64], &[f64]);
+        let (run, wr, wi): (Stages, &[f64], &[f64]) = match (self.simd, inverse) {
+            (Simd::Scalar, false) => (forward_stages, &self.fwd_re, &self.fwd_im),
+            (Simd::Scalar, true) => (inverse_stages, &self.inv_re, &self.inv_im),
+            #[cfg(target_arch = "x86_64")]
+            (Simd::Avx2, false) => (forward_avx2, &self.fwd_re, &self.fwd_im),
+            #[cfg(target_arch = "x86_64")]
+            (Simd::Avx2, true) => (inverse_avx2, &self.inv_re, &self.inv_im),
+            #[cfg(target_arch = "x86_64")]
+            (Simd::Avx512, false) => (forward_avx512, &self.fwd_re, &self.fwd_im),
+            #[cfg(target_arch = "x86_64")]
+            (Simd::Avx512, true) => (inverse_avx512, &self.inv_re, &self.inv_im),
+        };
+        let (mut re, mut im) = split(vals);
+        // SAFETY: a vector copy is chosen only where its CPU features were detected at
+        // construction; the scalar copies are safe functions.
+        unsafe { run(&mut re, &mut im, wr, wi) };
+        (re, im)
     }
 }
 
