@@ -187,13 +187,14 @@ def _lower(ops: list, cand: dict, slots: int, costs: CostTable, strategy: str | 
     states = [(0.0, [], cand["placement"], True, len(cand["gather"]))]
     for i, op in enumerate(ops):
         grown = []
+        outs = output_candidates(op, cand.get("fine"), slots) if isinstance(op, Linear) else []  # same for every state
         for total, steps, placement, clean, n_cts in states:
             if isinstance(op, Linear):
                 if i == 0 and "step" in cand:
                     step = cand["step"]
                     grown.append((total + step.plan["predicted_s"], [*steps, step], cand["out"], cand["clean"], step.transform.n_out))
                     continue
-                for out in output_candidates(op, cand.get("fine"), slots):
+                for out in outs:
                     ch = price_kernel(op, placement, level, costs, strategy, clean, out)
                     grown.append((total + ch.seconds, [*steps, ch], ch.placement, ch.clean, ch.n_out))
             elif isinstance(op, Square):
