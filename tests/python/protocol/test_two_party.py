@@ -150,8 +150,24 @@ def test_a_slow_link_chooses_layouts_with_fewer_ciphertexts() -> None:
     slow = heinfer.compile(MODELS / "cryptonets_relu.onnx", mode="latency", protocol="two-party", calibration=CAL, bandwidth=1.25e6)
     count = lambda prog: sum(s.n_input_cts + s.output.n_cts for s in prog.segments)  # noqa: E731
     assert count(slow) < count(lan)
+    # on the slow link a result ciphertext costs more than any compute it saves: the output
+    # placement is chosen with the link priced (an aligned grid in 2 ciphertexts lost once)
+    slots = 1 << (slow.bfv["log_n"] - 1)
+    assert [s.output.n_cts for s in slow.segments] == [-(-s.out_size // slots) for s in slow.segments]
     with pytest.raises(heinfer.CompileError, match="bandwidth"):
         heinfer.compile(MODELS / "cryptonets_relu.onnx", mode="latency", protocol="two-party", calibration=CAL, bandwidth=0)
+
+
+@pytest.mark.parametrize("bandwidth", [1.25e8, 1.25e6])
+def test_layers_are_priced_single_hoisted_as_bfv_runs_them(bandwidth: float) -> None:
+    """BFV brings every hoisted rotation back to ``Q`` before its products: the search must
+    price every layer that way, not pick a double-hoisted price it cannot run."""
+    import heinfer
+
+    prog = heinfer.compile(MODELS / "mnist_d.onnx", mode="latency", protocol="two-party", calibration=CAL, bandwidth=bandwidth)
+    plans = prog.meta["plans"]
+    assert plans and all(p["hoisting"] == "single" for p in plans.values()), plans
+    assert all(t.hoisting == "single" for t in prog.layers)
 
 
 def test_inputs_beyond_the_planned_range_are_refused(compiled) -> None:

@@ -174,14 +174,20 @@ def _segment(ops: list, slots: int, costs: CostTable, strategy: str | None) -> t
 BEAM = 3
 
 
-def _lower(ops: list, cand: dict, slots: int, costs: CostTable, strategy: str | None):
+def _lower(
+    ops: list, cand: dict, slots: int, costs: CostTable, strategy: str | None,
+    hoistings: tuple[str, ...] | None = None, out_ct_s: float = 0.0,
+):
     """``((steps, output placement), predicted server seconds)`` of a segment on one input layout.
 
     Each linear layer may leave its output dense or on the segment's aligned grid
     (:func:`~heinfer.compiler.latency.search.output_candidates`); the :data:`BEAM` cheapest
     partial lowerings go on to the next layer, since a cheap output can make the next layer
     dear (a strided layer's grid costs the layers after it more ciphertexts). Kernels are
-    priced along the way and only the winner's are built (plaintexts can take gigabytes)."""
+    priced along the way and only the winner's are built (plaintexts can take gigabytes).
+    ``hoistings``: as :func:`~heinfer.compiler.latency.search.price_kernel`'s. ``out_ct_s``:
+    seconds per result ciphertext beyond serializing it (the two-party protocol's link and
+    re-randomization), so the output placement is chosen with them."""
     level = len(ops)
     # (predicted seconds, steps or kernel choices, placement, clean, ciphertexts)
     states = [(0.0, [], cand["placement"], True, len(cand["gather"]))]
@@ -195,7 +201,7 @@ def _lower(ops: list, cand: dict, slots: int, costs: CostTable, strategy: str | 
                     grown.append((total + step.plan["predicted_s"], [*steps, step], cand["out"], cand["clean"], step.transform.n_out))
                     continue
                 for out in outs:
-                    ch = price_kernel(op, placement, level, costs, strategy, clean, out)
+                    ch = price_kernel(op, placement, level, costs, strategy, clean, out, hoistings)
                     grown.append((total + ch.seconds, [*steps, ch], ch.placement, ch.clean, ch.n_out))
             elif isinstance(op, Square):
                 t = square_cost(n_cts, level, costs)
@@ -206,7 +212,7 @@ def _lower(ops: list, cand: dict, slots: int, costs: CostTable, strategy: str | 
         states = sorted(grown, key=lambda s: s[0])[:BEAM]
         level -= 1
     # what the server's timer also covers: parsing the inputs, serializing the results
-    final = [(t + messages_cost(len(cand["gather"]), len(ops), n, level, costs), steps, p) for t, steps, p, _, n in states]
+    final = [(t + messages_cost(len(cand["gather"]), len(ops), n, level, costs) + n * out_ct_s, steps, p) for t, steps, p, _, n in states]
     total, steps, placement = min(final, key=lambda s: s[0])
     built = [build_kernel(s) if isinstance(s, KernelChoice) else s for s in steps]
     return (built, placement), total

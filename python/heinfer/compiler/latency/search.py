@@ -25,7 +25,7 @@ from heinfer.compiler.ir import Linear
 from heinfer.compiler.latency import grids, kernels
 from heinfer.compiler.cost import CostTable, price
 from heinfer.compiler.latency.layout import Placement, dense_input
-from heinfer.program.transform import OP_KINDS, Transform, single_hoisting, split
+from heinfer.program.transform import HOISTINGS, OP_KINDS, Transform, single_hoisting, split
 from heinfer.errors import CompileError
 
 __all__ = [
@@ -162,14 +162,17 @@ class KernelChoice:
 
 def price_kernel(
     op: Linear, inp: Placement, level: int, costs: CostTable, strategy: str | None = None, clean: bool = False,
-    out: Placement | None = None,
+    out: Placement | None = None, hoistings: tuple[str, ...] | None = None,
 ) -> KernelChoice:
     """The cheapest kernel for ``op`` on input placement ``inp`` (or the fixed ``strategy``),
     priced without building it. ``clean``: the input is zero outside its placement, so the
     hybrid method may replicate it (LoLa's stacking). ``out``: the output placement to reach
     (an aligned grid, :mod:`.grids`; the diagonal method only), default the dense one or the
-    hybrid's."""
+    hybrid's. ``hoistings``: the ways the executor may run the baby steps
+    (:data:`~heinfer.program.transform.HOISTINGS`); default both for the search and double
+    hoisting for a fixed strategy (the papers' baselines)."""
     bias = bool(np.any(op.bias))
+    ways = _hoistings(strategy, hoistings)
     best = None
     methods = {None: ["diagonal", "hybrid"], "hybrid": ["hybrid", "diagonal"]}.get(strategy, ["diagonal"])
     for method in methods:
@@ -186,8 +189,8 @@ def price_kernel(
             o, a, d = _keys(ic, isl, oc, osl, inp.slots, inp.n_cts)
             for mod in _strategy_moduli(strategy, len(d), inp.slots):
                 c = candidate_counts(o, a, d, len(fold), n_out, inp.slots, mod, len(rep), inp.n_cts)
-                # the fixed strategies (the papers' baselines) keep double hoisting
-                for hoisting, counts in [("double", c)] + ([("single", single_hoisting(c))] if strategy is None else []):
+                for hoisting in ways:
+                    counts = c if hoisting == "double" else single_hoisting(c)
                     t = price(counts, level, costs, n_out, bias)
                     if best is None or t < best[0]:
                         best = (t, method, mod, counts, copies, hoisting)
@@ -202,6 +205,15 @@ def price_kernel(
     else:
         placed = Placement.dense(rows, inp.slots) if out is None else out
     return KernelChoice(op, inp, level, method, mod, copies, out, c, t, placed, placed.n_cts, method == "diagonal", hoisting)
+
+
+def _hoistings(strategy: str | None, hoistings: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The hoistings :func:`price_kernel` tries (see there)."""
+    if hoistings is None:
+        return HOISTINGS if strategy is None else ("double",)
+    if not hoistings or any(h not in HOISTINGS for h in hoistings):
+        raise CompileError(f"hoistings {hoistings!r}: expected a non-empty subset of {HOISTINGS}")
+    return tuple(hoistings)
 
 
 def build_kernel(choice: KernelChoice) -> LatencyStep:
@@ -221,10 +233,10 @@ def build_kernel(choice: KernelChoice) -> LatencyStep:
 
 def choose_kernel(
     op: Linear, inp: Placement, level: int, costs: CostTable, strategy: str | None = None, clean: bool = False,
-    out: Placement | None = None,
+    out: Placement | None = None, hoistings: tuple[str, ...] | None = None,
 ) -> tuple[LatencyStep, Placement, bool]:
     """:func:`price_kernel`, built: ``(step, output placement, whether the output is clean)``."""
-    choice = price_kernel(op, inp, level, costs, strategy, clean, out)
+    choice = price_kernel(op, inp, level, costs, strategy, clean, out, hoistings)
     return build_kernel(choice), choice.placement, choice.clean
 
 
@@ -238,14 +250,18 @@ def _plan(op: Linear, method: str, mod: int, counts: dict, t: float, trans, leve
     }
 
 
-def input_candidates(first, slots: int, level: int, costs: CostTable, strategy: str | None) -> list[dict]:
+def input_candidates(
+    first, slots: int, level: int, costs: CostTable, strategy: str | None, hoistings: tuple[str, ...] | None = None,
+) -> list[dict]:
     """The client's input layouts for a segment starting with ``first``, each a dict with
     ``gather`` (the map the client fills), ``placement`` (of the input), ``encrypt_s`` (the
     client's encryptions) and, for LoLa's expanded representation, ``step``/``out``/``clean``
     (the first layer's kernel, fixed by the layout). The caller prices each with the rest of
     the segment, since a layout that leaves partial sums (not clean) can make the next layer
     dearer. Besides the dense layout, an image input (or several) is offered on its aligned
-    grid (:mod:`.grids`); ``fine`` is that grid, which the segment's layers may keep."""
+    grid (:mod:`.grids`); ``fine`` is that grid, which the segment's layers may keep.
+    ``hoistings``: as :func:`price_kernel`'s, for the expanded layout's kernel (default double
+    hoisting)."""
     n = int(np.prod(first.in_shape))
     gather, place = dense_input(n, slots)
     enc = costs.get("encrypt", [0.0] * (level + 1))[level]
@@ -270,14 +286,17 @@ def input_candidates(first, slots: int, level: int, costs: CostTable, strategy: 
             o, a, d = trans.terms[:, 0], trans.terms[:, 2], (trans.terms[:, 1] + trans.terms[:, 3]) % slots
             best = None
             for mod in [1] if fold else _strategy_moduli(strategy, len(d), slots):
-                c = candidate_counts(o, a, d, len(trans.fold), 1, slots, mod)
-                cost = price(c, level, costs, 1, bias)
-                if best is None or cost < best[0]:
-                    best = (cost, mod, c)
-            cost, mod, c = best
+                c2 = candidate_counts(o, a, d, len(trans.fold), 1, slots, mod)
+                for hoisting in hoistings or ("double",):
+                    c = c2 if hoisting == "double" else single_hoisting(c2)
+                    cost = price(c, level, costs, 1, bias)
+                    if best is None or cost < best[0]:
+                        best = (cost, mod, c, hoisting)
+            cost, mod, c, hoisting = best
             if not fold:
                 g, trans, out_e = kernels.expanded(first.matrix, first.bias, slots, mod, t)
-            plan = _plan(first, "expanded" + ("+fold" if fold else ""), mod, c, cost, trans, level, taps_per_ct=t, client_cts=len(g))
+            trans = replace(trans, hoisting=hoisting)
+            plan = _plan(first, "expanded" + ("+fold" if fold else ""), mod, c, cost, trans, level, taps_per_ct=t, client_cts=len(g), hoisting=hoisting)
             dummy = Placement(len(g), slots, np.zeros(0, np.int64), np.zeros(0, np.int64))
             out.append({
                 "gather": g, "placement": dummy, "encrypt_s": enc * len(g), "fine": fine,

@@ -153,6 +153,12 @@ def compile_two_party(
     )
 
 
+#: How BFV runs a transform's baby steps: :class:`~heinfer.runtime.bfv_transform.BfvLayer`
+#: brings each hoisted rotation back to ``Q`` before its products (single hoisting), so the
+#: search prices that way only, for every strategy.
+BFV_HOISTING = ("single",)
+
+
 def _ciphertext_bytes(bfv: dict) -> float:
     """Bytes of one full BFV ciphertext on the wire (two polynomials, bit-packed)."""
     return 2 * (1 << int(bfv["log_n"])) * sum(bfv["log_q"]) / 8
@@ -161,13 +167,14 @@ def _ciphertext_bytes(bfv: dict) -> float:
 def _segment_two_party(op: Linear, slots: int, costs, strategy, ct_seconds: float) -> tuple:
     """Latency mode's layout choice (:func:`heinfer.compiler.latency.compile._segment`) with the
     ciphertexts priced on the wire too (``ct_seconds`` per full ciphertext): the client's
-    inputs (seed-compressed, half size) and the server's results — both parties wait for them."""
+    inputs (seed-compressed, half size) and the server's results — both parties wait for them.
+    A result also costs its re-randomization (an encryption of zero) and the client's
+    decryption; the output placement is chosen with these prices, not after."""
     best = None
-    for cand in input_candidates(op, slots, 1, costs, strategy):
-        steps, total = _lower([op], cand, slots, costs, strategy)
-        n_out = steps[0][0].transform.n_out
-        wire = (len(cand["gather"]) / 2 + n_out) * ct_seconds
-        score = total + cand["encrypt_s"] + wire
+    out_ct_s = ct_seconds + costs["encrypt"][0] + costs["decrypt"][0]
+    for cand in input_candidates(op, slots, 1, costs, strategy, BFV_HOISTING):
+        steps, total = _lower([op], cand, slots, costs, strategy, BFV_HOISTING, out_ct_s)
+        score = total + cand["encrypt_s"] + len(cand["gather"]) / 2 * ct_seconds
         if best is None or score < best[0]:
             best = (score, cand, steps)
     _, cand, (steps, placement) = best

@@ -211,6 +211,27 @@ def _aligned(op: Linear, slots: int) -> tuple[list[Placement], list[Placement]]:
 _COSTS = st.fixed_dictionaries({k: st.floats(-9, -3).map(lambda e: [10.0**e] * 3) for k in KINDS})
 
 
+@pytest.mark.parametrize("way", HOISTINGS)
+@settings(max_examples=6, deadline=None)
+@given(costs=_COSTS)
+def test_a_single_hoisting_is_the_cheapest_candidate_run_that_way(way: str, costs: dict) -> None:
+    """``hoistings=(way,)`` (BFV runs single-hoisted only): the choice runs ``way`` and is
+    the cheapest candidate run ``way``, whatever the other way would cost."""
+    for name, op in OPS.items():
+        inp = Placement.dense(op.matrix.shape[1], S)
+        step, _, _ = choose_kernel(op, inp, LEVEL, costs, None, True, hoistings=(way,))
+        prices = [transform_cost(t, LEVEL, costs) for *_, t in _kernel_candidates(op, inp, True) if t.hoisting == way]
+        assert step.transform.hoisting == way and step.plan["hoisting"] == way, name
+        assert step.plan["predicted_s"] == pytest.approx(min(prices), rel=1e-12), name
+
+
+@pytest.mark.parametrize("bad", [(), ("triple",), ("single", "none")])
+def test_unknown_hoistings_are_refused(bad: tuple) -> None:
+    op = OPS["dense-10x40"]
+    with pytest.raises(CompileError, match="hoistings"):
+        choose_kernel(op, Placement.dense(op.matrix.shape[1], S), LEVEL, _table(), hoistings=bad)
+
+
 @pytest.mark.parametrize("name", list(OPS))
 @settings(max_examples=12, deadline=None)
 @given(costs=_COSTS, clean=st.booleans())
