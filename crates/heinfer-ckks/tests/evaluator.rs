@@ -234,6 +234,54 @@ fn rotations_match_roll_and_hoisting_agrees() {
 }
 
 #[test]
+fn rotate_many_is_rotate_on_each() {
+    let f = fx();
+    let x = vector(f.params.slots(), 8);
+    let y = vector(f.params.slots(), 9);
+    let (cx, cy) = (f.encrypt(&x), f.encrypt(&y));
+    let steps: Vec<i64> = f
+        .gks
+        .elements()
+        .iter()
+        .filter_map(|&g| {
+            (-(f.params.slots() as i64)..f.params.slots() as i64)
+                .find(|&k| rotation_galois_element(k, f.params.n()) == g)
+        })
+        .chain([0])
+        .collect();
+    let cts: Vec<&Ciphertext> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, _)| if i % 2 == 0 { &cx } else { &cy })
+        .collect();
+    let many = f.ev.rotate_many(&cts, &steps, &f.gks).unwrap();
+    assert_eq!(many.len(), steps.len());
+    for ((&k, ct), m) in steps.iter().zip(&cts).zip(&many) {
+        let r = f.ev.rotate(ct, k, &f.gks).unwrap();
+        for (pr, pm) in r.parts().iter().zip(m.parts()) {
+            for l in 0..pr.limbs() {
+                assert_eq!(
+                    pr.limb(l),
+                    pm.limb(l),
+                    "rotate {k} vs rotate_many, limb {l}"
+                );
+            }
+        }
+    }
+    assert!(matches!(
+        f.ev.rotate_many(&cts, &steps[1..], &f.gks),
+        Err(CkksError::InvalidOperand {
+            op: "rotate_many",
+            ..
+        })
+    ));
+    assert!(matches!(
+        f.ev.rotate_many(&[&cx], &[11], &f.gks),
+        Err(CkksError::MissingGaloisKey(_))
+    ));
+}
+
+#[test]
 fn extended_hoisting_sums_with_one_mod_down() {
     let f = fx_alpha2();
     let x = vector(f.params.slots(), 7);

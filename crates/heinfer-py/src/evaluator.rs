@@ -235,6 +235,22 @@ impl Evaluator {
             e.rotate(&ct.inner, k, &keys.inner)
         })
     }
+    /// `[rotate(cts[i], steps[i], keys) for i]`, the rotations spread over the pool's threads.
+    fn rotate_many(
+        &self,
+        py: Python<'_>,
+        cts: Vec<PyRef<'_, Ciphertext>>,
+        steps: Vec<i64>,
+        keys: &GaloisKeys,
+    ) -> PyResult<Vec<Ciphertext>> {
+        let c: Vec<&ckks::Ciphertext> = cts.iter().map(|c| &c.inner).collect();
+        let v = run(py, "Evaluator.rotate_many", || {
+            self.inner.rotate_many(&c, &steps, &keys.inner)
+        })?;
+        Ok(v.into_iter()
+            .map(|c| Ciphertext::wrap(c, &self.params))
+            .collect())
+    }
     fn conjugate(
         &self,
         py: Python<'_>,

@@ -21,7 +21,11 @@ from heinfer.program.model import Segment
 from heinfer.program.ops import Linear, Relinearize, Rescale, Square
 from heinfer.program.transform import Transform
 
-__all__ = ["PreparedSlots", "plaintext_bytes"]
+__all__ = ["GIANT_BATCH", "PreparedSlots", "plaintext_bytes"]
+
+#: Giant-step rotations run together (:meth:`PreparedSlots._transform`): enough to keep two
+#: to eight cores busy, few enough that the waiting products stay small (16 ciphertexts).
+GIANT_BATCH = 16
 
 
 def plaintext_bytes(log_n: int, special_primes: int, seg: Segment, layers: list) -> int:
@@ -144,32 +148,55 @@ class PreparedSlots:
         pts = self.plain.get(k)  # None when lazy: each group is encoded just before its use
         bias = self.bias[k] if not self.lazy else self._encode_bias(k)
         for r in t.replicate:
-            for a in range(len(x)):
-                ev.add_assign(x[a], ev.rotate(x[a], r, galois))
+            for a, rot in enumerate(ev.rotate_many(x, [r] * len(x), galois)):
+                ev.add_assign(x[a], rot)
         plan = self.schedules[k]
         # double hoisting: the baby steps stay in Q·P (ModDown once per group below);
         # single: each comes back to Q now, and the products need no special primes
         rotate = ev.rotate_hoisted_extended if t.hoisting == "double" else ev.rotate_hoisted
         ext = {a: dict(zip(bs, rotate(x[a], bs, galois))) for a, bs in plan.babies}
         out: list = [None] * t.n_out
+
+        def add(o: int, acc) -> None:
+            if out[o] is None:
+                out[o] = acc
+            else:
+                ev.add_assign(out[o], acc)
+
+        # the giant-step rotations are independent: they run GIANT_BATCH at a time, spread
+        # over the cores (one rotation at a low level has too few limbs to use them all)
+        pending: list = []
         for o, g, ix, terms, extended in plan.groups:
             group_pts = [pts[i] for i in ix] if pts is not None else self._encode_group(k, ix)
             if extended:
                 acc = ev.dot_plain_extended([ext[a][b] for a, b in terms], group_pts)
             else:  # rotated terms come back in Q under single hoisting
                 acc = ev.dot_plain([ext[a][b] if b else x[a] for a, b in terms], group_pts)
-            if g:
-                acc = ev.rotate(acc, g, galois)
-            if out[o] is None:
-                out[o] = acc
-            else:
-                ev.add_assign(out[o], acc)
+            if not g:
+                add(o, acc)
+                continue
+            pending.append((o, g, acc))
+            if len(pending) == GIANT_BATCH:
+                self._rotate_pending(ev, pending, galois, add)
+        self._rotate_pending(ev, pending, galois, add)
         for o in range(t.n_out):
             if out[o] is None:  # no weight reaches this ciphertext: an encryption of zero
                 out[o] = ev.mul_const(x[0], 0.0, self.q[self.levels[k]])
             ev.rescale_assign(out[o])
-            for s in t.fold:
-                ev.add_assign(out[o], ev.rotate(out[o], s, galois))
-            if bias is not None:
+        for s in t.fold:
+            for o, rot in enumerate(ev.rotate_many(out, [s] * t.n_out, galois)):
+                ev.add_assign(out[o], rot)
+        if bias is not None:
+            for o in range(t.n_out):
                 ev.add_plain_assign(out[o], bias[o])
         return out
+
+    @staticmethod
+    def _rotate_pending(ev: _native.Evaluator, pending: list, galois, add) -> None:
+        """Rotates every ``(o, g, acc)`` of ``pending`` by its ``g`` at once, adds each to
+        output ``o`` and empties ``pending``."""
+        if pending:
+            rots = ev.rotate_many([acc for _, _, acc in pending], [g for _, g, _ in pending], galois)
+            for (o, _, _), rot in zip(pending, rots):
+                add(o, rot)
+            pending.clear()

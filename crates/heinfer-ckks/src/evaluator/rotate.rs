@@ -35,6 +35,28 @@ impl Evaluator {
         self.apply_galois(ct, g, keys)
     }
 
+    /// `[rotate(cts[i], steps[i]) for i]`, the rotations running in parallel (one per worker):
+    /// a rotation at a small level has too few limbs to keep every core busy on its own, so
+    /// independent rotations (a transform's giant steps, the folds of its outputs) are better
+    /// spread over the cores. Bit-identical to calling [`Self::rotate`] on each.
+    pub fn rotate_many(
+        &self,
+        cts: &[&Ciphertext],
+        steps: &[i64],
+        keys: &GaloisKeys,
+    ) -> Result<Vec<Ciphertext>> {
+        if cts.len() != steps.len() {
+            return Err(CkksError::InvalidOperand {
+                op: "rotate_many",
+                reason: format!("{} ciphertexts but {} steps", cts.len(), steps.len()),
+            });
+        }
+        cts.par_iter()
+            .zip(steps.par_iter())
+            .map(|(ct, &k)| self.rotate(ct, k, keys))
+            .collect()
+    }
+
     /// Complex conjugation of every slot.
     pub fn conjugate(&self, ct: &Ciphertext, keys: &GaloisKeys) -> Result<Ciphertext> {
         self.apply_galois(ct, conjugation_galois_element(self.params.n()), keys)
