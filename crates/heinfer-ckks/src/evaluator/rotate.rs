@@ -96,7 +96,8 @@ impl Evaluator {
             })
             .collect::<Result<_>>()?;
         let dec = self.decompose(&ct.parts[1], ct.level);
-        ks.iter()
+        // the rotations in parallel, as in the extended variant below
+        ks.par_iter()
             .map(|k| match k {
                 None => Ok(ct.clone()),
                 Some(key) => self.rotate_decomposed(ct, &dec, key),
