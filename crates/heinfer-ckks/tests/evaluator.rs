@@ -402,6 +402,54 @@ fn dot_products_equal_the_sum_of_products() {
 }
 
 #[test]
+fn dot_plain_is_bit_identical_to_products_and_sums() {
+    // exact modular arithmetic: the fused sum equals the products added one by one, for
+    // 2- and 3-part ciphertexts; 20 terms cross the kernels' lazy-reduction chunks
+    let f = fx();
+    let n = f.params.slots();
+    let scale = f.params.default_scale();
+    let cplx = |v: &[f64]| {
+        v.iter()
+            .map(|&d| Complex64::new(d, 0.0))
+            .collect::<Vec<_>>()
+    };
+    let two: Vec<_> = (0..20).map(|k| f.encrypt(&vector(n, 40 + k))).collect();
+    let three: Vec<_> = two[..4].iter().map(|c| f.ev.square(c).unwrap()).collect();
+    for cts in [&two[..], &three[..]] {
+        let level = cts[0].level();
+        let pts: Vec<_> = (0..cts.len())
+            .map(|k| {
+                f.enc
+                    .encode(&cplx(&vector(n, 70 + k as u64)), scale, level)
+                    .unwrap()
+            })
+            .collect();
+        let got =
+            f.ev.dot_plain(
+                &cts.iter().collect::<Vec<_>>(),
+                &pts.iter().collect::<Vec<_>>(),
+            )
+            .unwrap();
+        let mut want = f.ev.mul_plain(&cts[0], &pts[0]).unwrap();
+        for (c, p) in cts.iter().zip(&pts).skip(1) {
+            f.ev.add_assign(&mut want, &f.ev.mul_plain(c, p).unwrap())
+                .unwrap();
+        }
+        assert_eq!(got.parts().len(), want.parts().len());
+        for (pg, pw) in got.parts().iter().zip(want.parts()) {
+            for l in 0..pg.limbs() {
+                assert_eq!(
+                    pg.limb(l),
+                    pw.limb(l),
+                    "{} parts, limb {l}",
+                    cts[0].parts().len()
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn mismatches_are_errors_not_panics() {
     let f = fx();
     let x = vector(8, 9);
