@@ -262,6 +262,7 @@ def input_candidates(
     grid (:mod:`.grids`); ``fine`` is that grid, which the segment's layers may keep.
     ``hoistings``: as :func:`price_kernel`'s, for the expanded layout's kernel (default double
     hoisting)."""
+    ways = ("double",) if hoistings is None else _hoistings(strategy, hoistings)
     n = int(np.prod(first.in_shape))
     gather, place = dense_input(n, slots)
     enc = costs.get("encrypt", [0.0] * (level + 1))[level]
@@ -287,7 +288,7 @@ def input_candidates(
             best = None
             for mod in [1] if fold else _strategy_moduli(strategy, len(d), slots):
                 c2 = candidate_counts(o, a, d, len(trans.fold), 1, slots, mod)
-                for hoisting in hoistings or ("double",):
+                for hoisting in ways:
                     c = c2 if hoisting == "double" else single_hoisting(c2)
                     cost = price(c, level, costs, 1, bias)
                     if best is None or cost < best[0]:
