@@ -184,6 +184,21 @@ def test_hoisted_equals_plain(kit: Kit) -> None:
         assert_precision(f"hoisted {k_}", kit.decrypt(h), np.roll(x, -k_), 18.0)
 
 
+def test_rotate_many_is_rotate_on_each(kit: Kit) -> None:
+    xs = [kit.vector(50 + i) for i in range(4)]
+    cts = [kit.encrypt(x) for x in xs]
+    steps = [1, 2, -1, 0]
+    many = kit.ev.rotate_many(cts, steps, kit.gks)
+    assert len(many) == len(steps)
+    for c, k_, m in zip(cts, steps, many, strict=True):
+        assert m.to_bytes() == kit.ev.rotate(c, k_, kit.gks).to_bytes()  # the same bits
+    assert kit.ev.rotate_many([], [], kit.gks) == []
+    with pytest.raises(OperandError, match="3 ciphertexts but 2 steps"):
+        kit.ev.rotate_many(cts[:3], steps[:2], kit.gks)
+    with pytest.raises(MissingKeyError):
+        kit.ev.rotate_many(cts[:2], [1, 4], kit.gks)
+
+
 def test_hoisted_extended_bsgs_sum(kit: Kit) -> None:
     """Σ_k d_k ⊙ rot_k(x) with one ModDown (the inner loop of a diagonal matvec)."""
     ev, enc = kit.ev, kit.enc

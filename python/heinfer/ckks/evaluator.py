@@ -223,6 +223,20 @@ class Evaluator:
             self._raw.rotate(_ct(ct), self._steps([k])[0], _r(keys, GaloisKeys, "keys"))
         )
 
+    def rotate_many(
+        self, cts: Iterable[Ciphertext], steps: Iterable[int], keys: GaloisKeys
+    ) -> list[Ciphertext]:
+        """``[rotate(c, k) for c, k in zip(cts, steps)]`` (as many steps as ciphertexts), the
+        independent rotations spread over the engine's threads: bit-identical to rotating one
+        by one, faster on several cores when each rotation is small (few limbs)."""
+        cts, steps = list(cts), list(steps)
+        if len(cts) != len(steps):
+            from heinfer.errors import OperandError
+
+            raise OperandError(f"rotate_many: {len(cts)} ciphertexts but {len(steps)} steps")
+        raws = self._raw.rotate_many([_ct(c) for c in cts], self._steps(steps), _r(keys, GaloisKeys, "keys"))
+        return [self._wrap(r) for r in raws]
+
     def conjugate(self, ct: Ciphertext, keys: GaloisKeys) -> Ciphertext:
         """Complex conjugation of every slot (``g = 2N − 1``)."""
         return self._wrap(self._raw.conjugate(_ct(ct), _r(keys, GaloisKeys, "keys")))
