@@ -186,26 +186,14 @@ fn rotations_match_roll_and_hoisting_agrees() {
     for f in [fx(), fx_alpha2()] {
         let x = vector(f.params.slots(), 6);
         let ct = f.encrypt(&x);
-        let steps: Vec<i64> = f
-            .gks
-            .elements()
-            .iter()
-            .filter_map(|&g| {
-                (-(f.params.slots() as i64)..f.params.slots() as i64)
-                    .find(|&k| rotation_galois_element(k, f.params.n()) == g)
-            })
-            .collect();
+        let steps = f.key_steps();
         assert!(!steps.is_empty());
         let hoisted = f.ev.rotate_hoisted(&ct, &steps, &f.gks).unwrap();
         for (&k, h) in steps.iter().zip(&hoisted) {
             let r = f.ev.rotate(&ct, k, &f.gks).unwrap();
             // plain rotation (fused ModUp + inner product) and hoisted rotation (shared
             // decomposition) compute the same thing: the same bits
-            for (pr, ph) in r.parts().iter().zip(h.parts()) {
-                for l in 0..pr.limbs() {
-                    assert_eq!(pr.limb(l), ph.limb(l), "rotate {k} vs hoisted, limb {l}");
-                }
-            }
+            assert_same_bits(&format!("rotate {k} vs hoisted"), &r, h);
             let want = roll(&x, k);
             assert_precision(
                 &format!("logN={} rotate {k}", f.params.log_n()),
@@ -239,34 +227,15 @@ fn rotate_many_is_rotate_on_each() {
     let x = vector(f.params.slots(), 8);
     let y = vector(f.params.slots(), 9);
     let (cx, cy) = (f.encrypt(&x), f.encrypt(&y));
-    let steps: Vec<i64> = f
-        .gks
-        .elements()
-        .iter()
-        .filter_map(|&g| {
-            (-(f.params.slots() as i64)..f.params.slots() as i64)
-                .find(|&k| rotation_galois_element(k, f.params.n()) == g)
-        })
-        .chain([0])
-        .collect();
-    let cts: Vec<&Ciphertext> = steps
-        .iter()
-        .enumerate()
-        .map(|(i, _)| if i % 2 == 0 { &cx } else { &cy })
+    let steps: Vec<i64> = f.key_steps().into_iter().chain([0]).collect();
+    let cts: Vec<&Ciphertext> = (0..steps.len())
+        .map(|i| if i % 2 == 0 { &cx } else { &cy })
         .collect();
     let many = f.ev.rotate_many(&cts, &steps, &f.gks).unwrap();
     assert_eq!(many.len(), steps.len());
     for ((&k, ct), m) in steps.iter().zip(&cts).zip(&many) {
         let r = f.ev.rotate(ct, k, &f.gks).unwrap();
-        for (pr, pm) in r.parts().iter().zip(m.parts()) {
-            for l in 0..pr.limbs() {
-                assert_eq!(
-                    pr.limb(l),
-                    pm.limb(l),
-                    "rotate {k} vs rotate_many, limb {l}"
-                );
-            }
-        }
+        assert_same_bits(&format!("rotate {k} vs rotate_many"), &r, m);
     }
     assert!(matches!(
         f.ev.rotate_many(&cts, &steps[1..], &f.gks),
@@ -435,17 +404,7 @@ fn dot_plain_is_bit_identical_to_products_and_sums() {
             f.ev.add_assign(&mut want, &f.ev.mul_plain(c, p).unwrap())
                 .unwrap();
         }
-        assert_eq!(got.parts().len(), want.parts().len());
-        for (pg, pw) in got.parts().iter().zip(want.parts()) {
-            for l in 0..pg.limbs() {
-                assert_eq!(
-                    pg.limb(l),
-                    pw.limb(l),
-                    "{} parts, limb {l}",
-                    cts[0].parts().len()
-                );
-            }
-        }
+        assert_same_bits(&format!("{} parts", cts[0].parts().len()), &got, &want);
     }
 }
 

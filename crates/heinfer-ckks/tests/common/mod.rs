@@ -59,6 +59,30 @@ impl Fixture {
             .decode(&self.decryptor.decrypt(ct).unwrap())
             .unwrap()
     }
+
+    /// The rotation steps (in `(-N/2, N/2)`) the fixture's Galois keys serve.
+    pub fn key_steps(&self) -> Vec<i64> {
+        let slots = self.params.slots() as i64;
+        self.gks
+            .elements()
+            .iter()
+            .filter_map(|&g| {
+                (-slots..slots).find(|&k| {
+                    heinfer_math::automorphism::rotation_galois_element(k, self.params.n()) == g
+                })
+            })
+            .collect()
+    }
+}
+
+/// Asserts that two ciphertexts hold the same residues, part by part and limb by limb.
+pub fn assert_same_bits(label: &str, a: &Ciphertext, b: &Ciphertext) {
+    assert_eq!(a.parts().len(), b.parts().len(), "{label}: parts");
+    for (pa, pb) in a.parts().iter().zip(b.parts()) {
+        for l in 0..pa.limbs() {
+            assert_eq!(pa.limb(l), pb.limb(l), "{label}, limb {l}");
+        }
+    }
 }
 
 /// Deterministic test vector in [-1, 1].
