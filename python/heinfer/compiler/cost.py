@@ -22,7 +22,7 @@ from heinfer.program.ops import DropTo, Linear, Relinearize, Rescale, Square
 from heinfer.program.transform import OP_KINDS, Transform
 
 __all__ = [
-    "CostTable", "KINDS", "STREAMED", "SIZES", "DEFAULT_LLC", "operand_sizes", "working_set", "BATCH_KINDS", "BATCH_UNITS", "analytic_costs", "price", "transform_cost", "square_cost",
+    "CostTable", "KINDS", "STREAMED", "SIZES", "DEFAULT_LLC", "operand_sizes", "working_set", "BATCH_KINDS", "BATCH_UNITS", "analytic_costs", "price", "together", "transform_cost", "square_cost",
     "messages_cost", "key_bytes", "predict_seconds",
 ]
 
@@ -30,11 +30,13 @@ CostTable = dict
 #: Every primitive a plan is costed in. ``ct_in`` and ``ct_out`` are the server's message
 #: handling per ciphertext, which its timer covers: parsing and validating one client
 #: ciphertext (seed-compressed: its uniform half is expanded from the seed) and serializing
-#: one result ciphertext.
+#: one result ciphertext. ``rotate_many`` is one plain rotation among independent ones the
+#: executor runs together (``Evaluator.rotate_many``: a transform's giant steps, its folds
+#: over several output ciphertexts), spread over the cores; ``rotate`` is one alone.
 KINDS = (
     "decompose", "rotate_ext", "times_p", "mul_plain_ext", "mod_down", "mul_plain", "dot",
     "rotate", "add", "square_relin", "rescale", "encrypt", "decrypt", "ct_in", "ct_out",
-    "rotate_ext_mem", "mul_plain_ext_mem", "mul_plain_mem", "rotate_mem",
+    "rotate_ext_mem", "mul_plain_ext_mem", "mul_plain_mem", "rotate_mem", "rotate_many",
 )
 
 #: Kinds whose operands (plaintext diagonals, rotation keys) a kernel reads once per query:
@@ -114,7 +116,7 @@ def analytic_costs(log_n: int, levels: int, special: int) -> CostTable:
         row = {
             "decompose": dec, "rotate_ext": ext, "times_p": 0.1 * L * ntt,
             "mul_plain_ext": 0.12 * (L + k) * ntt, "mod_down": md, "mul_plain": 0.12 * L * ntt, "dot": 0.1 * L * ntt,
-            "rotate": dec + ext + md, "add": 0.05 * L * ntt,
+            "rotate": dec + ext + md, "rotate_many": dec + ext + md, "add": 0.05 * L * ntt,
             "square_relin": 0.3 * L * ntt + dec + ext + md, "rescale": 2 * (L + 1) * ntt,
             "encrypt": (3 * L + 2) * ntt, "decrypt": (L + 2) * ntt,
             "ct_in": 0.3 * L * ntt, "ct_out": 0.1 * L * ntt,
@@ -134,19 +136,30 @@ def price(counts: dict, level: int, costs: CostTable, n_out: int, bias: bool) ->
     """Predicted seconds of a transform with operation ``counts`` at ``level``: its
     operations, one rescale per output ciphertext, then (one level down) its fold and bias.
     When its operands (:func:`working_set`) exceed the last-level cache, the kinds of
-    :data:`STREAMED` cost their ``_mem`` variant: a query reads them from memory."""
+    :data:`STREAMED` cost their ``_mem`` variant: a query reads them from memory. Giant-step
+    rotations (two or more) and folds over two or more output ciphertexts run together
+    (:func:`together`)."""
     streamed = "llc_bytes" in costs and working_set(counts, level, costs) > costs["llc_bytes"][level]
 
     def kind(k: str) -> str:
         return f"{k}_mem" if streamed and k in STREAMED and f"{k}_mem" in costs else k
 
-    s = sum(counts[k] * costs[kind(k)][level] for k in OP_KINDS)
+    s = sum(counts[k] * costs[kind(k)][level] for k in OP_KINDS if k != "rotate")
+    s += counts["rotate"] * costs[kind("rotate")][level] * (together(costs, level) if counts["rotate"] >= 2 else 1.0)
     s += counts.get("replicate", 0) * (costs["rotate"][level] + costs["add"][level])
     s += n_out * costs["rescale"][level]
     if level > 0:
-        s += counts["fold"] * (costs["rotate"][level - 1] + costs["add"][level - 1])
+        fold = costs["rotate"][level - 1] * (together(costs, level - 1) if n_out >= 2 else 1.0)
+        s += counts["fold"] * (fold + costs["add"][level - 1])
         s += n_out * costs["add"][level - 1] if bias else 0.0
     return s
+
+
+def together(costs: CostTable, level: int) -> float:
+    """The price of a rotation run among independent ones, relative to one alone
+    (``rotate_many / rotate``, at most 1; 1 for a table without ``rotate_many``)."""
+    alone, many = costs["rotate"][level], costs.get("rotate_many", costs["rotate"])[level]
+    return min(many / alone, 1.0) if alone > 0 else 1.0
 
 
 def transform_cost(t: Transform, level: int, costs: CostTable) -> float:

@@ -22,7 +22,7 @@ from heinfer.compiler.cost import BATCH_KINDS, DEFAULT_LLC, KINDS, SIZES, CostTa
 
 __all__ = ["measure_costs", "cpu_model", "llc_bytes"]
 
-_VERSION = 9
+_VERSION = 10
 
 
 def cpu_model() -> str:
@@ -204,6 +204,8 @@ def _measure_slots(p: _native.Params, kg: _native.KeyGenerator, params: dict, re
             "mul_plain": term_p,
             "dot": max(p1 - term_p, 0.0),
             "rotate": _median(lambda: ev.rotate(cts[next(k) % n], steps[next(k) % n], gk), reps),
+            # the executor's giant steps and folds: DISTINCT rotations in one call, per rotation
+            "rotate_many": _median(lambda: ev.rotate_many(cts, steps, gk), reps) / n,
             "add": _median(lambda: ev.add(cts[next(k) % n], cts[next(k) % n]), reps),
             "square_relin": _median(lambda: ev.relinearize(ev.square(cts[next(k) % n]), rlk), reps),
             "rescale": _median(lambda: ev.rescale(r_cts[next(k) % n]), reps) if lvl > 0 else 0.0,

@@ -341,7 +341,7 @@ def test_expensive_rotations_give_input_rotations() -> None:
     """Full rotations (giant steps, folds, replication) very expensive: only hoisted baby
     steps remain — generalized diagonals with ``M ≥`` every diagonal (GAZELLE's input
     rotations)."""
-    costs = _table(rotate=1.0)
+    costs = _table(rotate=1.0, rotate_many=1.0)
     for name, op in OPS.items():
         step, _, _ = choose_kernel(op, Placement.dense(op.matrix.shape[1], S), LEVEL, costs)
         c = step.transform.counts()
@@ -353,7 +353,7 @@ def test_expensive_rotations_give_input_rotations() -> None:
 def test_every_rotation_expensive_gives_the_expanded_input() -> None:
     """With every kind of rotation very expensive and encryptions cheap, LoLa's expanded input
     with one tap per ciphertext needs no rotation at all."""
-    costs = _table(rotate=1.0, rotate_ext=1.0, decompose=1.0)
+    costs = _table(rotate=1.0, rotate_many=1.0, rotate_ext=1.0, decompose=1.0)
     for name in ("conv-6x6-k3-c2", "conv-8x8-k3-s2-p1", "dense-10x40"):
         op = OPS[name]
         prog, _ = _compile_one(op, costs)
