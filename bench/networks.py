@@ -51,6 +51,7 @@ RUNS = [
     ("resnet20", "latency"),
     ("mobilenetv2_035_96", "latency"),
     ("mobilenetv2_035_96", "throughput"),
+    ("mobilenetv2_035_224", "latency"),
     ("mobilenetv2_035_224", "throughput"),
 ]
 
