@@ -19,7 +19,8 @@ limit) is reported with its message. Timers, per network:
 * ``agreement`` / ``rel_logit_error``: against onnxruntime on the same random inputs.
 
 Networks: LoLa's CIFAR network (latency, non-interactive), MiniONN's CIFAR net and ResNet-20
-(latency, client-aided), MobileNetV2-0.35 at 96 and 224 px (throughput and latency), all with
+(latency, client-aided), MobileNetV2-0.35 at 96 and 224 px (throughput and latency) and at
+128, 160 and 192 px (latency), all with
 deterministic random weights (``models/cifar.py``, ``models/mobilenet.py``; no CIFAR or
 ImageNet data offline). Deep features (LoLa §5): the bundled extractor on the client, the private
 classifier on encrypted features, over every held-out digit 5–9 (``--only deep_features``).
@@ -51,6 +52,9 @@ RUNS = [
     ("resnet20", "latency"),
     ("mobilenetv2_035_96", "latency"),
     ("mobilenetv2_035_96", "throughput"),
+    ("mobilenetv2_035_128", "latency"),
+    ("mobilenetv2_035_160", "latency"),
+    ("mobilenetv2_035_192", "latency"),
     ("mobilenetv2_035_224", "latency"),
     ("mobilenetv2_035_224", "throughput"),
 ]
