@@ -49,6 +49,25 @@ fn par_sums(
     acc
 }
 
+/// `Σ_t x_t · pt_t` for every part `j` and limb `i` ([`par_sums`]): `part(t, j, i)` is limb `i`
+/// of part `j` of term `t`'s ciphertext, `pt(t, i)` limb `i` of its plaintext, `bc(i)` the
+/// limb's Barrett constant.
+fn plaintext_sums<'a>(
+    parts: usize,
+    limbs: usize,
+    n: usize,
+    terms: usize,
+    part: impl Fn(usize, usize, usize) -> &'a [u64] + Sync,
+    pt: impl Fn(usize, usize) -> &'a [u64] + Sync,
+    bc: impl Fn(usize) -> &'a heinfer_math::vecops::BarrettConst + Sync,
+) -> Vec<Vec<u64>> {
+    par_sums(parts, limbs, n, |j, i, cols, out| {
+        let a: Vec<&[u64]> = (0..terms).map(|t| &part(t, j, i)[cols.clone()]).collect();
+        let b: Vec<&[u64]> = (0..terms).map(|t| &pt(t, i)[cols.clone()]).collect();
+        dot::dot1(out, &a, &b, bc(i));
+    })
+}
+
 impl Evaluator {
     /// `Σ_t cts[t] · pts[t]` (no rescale). All ciphertexts share level, size and scale, all
     /// plaintexts share a scale and are at the ciphertexts' level or above.
@@ -82,17 +101,15 @@ impl Evaluator {
         let n = self.params.n();
         let inner = self.params.inner();
         let level = c0.level;
-        let acc = par_sums(c0.parts.len(), level + 1, n, |j, i, cols, out| {
-            let a: Vec<&[u64]> = cts
-                .iter()
-                .map(|ct| &ct.parts[j].limb(i)[cols.clone()])
-                .collect();
-            let b: Vec<&[u64]> = pts
-                .iter()
-                .map(|pt| &pt.poly.limb(i)[cols.clone()])
-                .collect();
-            dot::dot1(out, &a, &b, &inner.barrett[i]);
-        });
+        let acc = plaintext_sums(
+            c0.parts.len(),
+            level + 1,
+            n,
+            cts.len(),
+            |t, j, i| cts[t].parts[j].limb(i),
+            |t, i| pts[t].poly.limb(i),
+            |i| &inner.barrett[i],
+        );
         let parts = acc.into_iter().map(|a| RnsPoly::from_data(a, n)).collect();
         Ok(Ciphertext {
             params_id: c0.params_id,
@@ -140,18 +157,15 @@ impl Evaluator {
         let inner = self.params.inner();
         let level = e0.level;
         let limbs = level + 1 + k;
-        let acc = par_sums(e0.parts.len(), limbs, n, |j, i, cols, out| {
-            let bc = &inner.barrett[modulus_index(&self.params, level, i)];
-            let a: Vec<&[u64]> = exts
-                .iter()
-                .map(|e| &e.parts[j].limb(i)[cols.clone()])
-                .collect();
-            let b: Vec<&[u64]> = pts
-                .iter()
-                .map(|pt| &pt.poly.limb(i)[cols.clone()])
-                .collect();
-            dot::dot1(out, &a, &b, bc);
-        });
+        let acc = plaintext_sums(
+            e0.parts.len(),
+            limbs,
+            n,
+            exts.len(),
+            |t, j, i| exts[t].parts[j].limb(i),
+            |t, i| pts[t].poly.limb(i),
+            |i| &inner.barrett[modulus_index(&self.params, level, i)],
+        );
         let parts = acc.into_iter().map(|a| self.mod_down(a, level)).collect();
         Ok(Ciphertext {
             params_id: e0.params_id,
