@@ -12,8 +12,9 @@ limit) is reported with its message. Timers, per network:
 * ``server_setup_warm_s``: the server's plaintext encoding once more, in the same process
   after the first server is dropped: memory the guest has just freed. On the shared virtual
   machine this was written on, the first write to memory the host has reclaimed runs at
-  0.3–0.4 GB/s against 7 GB/s to memory freed a moment ago (numpy, 2 GB, two processes in a
-  row), so ``server_setup_s`` measures the VM's cold memory as much as the encoder;
+  0.3–1.1 GB/s, and memory freed a moment ago is often (not always) much faster
+  (``bench/memory.py``), so ``server_setup_s`` measures the VM's cold memory as much as the
+  encoder;
 * ``latency_s``: one query end to end (client encryption + server + client steps + decryption),
   the median over the inputs, after set-up;
 * ``agreement`` / ``rel_logit_error``: against onnxruntime on the same random inputs.
