@@ -134,7 +134,9 @@ def analytic_costs(log_n: int, levels: int, special: int) -> CostTable:
 
 def price(counts: dict, level: int, costs: CostTable, n_out: int, bias: bool) -> float:
     """Predicted seconds of a transform with operation ``counts`` at ``level``: its
-    operations, one rescale per output ciphertext, then (one level down) its fold and bias.
+    operations and its fold (at ``level``: the executor folds before the rescale, where a
+    key switch's noise is ``q_ℓ`` times smaller in the result), one rescale per output
+    ciphertext, then (one level down) its bias.
     When its operands (:func:`working_set`) exceed the last-level cache, the kinds of
     :data:`STREAMED` cost their ``_mem`` variant: a query reads them from memory. Giant-step
     rotations (two or more) and folds over two or more output ciphertexts run together
@@ -147,10 +149,10 @@ def price(counts: dict, level: int, costs: CostTable, n_out: int, bias: bool) ->
     s = sum(counts[k] * costs[kind(k)][level] for k in OP_KINDS if k != "rotate")
     s += counts["rotate"] * costs[kind("rotate")][level] * (together(costs, level) if counts["rotate"] >= 2 else 1.0)
     s += counts.get("replicate", 0) * (costs["rotate"][level] + costs["add"][level])
+    fold = costs["rotate"][level] * (together(costs, level) if n_out >= 2 else 1.0)
+    s += counts["fold"] * (fold + costs["add"][level])
     s += n_out * costs["rescale"][level]
     if level > 0:
-        fold = costs["rotate"][level - 1] * (together(costs, level - 1) if n_out >= 2 else 1.0)
-        s += counts["fold"] * (fold + costs["add"][level - 1])
         s += n_out * costs["add"][level - 1] if bias else 0.0
     return s
 

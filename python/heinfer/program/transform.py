@@ -122,7 +122,7 @@ class Transform:
         return steps | set(self.fold) | set(self.replicate)
 
     def counts(self) -> dict[str, int]:
-        """Primitive operations at the transform's input level (fold: after the rescale).
+        """Primitive operations at the transform's input level (the fold too: it runs before the rescale).
 
         ``mul_plain``/``mul_plain_ext`` count the terms of the fused dot products (one pass,
         no intermediate ciphertexts), ``dot`` the dot products outside the extended basis
