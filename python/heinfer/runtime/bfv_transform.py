@@ -15,7 +15,7 @@ from heinfer import bfv
 from heinfer.ckks.objects import Ciphertext, GaloisKeys
 from heinfer.errors import ProtocolError
 from heinfer.program.transform import Transform
-from heinfer.runtime.executor import MEMORY_SHARE, available_memory
+from heinfer.runtime.executor import lazy_until_fits, plaintext_budget
 
 __all__ = ["BfvLayer", "multiplier_bytes", "prepare_layers", "row0"]
 
@@ -81,15 +81,7 @@ class BfvLayer:
 
 def prepare_layers(params: bfv.BfvParameters, transforms: list[Transform], max_memory: int | None = None) -> list[BfvLayer]:
     """The layers of a program, the largest ones lazy until the diagonals kept fit
-    ``max_memory`` (default: the executor's share of the memory available now, as for CKKS)."""
-    if max_memory is None:
-        avail = available_memory()
-        max_memory = None if avail is None else int(MEMORY_SHARE * avail)
-    need = [multiplier_bytes(params, t) for t in transforms]
-    kept, lazy = sum(need), set()
-    for k in sorted(range(len(need)), key=need.__getitem__, reverse=True):
-        if max_memory is None or kept <= max_memory:
-            break
-        lazy.add(k)
-        kept -= need[k]
+    ``max_memory`` (default: :func:`~heinfer.runtime.executor.plaintext_budget`, as for CKKS)."""
+    need = {k: multiplier_bytes(params, t) for k, t in enumerate(transforms)}
+    lazy = lazy_until_fits(need, plaintext_budget() if max_memory is None else max_memory)
     return [BfvLayer(params, t, lazy=k in lazy) for k, t in enumerate(transforms)]

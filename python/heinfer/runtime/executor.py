@@ -16,23 +16,58 @@ from heinfer.program.model import Program
 from heinfer.runtime.batch import build_layers, peak_ciphertext_bytes, run_batch_segment
 from heinfer.runtime.slots import PreparedSlots, plaintext_bytes
 
-__all__ = ["Executor", "available_memory", "native_params"]
+__all__ = ["Executor", "available_memory", "lazy_until_fits", "native_params", "plaintext_budget"]
 
-#: Share of the memory available at preparation that the encoded plaintexts may keep (the
-#: rest holds the program, keys, ciphertexts and the lazy groups).
+#: Share of physical memory (``MemTotal``) that the encoded plaintexts may keep by default
+#: (the rest holds the program, keys, ciphertexts and the lazy groups) …
 MEMORY_SHARE = 0.5
+#: … and never more than this share of the memory available when the executor is prepared.
+AVAILABLE_SHARE = 0.8
 
 
-def available_memory() -> int | None:
-    """``MemAvailable`` from ``/proc/meminfo`` in bytes (None where there is none)."""
+def _meminfo(field: str) -> int | None:
+    """A ``/proc/meminfo`` field in bytes (None where there is none)."""
     try:
         with open("/proc/meminfo") as f:
             for line in f:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def available_memory() -> int | None:
+    """``MemAvailable`` from ``/proc/meminfo`` in bytes (None where there is none)."""
+    return _meminfo("MemAvailable")
+
+
+def plaintext_budget() -> int | None:
+    """The default bytes of encoded plaintexts an executor keeps: :data:`MEMORY_SHARE` of
+    physical memory, at most :data:`AVAILABLE_SHARE` of the memory available now (None where
+    ``/proc/meminfo`` is missing: no limit).
+
+    A share of physical memory gives the same plan on the same machine from run to run (half
+    of what is *available* flipped LoLa's CIFAR network, 10.7 GB of plaintexts on a 24 GB
+    machine, between kept and encoded per query on a margin of 0.01 GB); the cap keeps a
+    machine whose memory is in use from swapping."""
+    total, avail = _meminfo("MemTotal"), available_memory()
+    shares = [int(MEMORY_SHARE * total)] if total is not None else []
+    shares += [int(AVAILABLE_SHARE * avail)] if avail is not None else []
+    return min(shares) if shares else None
+
+
+def lazy_until_fits(needs: dict[int, int], budget: int | None) -> set[int]:
+    """The keys of ``needs`` (bytes per segment or layer) to prepare lazily, largest first,
+    until what is kept fits ``budget`` (None: keep everything)."""
+    lazy: set[int] = set()
+    kept = sum(needs.values())
+    for k in sorted(needs, key=needs.get, reverse=True):
+        if budget is None or kept <= budget:
+            break
+        lazy.add(k)
+        kept -= needs[k]
+    return lazy
 
 
 def native_params(params: dict) -> _native.Params:
@@ -45,7 +80,7 @@ class Executor:
 
     ``baseline=True`` runs batch-axis linear layers with the naive kernel (benchmarks).
     ``setup_seconds``: the time the preparation took. ``max_memory``: bytes the encoded
-    slot-layout plaintexts may keep (default: half the memory available now); when the
+    slot-layout plaintexts may keep (default: :func:`plaintext_budget`); when the
     program needs more, its largest segments are prepared lazily — their plaintexts encoded
     group by group during each query and dropped after use — until what is kept fits
     (``plaintext_bytes``, ``kept_plaintext_bytes``, ``lazy_segments`` say what happened).
@@ -68,19 +103,13 @@ class Executor:
         need = sum(needs.values())
         avail = available_memory()
         if max_memory is None:
-            max_memory = None if avail is None else int(MEMORY_SHARE * avail)
+            max_memory = plaintext_budget()
         self.ciphertext_bytes = _check_tensors(program, avail if ciphertext_memory is None else ciphertext_memory)
         # over budget: the largest segments encode lazily (per query, group by group) until the
         # plaintexts kept in memory fit
-        lazy: set[int] = set()
-        kept = need
-        for k in sorted(needs, key=needs.get, reverse=True):
-            if max_memory is None or kept <= max_memory:
-                break
-            lazy.add(k)
-            kept -= needs[k]
+        lazy = lazy_until_fits(needs, max_memory)
         self.plaintext_bytes = need
-        self.kept_plaintext_bytes = kept
+        self.kept_plaintext_bytes = need - sum(needs[k] for k in lazy)
         self.lazy_segments = sorted(lazy)
         self.program = program
         self.params = native_params(program.params)

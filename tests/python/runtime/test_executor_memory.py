@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import heinfer
-from heinfer.runtime.executor import Executor, available_memory
+from heinfer.runtime import executor as ex
+from heinfer.runtime.executor import Executor, available_memory, lazy_until_fits, plaintext_budget
 from heinfer.runtime.slots import plaintext_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "compiler"))
@@ -56,9 +57,27 @@ def test_over_budget_segments_encode_lazily_with_the_same_answers(program) -> No
     np.testing.assert_allclose(got, want[:1], atol=1e-3 * np.abs(want).max())
 
 
-def test_the_default_budget_is_a_share_of_available_memory(program) -> None:
+def test_the_default_budget_is_a_share_of_physical_memory_capped_by_what_is_available(program, monkeypatch) -> None:
     avail = available_memory()
     assert avail is None or avail > 0
+    gb = 1 << 30
+    info = {"MemTotal": 24 * gb, "MemAvailable": 21 * gb}
+    monkeypatch.setattr(ex, "_meminfo", info.get)
+    assert plaintext_budget() == 12 * gb  # half of physical memory, not of what is available
+    info["MemAvailable"] = 10 * gb
+    assert plaintext_budget() == 8 * gb  # a machine whose memory is in use: 0.8 of the rest
+    info.clear()
+    assert plaintext_budget() is None  # no /proc/meminfo: no limit
+    monkeypatch.undo()
     assert Executor(program).lazy_segments == []  # a small program fits any machine running the tests
     x = om.random_input((16,), 2, seed=4)
     np.testing.assert_array_equal(heinfer.infer(program, x).outputs.argmax(1), om.run_onnxruntime(om.mlp((16, 12, 4), act="relu"), x).argmax(1))
+
+
+def test_the_largest_are_made_lazy_until_the_rest_fits() -> None:
+    needs = {0: 5, 1: 9, 2: 1, 3: 4}
+    assert lazy_until_fits(needs, None) == set()
+    assert lazy_until_fits(needs, 19) == set()
+    assert lazy_until_fits(needs, 18) == {1}
+    assert lazy_until_fits(needs, 5) == {1, 0}
+    assert lazy_until_fits(needs, 0) == {0, 1, 2, 3}
