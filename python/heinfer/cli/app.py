@@ -27,7 +27,8 @@ from heinfer.cli.files import (
     to_json,
     write_atomic,
 )
-from heinfer.cli.network import predict, serve
+from heinfer.cli.network import serve
+from heinfer.cli.predict import predict
 
 __all__ = ["cli", "main", "public_name"]
 

@@ -9,7 +9,8 @@
 //! any byte arrives: they are exact for the objects [`super`] writes (a ciphertext without
 //! seed compression; a seed-compressed one is smaller).
 
-use super::wire::{packed_len, poly_wire_bytes};
+use super::pack::packed_len;
+use super::wire::poly_wire_bytes;
 use super::{ciphertext_from_bytes, ciphertext_to_bytes, HEADER_BYTES, SEED_BYTES};
 use crate::ciphertext::Ciphertext;
 use crate::error::{CkksError, Result};

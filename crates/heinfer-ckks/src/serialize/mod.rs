@@ -20,6 +20,7 @@ use crate::security::SecurityLevel;
 use heinfer_math::automorphism::check_galois_element;
 
 mod batch;
+mod pack;
 mod wire;
 
 pub use batch::{
