@@ -159,6 +159,12 @@ def _limits(given: dict[str, Any]) -> Any:
     show_default=True,
     help="With --ray: whole queries per actor, output-row groups of a layer, or chosen per segment.",
 )
+@click.option(
+    "--max-memory-gb",
+    type=click.FloatRange(0, min_open=False),
+    help="GB of encoded plaintexts the server keeps; beyond it the largest segments are encoded "
+    "during each query (default: half of physical memory, at most 0.8 of what is available).",
+)
 @_limit_options
 @click.option("--json", "as_json", is_flag=True, help="Print events as JSON lines.")
 def serve(
@@ -176,6 +182,7 @@ def serve(
     ray_address: str | None,
     ray_workers: int,
     ray_split: str,
+    max_memory_gb: float | None,
     as_json: bool,
     **limits: Any,
 ) -> None:
@@ -188,6 +195,8 @@ def serve(
     if isinstance(prog, TwoPartyProgram):
         if ray_address:
             raise CliError("the two-party service runs in this process: --ray is not supported yet for it")
+        if max_memory_gb is not None:
+            raise CliError("--max-memory-gb is not supported yet for the two-party service")
         if threads is not None:
             heinfer.set_num_threads(threads)
         tls2 = _server_tls(tls_cert, tls_key, tls_client_ca)
@@ -213,6 +222,7 @@ def serve(
                 token=token,
                 max_workers=workers,
                 insecure=insecure,
+                max_memory=None if max_memory_gb is None else int(max_memory_gb * 1e9),
                 **_ray_options(ray_address, ray_workers, ray_split),
             )
         except (ValueError, NotImplementedError) as e:  # the service refuses an argument

@@ -124,10 +124,16 @@ class Server(QueryTable):
     layers without the nGraph-HE2 optimizations (benchmarks; the default for a program
     compiled with ``lazy=False``). ``executor``: runs the segments instead of an in-process
     :class:`~heinfer.runtime.executor.Executor` (a :class:`heinfer.cluster.RayExecutor`; its
-    ``forget_keys(relin, galois)``, if any, is called when a session closes). ``seconds``:
-    time spent in ``begin``/``resume``, message parsing and serialization included."""
+    ``forget_keys(relin, galois)``, if any, is called when a session closes). ``max_memory``:
+    bytes of encoded plaintexts the in-process executor keeps (default:
+    :func:`~heinfer.runtime.executor.plaintext_budget`, half of physical memory at most);
+    beyond it the largest segments are encoded during each query. ``seconds``: time spent
+    in ``begin``/``resume``, message parsing and serialization included."""
 
-    def __init__(self, program: Program, max_sessions: int = 64, max_message_bytes: int | None = None, baseline: bool | None = None, executor=None) -> None:
+    def __init__(
+        self, program: Program, max_sessions: int = 64, max_message_bytes: int | None = None, baseline: bool | None = None, executor=None,
+        max_memory: int | None = None,
+    ) -> None:
         if not isinstance(program, Program):
             raise ProtocolError("a Server needs the full program with its weights (heinfer.Program), not a PublicProgram")
         lazy = bool(program.meta.get("lazy", True))
@@ -147,7 +153,11 @@ class Server(QueryTable):
         # ``executor``: anything with Executor's ``run`` (heinfer.cluster.RayExecutor).
         if executor is not None and (executor.program.id != program.id or executor.baseline != baseline):
             raise ProtocolError("the executor runs another program (or another baseline mode) than this server")
-        self.executor = Executor(program, baseline) if executor is None else executor
+        if executor is not None and max_memory is not None:
+            raise ProtocolError("max_memory applies to the in-process executor: give it to the executor instead")
+        if max_memory is not None and (not isinstance(max_memory, int) or isinstance(max_memory, bool) or max_memory < 0):
+            raise ProtocolError(f"max_memory must be a number of bytes (an int >= 0), got {max_memory!r}")
+        self.executor = Executor(program, baseline, max_memory=max_memory) if executor is None else executor
         self._takes_payloads = bool(getattr(self.executor, "takes_payloads", False))
         self.setup_seconds = self.executor.setup_seconds
         self.max_sessions = max_sessions

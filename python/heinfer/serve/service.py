@@ -112,6 +112,7 @@ def serve(
     ray_address: str | None = None,
     ray_workers: int = 2,
     ray_split: str = "auto",
+    max_memory: int | None = None,
 ) -> ServiceHandle:
     """Starts serving ``program`` on ``address`` (``"host:port"``, port 0 picks a free one).
 
@@ -124,6 +125,9 @@ def serve(
     (:class:`heinfer.cluster.RayExecutor`: ``ray_workers`` actors of one CPU each, on the
     cluster at ``ray_address`` or, with ``None``, on a local Ray started on 127.0.0.1;
     ``ray_split`` as in :func:`heinfer.cluster.shard_plan`); the actors stop with the service.
+    ``max_memory`` (local backend): bytes of encoded plaintexts the server keeps (default:
+    half of physical memory at most, :func:`heinfer.runtime.executor.plaintext_budget`);
+    beyond it the largest segments are encoded during each query.
     Returns at once; the service runs on background threads.
 
     Raises :class:`TypeError` for a :class:`~heinfer.PublicProgram` (no weights) or bad
@@ -155,7 +159,15 @@ def serve(
                 "listen on 127.0.0.1, or pass insecure=True (--insecure) to accept that"
             )
         _LOG.warning("serving on %s without TLS (insecure=True): everything travels in clear", host)
+    if max_memory is not None and (not isinstance(max_memory, int) or isinstance(max_memory, bool) or max_memory < 0):
+        raise ValueError(f"max_memory must be a number of bytes (an int >= 0), got {max_memory!r}")
+    if max_memory is not None and backend == "ray":
+        raise ValueError("max_memory applies to the local backend (Ray workers each hold the whole program)")
     executor = None
+    if max_memory is not None:
+        from heinfer.runtime.executor import Executor
+
+        executor = Executor(program, max_memory=max_memory)
     if backend == "ray":
         from heinfer.cluster import RayExecutor
 

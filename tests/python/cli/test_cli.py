@@ -206,6 +206,7 @@ def test_compile_and_inspect_latency_mode(files: dict) -> None:
         (["serve", "{relu}", "--max-part-bytes", "10"], "max_part_bytes"),
         (["serve", "{relu}", "--tls-cert", "{token}"], "--tls-key"),
         (["serve", "{relu}", "--token-file", "{empty}"], "empty"),
+        (["serve", "{relu}", "--max-memory-gb", "1", "--ray"], "local backend"),
         (
             ["predict", "--server", "127.0.0.1:1", "--model", "{public}", "{relu}", "-o", "o.npy"],
             "input file",

@@ -81,3 +81,13 @@ def test_the_largest_are_made_lazy_until_the_rest_fits() -> None:
     assert lazy_until_fits(needs, 18) == {1}
     assert lazy_until_fits(needs, 5) == {1, 0}
     assert lazy_until_fits(needs, 0) == {0, 1, 2, 3}
+
+
+def test_the_server_takes_a_budget(program) -> None:
+    assert heinfer.Server(program, max_memory=0).executor.kept_plaintext_bytes == 0
+    assert heinfer.Server(program, max_memory=_need(program)).executor.lazy_segments == []
+    for bad in (-1, 1.5, True, "1 GB"):
+        with pytest.raises(heinfer.ProtocolError, match="max_memory"):
+            heinfer.Server(program, max_memory=bad)
+    with pytest.raises(heinfer.ProtocolError, match="executor"):
+        heinfer.Server(program, executor=Executor(program), max_memory=0)

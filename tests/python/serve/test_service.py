@@ -131,6 +131,10 @@ def test_serve_refuses_bad_arguments_and_busy_ports(mlp) -> None:
         serve(mlp, token="")
     with pytest.raises(ValueError, match="max_workers"):
         serve(mlp, max_workers=0)
+    with pytest.raises(ValueError, match="max_memory"):
+        serve(mlp, max_memory=-1)
+    with pytest.raises(ValueError, match="local backend"):
+        serve(mlp, max_memory=1 << 30, backend="ray")
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
