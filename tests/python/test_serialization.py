@@ -75,6 +75,17 @@ def test_decoded_objects_work(kit10: Kit, blobs) -> None:
     assert_precision("decoded pt", kit10.enc.decode(pt), x, 25.0)
 
 
+def test_galois_keys_bytes_are_serialized_fresh_keys(kit10: Kit) -> None:
+    p, x = kit10.params, kit10.vector(3)
+    data = kit10.kg.galois_keys_bytes([1, -2, 1], conjugate=True)
+    assert len(data) == len(kit10.kg.galois_keys([1, -2], conjugate=True).to_bytes())
+    gks = ckks.GaloisKeys.from_bytes(p, data)
+    ct = kit10.encryptor.encrypt(kit10.enc.encode(x))
+    for k in (1, -2):
+        rot = kit10.ev.rotate(ct, k, gks)
+        assert_precision(f"rotate {k}", kit10.enc.decode(kit10.decryptor.decrypt(rot)), np.roll(x, -k), 18.0)
+
+
 def test_seed_compression_halves_the_size(kit10: Kit) -> None:
     pt = kit10.enc.encode(kit10.vector(2))
     full = len(kit10.encryptor.encrypt(pt).to_bytes())

@@ -197,9 +197,9 @@ impl KeyGenerator {
         })
     }
 
-    /// Galois keys for left rotations by each of `steps` (negative: right), plus complex
-    /// conjugation when `conjugate` is set.
-    pub fn galois_keys(&self, steps: &[i64], conjugate: bool) -> Result<GaloisKeys> {
+    /// The distinct non-identity Galois elements of rotations by `steps` (and conjugation),
+    /// ascending: the keys [`Self::galois_keys`] makes, in the order they serialize.
+    pub(crate) fn galois_elements(&self, steps: &[i64], conjugate: bool) -> Vec<u64> {
         let n = self.params.n();
         let mut elems: Vec<u64> = steps
             .iter()
@@ -210,10 +210,22 @@ impl KeyGenerator {
         }
         elems.sort_unstable();
         elems.dedup();
+        elems.retain(|&g| g != 1);
+        elems
+    }
+
+    /// The parameters these keys are for.
+    pub fn params(&self) -> &CkksParams {
+        &self.params
+    }
+
+    /// Galois keys for left rotations by each of `steps` (negative: right), plus complex
+    /// conjugation when `conjugate` is set.
+    pub fn galois_keys(&self, steps: &[i64], conjugate: bool) -> Result<GaloisKeys> {
         // One key per element, generated in parallel (each draws its own OS randomness).
-        let made: Vec<GaloisKey> = elems
+        let made: Vec<GaloisKey> = self
+            .galois_elements(steps, conjugate)
             .into_par_iter()
-            .filter(|&g| g != 1)
             .map(|g| self.galois_key(g))
             .collect::<Result<_>>()?;
         let mut keys = GaloisKeys::new();

@@ -77,6 +77,35 @@ fn every_object_round_trips_and_still_works() {
     assert_precision("rotate with reloaded keys", &f.decrypt(&r), &want, 18.0);
 }
 
+#[test]
+fn fresh_galois_keys_bytes_are_galois_keys_to_bytes_of_fresh_keys() {
+    let f = fx();
+    let p = &f.params;
+    // duplicates, a step that is the identity (0) and conjugation, as galois_keys takes them
+    let steps = [1, -3, 5, 1, 0];
+    let bytes = fresh_galois_keys_bytes(&f.kg, &steps, true).unwrap();
+    let made = f.kg.galois_keys(&steps, true).unwrap();
+    let want = galois_keys_to_bytes(p, &made).unwrap();
+    assert_eq!(bytes.len(), want.len());
+    assert_eq!(bytes[..20], want[..20], "header and count");
+    let gks = galois_keys_from_bytes(p, &bytes, MAX).unwrap();
+    assert_eq!(gks.elements(), made.elements());
+    assert_ne!(gks, made, "fresh randomness");
+    let x = vector(p.slots(), 3);
+    let ct = f.encrypt(&x);
+    for k in [1i64, -3, 5] {
+        let r = f.ev.rotate(&ct, k, &gks).unwrap();
+        let n = x.len() as i64;
+        let want: Vec<f64> = (0..n).map(|i| x[(i + k).rem_euclid(n) as usize]).collect();
+        assert_precision("rotate with streamed keys", &f.decrypt(&r), &want, 18.0);
+    }
+    let c = f.ev.conjugate(&ct, &gks).unwrap();
+    assert_precision("conjugate with streamed keys", &f.decrypt(&c), &x, 18.0);
+    // no steps: an empty set
+    let none = fresh_galois_keys_bytes(&f.kg, &[0], false).unwrap();
+    assert_eq!(galois_keys_from_bytes(p, &none, MAX).unwrap().len(), 0);
+}
+
 fn expect_deserialize_error<T: std::fmt::Debug>(r: Result<T>, label: &str) {
     match r {
         Err(CkksError::Deserialize { .. }) => {}

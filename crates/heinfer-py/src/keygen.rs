@@ -7,6 +7,7 @@ use crate::pool::run;
 use heinfer_ckks as ckks;
 use heinfer_ckks::CkksParams;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 /// Generates keys; holds the secret key (client side).
 #[pyclass(module = "heinfer._native", name = "KeyGenerator", frozen)]
@@ -65,6 +66,25 @@ impl KeyGenerator {
         Ok(GaloisKeys {
             inner,
             params: self.params.clone(),
+        })
+    }
+    /// Fresh Galois keys serialized as `galois_keys(steps, conjugate).to_bytes()` would be,
+    /// written straight into the returned bytes, one key at a time (no key set is held).
+    fn galois_keys_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        steps: Vec<i64>,
+        conjugate: bool,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        const OP: &str = "KeyGenerator.galois_keys_bytes";
+        let kg = &self.inner;
+        let len = run(py, OP, || {
+            ckks::serialize::fresh_galois_keys_len(kg, &steps, conjugate)
+        })?;
+        PyBytes::new_with(py, len, |buf| {
+            run(py, OP, || {
+                ckks::serialize::fresh_galois_keys_into(kg, &steps, conjugate, buf)
+            })
         })
     }
     fn encrypt_symmetric(&self, py: Python<'_>, pt: &Plaintext) -> PyResult<Ciphertext> {

@@ -83,6 +83,14 @@ class KeyGenerator:
         ks = [operator.index(k) % slots for k in steps]
         return GaloisKeys._wrap(self._raw.galois_keys(ks, bool(conjugate)), self._params)
 
+    def galois_keys_bytes(self, steps: Iterable[int] = (), conjugate: bool = False) -> bytes:
+        """Fresh Galois keys as :meth:`galois_keys` would make them, already serialized
+        (``GaloisKeys.to_bytes``'s format and length): each key is written into the result as it
+        is made and dropped, so the set is never held — for a party that only sends its keys."""
+        slots = self._params.slots
+        ks = [operator.index(k) % slots for k in steps]
+        return self._raw.galois_keys_bytes(ks, bool(conjugate))
+
     def encrypt_symmetric(self, pt: Plaintext) -> Ciphertext:
         """Secret-key encryption ``(−a·s + e + m, a)``; ``a`` is a seed, so the ciphertext
         serializes at half size until it is first operated on.

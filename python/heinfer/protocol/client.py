@@ -115,7 +115,8 @@ class Client:
         key = self._session_key = self._fresh_key()
         p = self.program
         rlk = key.kg.relin_key().to_bytes() if p.needs_relin_key else b""
-        gk = key.kg.galois_keys(list(p.rotation_steps), False).to_bytes() if p.rotation_steps else b""
+        # serialized key by key as they are made: the set is never held (a third of the memory)
+        gk = key.kg.galois_keys_bytes(list(p.rotation_steps), False) if p.rotation_steps else b""
         return encode("keys", program_id=self.program_id, relin_key=rlk, galois_keys=gk)
 
     def query_message(self, session: str, x: np.ndarray) -> bytes:

@@ -452,6 +452,58 @@ pub fn galois_keys_to_bytes(params: &CkksParams, keys: &GaloisKeys) -> Result<Ve
     Ok(w.buf)
 }
 
+/// Fresh Galois keys of `kg` for rotations by `steps` (and conjugation), serialized exactly as
+/// [`galois_keys_to_bytes`] writes `kg.galois_keys(steps, conjugate)` (same layout and
+/// length, other randomness), without holding the set: each key is generated in parallel,
+/// written into its place in the output and dropped. A key in memory holds its uniform half
+/// expanded (twice its serialized size), so a client that only sends its keys touches a third
+/// of the memory it would through `galois_keys` + `galois_keys_to_bytes`.
+pub fn fresh_galois_keys_bytes(kg: &KeyGenerator, steps: &[i64], conjugate: bool) -> Result<Vec<u8>> {
+    let mut out = vec![0u8; fresh_galois_keys_len(kg, steps, conjugate)?];
+    fresh_galois_keys_into(kg, steps, conjugate, &mut out)?;
+    Ok(out)
+}
+
+/// The length of [`fresh_galois_keys_bytes`]`(kg, steps, conjugate)`.
+pub fn fresh_galois_keys_len(kg: &KeyGenerator, steps: &[i64], conjugate: bool) -> Result<usize> {
+    galois_keys_wire_bytes(kg.params(), kg.galois_elements(steps, conjugate).len())
+}
+
+/// [`fresh_galois_keys_bytes`] into `out`, which must be exactly
+/// [`fresh_galois_keys_len`] bytes long (a buffer the caller owns, e.g. a Python `bytes`).
+pub fn fresh_galois_keys_into(kg: &KeyGenerator, steps: &[i64], conjugate: bool, out: &mut [u8]) -> Result<()> {
+    use rayon::prelude::*;
+    let params = kg.params();
+    let elems = kg.galois_elements(steps, conjugate);
+    let one = 8 + batch::switching_key_wire_bytes(params)?;
+    let total = galois_keys_wire_bytes(params, elems.len())?;
+    let invalid = |reason: String| CkksError::InvalidOperand {
+        op: "serialize Galois keys",
+        reason,
+    };
+    if out.len() != total {
+        return Err(invalid(format!("{} bytes of room for {total} bytes of keys", out.len())));
+    }
+    let mut w = Writer::new(Kind::GaloisKeys, params.id());
+    w.u32(elems.len() as u32);
+    let (head, body) = out.split_at_mut(w.buf.len());
+    head.copy_from_slice(&w.buf);
+    body.par_chunks_mut(one)
+        .zip(elems.par_iter())
+        .try_for_each(|(dst, &g)| {
+            let key = kg.galois_key(g)?;
+            let mut kw = Writer {
+                buf: Vec::with_capacity(one),
+            };
+            write_galois_key(&mut kw, params, &key);
+            if kw.buf.len() != one {
+                return Err(invalid(format!("a key took {} bytes, expected {one}", kw.buf.len())));
+            }
+            dst.copy_from_slice(&kw.buf);
+            Ok(())
+        })
+}
+
 /// Decodes a set of Galois keys (duplicates are refused).
 pub fn galois_keys_from_bytes(
     params: &CkksParams,
