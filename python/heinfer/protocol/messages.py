@@ -44,26 +44,28 @@ _HEX = frozenset("0123456789abcdef")
 def encode(kind: str, **fields) -> bytes:
     """One message of ``kind`` with ``fields`` (names of the proto message), serialized.
 
-    The ciphertexts (megabytes) are copied once: protobuf serializes the other fields, and the
-    ``ciphertexts`` field — a tag, a varint length and the bytes, as protobuf writes a
-    ``bytes`` field — is appended to them inside the ``Message`` envelope. Protobuf parses a
-    message whose fields come in any order (a field written last wins), so this is the same
-    message as ``SerializeToString`` gives, with that field last
-    (``tests/python/protocol/test_messages.py`` checks it against protobuf)."""
+    The bulk field (``ciphertexts``, or a keys message's ``galois_keys``: megabytes to
+    hundreds of megabytes) is copied once: protobuf serializes the other fields, and the bulk
+    field — a tag, a varint length and the bytes, as protobuf writes a ``bytes`` field — is
+    appended to them inside the ``Message`` envelope. Protobuf parses a message whose fields
+    come in any order (a field written last wins), so this is the same message as
+    ``SerializeToString`` gives, with that field last (``tests/python/protocol/test_messages.py``
+    checks it against protobuf)."""
     if kind not in KINDS:
         raise ProtocolError(f"unknown message kind {kind!r}")
-    payload = fields.pop("ciphertexts", None)
+    bulk = "galois_keys" if kind == "keys" else "ciphertexts"
+    payload = fields.pop(bulk, None)
     m = pb.Message()
     body = getattr(m, kind)
     body.SetInParent()
     for name, value in fields.items():
         setattr(body, name, value)
     if payload is not None and not isinstance(payload, bytes):
-        raise TypeError(f"ciphertexts are bytes, got {type(payload).__name__}")
+        raise TypeError(f"{bulk} are bytes, got {type(payload).__name__}")
     if not payload:  # no field: protobuf omits an empty one
         return m.SerializeToString()
     head = body.SerializeToString()
-    field = body.DESCRIPTOR.fields_by_name["ciphertexts"].number
+    field = body.DESCRIPTOR.fields_by_name[bulk].number
     tail = (_varint(field << 3 | _LEN), _varint(len(payload)))
     inner = len(head) + sum(map(len, tail)) + len(payload)
     outer = pb.Message.DESCRIPTOR.fields_by_name[kind].number

@@ -15,7 +15,10 @@ _FIELDS = {
     "step": {"query": _HEX, "ref": _HEX, "step": _U32, "chunk": _U32, "chunks": _U32},
     "reply": {"query": _HEX, "step": _U32, "chunk": _U32, "chunks": _U32},
     "result": {"query": _HEX, "ref": _HEX},
+    "keys": {"program_id": _HEX, "relin_key": st.binary(max_size=300)},
 }
+#: The field :func:`encode` appends last, per kind.
+_BULK = {"keys": "galois_keys"}
 
 
 def _protobuf(kind: str, **fields) -> bytes:
@@ -33,7 +36,7 @@ def _message(draw):
     fields = {k: draw(s) for k, s in _FIELDS[kind].items() if draw(st.booleans())}
     # sizes around the varint boundaries (127/128, 16383/16384) and empty
     size = draw(st.sampled_from([0, 1, 127, 128, 300, 16383, 16384, 70000]))
-    fields["ciphertexts"] = bytes([draw(st.integers(0, 255))]) * size
+    fields[_BULK.get(kind, "ciphertexts")] = bytes([draw(st.integers(0, 255))]) * size
     return kind, fields
 
 
@@ -44,7 +47,7 @@ def test_encode_is_the_message_protobuf_writes(message) -> None:
     a, b = pb.Message(), pb.Message()
     a.ParseFromString(ours)
     b.ParseFromString(theirs)
-    assert a == b and len(ours) == len(theirs)  # the same fields, the ciphertexts moved last
+    assert a == b and len(ours) == len(theirs)  # the same fields, the bulk one moved last
 
 
 def test_encode_decodes_with_the_checks() -> None:

@@ -526,9 +526,23 @@ pub fn galois_keys_from_bytes(
             r.remaining()
         )));
     }
+    // every key takes exactly `one` bytes: they are parsed in parallel (expanding each `a`
+    // from its seed is most of the work), each checked to end where its record ends
+    let body = r.take(count * one)?;
+    r.finish()?;
+    let parsed: Vec<GaloisKey> = {
+        use rayon::prelude::*;
+        body.par_chunks(one)
+            .map(|rec| {
+                let mut kr = r.part(rec);
+                let k = read_galois_key(&mut kr, params)?;
+                kr.finish()?;
+                Ok(k)
+            })
+            .collect::<Result<_>>()?
+    };
     let mut keys = GaloisKeys::new();
-    for _ in 0..count {
-        let k = read_galois_key(&mut r, params)?;
+    for k in parsed {
         if keys.get(k.galois_element).is_some() {
             return Err(r.err(format!(
                 "duplicate key for Galois element {}",
@@ -537,6 +551,5 @@ pub fn galois_keys_from_bytes(
         }
         keys.insert(k);
     }
-    r.finish()?;
     Ok(keys)
 }

@@ -69,6 +69,15 @@ impl<'a> Reader<'a> {
             reason: reason.into(),
         }
     }
+    /// A reader over `bytes`, a part of this one's input, reporting errors as this one does
+    /// (e.g. one of several fixed-size records parsed in parallel).
+    pub(super) fn part(&self, bytes: &'a [u8]) -> Reader<'a> {
+        Reader {
+            buf: bytes,
+            pos: 0,
+            what: self.what,
+        }
+    }
     /// Bytes not read yet.
     pub(super) fn remaining(&self) -> usize {
         self.buf.len() - self.pos
