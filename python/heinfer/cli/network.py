@@ -195,12 +195,13 @@ def serve(
     if isinstance(prog, TwoPartyProgram):
         if ray_address:
             raise CliError("the two-party service runs in this process: --ray is not supported yet for it")
-        if max_memory_gb is not None:
-            raise CliError("--max-memory-gb is not supported yet for the two-party service")
         if threads is not None:
             heinfer.set_num_threads(threads)
         tls2 = _server_tls(tls_cert, tls_key, tls_client_ca)
-        _serve_two_party(prog, program, host, port, grace, as_json, tls2, read_token(token_file), insecure)
+        _serve_two_party(
+            prog, program, host, port, grace, as_json, tls2, read_token(token_file), insecure,
+            None if max_memory_gb is None else int(max_memory_gb * 1e9),
+        )
         return
     prog = load_server_program(program)
     tls = _server_tls(tls_cert, tls_key, tls_client_ca)
@@ -258,7 +259,8 @@ def serve(
 
 
 def _serve_two_party(
-    prog: TwoPartyProgram, path: str, host: str, port: int, grace: float, as_json: bool, tls: Any, token: str | None, insecure: bool
+    prog: TwoPartyProgram, path: str, host: str, port: int, grace: float, as_json: bool, tls: Any, token: str | None, insecure: bool,
+    max_memory: int | None = None,
 ) -> None:
     """``heinfer serve`` for a two-party program: the ``TwoParty`` service."""
     from heinfer.serve.two_party import serve_two_party
@@ -269,7 +271,7 @@ def _serve_two_party(
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
-            handle = serve_two_party(prog, f"{_host(host)}:{port}", tls=tls, token=token, insecure=insecure)
+            handle = serve_two_party(prog, f"{_host(host)}:{port}", tls=tls, token=token, insecure=insecure, max_memory=max_memory)
         except ValueError as e:
             raise CliError(f"cannot serve: {e}") from None
         address = f"{_host(host)}:{handle.port}"

@@ -108,12 +108,12 @@ class Reassembler:
 class TwoPartyService:
     """The server's side: the program's layers encoded once, one party per call."""
 
-    def __init__(self, program: TwoPartyProgram, token: str | None = None) -> None:
+    def __init__(self, program: TwoPartyProgram, token: str | None = None, max_memory: int | None = None) -> None:
         if program.is_public:
             raise ProtocolError("the server needs the program with its weights")
         self.program = program
         self._bearer = None if token is None else f"Bearer {token}".encode()
-        self.layers = prepare_layers(_params(program), program.layers or [])
+        self.layers = prepare_layers(_params(program), program.layers or [], max_memory)
         self.sessions = 0
         self.errors = 0
 
@@ -189,11 +189,16 @@ def serve_two_party(
     tls: TlsConfig | None = None,
     token: str | None = None,
     insecure: bool = False,
+    max_memory: int | None = None,
 ) -> TwoPartyHandle:
     """Serves ``program`` on ``address`` until :meth:`TwoPartyHandle.stop`. ``tls``, ``token``
     and ``insecure`` as for :func:`heinfer.serve.serve`: without TLS only loopback, unless
-    ``insecure=True``."""
+    ``insecure=True``. ``max_memory``: bytes of encoded layer diagonals kept (default: half of
+    physical memory at most, as for :func:`heinfer.serve.serve`); beyond it the largest layers
+    are encoded during each query."""
     host, _, port = address.rpartition(":")
+    if max_memory is not None and (not isinstance(max_memory, int) or isinstance(max_memory, bool) or max_memory < 0):
+        raise ValueError(f"max_memory must be a number of bytes (an int >= 0), got {max_memory!r}")
     if token is not None and (not isinstance(token, str) or not token or not token.isprintable()):
         raise ValueError("token must be a non-empty printable string")
     if tls is None and not is_loopback(host) and not insecure:
@@ -201,7 +206,7 @@ def serve_two_party(
             f"refusing to listen on {host} without TLS: the token and every message would travel in clear; "
             "give tls=TlsConfig(...), listen on 127.0.0.1, or pass insecure=True"
         )
-    service = TwoPartyService(program, token)
+    service = TwoPartyService(program, token, max_memory)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=_options())
     handler = grpc.stream_stream_rpc_method_handler(service.Run, request_deserializer=pb.TwoPartyFrame.FromString,
                                                     response_serializer=pb.TwoPartyFrame.SerializeToString)

@@ -35,6 +35,17 @@ def test_served_results_equal_the_in_process_ones(prog) -> None:
     assert handle.service.sessions == 1 and handle.service.errors == 0
 
 
+def test_a_memory_budget_streams_the_layers_with_the_same_results(prog) -> None:
+    want, _ = run_in_process(prog, DIGITS[:1])
+    with serve_two_party(prog, max_memory=0) as handle, connect_two_party(handle.address, prog.public()) as conn:
+        assert all(layer.lazy for layer in handle.service.layers)
+        got, _ = conn.infer(DIGITS[:1])
+    np.testing.assert_array_equal(got, want)
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="max_memory"):
+            serve_two_party(prog, max_memory=bad)
+
+
 def test_frames_round_trip_and_bad_frames_are_refused() -> None:
     blobs = [b"", b"x" * (PART_BYTES + 5), b"abc"]
     assert Reassembler(frames(Kind.LAYER, 2, blobs)).next() == (Kind.LAYER, 2, blobs)
