@@ -30,7 +30,7 @@ from heinfer.protocol.chunks import Cursor, chunks_for
 from heinfer.protocol.limits import message_limits
 from heinfer.protocol.messages import decode, encode, pb
 from heinfer.protocol.messages import size as message_size
-from heinfer.runtime.executor import Executor, native_params
+from heinfer.runtime.executor import Executor, bad_budget, native_params
 
 __all__ = ["Outgoing", "Server", "QueryTable"]
 
@@ -155,8 +155,8 @@ class Server(QueryTable):
             raise ProtocolError("the executor runs another program (or another baseline mode) than this server")
         if executor is not None and max_memory is not None:
             raise ProtocolError("max_memory applies to the in-process executor: give it to the executor instead")
-        if max_memory is not None and (not isinstance(max_memory, int) or isinstance(max_memory, bool) or max_memory < 0):
-            raise ProtocolError(f"max_memory must be a number of bytes (an int >= 0), got {max_memory!r}")
+        if (why := bad_budget(max_memory)) is not None:
+            raise ProtocolError(why)
         self.executor = Executor(program, baseline, max_memory=max_memory) if executor is None else executor
         self._takes_payloads = bool(getattr(self.executor, "takes_payloads", False))
         self.setup_seconds = self.executor.setup_seconds

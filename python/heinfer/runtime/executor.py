@@ -16,7 +16,7 @@ from heinfer.program.model import Program
 from heinfer.runtime.batch import build_layers, peak_ciphertext_bytes, run_batch_segment
 from heinfer.runtime.slots import PreparedSlots, plaintext_bytes
 
-__all__ = ["Executor", "available_memory", "lazy_until_fits", "native_params", "plaintext_budget"]
+__all__ = ["Executor", "available_memory", "bad_budget", "lazy_until_fits", "native_params", "plaintext_budget"]
 
 #: Share of physical memory (``MemTotal``) that the encoded plaintexts may keep by default
 #: (the rest holds the program, keys, ciphertexts and the lazy groups) …
@@ -55,6 +55,14 @@ def plaintext_budget() -> int | None:
     shares = [int(MEMORY_SHARE * total)] if total is not None else []
     shares += [int(AVAILABLE_SHARE * avail)] if avail is not None else []
     return min(shares) if shares else None
+
+
+def bad_budget(max_memory: object) -> str | None:
+    """Why ``max_memory`` is not a memory budget (None when it is one: bytes as an ``int``
+    ``>= 0``, or None for the default), for the entry points to raise in their own error type."""
+    if max_memory is None or (isinstance(max_memory, int) and not isinstance(max_memory, bool) and max_memory >= 0):
+        return None
+    return f"max_memory must be a number of bytes (an int >= 0), got {max_memory!r}"
 
 
 def lazy_until_fits(needs: dict[int, int], budget: int | None) -> set[int]:

@@ -52,10 +52,12 @@ class Servicer:
     """``GetInfo``, ``OpenSession``, ``Infer`` and ``CloseSession`` for one program."""
 
     def __init__(
-        self, program: Program, limits: Limits, token: str | None, watch: SendWatch, executor=None
+        self, program: Program, limits: Limits, token: str | None, watch: SendWatch, executor=None,
+        max_memory: int | None = None,
     ) -> None:
-        # ``executor``: None (in-process) or a heinfer.cluster.RayExecutor.
-        self.server = Server(program, max_sessions=limits.max_sessions, executor=executor)
+        # ``executor``: None (in-process, keeping ``max_memory`` bytes of plaintexts) or a
+        # heinfer.cluster.RayExecutor.
+        self.server = Server(program, max_sessions=limits.max_sessions, executor=executor, max_memory=max_memory)
         self.limits = limits
         self.program_id = program.id
         #: Kind → largest message of that kind, from the public program (and the operator).

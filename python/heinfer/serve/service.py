@@ -23,6 +23,7 @@ import grpc
 
 from heinfer.errors import ServiceError
 from heinfer.program.model import Program
+from heinfer.runtime.executor import bad_budget
 from heinfer.serve import rpc, wire
 from heinfer.serve.handlers import Servicer
 from heinfer.serve.limits import Limits
@@ -159,21 +160,17 @@ def serve(
                 "listen on 127.0.0.1, or pass insecure=True (--insecure) to accept that"
             )
         _LOG.warning("serving on %s without TLS (insecure=True): everything travels in clear", host)
-    if max_memory is not None and (not isinstance(max_memory, int) or isinstance(max_memory, bool) or max_memory < 0):
-        raise ValueError(f"max_memory must be a number of bytes (an int >= 0), got {max_memory!r}")
+    if (why := bad_budget(max_memory)) is not None:
+        raise ValueError(why)
     if max_memory is not None and backend == "ray":
         raise ValueError("max_memory applies to the local backend (Ray workers each hold the whole program)")
     executor = None
-    if max_memory is not None:
-        from heinfer.runtime.executor import Executor
-
-        executor = Executor(program, max_memory=max_memory)
     if backend == "ray":
         from heinfer.cluster import RayExecutor
 
         executor = RayExecutor(program, workers=ray_workers, address=ray_address, split=ray_split)
     watch = SendWatch()
-    servicer = Servicer(program, limits, token, watch, executor)
+    servicer = Servicer(program, limits, token, watch, executor, max_memory)
     pool = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="heinfer-serve")
     server = grpc.server(
         pool,

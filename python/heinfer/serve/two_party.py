@@ -29,6 +29,7 @@ from heinfer.errors import HeinferError, ProtocolError, ServiceError
 from heinfer.program.two_party import TwoPartyProgram
 from heinfer.protocol.two_party import TwoPartyInferenceClient, TwoPartyInferenceServer, _params
 from heinfer.runtime.bfv_transform import prepare_layers
+from heinfer.runtime.executor import bad_budget
 from heinfer.serve.service import is_loopback
 from heinfer.serve.tls import TlsConfig
 from heinfer.v1 import service_pb2 as pb
@@ -197,8 +198,8 @@ def serve_two_party(
     physical memory at most, as for :func:`heinfer.serve.serve`); beyond it the largest layers
     are encoded during each query."""
     host, _, port = address.rpartition(":")
-    if max_memory is not None and (not isinstance(max_memory, int) or isinstance(max_memory, bool) or max_memory < 0):
-        raise ValueError(f"max_memory must be a number of bytes (an int >= 0), got {max_memory!r}")
+    if (why := bad_budget(max_memory)) is not None:
+        raise ValueError(why)
     if token is not None and (not isinstance(token, str) or not token or not token.isprintable()):
         raise ValueError("token must be a non-empty printable string")
     if tls is None and not is_loopback(host) and not insecure:
