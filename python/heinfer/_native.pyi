@@ -317,7 +317,7 @@ def naive_linear_rows_timed(
 TWO_PARTY_MAX_INSTANCES: int
 
 class LayerCircuit:
-    """A non-linear layer's garbled circuit on shares mod p: ``kind`` "relu" or "maxpool_relu"."""
+    """A non-linear layer's garbled circuit on shares mod p: ``kind`` "relu", "maxpool_relu" or "truncate"."""
 
     def __init__(self, kind: str, p: int, shift: int, window: int = 1) -> None: ...
     @property

@@ -76,11 +76,12 @@ def compile(  # noqa: A001 - the API name is the contract
     ``protocol``: how the non-polynomial layers run — ``"client-aided"`` (the client decrypts
     the pre-activations: no model privacy) or ``"two-party"`` (GAZELLE's protocol: BFV linear
     layers in fixed point, ReLU and max-pooling in garbled circuits on additive shares, noise
-    flooding; the client learns the output only). Two-party compiles latency mode (one item per
+    flooding; squares by a truncation circuit and GAZELLE's AHE square protocol; the client
+    learns the output only). Two-party compiles latency mode (one item per
     query) to a :class:`~heinfer.program.two_party.TwoPartyProgram` that :func:`infer` runs
     (options: ``bandwidth`` in bytes/s, which prices layouts by their ciphertexts on the wire,
     default 1 Gbit/s; ``bfv``, a BFV parameter dict; ``strategy``);
-    throughput mode, squares and saving such programs are **not supported yet**
+    throughput mode is **not supported yet**
     (:class:`~heinfer.errors.NotSupportedYetError`).
     """
     if features is not None:

@@ -24,8 +24,9 @@ fn to_py(e: TwoPartyError) -> PyErr {
     }
 }
 
-/// The circuit of one non-linear layer: `kind` "relu" or "maxpool_relu" (with `window`
-/// values per instance), plaintext modulus `p`, truncation `shift` bits.
+/// The circuit of one non-linear layer: `kind` "relu", "maxpool_relu" (with `window`
+/// values per instance) or "truncate" (the signed floor alone, before an AHE square),
+/// plaintext modulus `p`, truncation `shift` bits.
 #[pyclass(module = "heinfer._native", name = "LayerCircuit", frozen)]
 pub struct PyLayerCircuit {
     inner: LayerCircuit,
@@ -39,9 +40,10 @@ impl PyLayerCircuit {
         let layer = match kind {
             "relu" => Layer::Relu,
             "maxpool_relu" => Layer::MaxPoolRelu { window },
+            "truncate" => Layer::Truncate,
             other => {
                 return Err(OperandError::new_err(format!(
-                    "unknown non-linear layer {other:?}: relu or maxpool_relu"
+                    "unknown non-linear layer {other:?}: relu, maxpool_relu or truncate"
                 )))
             }
         };

@@ -13,7 +13,9 @@ fractional bits travels as ``round(v·2^f)``, stored mod ``p`` in ``[0, p)`` and
 so ``Y`` has ``f_x + f_w`` fractional bits. The garbled circuit of the next non-linear step
 (ReLU, max-pooling, both fused) truncates by ``shift = f_x + f_w − f_next`` bits
 (``⌊max(Y, 0) / 2^shift⌋``), which gives the next layer its ``f_next`` fractional bits; half an
-ulp added to the bias makes that floor a rounding at no cost in the circuit.
+ulp added to the bias makes that floor a rounding at no cost in the circuit. A square step
+truncates to ``g`` bits in its circuit (``⌊Y / 2^shift⌋``, signed) and squares with AHE: the
+next layer's input has ``f_next = 2g`` fractional bits, so the plan gives it an even split.
 
 The plan keeps every value inside the signed range: ``bound·2^{f} < (p−1)/2 / 2`` (one bit of
 head-room over the planned bound ``bound``, which is the larger of the calibrated maximum
@@ -37,8 +39,9 @@ from heinfer.errors import CompileError, UnsupportedOperatorError
 
 __all__ = ["FixedPointLayer", "FixedPointPlan", "plan_fixed_point", "simulate"]
 
-#: Client functions a garbled circuit evaluates between two linear layers.
-CIRCUIT_KINDS = frozenset({"relu", "maxpool", "sumpool"})
+#: Client functions a step evaluates between two linear layers (a square: a truncation
+#: circuit, then GAZELLE's AHE square protocol).
+CIRCUIT_KINDS = frozenset({"relu", "maxpool", "sumpool", "square"})
 #: Client functions allowed as the last op: applied by the client to its output in the clear.
 OUTPUT_KINDS = frozenset({"softmax", "sigmoid", "tanh", "relu", "maxpool", "clip", "leaky_relu"})
 
@@ -85,18 +88,18 @@ class FixedPointPlan:
         return self.layers[-1].out_frac - self.layers[-1].shift
 
 
+def as_client_square(op):
+    """An IR :class:`Square` as the client function ``square`` (a two-party step); other ops
+    unchanged."""
+    return ClientFunction(op.name, "square", {}, op.in_shape, op.out_shape) if isinstance(op, Square) else op
+
+
 def _groups(ops: list) -> list[tuple[Linear, list[ClientFunction]]]:
     """Splits a chain into (Linear, following client functions); refuses what has no circuit."""
     out: list[tuple[Linear, list[ClientFunction]]] = []
-    for i, op in enumerate(ops):
+    for i, op in enumerate(map(as_client_square, ops)):
         if isinstance(op, Linear):
             out.append((op, []))
-        elif isinstance(op, Square):
-            raise UnsupportedOperatorError(
-                f"two-party protocol: square activation {op.name!r} is not supported yet "
-                "(GAZELLE's AHE square protocol is not built); compile with "
-                'protocol="client-aided" or use ReLU'
-            )
         elif not out:
             raise UnsupportedOperatorError(
                 f"two-party protocol: {op.kind} {op.name!r} before any linear layer is not "
@@ -110,20 +113,26 @@ def _groups(ops: list) -> list[tuple[Linear, list[ClientFunction]]]:
                     "garbled circuit yet (ReLU and max-pooling do)"
                 )
             out[-1][1].append(op)
+            if op.kind == "square" and len(out[-1][1]) > 1:
+                raise UnsupportedOperatorError(
+                    f"two-party protocol: square {op.name!r} next to another function between "
+                    "linear layers is not supported yet"
+                )
     if not out:
         raise CompileError("two-party protocol: the network has no linear layer")
     return out
 
 
 def _best_split(
-    layer: Linear, total: int, in_cap: int, x_l2: float
+    layer: Linear, total: int, in_cap: int, x_l2: float, even: bool = False
 ) -> tuple[int, int]:
-    """``(f_x, f_w)`` with ``f_x + f_w = total`` and ``f_x ≤ in_cap`` minimising the predicted
-    root-mean-square rounding error of an output, ``(‖W_i‖₂·2^{−f_x} + ‖x‖₂·2^{−f_w})/√12``
-    (independent rounding errors, uniform in half an ulp; largest row norm)."""
+    """``(f_x, f_w)`` with ``f_x + f_w = total`` and ``f_x ≤ in_cap`` (``f_x`` even after a
+    square) minimising the predicted root-mean-square rounding error of an output,
+    ``(‖W_i‖₂·2^{−f_x} + ‖x‖₂·2^{−f_w})/√12`` (independent rounding errors, uniform in half
+    an ulp; largest row norm)."""
     w_l2 = float(np.sqrt(np.asarray(layer.matrix.multiply(layer.matrix).sum(axis=1)).max(initial=0.0)))
     best = None
-    for f_x in range(0, min(total, in_cap) + 1):
+    for f_x in range(0, min(total, in_cap) + 1, 2 if even else 1):
         f_w = total - f_x
         err = w_l2 * 2.0**-f_x + x_l2 * 2.0**-f_w
         if best is None or err < best[0]:
@@ -168,14 +177,17 @@ def plan_fixed_point(
             if x is not None
             else in_bound * math.sqrt(lin.matrix.shape[1])
         )
-        f_x, f_w = _best_split(lin, total, min(in_cap, in_room), x_l2)
+        squared = bool(layers) and [f.kind for f in layers[-1].step] == ["square"]
+        # after a square the input has 2g fractional bits for the circuit's g ≤ the output's
+        f_x, f_w = _best_split(lin, total, min(2 * in_cap if squared else in_cap, in_room), x_l2, squared)
         if input_frac is None:
             input_frac = f_x
         elif layers:
             prev = layers[-1]
-            shift = prev.out_frac - f_x
+            shift = prev.out_frac - (f_x // 2 if squared else f_x)
             # round half up for free: ⌊(ReLU(y) + h)/2^s⌋ = ⌊ReLU(y + h)/2^s⌋ for h = 2^(s−1)
-            # (both are 0 for y < 0), and max(x + h) = max(x) + h: h goes into the bias
+            # (both are 0 for y < 0), and max(x + h) = max(x) + h: h goes into the bias (a
+            # square's truncation is ⌊(y + h)/2^s⌋ itself)
             bias = prev.bias + (1 << (shift - 1) if shift > 0 else 0)
             layers[-1] = replace(prev, shift=shift, bias=bias)
         weights = lin.matrix.copy()  # sparse: never densified
@@ -243,10 +255,15 @@ def simulate(plan: FixedPointPlan, x: np.ndarray, check: bool = True) -> np.ndar
                     f"{np.abs(exact).max():.3g} > {half}); its planned bound {layer.bound:.3g} "
                     "was exceeded"
                 )
+        squares = [fn.kind for fn in layer.step] == ["square"]
         for fn in layer.step:  # exact on integers below 2^53
-            if fn.kind != "sumpool":
+            if fn.kind not in ("sumpool", "square"):
                 s = np.rint(fn.apply(s.astype(np.float64))).astype(np.int64)
         s = s >> layer.shift  # floor division by 2^shift, as the circuit truncates
+        if squares:  # the AHE square of the truncated value
+            s = s * s
+            if check and np.abs(s).max(initial=0) > half:
+                raise CompileError(f"simulate: the square after {layer.name!r} wraps around modulo p")
         for fn in layer.step:  # a sum-pool after the circuit: each party sums its own shares
             if fn.kind == "sumpool":
                 s = np.rint(fn.apply(s.astype(np.float64))).astype(np.int64)

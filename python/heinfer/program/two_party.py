@@ -49,8 +49,11 @@ class TwoPartySegment:
 @dataclass(eq=False)
 class TwoPartyStep:
     """A garbled-circuit step between segments ``k`` and ``k+1``: ``kind`` ``"relu"`` (one
-    instance per element) or ``"maxpool_relu"`` (instance ``j`` is the max of the ReLUs of
-    elements ``groups[j]``); the result is truncated by ``shift`` bits. ``pool`` (optional):
+    instance per element), ``"maxpool_relu"`` (instance ``j`` is the max of the ReLUs of
+    elements ``groups[j]``) or ``"square"`` (one instance per element: the circuit only
+    truncates, then GAZELLE's AHE square protocol squares the shares — the client encrypts
+    its share ``a`` and ``a²``, the server adds ``2b·a + b²`` for its share ``b``); the result is
+    truncated by ``shift`` bits. ``pool`` (optional):
     disjoint windows of instances that both parties then sum on their own shares (an average
     pool, whose ``1/k`` the next layer's weights carry)."""
 
@@ -64,6 +67,11 @@ class TwoPartyStep:
     def window(self) -> int:
         """Inputs per instance."""
         return int(self.groups.shape[1])
+
+    @property
+    def circuit_kind(self) -> str:
+        """The garbled circuit's kind (``heinfer.twoparty.LayerCircuit``)."""
+        return "truncate" if self.kind == "square" else self.kind
 
     @property
     def instances(self) -> int:
@@ -110,6 +118,11 @@ class TwoPartyProgram:
     def plain_modulus(self) -> int:
         """The plaintext prime ``p`` of every share and ciphertext."""
         return int(self.bfv["plain_modulus"])
+
+    def squared_input(self, k: int) -> bool:
+        """True when segment ``k``'s input is the square of the previous step's output: the
+        client then sends two ciphertext lists, ``Enc(a²)`` and ``Enc(a)``."""
+        return k > 0 and self.steps[k - 1].kind == "square"
 
     @property
     def is_public(self) -> bool:

@@ -20,7 +20,7 @@ from heinfer.program.two_party import TwoPartyProgram, TwoPartySegment, TwoParty
 __all__ = ["two_party_public_to_json", "two_party_public_from_json", "two_party_weights_to_json", "two_party_weights_from_json"]
 
 _BFV_KEYS = ("log_n", "log_q", "log_p", "plain_modulus", "security")
-_STEP_KINDS = ("relu", "maxpool_relu")
+_STEP_KINDS = ("relu", "maxpool_relu", "square")
 
 
 def two_party_public_to_json(p: TwoPartyProgram) -> tuple[dict, dict]:
@@ -98,6 +98,10 @@ def two_party_public_from_json(m: dict, arrays) -> TwoPartyProgram:
             raise SerializationError(f"cannot read program: step {i}'s windows are not 2-D")
         if pool is not None:
             _index(pool, 0, groups.shape[0], f"step {i}'s pool")
+        if kind != "maxpool_relu" and groups.shape[1] != 1:
+            raise SerializationError(f"cannot read program: step {i} ({kind}) has windows of {groups.shape[1]} values")
+        if kind == "square" and pool is not None:
+            raise SerializationError(f"cannot read program: step {i} (square) has a pool")
         step = TwoPartyStep(kind, _i(st["shift"]), in_size, groups, pool)
         if step.out_size != segments[i + 1].in_size:
             raise SerializationError(f"cannot read program: step {i} yields {step.out_size} values, segment {i + 1} takes {segments[i + 1].in_size}")

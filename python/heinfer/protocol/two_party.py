@@ -15,6 +15,11 @@ Layer: ``heinfer.protocol``. Per query (one item), with additive shares mod ``p`
    ``y``, applies ReLU (or max-pool with ReLU), truncates and re-shares; the client encrypts
    its new share for the next layer. After the last layer the server masks every slot but the
    outputs, floods, and the client decrypts the output.
+4. **squares** (GAZELLE's AHE square protocol): the step's circuit only truncates; with
+   shares ``a`` (client) and ``b`` (server) of its output ``z``, the client encrypts ``a²`` and
+   ``a``, and the server computes ``W·z² = W·(Enc(a²) + b²) + (W·diag(2b))·Enc(a)`` — the next
+   layer run twice, the second time with its diagonals scaled by ``2b`` (encoded offline, as
+   ``b`` is the server's circuit mask), so ``Enc(a)`` goes through one product as any input.
 
 What each party learns (semi-honest, as GAZELLE): the client the output and the public
 architecture; the server nothing (it sees BFV ciphertexts and OT messages). Both parties are
@@ -32,7 +37,7 @@ from heinfer import bfv, ckks
 from heinfer.errors import ProtocolError
 from heinfer.program.two_party import TwoPartyProgram
 from heinfer.protocol.client import check_input
-from heinfer.runtime.bfv_transform import BfvLayer, prepare_layers
+from heinfer.runtime.bfv_transform import BfvLayer, input_elements, prepare_layers, scaled_columns
 from heinfer.twoparty import LayerCircuit, TwoPartyClient, TwoPartyServer
 
 __all__ = ["Party", "TwoPartyInferenceClient", "TwoPartyInferenceServer", "run_in_process"]
@@ -61,7 +66,7 @@ def _place(gather: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
 
 def _circuit(prog: TwoPartyProgram, k: int) -> LayerCircuit:
     st = prog.steps[k]
-    return LayerCircuit(st.kind, prog.plain_modulus, st.shift, st.window)
+    return LayerCircuit(st.circuit_kind, prog.plain_modulus, st.shift, st.window)
 
 
 class Party:
@@ -158,6 +163,8 @@ class TwoPartyInferenceClient(Party):
             raise ProtocolError(f"unexpected labels of step {k}")
         z = self.prog.steps[k].pool_shares(self._steps[k].finish(labels).astype(np.int64), self.p)
         self._k = k + 1
+        if self.prog.squared_input(k + 1):  # the AHE square: Enc(a²), then Enc(a)
+            return self._encrypt(k + 1, z * z % self.p) + self._encrypt(k + 1, z)
         return self._encrypt(k + 1, z)
 
     def finish(self, msgs: list[bytes]) -> np.ndarray:
@@ -190,6 +197,10 @@ class TwoPartyInferenceServer(Party):
         self.layers = layers or prepare_layers(self.params, prog.layers or [])
         self._gc, self.setup_reply = TwoPartyServer.start(keys["ot"])
         self._steps: list = []
+        #: per squared segment: the input element of every diagonal slot, and the layer with
+        #: its columns scaled by twice the server's share (per query, encoded offline)
+        self._elements = {k: input_elements(self.layers[k].t, seg.gather) for k, seg in enumerate(prog.segments) if prog.squared_input(k)}
+        self._cross: dict[int, BfvLayer] = {}
 
     def offline(self, msgs: list[bytes]) -> list[bytes]:
         """Masks, garbling and OT corrections for every step of the next query."""
@@ -200,7 +211,15 @@ class TwoPartyInferenceServer(Party):
             step, reply = self._gc.offline(_circuit(self.prog, k), st.instances, m)
             self._steps.append(step)
             out.append(reply)
+        self._cross = {
+            k: BfvLayer(self.params, scaled_columns(self.layers[k].t, el, 2 * self._share(k - 1), self.p))
+            for k, el in self._elements.items()
+        }
         return out
+
+    def _share(self, k: int) -> np.ndarray:
+        """The server's shares (``int64`` residues) of step ``k``'s outputs."""
+        return self.prog.steps[k].pool_shares(self._steps[k].output_shares().astype(np.int64), self.p)
 
     def layer(self, k: int, msgs: list[bytes]) -> list[bytes]:
         """Runs linear layer ``k`` on the client's encrypted share; returns the masked,
@@ -208,11 +227,17 @@ class TwoPartyInferenceServer(Party):
         if len(self._steps) != len(self.prog.steps):
             raise ProtocolError("run the offline phase before a query")
         seg = self.prog.segments[k]
-        cts = self._load(msgs, seg.n_input_cts, f"layer {k} input")
-        if k > 0:  # add the server's share of the input: Enc(z) + (−m) = Enc(y)
-            share = self.prog.steps[k - 1].pool_shares(self._steps[k - 1].output_shares().astype(np.int64), self.p)
-            cts = [self._ev.add_plain(c, self._enc.encode(r)) for c, r in zip(cts, _place(seg.gather, share, self.n))]
-        out = self.layers[k].run(self._ev, cts, self._galois)
+        squared = self.prog.squared_input(k)
+        n = seg.n_input_cts
+        cts = self._load(msgs, 2 * n if squared else n, f"layer {k} input")
+        if k > 0:  # add the server's share of the input: Enc(z) + (−m) = Enc(y); squared: Enc(a²) + b²
+            share = self._share(k - 1)
+            if squared:
+                share = share * share % self.p
+            cts[:n] = [self._ev.add_plain(c, self._enc.encode(r)) for c, r in zip(cts[:n], _place(seg.gather, share, self.n))]
+        out = self.layers[k].run(self._ev, cts[:n], self._galois)
+        if squared:  # + (W·diag(2b))·Enc(a)
+            out = [self._ev.add(y, c) for y, c in zip(out, self._cross[k].run(self._ev, cts[n:], self._galois))]
         masks = _uniform((len(out), self.n), self.p)
         if k < len(self.prog.steps):
             st = self.prog.steps[k]

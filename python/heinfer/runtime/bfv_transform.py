@@ -9,6 +9,8 @@ products, giant-step rotations, folds, bias — on row 0 of BFV's two rows of ``
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from heinfer import bfv
@@ -17,7 +19,7 @@ from heinfer.errors import ProtocolError
 from heinfer.program.transform import Transform
 from heinfer.runtime.executor import lazy_until_fits, plaintext_budget
 
-__all__ = ["BfvLayer", "multiplier_bytes", "prepare_layers", "row0"]
+__all__ = ["BfvLayer", "input_elements", "multiplier_bytes", "prepare_layers", "row0", "scaled_columns"]
 
 
 def row0(values: np.ndarray, n: int) -> np.ndarray:
@@ -77,6 +79,44 @@ class BfvLayer:
                 y = ev.add_plain(y, self.bias[o])
             result.append(y)
         return result
+
+
+def input_elements(t: Transform, gather: np.ndarray) -> np.ndarray:
+    """``elements[i, s]``: the input element that slot ``s`` of term ``i``'s diagonal multiplies
+    (``-1``: an empty slot), for inputs placed by ``gather`` (``gather[a, s]``: the element in
+    slot ``s`` of input ciphertext ``a``).
+
+    Term ``i = (o, g, a, b)`` multiplies ``vectors[i][s]`` by ``rot(x_a, b)[s] = x_a[s + b]``,
+    where ``x_a`` is the input after the replication steps ``x ← x + rot(x, r)``; replication
+    copies a clean input, so every slot holds at most one element (checked)."""
+    n_in, width = gather.shape
+    if n_in != t.n_in or width > t.slots:
+        raise ProtocolError(f"a layout of {n_in}×{width} slots does not fit a {t.n_in}-input transform of {t.slots} slots")
+    elems = np.full((n_in, t.slots), -1, dtype=np.int64)
+    elems[:, :width] = gather
+    for r in t.replicate:
+        moved = np.roll(elems, -int(r), axis=1)
+        if ((elems >= 0) & (moved >= 0)).any():
+            raise ProtocolError("a replication step overlaps its input: its slots hold sums")
+        elems = np.where(elems >= 0, elems, moved)
+    a, b = t.terms[:, 2].astype(np.int64), t.terms[:, 3].astype(np.int64)
+    cols = (np.arange(t.slots)[None, :] + b[:, None]) % t.slots
+    return elems[a[:, None], cols]
+
+
+def scaled_columns(t: Transform, elements: np.ndarray, scale: np.ndarray, p: int) -> Transform:
+    """The transform of ``W·diag(scale)`` mod ``p`` without bias: every diagonal entry times
+    the scale of the input element it multiplies (``elements`` from :func:`input_elements`),
+    reduced to the signed range. GAZELLE's square protocol runs the next layer on ``Enc(a)``
+    with the columns scaled by ``2b`` instead of multiplying ``Enc(a)`` by ``2b`` first: the
+    noise grows by one product, not two."""
+    s = np.asarray(scale, dtype=np.int64) % p
+    factor = np.where(elements >= 0, s[np.maximum(elements, 0)], 0)
+    v = np.rint(t.vectors).astype(np.int64) % p
+    # exact: products below 2^62 for p < 2^31, Python integers beyond
+    v = v * factor % p if p < 1 << 31 else (v.astype(object) * factor % p).astype(np.int64)
+    v = np.where(v > (p - 1) // 2, v - p, v).astype(np.float64)
+    return replace(t, vectors=v, bias=None)
 
 
 def prepare_layers(params: bfv.BfvParameters, transforms: list[Transform], max_memory: int | None = None) -> list[BfvLayer]:

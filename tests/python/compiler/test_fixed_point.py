@@ -72,10 +72,26 @@ def test_a_bound_that_is_exceeded_is_caught_not_wrapped(digits) -> None:
         simulate(plan, x[:8])
 
 
-def test_square_activations_are_not_supported_yet() -> None:
-    graph = _graph("cryptonets")
-    with pytest.raises(UnsupportedOperatorError, match="square activation .* not supported yet"):
-        plan_fixed_point(graph, [1.0] * (len(graph.ops) + 1), P22)
+@pytest.mark.parametrize("name", ["mnist_a", "cryptonets"])
+@pytest.mark.parametrize("p", [1_032_193, P22, P26])
+def test_square_plans_truncate_then_square(digits, name: str, p: int) -> None:
+    """GAZELLE's square step: the circuit truncates to g bits, the AHE square doubles them, so
+    the next layer's input has an even number 2g of fractional bits."""
+    x, _ = digits
+    graph = _graph(name)
+    bounds = tensor_bounds(graph, x[:64], 1.0, 1.25)
+    plan = plan_fixed_point(graph, bounds, p, calibration=x[:64])
+    got = simulate(plan, x)
+    want = graph.run(x).reshape(len(x), -1)
+    agreement = float((got.argmax(1) == want.argmax(1)).mean())
+    rel = float(np.abs(got - want).max() / np.abs(want).max())
+    print(f"{name} p={p.bit_length()} bits: {[(l.in_frac, l.weight_frac, l.shift) for l in plan.layers]}, "
+          f"agreement {agreement:.4f}, rel. logit error {rel:.2e}")
+    for a, b in zip(plan.layers, plan.layers[1:]):
+        assert [f.kind for f in a.step] == ["square"]
+        assert a.shift >= 0 and b.in_frac == 2 * (a.out_frac - a.shift)
+    assert agreement >= {20: 0.97, 23: 0.99, 27: 0.99}[p.bit_length()]
+    assert rel < {20: 0.1, 23: 0.06, 27: 0.03}[p.bit_length()]
 
 
 def test_a_modulus_too_small_for_the_values_is_refused() -> None:

@@ -43,6 +43,18 @@ def test_round_trip_keeps_every_field(prog) -> None:
     assert heinfer.load_program(prog.to_bytes()).to_bytes() == prog.to_bytes()  # canonical
 
 
+def test_square_steps_round_trip_and_bad_ones_are_refused() -> None:
+    cal = np.load(MODELS / "digits_test.npz")["x"][100:164]
+    prog = heinfer.compile(MODELS / "mnist_a.onnx", mode="latency", protocol="two-party", calibration=cal)
+    back = heinfer.load_program(prog.public().to_bytes())
+    assert [s.kind for s in back.steps] == ["square", "square"] and back.squared_input(1) and not back.squared_input(0)
+    assert back.id == prog.id
+    man, arrays = two_party_public_to_json(prog.public())
+    arrays["step0.groups"] = np.zeros((64, 2), dtype=np.int64)  # a square has one value per instance
+    with pytest.raises(SerializationError, match="windows of 2 values"):
+        heinfer.load_program(_pack(2, (man, arrays)))
+
+
 def test_the_public_part_has_no_weights(prog) -> None:
     data = prog.public().to_bytes()
     pub = heinfer.load_program(data)

@@ -45,8 +45,9 @@ def _plain_fixed_point(model: bytes, x: np.ndarray, cal: np.ndarray = CAL) -> np
     return simulate(plan_fixed_point(g, bounds, 1_032_193, cal), x)
 
 
-@pytest.mark.parametrize("name", ["cryptonets_relu", "mnist_d"])
+@pytest.mark.parametrize("name", ["cryptonets_relu", "mnist_d", "mnist_a", "cryptonets"])
 def test_protocol_matches_the_fixed_point_plan_exactly(compiled, name: str) -> None:
+    """Networks C, D, A and B (A and B: squares by truncation circuit and AHE square)."""
     model, prog = compiled(name)
     x = DIGITS[:2] if name == "mnist_d" else DIGITS[:4]
     out, rep = run_in_process(prog, x)
@@ -54,7 +55,8 @@ def test_protocol_matches_the_fixed_point_plan_exactly(compiled, name: str) -> N
     np.testing.assert_array_equal(out, _plain_fixed_point(model, x))
     want = om.run_onnxruntime(model, x.astype(np.float32))
     np.testing.assert_array_equal(out.argmax(1), want.argmax(1))
-    assert np.abs(out - want).max() / np.abs(want).max() < 0.05
+    # squares keep g fractional bits of a value and 2g of its square (20-bit p): coarser
+    assert np.abs(out - want).max() / np.abs(want).max() < (0.1 if name in ("mnist_a", "cryptonets") else 0.05)
     assert rep["online_bytes"] > 0 and rep["offline_bytes"] > 0 and rep["setup_bytes"] > 0
 
 
@@ -102,8 +104,6 @@ def test_parties_refuse_out_of_order_and_malformed_messages(compiled) -> None:
 
 
 def test_unsupported_networks_are_refused_by_name() -> None:
-    with pytest.raises((UnsupportedOperatorError, NotSupportedYetError), match="square"):
-        compile_two_party(load_onnx((MODELS / "cryptonets.onnx").read_bytes()), calibration=CAL)
     with pytest.raises((UnsupportedOperatorError, NotSupportedYetError), match="tanh"):
         compile_two_party(load_onnx(om.mlp((16, 8, 4), act="Tanh")), input_bound=1.0)
 

@@ -35,6 +35,16 @@ def test_served_results_equal_the_in_process_ones(prog) -> None:
     assert handle.service.sessions == 1 and handle.service.errors == 0
 
 
+def test_square_networks_are_served_with_the_in_process_results() -> None:
+    """Network A (squares: truncation circuit, then the AHE square with two input lists)."""
+    prog = heinfer.compile(MODELS / "mnist_a.onnx", mode="latency", protocol="two-party", calibration=DIGITS[100:164])
+    want, _ = run_in_process(prog, DIGITS[:2])
+    with serve_two_party(prog) as handle, connect_two_party(handle.address, prog.public()) as conn:
+        got, _ = conn.infer(DIGITS[:2])
+    np.testing.assert_array_equal(got, want)
+    assert handle.service.errors == 0
+
+
 def test_a_memory_budget_streams_the_layers_with_the_same_results(prog) -> None:
     want, _ = run_in_process(prog, DIGITS[:1])
     with serve_two_party(prog, max_memory=0) as handle, connect_two_party(handle.address, prog.public()) as conn:

@@ -16,6 +16,11 @@
 //!   `y = v ≥ h ? v − h : 0` (2b) and the re-sharing (3b + 1): `(3b + 1)k + 2b(k − 1) + 5b + 1`
 //!   AND gates, 465 at b = 20 and k = 4. `ReLU(max(x)) = max(ReLU(x))`, so a ReLU followed by
 //!   max-pooling is this one circuit.
+//! * Truncation alone (before GAZELLE's AHE square, which cannot truncate): the server shifts
+//!   its shares by `H = K·2^shift` with `K = ⌊(p−1)/2 / 2^shift⌋` (free), so `v = x + H` is
+//!   `x` moved onto `[0, p)` for `−H ≤ x < p − H`; `⌊v / 2^shift⌋ = ⌊x / 2^shift⌋ + K` is
+//!   wiring, and the server's mask input is `m − K` (free), so the output is
+//!   `⌊x / 2^shift⌋ + m mod p`: two additions mod `p`, `6b + 2` AND gates, 122 at b = 20.
 
 use super::circuit::{from_bits, to_bits, Builder, Circuit, Wire};
 use crate::{Result, TwoPartyError};
@@ -30,6 +35,8 @@ pub enum Layer {
         /// Values per window.
         window: usize,
     },
+    /// `⌊x / 2^shift⌋` of the signed value, nothing else (the square protocol's truncation).
+    Truncate,
 }
 
 /// A layer's circuit for one plaintext modulus and truncation, with its input encodings.
@@ -62,7 +69,7 @@ impl LayerCircuit {
             )));
         }
         let k = match layer {
-            Layer::Relu => 1,
+            Layer::Relu | Layer::Truncate => 1,
             Layer::MaxPoolRelu { window } if window >= 2 => window,
             Layer::MaxPoolRelu { window } => {
                 return Err(TwoPartyError::InvalidArgument(format!(
@@ -93,6 +100,14 @@ impl LayerCircuit {
                 let (d, below) = b.sub(&mx, &hw);
                 b.zero_if(below, &d)
             }
+            Layer::Truncate => {
+                if ((p - 1) / 2) >> shift == 0 {
+                    return Err(TwoPartyError::InvalidArgument(format!(
+                        "truncation of {shift} bits leaves no signed range modulo {p}"
+                    )));
+                }
+                b.add_mod(&c[0], &s[0], p)
+            }
         };
         let zero = b.zero();
         let mut yt: Vec<Wire> = y[shift..].to_vec();
@@ -110,7 +125,7 @@ impl LayerCircuit {
     /// Values per instance (1 for ReLU, the window for max-pooling).
     pub fn arity(&self) -> usize {
         match self.layer {
-            Layer::Relu => 1,
+            Layer::Relu | Layer::Truncate => 1,
             Layer::MaxPoolRelu { window } => window,
         }
     }
@@ -132,7 +147,8 @@ impl LayerCircuit {
     }
 
     /// The garbler's input bits for its shares `s` (`arity` per instance) and masks `m` (one
-    /// per instance); max-pooling shifts the shares by `(p−1)/2` here.
+    /// per instance); max-pooling shifts the shares by `(p−1)/2` here, truncation by
+    /// `K·2^shift` (and its masks by `−K`).
     pub fn garbler_bits(&self, s: &[u64], m: &[u64]) -> Result<Vec<bool>> {
         self.check(s, "server share")?;
         self.check(m, "mask")?;
@@ -144,15 +160,28 @@ impl LayerCircuit {
                 m.len()
             )));
         }
-        let bias = if k > 1 { (self.p - 1) / 2 } else { 0 };
+        let (bias, unbias) = match self.layer {
+            Layer::Relu => (0, 0),
+            Layer::MaxPoolRelu { .. } => ((self.p - 1) / 2, 0),
+            Layer::Truncate => {
+                let k = self.truncation_offset();
+                (k << self.shift, k)
+            }
+        };
         let mut bits = Vec::with_capacity(m.len() * (k + 1) * self.bits);
         for (inst, &mask) in m.iter().enumerate() {
             for &v in &s[inst * k..(inst + 1) * k] {
                 bits.extend(to_bits((v + bias) % self.p, self.bits));
             }
-            bits.extend(to_bits(mask, self.bits));
+            bits.extend(to_bits((mask + self.p - unbias) % self.p, self.bits));
         }
         Ok(bits)
+    }
+
+    /// `K = ⌊(p−1)/2 / 2^shift⌋`: truncation reconstructs `x + K·2^shift`, in `[0, p)` for
+    /// every signed `x` the plan allows.
+    fn truncation_offset(&self) -> u64 {
+        ((self.p - 1) / 2) >> self.shift
     }
 
     /// The evaluator's output values from the output bits (one value per instance).
@@ -177,6 +206,16 @@ impl LayerCircuit {
             .map(|(&a, &b)| signed((a + b) % p))
             .max()
             .expect("one value");
+        if self.layer == Layer::Truncate {
+            let h = (self.truncation_offset() << self.shift) as i128;
+            if x < -h || x >= p as i128 - h {
+                // outside the range the circuit is defined on: v = x + H wraps modulo p
+                let v = ((x + h).rem_euclid(p as i128) as u64) >> self.shift;
+                return (v + m + p - self.truncation_offset()) % p;
+            }
+            let y = x.div_euclid(1i128 << self.shift).rem_euclid(p as i128) as u64;
+            return (y + m) % p;
+        }
         let y = (x.max(0) as u64) >> self.shift;
         (y + m) % p
     }

@@ -145,6 +145,43 @@ fn relu_reference_is_relu_of_the_signed_value() {
 }
 
 #[test]
+fn truncate_on_every_share_pair_of_small_moduli() {
+    for p in [13u64, 31, 61] {
+        for shift in [0usize, 1, 2, 3]
+            .into_iter()
+            .filter(|&k| ((p - 1) / 2) >> k > 0)
+        {
+            let lc = LayerCircuit::new(Layer::Truncate, p, shift).unwrap();
+            let (mut c, mut s, mut m) = (vec![], vec![], vec![]);
+            for a in 0..p {
+                for b in 0..p {
+                    c.push(a);
+                    s.push(b);
+                    m.push((a * 5 + b * 11 + shift as u64) % p);
+                }
+            }
+            check_layer(&lc, &c, &s, &m, 3 * p + shift as u64);
+        }
+    }
+}
+
+#[test]
+fn truncate_reference_is_the_signed_floor_in_range() {
+    let p = 61u64;
+    let h = (p - 1) / 2;
+    for shift in 0..4usize {
+        let lc = LayerCircuit::new(Layer::Truncate, p, shift).unwrap();
+        let range = (h >> shift << shift) as i64; // H = K·2^shift: −H ≤ x ≤ (p−1)/2 is exact
+        for x in -range..=h as i64 {
+            let share = 17u64;
+            let c = (x.rem_euclid(p as i64) as u64 + p - share) % p;
+            let want = x.div_euclid(1 << shift).rem_euclid(p as i64) as u64;
+            assert_eq!(lc.reference(&[c], &[share], 0), want, "x={x} shift={shift}");
+        }
+    }
+}
+
+#[test]
 fn maxpool_relu_on_every_window_of_a_small_modulus() {
     let p = 13u64;
     for (window, shift) in [(2usize, 0usize), (4, 1)] {
@@ -176,7 +213,11 @@ fn layers_at_20_and_36_bits_on_random_shares() {
         (5_324_801, 10),
         (68_718_428_161, 12),
     ] {
-        for layer in [Layer::Relu, Layer::MaxPoolRelu { window: 4 }] {
+        for layer in [
+            Layer::Relu,
+            Layer::MaxPoolRelu { window: 4 },
+            Layer::Truncate,
+        ] {
             let lc = LayerCircuit::new(layer, p, shift).unwrap();
             let n = 300;
             let k = lc.arity();
@@ -198,6 +239,13 @@ fn and_gate_counts_are_the_documented_ones() {
             .and_count(),
         8 * b + 2
     );
+    assert_eq!(
+        LayerCircuit::new(Layer::Truncate, 5_324_801, 3)
+            .unwrap()
+            .circuit
+            .and_count(),
+        6 * b + 2
+    );
     let k = 4;
     let want = (3 * b + 1) * k + 2 * b * (k - 1) + 5 * b + 1;
     assert_eq!(
@@ -214,6 +262,7 @@ fn bad_arguments_are_errors() {
     assert!(LayerCircuit::new(Layer::Relu, 16, 0).is_err());
     assert!(LayerCircuit::new(Layer::Relu, 13, 4).is_err());
     assert!(LayerCircuit::new(Layer::MaxPoolRelu { window: 1 }, 13, 0).is_err());
+    assert!(LayerCircuit::new(Layer::Truncate, 13, 3).is_err()); // (13−1)/2 >> 3 = 0
     let lc = LayerCircuit::new(Layer::Relu, 13, 0).unwrap();
     assert!(lc.evaluator_bits(&[13]).is_err());
     assert!(lc.garbler_bits(&[1, 2], &[3]).is_err());

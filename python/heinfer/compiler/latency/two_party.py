@@ -13,9 +13,14 @@ Layer: ``heinfer.compiler`` (pure numpy). Passes:
 4. the noise budget: a worst-case bound on each layer's BFV error, so the server floods it
    with 40 bits of statistical distance (:func:`flood_bits_for`).
 
-Not supported yet (a clear error names them): squares (GAZELLE's AHE square protocol), a
-max-pool without a ReLU before or after it, overlapping or padded pooling windows, client
-functions before the first layer.
+A square activation is a step too: a truncation circuit, then GAZELLE's AHE square protocol
+(the client encrypts its share ``a`` and ``a²``; the server adds ``2b·a + b²`` for its share
+``b`` — the cross term as a second run of the next layer with the diagonals scaled by ``2b``,
+so no product adds noise to the input).
+
+Not supported yet (a clear error names them): a max-pool without a ReLU before or after it,
+overlapping or padded pooling windows, a square next to another function, client functions
+before the first layer.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from dataclasses import replace
 import numpy as np
 
 from heinfer.compiler.cost import analytic_costs
-from heinfer.compiler.fixed_point import FixedPointLayer, plan_fixed_point
+from heinfer.compiler.fixed_point import FixedPointLayer, as_client_square, plan_fixed_point
 from heinfer.compiler.fuse import fold_linear, merge_linear
 from heinfer.compiler.ir import Graph, Linear
 from heinfer.compiler.latency.compile import LatencyOptions, _lower
@@ -102,14 +107,12 @@ def compile_two_party(
     bfv = dict(bfv or DEFAULT_BFV)
     p, log_n = int(bfv["plain_modulus"]), int(bfv["log_n"])
     g = _merge_all_linear(fold_linear(pools_to_client(graph, after=frozenset({"relu"}))))
+    g = replace(g, ops=[as_client_square(op) for op in g.ops])  # squares are steps between layers
     calibration, input_bound, bounds = calibrated_bounds(g, calibration, input_bound, options.headroom)
     pre, seg_ops, _, post = split_segments(g.ops)
     if pre:
         raise NotSupportedYetError("two-party protocol: client functions before the first linear layer are not supported yet")
-    if any(len(ops) != 1 or not isinstance(ops[0], Linear) for ops in seg_ops):
-        raise NotSupportedYetError(
-            "two-party protocol: squares have no two-party protocol yet (GAZELLE's AHE square protocol is not built)"
-        )
+    assert all(len(ops) == 1 and isinstance(ops[0], Linear) for ops in seg_ops)  # merged above
     plan = plan_fixed_point(g, bounds, p, calibration)
     slots = 1 << (log_n - 1)
     costs = analytic_costs(log_n, len(bfv["log_q"]), len(bfv["log_p"]))
@@ -118,10 +121,14 @@ def compile_two_party(
     for k, (ops, fl) in enumerate(zip(seg_ops, plan.layers)):
         lin = ops[0]
         quantized = Linear(lin.name, fl.weights.astype(np.float64), fl.bias.astype(np.float64), lin.in_shape, lin.out_shape)
-        gather, steps, placement = _segment_two_party(quantized, slots, costs, options.strategy, _ciphertext_bytes(bfv) / bandwidth)
+        squared = k > 0 and [f.kind for f in plan.layers[k - 1].step] == ["square"]
+        gather, steps, placement = _segment_two_party(
+            quantized, slots, costs, options.strategy, _ciphertext_bytes(bfv) / bandwidth, 2 if squared else 1
+        )
         t = steps[0].transform
         _check_integral(t, lin.name)
-        b = flood_bits_for(noise_bits(t, log_n, p), log_n)
+        # after a square: the layer runs twice (on Enc(a²) and, scaled by 2b, on Enc(a)) and sums
+        b = flood_bits_for(noise_bits(t, log_n, p) + (1 if squared else 0), log_n)
         if b > limit:
             raise CompileError(
                 f"two-party protocol: layer {lin.name!r} needs 2^{b} of flooding, more than the BFV "
@@ -164,17 +171,19 @@ def _ciphertext_bytes(bfv: dict) -> float:
     return 2 * (1 << int(bfv["log_n"])) * sum(bfv["log_q"]) / 8
 
 
-def _segment_two_party(op: Linear, slots: int, costs, strategy, ct_seconds: float) -> tuple:
+def _segment_two_party(op: Linear, slots: int, costs, strategy, ct_seconds: float, runs: int = 1) -> tuple:
     """Latency mode's layout choice (:func:`heinfer.compiler.latency.compile._segment`) with the
     ciphertexts priced on the wire too (``ct_seconds`` per full ciphertext): the client's
     inputs (seed-compressed, half size) and the server's results — both parties wait for them.
     A result also costs its re-randomization (an encryption of zero) and the client's
-    decryption; the output placement is chosen with these prices, not after."""
+    decryption; the output placement is chosen with these prices, not after. ``runs = 2``
+    after a square: two input lists and two runs of the transform (the results' price counted
+    twice too, a small over-estimate)."""
     best = None
     out_ct_s = ct_seconds + costs["encrypt"][0] + costs["decrypt"][0]
     for cand in input_candidates(op, slots, 1, costs, strategy, BFV_HOISTING):
         steps, total = _lower([op], cand, slots, costs, strategy, BFV_HOISTING, out_ct_s)
-        score = total + cand["encrypt_s"] + len(cand["gather"]) / 2 * ct_seconds
+        score = runs * (total + cand["encrypt_s"] + len(cand["gather"]) / 2 * ct_seconds)
         if best is None or score < best[0]:
             best = (score, cand, steps)
     _, cand, (steps, placement) = best
@@ -206,8 +215,10 @@ def _step(fl: FixedPointLayer, n_in: int) -> TwoPartyStep:
     if len(pools) > 1 or (pools and fl.step[-1] is not pools[0]):
         raise NotSupportedYetError(f"two-party protocol: layer {fl.name!r}: a sum-pool must be the step's last function")
     pool = np.asarray(pools[0].groups, dtype=np.int64) if pools else None
-    if kinds == ["relu"]:
-        return TwoPartyStep("relu", fl.shift, n_in, np.arange(n_in, dtype=np.int64).reshape(-1, 1), pool)
+    if kinds in (["relu"], ["square"]):
+        if pool is not None and kinds == ["square"]:  # pragma: no cover - pools follow ReLUs only
+            raise NotSupportedYetError(f"two-party protocol: layer {fl.name!r}: a pool after a square is not supported yet")
+        return TwoPartyStep(kinds[0], fl.shift, n_in, np.arange(n_in, dtype=np.int64).reshape(-1, 1), pool)
     if pool is not None:
         raise NotSupportedYetError(f"two-party protocol: layer {fl.name!r}: a pool after a max-pool is not supported yet")
     if sorted(kinds) == ["maxpool", "relu"]:
