@@ -7,7 +7,8 @@
 //! `R = r_0 + r_1·q_0 + … < Q` in mixed radix. So `⌊p·x/Q⌋ = c_k`, and it rounds up when
 //! `R ≥ (Q+1)/2`, compared digit by digit from the top. `R` centered is `Q·v` for the
 //! invariant noise `v = (p·e − (Q mod p)·m)/Q`, which [`Decryptor::noise_budget`] reports as
-//! `−log2(2|v|)` bits (decryption is correct while it is positive).
+//! `−log2(2|v|)` bits (decryption is correct while it is positive). A ciphertext at a lower
+//! level `ℓ` decrypts the same way with `Q_ℓ = q_0·…·q_ℓ`.
 
 use crate::encoder::BatchEncoder;
 use crate::error::{BfvError, Result};
@@ -27,8 +28,23 @@ pub struct Decryptor {
 /// Refuses what a BFV ciphertext of `params` cannot be: another parameter set, a lower level,
 /// a scale other than 1, or more than two parts.
 pub(crate) fn check_ciphertext(params: &BfvParams, ct: &Ciphertext, op: &str) -> Result<()> {
+    check_result(params, ct, op)?;
+    if ct.level() != params.level() {
+        return Err(BfvError::ParamsMismatch(format!(
+            "{op}: a BFV ciphertext to compute on has level {}; got level {} (a compacted result \
+             is only decrypted)",
+            params.level(),
+            ct.level(),
+        )));
+    }
+    Ok(())
+}
+
+/// [`check_ciphertext`] at any level: what a decryptor and the wire accept (a result the
+/// server switched down to fewer primes, [`crate::Rerandomizer::rerandomize_compact`]).
+pub(crate) fn check_result(params: &BfvParams, ct: &Ciphertext, op: &str) -> Result<()> {
     params.rlwe().check_id(ct.params_id())?;
-    if ct.level() != params.level() || ct.scale() != 1.0 || ct.size() != 2 {
+    if ct.level() > params.level() || ct.scale() != 1.0 || ct.size() != 2 {
         return Err(BfvError::ParamsMismatch(format!(
             "{op}: a BFV ciphertext has level {}, scale 1 and two parts; got level {}, scale {}, {} parts",
             params.level(),
@@ -68,7 +84,10 @@ impl Decryptor {
     /// choice; a party that decrypts what it was sent does not need it.
     pub fn noise_budget(&self, ct: &Ciphertext) -> Result<f64> {
         let (_, worst) = self.scale_and_round(ct, true)?;
-        let log_q = self.params.log_q();
+        let log_q: f64 = self.params.rlwe().q()[..=ct.level()]
+            .iter()
+            .map(|&q| (q as f64).log2())
+            .sum();
         Ok(if worst <= 0.0 {
             log_q - 1.0
         } else {
@@ -78,10 +97,11 @@ impl Decryptor {
 
     /// Message coefficients and, when asked, the largest `|R|` (centered, as `f64`).
     fn scale_and_round(&self, ct: &Ciphertext, noise: bool) -> Result<(Vec<u64>, f64)> {
-        check_ciphertext(&self.params, ct, "decrypt")?;
+        check_result(&self.params, ct, "decrypt")?;
         let rlwe = self.params.rlwe();
         let n = rlwe.n();
-        let k = rlwe.q().len();
+        let k = ct.level() + 1; // Q_ℓ = q_0·…·q_ℓ
+        let half_digits = &self.params.inner().half_digits[ct.level()];
         let mut pt = self.inner.decrypt(ct)?;
         let mut x = pt.poly().clone();
         pt.zeroize();
@@ -90,7 +110,7 @@ impl Decryptor {
             .enumerate()
             .for_each(|(i, limb)| rlwe.ntt(i).inverse(limb));
         let inner = self.params.inner();
-        let qs: Vec<Modulus> = rlwe.q().iter().map(|&q| Modulus::new(q)).collect();
+        let qs: Vec<Modulus> = rlwe.q()[..k].iter().map(|&q| Modulus::new(q)).collect();
         let t = inner.t.q;
         const CHUNK: usize = 256;
         let data = x.data();
@@ -106,7 +126,7 @@ impl Decryptor {
                     }
                     let v = mixed_radix(&qs, &inner.prefix_mod_q, &inner.prefix_inv, &res);
                     let (mut m, r) = scale_digits(&qs, t, &v);
-                    let up = !less(&r, &inner.half_digits);
+                    let up = !less(&r, half_digits);
                     if up {
                         m += 1;
                     }

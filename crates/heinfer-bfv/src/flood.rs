@@ -9,12 +9,22 @@
 //! at most `N·B/2^{b+1}`. [`flood_bits`] picks `b = ⌈log2 B⌉ + λ + log2 N` for distance
 //! `< 2^{−λ−1}`; decryption stays correct while `2^b + B` is below `Δ/2`, which
 //! [`Rerandomizer::rerandomize`] checks.
+//!
+//! **Compact results.** Flooding needs a large `Q`, but only until the noise is flooded:
+//! [`Rerandomizer::rerandomize_compact`] then switches the ciphertext down to the fewest primes
+//! `Q_ℓ = q_0·…·q_ℓ` that still decrypt it (`c ↦ ⌊c·Q_ℓ/Q⌉`, the engine's rescale by each
+//! dropped prime). The error becomes `e·Q_ℓ/Q + r` with the rounding `|r| ≤ (1 + N)/2` (a
+//! ternary secret) plus at most `p` from `⌊Q/p⌋·Q_ℓ/Q ≠ ⌊Q_ℓ/p⌋`, and must stay below
+//! `Δ_ℓ/2 = ⌊Q_ℓ/p⌋/2` with the same 3 bits of margin. Switching is public and applied to
+//! the flooded ciphertext — the client could do it itself — so it hides exactly as much; a
+//! result then travels in one or two primes instead of all of them (a third of the bytes at
+//! the protocol's parameters).
 
 use crate::decrypt::check_ciphertext;
 use crate::error::{BfvError, Result};
 use crate::params::BfvParams;
 use heinfer_ckks::poly::RnsPoly;
-use heinfer_ckks::{Ciphertext, Encryptor, PublicKey};
+use heinfer_ckks::{Ciphertext, Encryptor, Evaluator, PublicKey};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
@@ -36,6 +46,7 @@ pub fn flood_bits(noise_bits: u32, log_n: u32, stat_bits: u32) -> u32 {
 pub struct Rerandomizer {
     params: BfvParams,
     enc: Encryptor,
+    ev: Evaluator,
 }
 
 impl Rerandomizer {
@@ -44,6 +55,7 @@ impl Rerandomizer {
         Ok(Self {
             params: params.clone(),
             enc: Encryptor::new(params.rlwe(), pk)?,
+            ev: Evaluator::new(params.rlwe()),
         })
     }
 
@@ -52,7 +64,9 @@ impl Rerandomizer {
     /// At most [`MAX_FLOOD_BITS`] (the sampler draws 128-bit integers).
     pub fn max_flood_bits(&self) -> u32 {
         let log_delta = self.params.log_q() - (self.params.plain_modulus() as f64).log2();
-        (log_delta.floor() as u32).saturating_sub(3).min(MAX_FLOOD_BITS)
+        (log_delta.floor() as u32)
+            .saturating_sub(3)
+            .min(MAX_FLOOD_BITS)
     }
 
     /// `ct + Enc_pk(0) + (e, 0)`, `e` uniform in `[−2^b, 2^b]` per coefficient (OS-seeded).
@@ -104,6 +118,57 @@ impl Rerandomizer {
             rlwe,
             parts,
             self.params.level(),
+            1.0,
+        )?)
+    }
+}
+
+impl Rerandomizer {
+    /// The lowest level `ℓ` at which a ciphertext flooded with `2^b` (and an error below
+    /// `2^b` before it) still decrypts after switching down: `2^{b+1}·Q_ℓ/Q + N + p + 1 <
+    /// Δ_ℓ/2^3` (see the module documentation). The top level when none is lower.
+    pub fn compact_level(&self, b: u32) -> usize {
+        let q = self.params.rlwe().q();
+        let log_q: f64 = q.iter().map(|&x| (x as f64).log2()).sum();
+        let p = self.params.plain_modulus() as f64;
+        let fixed = (self.params.n() as f64 + p + 1.0).log2();
+        let mut log_ql = 0.0;
+        for (l, &ql) in q.iter().enumerate() {
+            log_ql += (ql as f64).log2();
+            let scaled = f64::from(b) + 1.0 + log_ql - log_q; // log2(2^{b+1}·Q_ℓ/Q)
+            let err = (scaled.exp2() + fixed.exp2()).log2();
+            if err <= log_ql - p.log2() - 1.0 - 3.0 {
+                return l;
+            }
+        }
+        self.params.level()
+    }
+
+    /// [`Self::rerandomize`], then the result switched down to [`Self::compact_level`]`(b)`:
+    /// the same message, flooded the same way, in fewer bytes.
+    pub fn rerandomize_compact(&self, ct: &Ciphertext, b: u32) -> Result<Ciphertext> {
+        let flooded = self.rerandomize(ct, b)?;
+        let level = self.compact_level(b);
+        let top = self.params.level();
+        if level == top {
+            return Ok(flooded);
+        }
+        // the engine's rescale divides by the last prime with rounding; its scale bookkeeping
+        // is given the product of the dropped primes (rounded up, so it ends at ≥ 1) and reset
+        let dropped: f64 = self.params.rlwe().q()[level + 1..]
+            .iter()
+            .map(|&q| q as f64)
+            .product();
+        let rlwe = self.params.rlwe();
+        let mut c =
+            Ciphertext::from_parts(rlwe, flooded.parts().to_vec(), top, dropped * (1.0 + 1e-9))?;
+        for _ in level..top {
+            self.ev.rescale_assign(&mut c)?;
+        }
+        Ok(Ciphertext::from_parts(
+            rlwe,
+            c.parts().to_vec(),
+            level,
             1.0,
         )?)
     }

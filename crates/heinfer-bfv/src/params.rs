@@ -60,8 +60,8 @@ pub(crate) struct Inner {
     pub prefix_mod_q: Vec<Vec<u64>>,
     /// `(q_0·…·q_{i−1})^{−1} mod q_i`.
     pub prefix_inv: Vec<u64>,
-    /// Mixed-radix digits of `(Q+1)/2`, for rounding.
-    pub half_digits: Vec<u64>,
+    /// `[ℓ]`: mixed-radix digits of `(Q_ℓ+1)/2` for `Q_ℓ = q_0·…·q_ℓ`, for rounding at level `ℓ`.
+    pub half_digits: Vec<Vec<u64>>,
 }
 
 impl std::fmt::Debug for BfvParams {
@@ -234,7 +234,9 @@ fn precompute(lit: BfvParamsLiteral, rlwe: CkksParams) -> Result<Inner> {
         .collect();
     // (Q+1)/2 ≡ 2^{−1} (mod q_i)
     let half: Vec<u64> = qs.iter().map(|q| q.inv(2)).collect();
-    let half_digits = mixed_radix(&qs, &prefix_mod_q, &prefix_inv, &half);
+    let half_digits = (1..=qs.len())
+        .map(|k| mixed_radix(&qs[..k], &prefix_mod_q[..k], &prefix_inv[..k], &half[..k]))
+        .collect();
     let mut h = Sha256::new();
     h.update(b"heinfer-bfv params v1");
     h.update(rlwe.id().to_le_bytes());

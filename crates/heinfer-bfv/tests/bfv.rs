@@ -291,17 +291,14 @@ fn ciphertexts_round_trip_and_bad_ones_are_refused() {
     );
     assert!(ciphertext_from_bytes(&s.params, &bytes[..bytes.len() - 1], usize::MAX).is_err());
     assert!(ciphertext_from_bytes(&s.params, &bytes, bytes.len() - 1).is_err());
-    // a lower level or another scale is not a BFV ciphertext of these parameters
+    // a lower level decodes (a compacted result) but is never computed on
     let ev = Evaluator::new(s.params.rlwe());
     let low = ev.drop_level(&ct, 1).unwrap();
-    assert!(matches!(
-        s.dec.decrypt(&low),
-        Err(BfvError::ParamsMismatch(_))
-    ));
     let low_bytes = heinfer_ckks::serialize::ciphertext_to_bytes(s.params.rlwe(), &low).unwrap();
+    let low = ciphertext_from_bytes(&s.params, &low_bytes, usize::MAX).unwrap();
     assert!(matches!(
-        ciphertext_from_bytes(&s.params, &low_bytes, usize::MAX),
-        Err(BfvError::Deserialize { .. })
+        s.ev.add(&low, &low),
+        Err(BfvError::ParamsMismatch(_))
     ));
     let mut scaled = ct.clone();
     scaled.set_scale(2.0).unwrap();
@@ -414,4 +411,60 @@ fn secure_preset_runs_a_flooded_product() {
         .map(|(&a, &b)| (a as u128 * b as u128 % p as u128) as u64)
         .collect();
     assert_eq!(out, want);
+}
+
+#[test]
+fn compact_results_decrypt_at_the_lowest_level_that_holds_the_flooding() {
+    let params = BfvParams::new(presets::pn13_plain20()).unwrap();
+    let kg = KeyGenerator::new(params.rlwe()).unwrap();
+    let pk = kg.public_key().unwrap();
+    let enc = BatchEncoder::new(&params);
+    let ev = BfvEvaluator::new(&params);
+    let dec = Decryptor::new(&params, kg.secret_key()).unwrap();
+    let rr = Rerandomizer::new(&params, &pk).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(9);
+    let p = params.plain_modulus();
+    let (x, w) = (
+        random_slots(&mut rng, 8192, p),
+        random_slots(&mut rng, 8192, p),
+    );
+    let ct = Encryptor::new(params.rlwe(), &pk)
+        .unwrap()
+        .encrypt(&enc.encode(&x).unwrap())
+        .unwrap();
+    let prod = ev
+        .mul_plain(&ct, &enc.encode_multiplier(&w).unwrap())
+        .unwrap();
+    let want = dec.decrypt(&prod).unwrap();
+    let full = ciphertext_to_bytes(&params, &prod).unwrap().len();
+    let max = rr.max_flood_bits();
+    // three 50-bit primes: one prime holds every flooding these parameters allow (2^125 is
+    // 2^26 after switching, 3 bits below Δ_0/2 = 2^29)
+    assert_eq!(rr.compact_level(110), 0);
+    assert_eq!(rr.compact_level(max), 0);
+    for b in [flood_bits(64, 13, 40), 120, max] {
+        let out = rr.rerandomize_compact(&prod, b).unwrap();
+        assert_eq!(out.level(), rr.compact_level(b));
+        assert_eq!(dec.decrypt(&out).unwrap(), want, "flooding 2^{b}");
+        // the worst case leaves 3 bits of margin; a random flooding leaves at least that
+        let budget = dec.noise_budget(&out).unwrap();
+        assert!(
+            budget > 2.0,
+            "2^{b}: {budget} bits left at level {}",
+            out.level()
+        );
+        let bytes = ciphertext_to_bytes(&params, &out).unwrap();
+        assert!(
+            bytes.len() * 3 <= full * (out.level() + 1) + 256,
+            "{} of {full} bytes",
+            bytes.len()
+        );
+        let back = ciphertext_from_bytes(&params, &bytes, 1 << 22).unwrap();
+        assert_eq!(dec.decrypt(&back).unwrap(), want);
+        // a compacted result is only decrypted: computing on it is refused
+        assert!(matches!(
+            ev.add(&back, &back),
+            Err(BfvError::ParamsMismatch(_))
+        ));
+    }
 }

@@ -258,6 +258,16 @@ impl BfvRerandomizer {
         let c = run(py, "BfvRerandomizer.rerandomize", || self.inner.rerandomize(&ct.inner, bits))?;
         Ok(Ciphertext::wrap(c, self.params.rlwe()))
     }
+    /// Re-randomized, flooded with `2^bits` and switched down to the fewest primes that
+    /// still decrypt it (a result to send).
+    fn rerandomize_compact(&self, py: Python<'_>, ct: &Ciphertext, bits: u32) -> PyResult<Ciphertext> {
+        let c = run(py, "BfvRerandomizer.rerandomize_compact", || self.inner.rerandomize_compact(&ct.inner, bits))?;
+        Ok(Ciphertext::wrap(c, self.params.rlwe()))
+    }
+    /// The level a result flooded with `2^bits` is switched down to.
+    fn compact_level(&self, bits: u32) -> usize {
+        self.inner.compact_level(bits)
+    }
 }
 
 /// Flooding exponent hiding a `2^noise_bits` error in a ring of degree `2^log_n` with

@@ -193,3 +193,17 @@ class Rerandomizer:
             ParameterError: ``bits`` exceeds :attr:`max_flood_bits`.
         """
         return Ciphertext._wrap(self._raw.rerandomize(_raw(ct, Ciphertext, "ct"), int(bits)), self._params.rlwe)
+
+    def rerandomize_compact(self, ct: Ciphertext, bits: int) -> Ciphertext:
+        """:meth:`rerandomize`, then switched down to the fewest ciphertext primes that still
+        decrypt it (``c ↦ ⌊c·Q_ℓ/Q⌉``, level :meth:`compact_level`): the same result to send
+        in fewer bytes. A switched ciphertext is only decrypted; evaluators refuse it.
+
+        Raises:
+            ParameterError: ``bits`` exceeds :attr:`max_flood_bits`.
+        """
+        return Ciphertext._wrap(self._raw.rerandomize_compact(_raw(ct, Ciphertext, "ct"), int(bits)), self._params.rlwe)
+
+    def compact_level(self, bits: int) -> int:
+        """The level (primes kept − 1) a result flooded with ``2^bits`` is switched down to."""
+        return self._raw.compact_level(int(bits))

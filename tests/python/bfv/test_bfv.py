@@ -92,6 +92,24 @@ def test_flooding_keeps_the_message_and_hides_the_noise(ctx) -> None:
         rr.rerandomize(small, b + 1)
 
 
+def scaled_copy(ct):
+    scaled = ct.copy()
+    scaled.set_scale(4.0)
+    return scaled
+
+
+def test_compact_results_decrypt_in_fewer_bytes(ctx) -> None:
+    params = ctx["params"]
+    ct = ctx["encrypt"](ctx["enc"].encode([5, 6, 7]))
+    rr = bfv.Rerandomizer(params, ctx["pk"])
+    b = rr.max_flood_bits - 2
+    full, small = rr.rerandomize(ct, b), rr.rerandomize_compact(ct, b)
+    assert small.level == rr.compact_level(b) < full.level
+    assert list(ctx["dec"].decrypt(small)[:3]) == [5, 6, 7]
+    n_small = len(params._raw.ciphertext_to_bytes(small._raw))
+    assert n_small < len(params._raw.ciphertext_to_bytes(full._raw)) * (small.level + 1.5) / (full.level + 1)
+
+
 def test_bytes_and_bad_input(ctx) -> None:
     params, enc = ctx["params"], ctx["enc"]
     ct = ctx["encrypt"](enc.encode([7, 8]))
@@ -106,13 +124,13 @@ def test_bytes_and_bad_input(ctx) -> None:
         enc.encode(np.array([1.5]))
     with pytest.raises(EncodingError, match="slots"):
         enc.encode(np.zeros(params.n + 1, dtype=np.int64))
-    # a CKKS ciphertext of the same ring at a lower level or another scale is refused
+    # a ciphertext at a lower level (a compacted result) is only decrypted; another scale is refused
     lowered = ckks.Evaluator(params.rlwe).drop_level(ct, 1)
+    with pytest.raises(ParameterError, match="compacted result"):
+        ctx["ev"].add(lowered, lowered)
     with pytest.raises(ParameterError, match="BFV ciphertext"):
-        ctx["dec"].decrypt(lowered)
-    scaled = ct.copy()
-    scaled.set_scale(4.0)
+        ctx["dec"].decrypt(scaled_copy(ct))
     with pytest.raises(ParameterError, match="BFV ciphertext"):
-        ctx["ev"].add(scaled, ct)
+        ctx["ev"].add(scaled_copy(ct), ct)
     with pytest.raises(TypeError):
         ctx["ev"].mul_plain(ct, enc.encode([1]))

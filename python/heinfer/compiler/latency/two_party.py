@@ -123,7 +123,8 @@ def compile_two_party(
         quantized = Linear(lin.name, fl.weights.astype(np.float64), fl.bias.astype(np.float64), lin.in_shape, lin.out_shape)
         squared = k > 0 and [f.kind for f in plan.layers[k - 1].step] == ["square"]
         gather, steps, placement = _segment_two_party(
-            quantized, slots, costs, options.strategy, _ciphertext_bytes(bfv) / bandwidth, 2 if squared else 1
+            quantized, slots, costs, options.strategy, _ciphertext_bytes(bfv) / bandwidth,
+            _ciphertext_bytes(bfv, primes=1) / bandwidth, 2 if squared else 1
         )
         t = steps[0].transform
         _check_integral(t, lin.name)
@@ -166,21 +167,23 @@ def compile_two_party(
 BFV_HOISTING = ("single",)
 
 
-def _ciphertext_bytes(bfv: dict) -> float:
-    """Bytes of one full BFV ciphertext on the wire (two polynomials, bit-packed)."""
-    return 2 * (1 << int(bfv["log_n"])) * sum(bfv["log_q"]) / 8
+def _ciphertext_bytes(bfv: dict, primes: int | None = None) -> float:
+    """Bytes of one BFV ciphertext on the wire (two polynomials, bit-packed) over all the
+    ciphertext primes, or over the first ``primes`` (a result switched down after flooding)."""
+    return 2 * (1 << int(bfv["log_n"])) * sum(bfv["log_q"][:primes]) / 8
 
 
-def _segment_two_party(op: Linear, slots: int, costs, strategy, ct_seconds: float, runs: int = 1) -> tuple:
+def _segment_two_party(op: Linear, slots: int, costs, strategy, ct_seconds: float, result_seconds: float, runs: int = 1) -> tuple:
     """Latency mode's layout choice (:func:`heinfer.compiler.latency.compile._segment`) with the
-    ciphertexts priced on the wire too (``ct_seconds`` per full ciphertext): the client's
-    inputs (seed-compressed, half size) and the server's results — both parties wait for them.
+    ciphertexts priced on the wire too: the client's inputs (``ct_seconds`` per full
+    ciphertext; seed-compressed, half of it) and the server's results (``result_seconds``:
+    switched down to one prime after flooding) — both parties wait for them.
     A result also costs its re-randomization (an encryption of zero) and the client's
     decryption; the output placement is chosen with these prices, not after. ``runs = 2``
     after a square: two input lists and two runs of the transform (the results' price counted
     twice too, a small over-estimate)."""
     best = None
-    out_ct_s = ct_seconds + costs["encrypt"][0] + costs["decrypt"][0]
+    out_ct_s = result_seconds + costs["encrypt"][0] + costs["decrypt"][0]
     for cand in input_candidates(op, slots, 1, costs, strategy, BFV_HOISTING):
         steps, total = _lower([op], cand, slots, costs, strategy, BFV_HOISTING, out_ct_s)
         score = runs * (total + cand["encrypt_s"] + len(cand["gather"]) / 2 * ct_seconds)
