@@ -17,14 +17,16 @@ into ``.venv-spu``), if present.
 
 **Networks** (GAZELLE Table 11–12, quoted beside): ``heinfer.compile(..., mode="latency",
 protocol="two-party")`` and ``heinfer.infer`` with both parties in this process over serialized
-messages, 2 engine threads: C (the bundled CryptoNets-ReLU), D (the bundled MiniONN MNIST net)
-and CIFAR-A (MiniONN's CIFAR-10 net, deterministic random weights, random inputs; skipped by
-``--quick``); layouts priced for a 1 Gbit/s link (GAZELLE's LAN), and C again for 10 Mbit/s
-(``*_10mbps``: fewer ciphertexts, more compute). Per image: offline (OT extension, garbling) and online (BFV linear layers with
+messages, 2 engine threads: A (SecureML's 3 FC layers with squares, ``models/mnist_a.onnx``),
+B (the bundled CryptoNets, squares), C (the bundled CryptoNets-ReLU), D (the bundled MiniONN
+MNIST net) and CIFAR-A (MiniONN's CIFAR-10 net, deterministic random weights, random inputs;
+skipped by ``--quick``); layouts priced for a 1 Gbit/s link (GAZELLE's LAN), and A, B and C
+again for 10 Mbit/s (``*_10mbps``: fewer ciphertexts, more compute). Squares run as a
+truncation circuit and GAZELLE's AHE square (GAZELLE's A and B have no offline phase: their
+squares do not truncate). Per image: offline (OT extension, garbling) and online (BFV linear layers with
 flooding, OT choices and labels, evaluation, re-encryption) seconds and bytes both ways; the
 session set-up (the client's BFV public and rotation keys, base OTs) is reported apart, once
-per session. Argmax agreement and the relative logit error against onnxruntime. A and B (square
-activations) are not supported yet: GAZELLE's AHE square protocol is not built.
+per session. Argmax agreement and the relative logit error against onnxruntime.
 
     .venv/bin/python bench/twoparty.py [--quick] [--no-spu] [--no-networks]
 
@@ -53,11 +55,12 @@ P = 1_032_193
 GAZELLE = {"relu": {"1000": (104, 7.1), "10000": (687, 71.0)}, "maxpool": {"1000": (222, 24.0)}}
 #: GAZELLE Tables 11–12, quoted: (offline s, online s, total s, offline MB, online MB, total MB).
 GAZELLE_NETS = {
+    "mnist_a": (0.0, 0.03, 0.03, 0.0, 0.5, 0.5),
+    "mnist_b": (0.0, 0.03, 0.03, 0.0, 0.5, 0.5),
     "mnist_c": (0.15, 0.05, 0.20, 5.9, 2.1, 8.0),
     "mnist_d": (0.481, 0.33, 0.81, 47.5, 22.5, 70.0),
     "cifar_a": (9.34, 3.56, 12.9, 940.0, 296.0, 1236.0),
 }
-NOT_SUPPORTED = {n: "square activations: GAZELLE's AHE square protocol is not built" for n in ("mnist_a", "mnist_b")}
 
 
 def _network_model(name: str) -> tuple[bytes, np.ndarray, np.ndarray]:
@@ -69,7 +72,7 @@ def _network_model(name: str) -> tuple[bytes, np.ndarray, np.ndarray]:
         x = cifar.random_inputs(80)
         return cifar.build("minionn_cifar"), x[16:], x[:16]
     d = np.load(os.path.join(ROOT, "models", "digits_test.npz"))["x"]
-    file = {"mnist_c": "cryptonets_relu", "mnist_d": "mnist_d"}[name]
+    file = {"mnist_a": "mnist_a", "mnist_b": "cryptonets", "mnist_c": "cryptonets_relu", "mnist_d": "mnist_d"}[name]
     with open(os.path.join(ROOT, "models", f"{file}.onnx"), "rb") as f:
         return f.read(), d[100:164], d[:100]
 
@@ -186,9 +189,10 @@ def main() -> None:
                       f"×{ours['vs_spu_time']} time, ×{ours['vs_spu_bytes']} bytes")
     if not args.no_networks:
         heinfer.set_num_threads(2)
-        nets = [("mnist_c", 125e6), ("mnist_c", 1.25e6), ("mnist_d", 125e6)] + ([] if args.quick else [("cifar_a", 125e6)])
+        nets = [(n, bw) for n in ("mnist_a", "mnist_b", "mnist_c") for bw in (125e6, 1.25e6)] + [("mnist_d", 125e6)]
+        nets += [] if args.quick else [("cifar_a", 125e6)]
         for name, bw in nets:
-            items = {"mnist_c": 5 if args.quick else 20, "mnist_d": 2 if args.quick else 10, "cifar_a": 3}[name]
+            items = {"mnist_d": 2 if args.quick else 10, "cifar_a": 3}.get(name, 5 if args.quick else 20)
             key = name if bw == 125e6 else f"{name}_10mbps"
             r = result[key] = network(name, items, bw)
             g = GAZELLE_NETS[name]
@@ -204,7 +208,6 @@ def main() -> None:
         print(f"SPU network D (input and weights secret-shared): {s_d['s']:.2f} s, {s_d['mb']:.2f} MB{tail}")
     result["spu"] = peer
     result["setup"] = setup
-    result["not_supported_yet"] = NOT_SUPPORTED
     result["cpu"] = cpu_model()
     result["build"] = build_profile()
     result["p"] = P

@@ -124,17 +124,19 @@ def _groups(ops: list) -> list[tuple[Linear, list[ClientFunction]]]:
 
 
 def _best_split(
-    layer: Linear, total: int, in_cap: int, x_l2: float, even: bool = False
+    layer: Linear, total: int, in_cap: int, x_l2: float, root: float | None = None
 ) -> tuple[int, int]:
-    """``(f_x, f_w)`` with ``f_x + f_w = total`` and ``f_x ≤ in_cap`` (``f_x`` even after a
-    square) minimising the predicted root-mean-square rounding error of an output,
-    ``(‖W_i‖₂·2^{−f_x} + ‖x‖₂·2^{−f_w})/√12`` (independent rounding errors, uniform in half
-    an ulp; largest row norm)."""
+    """``(f_x, f_w)`` with ``f_x + f_w = total`` and ``f_x ≤ in_cap`` minimising the predicted
+    root-mean-square rounding error of an output, ``(‖W_i‖₂·2^{−f_x} + ‖x‖₂·2^{−f_w})/√12``
+    (independent rounding errors, uniform in half an ulp; largest row norm). After a square
+    (``root``: the root-mean-square of the value squared) ``f_x = 2g`` is even and the input's
+    error is that of ``z²`` with ``z`` rounded to ``g`` bits, ``2·z·2^{−g}``."""
     w_l2 = float(np.sqrt(np.asarray(layer.matrix.multiply(layer.matrix).sum(axis=1)).max(initial=0.0)))
     best = None
-    for f_x in range(0, min(total, in_cap) + 1, 2 if even else 1):
+    for f_x in range(0, min(total, in_cap) + 1, 1 if root is None else 2):
         f_w = total - f_x
-        err = w_l2 * 2.0**-f_x + x_l2 * 2.0**-f_w
+        x_err = 2.0**-f_x if root is None else 2.0 * root * 2.0 ** -(f_x // 2)
+        err = w_l2 * x_err + x_l2 * 2.0**-f_w
         if best is None or err < best[0]:
             best = (err, f_x, f_w)
     assert best is not None
@@ -179,7 +181,10 @@ def plan_fixed_point(
         )
         squared = bool(layers) and [f.kind for f in layers[-1].step] == ["square"]
         # after a square the input has 2g fractional bits for the circuit's g ≤ the output's
-        f_x, f_w = _best_split(lin, total, min(2 * in_cap if squared else in_cap, in_room), x_l2, squared)
+        root = None
+        if squared:  # the RMS of the value the square step rounds: √(mean of its square)
+            root = float(np.sqrt(x.mean())) if x is not None else math.sqrt(in_bound)
+        f_x, f_w = _best_split(lin, total, min(2 * in_cap if squared else in_cap, in_room), x_l2, root)
         if input_frac is None:
             input_frac = f_x
         elif layers:
