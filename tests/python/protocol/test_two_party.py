@@ -78,6 +78,30 @@ def test_what_the_client_decrypts_is_uniform(compiled) -> None:
     assert chi2 < 50.0, f"chi-square {chi2:.1f} over 15 degrees of freedom"  # p ≈ 1e-5
 
 
+def test_after_a_square_the_client_still_decrypts_only_uniform_shares(compiled) -> None:
+    """Network A's second layer runs on the squared shares (two input lists, the cross term
+    with the server's share in its diagonals): every slot of its result is still the client's
+    uniform share or a uniform filler, and its compacted ciphertexts hold one prime."""
+    _, prog = compiled("mnist_a")
+    client = TwoPartyInferenceClient(prog.public())
+    server = TwoPartyInferenceServer(prog, client.keys_message())
+    client.finish_setup(server.setup_reply)
+    client.offline_finish(server.offline(client.offline_request()))
+    res = server.layer(0, client.query(DIGITS[0]))
+    msgs = client.next_input(0, server.labels(0, client.choose(0, res)))
+    assert len(msgs) == 2 * prog.segments[1].n_input_cts and prog.squared_input(1)
+    with pytest.raises(ProtocolError, match="expected"):
+        server.layer(1, msgs[: prog.segments[1].n_input_cts])  # Enc(a) without Enc(a²)
+    res = server.layer(1, msgs)
+    cts = client._load(res, prog.segments[1].output.n_cts, "test")
+    assert all(c.level == 0 for c in cts)
+    slots = np.concatenate([client._dec.decrypt(c) for c in cts]).astype(np.float64)
+    counts = np.bincount((slots * 16 / prog.plain_modulus).astype(int), minlength=16)
+    expected = len(slots) / 16
+    chi2 = ((counts - expected) ** 2 / expected).sum()
+    assert chi2 < 50.0, f"chi-square {chi2:.1f} over 15 degrees of freedom"
+
+
 def test_parties_refuse_out_of_order_and_malformed_messages(compiled) -> None:
     _, prog = compiled("cryptonets_relu")
     client = TwoPartyInferenceClient(prog.public())
