@@ -235,9 +235,9 @@ class TwoPartyInferenceServer(Party):
             if squared:
                 share = share * share % self.p
             cts[:n] = [self._ev.add_plain(c, self._enc.encode(r)) for c, r in zip(cts[:n], _place(seg.gather, share, self.n))]
-        out = self.layers[k].run(self._ev, cts[:n], self._galois)
-        if squared:  # + (W·diag(2b))·Enc(a)
-            out = [self._ev.add(y, c) for y, c in zip(out, self._cross[k].run(self._ev, cts[n:], self._galois))]
+        # squared: + (W·diag(2b))·Enc(a), summed before the giant steps and folds
+        other = (self._cross[k], cts[n:]) if squared else None
+        out = self.layers[k].run_with(self._ev, cts[:n], self._galois, other)
         masks = _uniform((len(out), self.n), self.p)
         if k < len(self.prog.steps):
             st = self.prog.steps[k]

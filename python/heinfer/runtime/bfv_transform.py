@@ -55,17 +55,32 @@ class BfvLayer:
 
     def run(self, ev: bfv.Evaluator, x: list[Ciphertext], galois: GaloisKeys | None) -> list[Ciphertext]:
         """The transform's output ciphertexts for its input ciphertexts ``x`` (consumed)."""
+        return self.run_with(ev, x, galois)
+
+    def run_with(
+        self, ev: bfv.Evaluator, x: list[Ciphertext], galois: GaloisKeys | None, other: tuple[BfvLayer, list[Ciphertext]] | None = None
+    ) -> list[Ciphertext]:
+        """:meth:`run`, plus ``other = (layer, inputs)``: a layer with the same terms and other
+        diagonals (:func:`scaled_columns`) on other inputs, summed in. Each giant step and fold
+        then rotates the sum once: the two layers cost one set of output rotations."""
         t = self.t
-        if len(x) != t.n_in:
-            raise ProtocolError(f"layer takes {t.n_in} ciphertexts, got {len(x)}")
-        for r in t.replicate:
-            for a in range(len(x)):
-                x[a] = ev.add(x[a], ev.rotate_rows(x[a], r, galois))
-        rotated = {a: dict(zip(bs, ev.rotate_rows_hoisted(x[a], bs, galois))) for a, bs in t.babies().items()}
+        sources = [(self, x)] + ([other] if other is not None else [])
+        rotated = []
+        for layer, xs in sources:
+            if len(xs) != t.n_in:
+                raise ProtocolError(f"layer takes {t.n_in} ciphertexts, got {len(xs)}")
+            if layer.t.terms is not t.terms and not np.array_equal(layer.t.terms, t.terms):
+                raise ProtocolError("layers summed in one run must share their terms")
+            for r in t.replicate:
+                for a in range(len(xs)):
+                    xs[a] = ev.add(xs[a], ev.rotate_rows(xs[a], r, galois))
+            rotated.append({a: dict(zip(bs, ev.rotate_rows_hoisted(xs[a], bs, galois))) for a, bs in t.babies().items()})
         out: list[Ciphertext | None] = [None] * t.n_out
         for o, g, ix in t.groups():
-            cts = [rotated[int(t.terms[i, 2])][int(t.terms[i, 3])] if t.terms[i, 3] else x[int(t.terms[i, 2])] for i in ix]
-            ms = [self._multiplier(i) for i in ix] if self.mults is None else [self.mults[i] for i in ix]
+            cts, ms = [], []
+            for (layer, xs), rot in zip(sources, rotated):
+                cts += [rot[int(t.terms[i, 2])][int(t.terms[i, 3])] if t.terms[i, 3] else xs[int(t.terms[i, 2])] for i in ix]
+                ms += [layer._multiplier(i) for i in ix] if layer.mults is None else [layer.mults[i] for i in ix]
             acc = ev.dot_plain(cts, ms)
             if g:
                 acc = ev.rotate_rows(acc, int(g), galois)
