@@ -7,29 +7,32 @@
 //!   ClientSession::new              ── base OT ──▶   ServerSession::new
 //!   ClientSession::finish_setup     ◀── base OT ──
 //! offline, per step (no data yet):
-//!   ClientSession::offline          ── OT ext ───▶   ServerSession::offline: draws the masks r
-//!                                                    and m, garbles n circuits with its shares
-//!   ClientStep::receive_offline     ◀── τ, garbled tables, server's labels ──
+//!   ClientSession::offline          ── OT ext ───▶   ServerSession::offline: draws the masks r,
+//!                                                    garbles n circuits with its shares, draws
+//!                                                    the output shares ρ (gc::arith)
+//!   ClientStep::receive_offline     ◀── τ, garbled tables, server's labels, output table ──
 //! online:
 //!   (the server adds r to Enc(x) and sends it; the client decrypts c = x + r mod p)
 //!   ClientStep::choose(c)           ── d = b ⊕ c' ▶  ServerStep::labels
 //!   ClientStep::finish → z          ◀── labels ───
-//!   (the client encrypts z; the server adds its share −m: Enc(layer(x)))
+//!   (the client encrypts z = y − ρ; the server adds its share ρ: Enc(layer(x)))
 //! ```
 //!
 //! The client's share `c = x + r` is uniform to it (fresh `r` from the OS per value); its
-//! output `z = y + m mod p` is uniform too; the server sees only OT messages. Semi-honest
-//! security, as GAZELLE's.
+//! output `z = y − ρ mod p` is uniform too (the circuit's output bits are never decoded); the
+//! server sees only OT messages. Semi-honest security, as GAZELLE's.
 
 use rand_core::{CryptoRng, RngCore};
 use zeroize::Zeroize;
 
+use crate::gc::arith::{decode_outputs, garble_outputs, OutputTable};
 use crate::gc::layers::LayerCircuit;
-use crate::gc::{evaluate, garble, GarbledBatch};
+use crate::gc::{evaluate_labels, garble, GarbledBatch};
 use crate::ot::{ChosenOtReceiver, ChosenOtSender, IknpReceiver, IknpSender, PendingCorrelated};
+use crate::rng::uniform_mod;
 use crate::{Result, TwoPartyError};
 
-/// Most instances of one step (each costs about 6 KB at 20 bits).
+/// Most instances of one step (each costs about 4 KB at 20 bits).
 pub const MAX_INSTANCES: usize = 1 << 20;
 
 /// The client's half of a session: the OT extension receiver.
@@ -95,11 +98,18 @@ impl ServerSession {
         check_instances(instances)?;
         let p = layer.p;
         let k = layer.arity();
-        let r: Vec<u64> = (0..instances * k).map(|_| uniform(rng, p)).collect();
-        let m: Vec<u64> = (0..instances).map(|_| uniform(rng, p)).collect();
+        let r: Vec<u64> = (0..instances * k).map(|_| uniform_mod(rng, p)).collect();
         let s: Vec<u64> = r.iter().map(|&v| (p - v) % p).collect();
-        let (batch, secrets) =
-            garble(&layer.circuit, instances, &layer.garbler_bits(&s, &m)?, rng)?;
+        let (batch, secrets) = garble(&layer.circuit, instances, &layer.garbler_bits(&s)?, rng)?;
+        let (table, rho) = garble_outputs(
+            &secrets.output_zero_labels,
+            secrets.delta,
+            layer.output_bits(),
+            p,
+            rng,
+        )?;
+        let off = layer.output_offset();
+        let out_shares = rho.iter().map(|&v| (v + p - off) % p).collect();
         let (ot, tau) = self.ot.extend_correlated(msg, secrets.delta)?;
         if ot.len() != secrets.evaluator_zero_labels.len() {
             return Err(TwoPartyError::Protocol(format!(
@@ -108,14 +118,16 @@ impl ServerSession {
                 secrets.evaluator_zero_labels.len()
             )));
         }
-        let mut reply = Vec::with_capacity(8 + tau.len() + 16 * batch.tables.len());
+        let garbled = batch.without_decoding().to_bytes();
+        let mut reply = Vec::with_capacity(16 + tau.len() + garbled.len());
         reply.extend_from_slice(&(tau.len() as u64).to_le_bytes());
         reply.extend_from_slice(&tau);
-        reply.extend_from_slice(&batch.to_bytes());
+        reply.extend_from_slice(&(garbled.len() as u64).to_le_bytes());
+        reply.extend_from_slice(&garbled);
+        reply.extend_from_slice(&table.to_bytes(p));
         let step = ServerStep {
-            p,
             r,
-            m,
+            out_shares,
             labels: secrets.evaluator_zero_labels.clone(),
             delta: secrets.delta,
             ot: Some(ChosenOtSender::from_correlated(ot)),
@@ -133,27 +145,10 @@ fn check_instances(n: usize) -> Result<()> {
     Ok(())
 }
 
-/// A uniform value in `[0, p)` by rejection sampling (no modulo bias).
-fn uniform<R: RngCore>(rng: &mut R, p: u64) -> u64 {
-    let bits = 64 - p.leading_zeros();
-    let mask = if bits == 64 {
-        u64::MAX
-    } else {
-        (1u64 << bits) - 1
-    };
-    loop {
-        let v = rng.next_u64() & mask;
-        if v < p {
-            return v;
-        }
-    }
-}
-
 /// The server's side of one step: its masks and the OT sender of the client's labels.
 pub struct ServerStep {
-    p: u64,
     r: Vec<u64>,
-    m: Vec<u64>,
+    out_shares: Vec<u64>,
     labels: Vec<crate::Block>,
     delta: crate::Block,
     ot: Option<ChosenOtSender>,
@@ -166,9 +161,10 @@ impl ServerStep {
         &self.r
     }
 
-    /// The server's shares of the outputs, `−m mod p`: added to the client's encrypted shares.
+    /// The server's shares of the outputs (`ρ`, less the layer's output offset): added to the
+    /// client's encrypted shares.
     pub fn output_shares(&self) -> Vec<u64> {
-        self.m.iter().map(|&v| (self.p - v) % self.p).collect()
+        self.out_shares.clone()
     }
 
     /// Answers the client's OT choices with its input labels (16 bytes per bit).
@@ -189,7 +185,7 @@ impl ServerStep {
 impl Drop for ServerStep {
     fn drop(&mut self) {
         self.r.zeroize();
-        self.m.zeroize();
+        self.out_shares.zeroize();
         self.delta.0.zeroize();
         for b in &mut self.labels {
             b.0.zeroize();
@@ -199,8 +195,8 @@ impl Drop for ServerStep {
 
 enum ClientState {
     Offline(PendingCorrelated),
-    Ready(GarbledBatch, ChosenOtReceiver),
-    Chosen(GarbledBatch, ChosenOtReceiver),
+    Ready(Box<(GarbledBatch, OutputTable)>, ChosenOtReceiver),
+    Chosen(Box<(GarbledBatch, OutputTable)>, ChosenOtReceiver),
     Done,
 }
 
@@ -233,16 +229,40 @@ impl ClientStep {
                 msg.len() - 8
             )));
         }
-        let (tau, garbled) = msg[8..].split_at(tau_len as usize);
-        let batch = GarbledBatch::from_bytes(garbled, &self.layer.circuit, self.instances)?;
+        let (tau, rest) = msg[8..].split_at(tau_len as usize);
+        if rest.len() < 8 {
+            return Err(bad("no garbled circuits".into()));
+        }
+        let gc_len = u64::from_le_bytes(rest[..8].try_into().expect("8 bytes"));
+        if gc_len > (rest.len() - 8) as u64 {
+            return Err(bad(format!(
+                "declares {gc_len} bytes of garbled circuits, holds {}",
+                rest.len() - 8
+            )));
+        }
+        let (garbled, table) = rest[8..].split_at(gc_len as usize);
+        let batch = GarbledBatch::from_bytes_without_decoding(
+            garbled,
+            &self.layer.circuit,
+            self.instances,
+        )?;
         if batch.instances != self.instances {
             return Err(bad(format!(
                 "{} garbled instances, the step has {}",
                 batch.instances, self.instances
             )));
         }
+        let table = OutputTable::from_bytes(
+            table,
+            self.instances,
+            self.layer.output_bits(),
+            self.layer.p,
+        )?;
         let ot = pending.finish(tau)?;
-        self.state = ClientState::Ready(batch, ChosenOtReceiver::from_correlated(ot));
+        self.state = ClientState::Ready(
+            Box::new((batch, table)),
+            ChosenOtReceiver::from_correlated(ot),
+        );
         Ok(())
     }
 
@@ -284,8 +304,10 @@ impl ClientStep {
             ));
         };
         let labels = ot.receive(msg)?;
-        let out = evaluate(&self.layer.circuit, batch, &labels)?;
+        let (batch, table) = &**batch;
+        let out = evaluate_labels(&self.layer.circuit, batch, &labels)?;
+        let z = decode_outputs(&out, table, self.layer.p)?;
         self.state = ClientState::Done;
-        Ok(self.layer.decode(&out))
+        Ok(z)
     }
 }

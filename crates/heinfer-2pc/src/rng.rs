@@ -24,3 +24,19 @@ pub fn random_block<R: RngCore>(rng: &mut R) -> Block {
     rng.fill_bytes(&mut bytes);
     Block::from_bytes(bytes)
 }
+
+/// A uniform value in `[0, p)` by rejection sampling (no modulo bias), `p ≥ 1`.
+pub fn uniform_mod<R: RngCore>(rng: &mut R, p: u64) -> u64 {
+    let bits = 64 - p.leading_zeros();
+    let mask = if bits == 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    loop {
+        let v = rng.next_u64() & mask;
+        if v < p {
+            return v;
+        }
+    }
+}

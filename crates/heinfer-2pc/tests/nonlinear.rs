@@ -129,3 +129,32 @@ fn out_of_order_and_malformed_messages_are_refused() {
     assert!(cstep2.finish(&lab[..lab.len() - 3]).is_err());
     assert_eq!(cstep2.finish(&lab).unwrap().len(), 10);
 }
+
+/// The client's output shares for one and the same result (x = 0 everywhere, so y = 0): never
+/// the result itself, uniform mod p (the circuit's output bits are not decoded, the output
+/// table masks each with a fresh ρ).
+#[test]
+fn client_output_shares_hide_the_result() {
+    let mut crng = os_rng().unwrap();
+    let mut srng = os_rng().unwrap();
+    let (mut client, m1) = ClientSession::new(&mut crng).unwrap();
+    let (mut server, m2) = ServerSession::new(&m1, &mut srng).unwrap();
+    client.finish_setup(&m2).unwrap();
+    let lc = LayerCircuit::new(Layer::Relu, P, 3).unwrap();
+    let n = 16_000;
+    let (mut cstep, off1) = client.offline(&lc, n, &mut crng).unwrap();
+    let (mut sstep, off2) = server.offline(&lc, n, &off1, &mut srng).unwrap();
+    cstep.receive_offline(&off2).unwrap();
+    let c: Vec<u64> = sstep.masks().to_vec(); // x = 0
+    let choices = cstep.choose(&c).unwrap();
+    let z = cstep.finish(&sstep.labels(&choices).unwrap()).unwrap();
+    let s = sstep.output_shares();
+    assert!(z.iter().zip(&s).all(|(&a, &b)| (a + b) % P == 0));
+    let mut bins = [0f64; 16];
+    for &v in &z {
+        bins[(v as u128 * 16 / P as u128) as usize] += 1.0;
+    }
+    let e = n as f64 / 16.0;
+    let chi2: f64 = bins.iter().map(|&o| (o - e) * (o - e) / e).sum();
+    assert!(chi2 < 37.7, "client shares: chi-square {chi2:.1}");
+}

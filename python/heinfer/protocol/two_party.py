@@ -230,7 +230,7 @@ class TwoPartyInferenceServer(Party):
         squared = self.prog.squared_input(k)
         n = seg.n_input_cts
         cts = self._load(msgs, 2 * n if squared else n, f"layer {k} input")
-        if k > 0:  # add the server's share of the input: Enc(z) + (−m) = Enc(y); squared: Enc(a²) + b²
+        if k > 0:  # add the server's share of the input: Enc(z) + ρ = Enc(y); squared: Enc(a²) + b²
             share = self._share(k - 1)
             if squared:
                 share = share * share % self.p

@@ -5,8 +5,9 @@ Layer: ``heinfer.twoparty`` (a typed view of the native module's ``heinfer-2pc``
 adds masks ``r`` and the client decrypts its share ``c = x + r mod p``. A garbled circuit —
 garbled by the server, evaluated by the client, the client's input labels delivered by
 oblivious transfer — reconstructs ``x``, applies ReLU (or max-pooling fused with ReLU),
-truncates by the fixed-point plan's shift and re-shares: the client gets ``z = y + m mod p``,
-the server keeps ``−m``. Neither share tells its holder anything (both are uniform mod ``p``).
+truncates by the fixed-point plan's shift; its output bits are never decoded but turned into
+shares by the server's output table: the client gets ``z = y − ρ mod p``, the server keeps
+``ρ``. Neither share tells its holder anything (both are uniform mod ``p``).
 
 Each party is a state machine over ``bytes`` messages (sans-IO), so the same code runs in
 process, over gRPC or over Ray::

@@ -3,7 +3,8 @@
 //! $$W_o = H(W_a, j) \oplus s_a T_G \oplus H(W_b, j') \oplus s_b (T_E \oplus W_a),$$
 //!
 //! with $s_a = \mathrm{lsb}(W_a)$, $s_b = \mathrm{lsb}(W_b)$; XOR gates XOR labels, NOT gates
-//! copy them. An output bit is $\mathrm{lsb}(W) \oplus d$ with the garbler's decoding bit $d$.
+//! copy them. An output bit is $\mathrm{lsb}(W) \oplus d$ with the garbler's decoding bit $d$;
+//! [`evaluate_labels`] stops before decoding (outputs converted by [`super::arith`]).
 
 use super::circuit::{Circuit, Gate};
 use super::garble::{tweaks, GarbledBatch, CHUNK};
@@ -19,15 +20,36 @@ pub fn evaluate(
     batch: &GarbledBatch,
     evaluator_labels: &[Block],
 ) -> Result<Vec<bool>> {
+    let outs = circuit.outputs.len();
+    if batch.decoding.len() != batch.instances * outs {
+        return Err(TwoPartyError::InvalidArgument(format!(
+            "evaluate: {} decoding bits for {} instances of {outs} outputs",
+            batch.decoding.len(),
+            batch.instances
+        )));
+    }
+    let labels = evaluate_labels(circuit, batch, evaluator_labels)?;
+    Ok(labels
+        .iter()
+        .zip(&batch.decoding)
+        .map(|(l, &d)| l.lsb() ^ d)
+        .collect())
+}
+
+/// Evaluates every instance of `batch` and returns the output wires' labels, instance-major,
+/// without decoding them (for [`super::arith`] outputs, which the evaluator must not read).
+pub fn evaluate_labels(
+    circuit: &Circuit,
+    batch: &GarbledBatch,
+    evaluator_labels: &[Block],
+) -> Result<Vec<Block>> {
     let n_all = batch.instances;
     let gi = circuit.garbler_inputs.len();
     let ei = circuit.evaluator_inputs.len();
     let ands = circuit.and_count();
-    let outs = circuit.outputs.len();
     if evaluator_labels.len() != n_all * ei
         || batch.garbler_labels.len() != n_all * gi
         || batch.tables.len() != 2 * ands * n_all
-        || batch.decoding.len() != n_all * outs
     {
         return Err(TwoPartyError::InvalidArgument(format!(
             "evaluate: labels or tables do not fit {n_all} instances of the circuit"
@@ -36,7 +58,7 @@ pub fn evaluate(
     let hash = FixedKeyHash::new();
     // chunks are independent: evaluated in parallel, each reading its own rows of the tables
     let starts: Vec<usize> = (0..n_all).step_by(CHUNK).collect();
-    let parts: Vec<Vec<bool>> = starts
+    let parts: Vec<Vec<Block>> = starts
         .par_iter()
         .map(|&start| {
             evaluate_chunk(
@@ -52,7 +74,7 @@ pub fn evaluate(
     Ok(parts.concat())
 }
 
-/// Output bits of instances `start..start + n` (instance-major).
+/// Output labels of instances `start..start + n` (instance-major).
 fn evaluate_chunk(
     circuit: &Circuit,
     batch: &GarbledBatch,
@@ -60,7 +82,7 @@ fn evaluate_chunk(
     start: usize,
     n: usize,
     hash: &FixedKeyHash,
-) -> Vec<bool> {
+) -> Vec<Block> {
     let (ands, outs) = (circuit.and_count(), circuit.outputs.len());
     let mut lab = vec![Block::ZERO; circuit.wires * n];
     scatter(
@@ -118,11 +140,10 @@ fn evaluate_chunk(
             }
         }
     }
-    let mut out = vec![false; n * outs];
+    let mut out = vec![Block::ZERO; n * outs];
     for (k, &w) in circuit.outputs.iter().enumerate() {
         for i in 0..n {
-            out[i * outs + k] =
-                lab[w as usize * n + i].lsb() ^ batch.decoding[(start + i) * outs + k];
+            out[i * outs + k] = lab[w as usize * n + i];
         }
     }
     out

@@ -64,19 +64,27 @@ impl std::fmt::Debug for GarbledBatch {
     }
 }
 
-/// What the garbler keeps: `Δ` and the zero labels of the evaluator's input wires
-/// (instance-major), which it hands to the OT sender. Wiped on drop.
+/// What the garbler keeps: `Δ`, the zero labels of the evaluator's input wires
+/// (instance-major), which it hands to the OT sender, and the zero labels of the output wires
+/// (instance-major), for outputs the evaluator must not read in the clear
+/// ([`super::arith`]). Wiped on drop.
 pub struct GarblerSecrets {
     /// The global offset (`lsb = 1`).
     pub delta: Block,
     /// `W⁰` of each evaluator input bit, instance-major.
     pub evaluator_zero_labels: Vec<Block>,
+    /// `W⁰` of each output wire, instance-major.
+    pub output_zero_labels: Vec<Block>,
 }
 
 impl Drop for GarblerSecrets {
     fn drop(&mut self) {
         self.delta.0.zeroize();
-        for b in &mut self.evaluator_zero_labels {
+        for b in self
+            .evaluator_zero_labels
+            .iter_mut()
+            .chain(self.output_zero_labels.iter_mut())
+        {
             b.0.zeroize();
         }
     }
@@ -149,6 +157,7 @@ pub fn garble<R: RngCore>(
     let mut secrets = GarblerSecrets {
         delta,
         evaluator_zero_labels: Vec::with_capacity(instances * ei),
+        output_zero_labels: Vec::with_capacity(instances * outs),
     };
     for mut c in chunks {
         batch.tables.append(&mut c.tables);
@@ -157,6 +166,7 @@ pub fn garble<R: RngCore>(
         secrets
             .evaluator_zero_labels
             .append(&mut c.evaluator_zero_labels);
+        secrets.output_zero_labels.append(&mut c.output_zero_labels);
     }
     Ok((batch, secrets))
 }
@@ -167,6 +177,7 @@ struct Chunk {
     garbler_labels: Vec<Block>,
     decoding: Vec<bool>,
     evaluator_zero_labels: Vec<Block>,
+    output_zero_labels: Vec<Block>,
 }
 
 /// Garbles instances `start..start + n` with their garbler bits (instance-major), wire-major
@@ -191,6 +202,7 @@ fn garble_chunk(
         garbler_labels: Vec::with_capacity(n * gi),
         decoding: vec![false; n * outs],
         evaluator_zero_labels: (0..n * ei).map(|_| random_block(rng)).collect(),
+        output_zero_labels: vec![Block::ZERO; n * outs],
     };
     let mut zero = vec![Block::ZERO; circuit.wires * n];
     // fresh zero labels for this chunk's inputs, instance-major like the callers' bits
@@ -252,7 +264,9 @@ fn garble_chunk(
     }
     for (k, &w) in circuit.outputs.iter().enumerate() {
         for i in 0..n {
-            out.decoding[i * outs + k] = zero[w as usize * n + i].lsb();
+            let label = zero[w as usize * n + i];
+            out.decoding[i * outs + k] = label.lsb();
+            out.output_zero_labels[i * outs + k] = label;
         }
     }
     for b in &mut zero {
@@ -264,7 +278,15 @@ fn garble_chunk(
 const MAGIC: &[u8; 4] = b"HGC1";
 
 impl GarbledBatch {
-    /// Bytes: magic, instances (u64 LE), tables, garbler labels, decoding bits packed LSB-first.
+    /// The batch without its output decoding bits: what a garbler sends when the evaluator
+    /// must not learn the outputs in the clear (it gets [`super::arith`] tables instead).
+    pub fn without_decoding(mut self) -> GarbledBatch {
+        self.decoding.clear();
+        self
+    }
+
+    /// Bytes: magic, instances (u64 LE), tables, garbler labels, decoding bits packed LSB-first
+    /// (none after [`Self::without_decoding`]).
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(
             12 + 16 * (self.tables.len() + self.garbler_labels.len()) + self.decoding.len() / 8 + 1,
@@ -294,6 +316,24 @@ impl GarbledBatch {
         circuit: &Circuit,
         max_instances: usize,
     ) -> Result<GarbledBatch> {
+        Self::parse(bytes, circuit, max_instances, true)
+    }
+
+    /// [`Self::from_bytes`] of a batch sent [`Self::without_decoding`].
+    pub fn from_bytes_without_decoding(
+        bytes: &[u8],
+        circuit: &Circuit,
+        max_instances: usize,
+    ) -> Result<GarbledBatch> {
+        Self::parse(bytes, circuit, max_instances, false)
+    }
+
+    fn parse(
+        bytes: &[u8],
+        circuit: &Circuit,
+        max_instances: usize,
+        with_decoding: bool,
+    ) -> Result<GarbledBatch> {
         let bad = |reason: String| TwoPartyError::Deserialize {
             what: "garbled batch",
             reason,
@@ -310,7 +350,11 @@ impl GarbledBatch {
         let n = instances as usize;
         let rows = 2 * circuit.and_count() * n;
         let labels = circuit.garbler_inputs.len() * n;
-        let bits = circuit.outputs.len() * n;
+        let bits = if with_decoding {
+            circuit.outputs.len() * n
+        } else {
+            0
+        };
         let want = 12 + 16 * (rows + labels) + bits.div_ceil(8);
         if bytes.len() != want {
             return Err(bad(format!(

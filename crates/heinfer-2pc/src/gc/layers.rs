@@ -2,25 +2,27 @@
 //! (GAZELLE §4, Figure 5), with the truncation of a fixed-point plan fused in.
 //!
 //! The evaluator (client) holds shares `c`, the garbler (server) shares `s` with
-//! `x = c + s mod p` read as signed (`x > (p−1)/2` is negative) and a fresh mask `m`. The
-//! circuit reconstructs `x`, applies the layer, truncates by `shift` bits
-//! (`⌊y / 2^shift⌋`; the plan folds half an ulp into the bias so this is a rounding) and outputs
-//! `z = y + m mod p` to the evaluator only: the client's new share is `z`, the server's is
-//! `−m mod p`, so `z + (−m) = y`. Both shares are uniform to the other party.
+//! `x = c + s mod p` read as signed (`x > (p−1)/2` is negative). The circuit reconstructs `x`,
+//! applies the layer and truncates by `shift` bits (`⌊y / 2^shift⌋`; the plan folds half an ulp
+//! into the bias so this is a rounding). Its `b − shift` output bits are never decoded: they
+//! become additive shares mod `p` through the garbler's output table ([`super::arith`]), so
+//! the client's new share is `y − ρ` and the server's `ρ` (less [`LayerCircuit::output_offset`]),
+//! both uniform to the other party. That replaces a re-sharing adder mod `p` inside the
+//! circuit (3b + 1 AND gates) by two table entries per output bit.
 //!
 //! * ReLU: `x = c + s mod p` (3b + 1 AND gates), sign `h < x` with `h = (p−1)/2` (b), zeroing
-//!   (b), `z = y + m mod p` (3b + 1): `8b + 2` AND gates, 162 at b = 20.
+//!   (b): `5b + 1` AND gates, 101 at b = 20.
 //! * Max-pooling of `k` values fused with ReLU: the server shifts its shares by `h`
 //!   (`s' = s + h`, free), so each reconstructed `v = x + h mod p` maps the signed range onto
 //!   `[0, p)` in order; a comparison tree takes the maximum (2b per comparison), then
-//!   `y = v ≥ h ? v − h : 0` (2b) and the re-sharing (3b + 1): `(3b + 1)k + 2b(k − 1) + 5b + 1`
-//!   AND gates, 465 at b = 20 and k = 4. `ReLU(max(x)) = max(ReLU(x))`, so a ReLU followed by
-//!   max-pooling is this one circuit.
+//!   `y = v ≥ h ? v − h : 0` (2b): `(3b + 1)k + 2b(k − 1) + 2b` AND gates, 404 at b = 20 and
+//!   k = 4. `ReLU(max(x)) = max(ReLU(x))`, so a ReLU followed by max-pooling is this one
+//!   circuit.
 //! * Truncation alone (before GAZELLE's AHE square, which cannot truncate): the server shifts
 //!   its shares by `H = K·2^shift` with `K = ⌊(p−1)/2 / 2^shift⌋` (free), so `v = x + H` is
 //!   `x` moved onto `[0, p)` for `−H ≤ x < p − H`; `⌊v / 2^shift⌋ = ⌊x / 2^shift⌋ + K` is
-//!   wiring, and the server's mask input is `m − K` (free), so the output is
-//!   `⌊x / 2^shift⌋ + m mod p`: two additions mod `p`, `6b + 2` AND gates, 122 at b = 20.
+//!   wiring, and the server takes `K` off its share: one addition mod `p`, `3b + 1` AND gates,
+//!   61 at b = 20.
 
 use super::circuit::{from_bits, to_bits, Builder, Circuit, Wire};
 use crate::{Result, TwoPartyError};
@@ -80,7 +82,6 @@ impl LayerCircuit {
         let h = (p - 1) / 2;
         let mut b = Builder::new();
         let s: Vec<Vec<Wire>> = (0..k).map(|_| b.garbler_input(bits)).collect();
-        let m = b.garbler_input(bits);
         let c: Vec<Vec<Wire>> = (0..k).map(|_| b.evaluator_input(bits)).collect();
         let y = match layer {
             Layer::Relu => {
@@ -109,16 +110,14 @@ impl LayerCircuit {
                 b.add_mod(&c[0], &s[0], p)
             }
         };
-        let zero = b.zero();
-        let mut yt: Vec<Wire> = y[shift..].to_vec();
-        yt.resize(bits, zero);
-        let z = b.add_mod(&yt, &m, p);
+        // the truncated value's bits, shared through the output table, never decoded
+        let yt: Vec<Wire> = y[shift..].to_vec();
         Ok(LayerCircuit {
             layer,
             p,
             bits,
             shift,
-            circuit: b.finish(z),
+            circuit: b.finish(yt),
         })
     }
 
@@ -146,36 +145,39 @@ impl LayerCircuit {
         Ok(c.iter().flat_map(|&v| to_bits(v, self.bits)).collect())
     }
 
-    /// The garbler's input bits for its shares `s` (`arity` per instance) and masks `m` (one
-    /// per instance); max-pooling shifts the shares by `(p−1)/2` here, truncation by
-    /// `K·2^shift` (and its masks by `−K`).
-    pub fn garbler_bits(&self, s: &[u64], m: &[u64]) -> Result<Vec<bool>> {
+    /// The garbler's input bits for its shares `s` (`arity` per instance); max-pooling
+    /// shifts the shares by `(p−1)/2` here, truncation by `K·2^shift`.
+    pub fn garbler_bits(&self, s: &[u64]) -> Result<Vec<bool>> {
         self.check(s, "server share")?;
-        self.check(m, "mask")?;
         let k = self.arity();
-        if s.len() != k * m.len() {
+        if !s.len().is_multiple_of(k) {
             return Err(TwoPartyError::InvalidArgument(format!(
-                "{} shares for {} masks of {k}-value instances",
-                s.len(),
-                m.len()
+                "{} shares for instances of {k} values",
+                s.len()
             )));
         }
-        let (bias, unbias) = match self.layer {
-            Layer::Relu => (0, 0),
-            Layer::MaxPoolRelu { .. } => ((self.p - 1) / 2, 0),
-            Layer::Truncate => {
-                let k = self.truncation_offset();
-                (k << self.shift, k)
-            }
+        let bias = match self.layer {
+            Layer::Relu => 0,
+            Layer::MaxPoolRelu { .. } => (self.p - 1) / 2,
+            Layer::Truncate => self.truncation_offset() << self.shift,
         };
-        let mut bits = Vec::with_capacity(m.len() * (k + 1) * self.bits);
-        for (inst, &mask) in m.iter().enumerate() {
-            for &v in &s[inst * k..(inst + 1) * k] {
-                bits.extend(to_bits((v + bias) % self.p, self.bits));
-            }
-            bits.extend(to_bits((mask + self.p - unbias) % self.p, self.bits));
+        Ok(s.iter()
+            .flat_map(|&v| to_bits((v + bias) % self.p, self.bits))
+            .collect())
+    }
+
+    /// What the circuit's output value exceeds the layer's result by (`K` for truncation, 0
+    /// otherwise): the server takes it off its output share.
+    pub fn output_offset(&self) -> u64 {
+        match self.layer {
+            Layer::Truncate => self.truncation_offset(),
+            _ => 0,
         }
-        Ok(bits)
+    }
+
+    /// Output bits per instance (`b − shift`).
+    pub fn output_bits(&self) -> usize {
+        self.bits - self.shift
     }
 
     /// `K = ⌊(p−1)/2 / 2^shift⌋`: truncation reconstructs `x + K·2^shift`, in `[0, p)` for
@@ -184,13 +186,17 @@ impl LayerCircuit {
         ((self.p - 1) / 2) >> self.shift
     }
 
-    /// The evaluator's output values from the output bits (one value per instance).
+    /// The layer's results from the circuit's output bits in the clear (one value per
+    /// instance, less [`Self::output_offset`]): for tests that evaluate with decoding bits.
     pub fn decode(&self, out: &[bool]) -> Vec<u64> {
-        out.chunks(self.bits).map(from_bits).collect()
+        let off = self.output_offset();
+        out.chunks(self.output_bits())
+            .map(|b| (from_bits(b) + self.p - off) % self.p)
+            .collect()
     }
 
-    /// What the circuit computes, in the clear (the tests' reference).
-    pub fn reference(&self, c: &[u64], s: &[u64], m: u64) -> u64 {
+    /// What the step computes, in the clear (the tests' reference): the layer's result mod `p`.
+    pub fn reference(&self, c: &[u64], s: &[u64]) -> u64 {
         let p = self.p;
         let h = (p - 1) / 2;
         let signed = |x: u64| {
@@ -211,12 +217,10 @@ impl LayerCircuit {
             if x < -h || x >= p as i128 - h {
                 // outside the range the circuit is defined on: v = x + H wraps modulo p
                 let v = ((x + h).rem_euclid(p as i128) as u64) >> self.shift;
-                return (v + m + p - self.truncation_offset()) % p;
+                return (v + p - self.truncation_offset()) % p;
             }
-            let y = x.div_euclid(1i128 << self.shift).rem_euclid(p as i128) as u64;
-            return (y + m) % p;
+            return x.div_euclid(1i128 << self.shift).rem_euclid(p as i128) as u64;
         }
-        let y = (x.max(0) as u64) >> self.shift;
-        (y + m) % p
+        (x.max(0) as u64) >> self.shift
     }
 }

@@ -1,7 +1,9 @@
 //! Garbled circuits: boolean circuits ([`circuit`]), half-gates garbling ([`garble`]) and
 //! evaluation ([`evaluate`]), and the circuits of GAZELLE's non-linear layers on additive
-//! shares modulo `p` ([`layers`]).
+//! shares modulo `p` ([`layers`]), whose outputs become additive shares without being
+//! decoded ([`arith`]).
 
+pub mod arith;
 pub mod circuit;
 pub mod evaluate;
 pub mod garble;
@@ -9,5 +11,5 @@ pub mod layers;
 mod wires;
 
 pub use circuit::{Builder, Circuit, Gate, Wire};
-pub use evaluate::evaluate;
+pub use evaluate::{evaluate, evaluate_labels};
 pub use garble::{garble, GarbledBatch, GarblerSecrets};

@@ -1,8 +1,11 @@
 //! Garbled circuits: garbled evaluation equals plaintext evaluation (gates, random circuits,
 //! every layer circuit exhaustively on small moduli), and the wire format refuses bad bytes.
 
+use heinfer_2pc::gc::arith::{decode_outputs, garble_outputs, OutputTable};
 use heinfer_2pc::gc::layers::{Layer, LayerCircuit};
-use heinfer_2pc::gc::{evaluate, garble, Builder, Circuit, GarbledBatch, GarblerSecrets};
+use heinfer_2pc::gc::{
+    evaluate, evaluate_labels, garble, Builder, Circuit, GarbledBatch, GarblerSecrets,
+};
 use heinfer_2pc::rng::{os_rng, seeded};
 use heinfer_2pc::Block;
 use rand_core::RngCore;
@@ -89,31 +92,37 @@ fn random_circuits_match_plain_evaluation() {
     }
 }
 
-/// Garbles every instance of `lc` at once and compares with the reference.
-fn check_layer(lc: &LayerCircuit, c: &[u64], s: &[u64], m: &[u64], seed: u64) {
+/// Garbles every instance of `lc` at once and compares with the reference, twice: decoding
+/// the output bits, and as shares through the output table (`gc::arith`), the step's way.
+fn check_layer(lc: &LayerCircuit, c: &[u64], s: &[u64], seed: u64) {
     let k = lc.arity();
+    let n = c.len() / k;
     let mut rng = seeded(seed);
-    let (batch, secrets) = garble(
-        &lc.circuit,
-        m.len(),
-        &lc.garbler_bits(s, m).unwrap(),
+    let (batch, secrets) = garble(&lc.circuit, n, &lc.garbler_bits(s).unwrap(), &mut rng).unwrap();
+    let labels = labels_for(&secrets, &lc.evaluator_bits(c).unwrap());
+    let z = lc.decode(&evaluate(&lc.circuit, &batch, &labels).unwrap());
+    let (table, rho) = garble_outputs(
+        &secrets.output_zero_labels,
+        secrets.delta,
+        lc.output_bits(),
+        lc.p,
         &mut rng,
     )
     .unwrap();
-    let labels = labels_for(&secrets, &lc.evaluator_bits(c).unwrap());
-    let z = lc.decode(&evaluate(&lc.circuit, &batch, &labels).unwrap());
-    for i in 0..m.len() {
-        let want = lc.reference(&c[k * i..k * (i + 1)], &s[k * i..k * (i + 1)], m[i]);
-        assert_eq!(
-            z[i],
-            want,
-            "p={} shift={} c={:?} s={:?} m={}",
+    let out = evaluate_labels(&lc.circuit, &batch, &labels).unwrap();
+    let shares = decode_outputs(&out, &table, lc.p).unwrap();
+    for i in 0..n {
+        let want = lc.reference(&c[k * i..k * (i + 1)], &s[k * i..k * (i + 1)]);
+        let what = format!(
+            "p={} shift={} c={:?} s={:?}",
             lc.p,
             lc.shift,
             &c[k * i..k * (i + 1)],
-            &s[k * i..k * (i + 1)],
-            m[i]
+            &s[k * i..k * (i + 1)]
         );
+        assert_eq!(z[i], want, "decoded: {what}");
+        let y = (shares[i] + rho[i] + lc.p - lc.output_offset()) % lc.p;
+        assert_eq!(y, want, "shared: {what}");
     }
 }
 
@@ -122,15 +131,14 @@ fn relu_on_every_share_pair_of_small_moduli() {
     for p in [13u64, 31, 61] {
         for shift in [0usize, 1, 3] {
             let lc = LayerCircuit::new(Layer::Relu, p, shift).unwrap();
-            let (mut c, mut s, mut m) = (vec![], vec![], vec![]);
+            let (mut c, mut s) = (vec![], vec![]);
             for a in 0..p {
                 for b in 0..p {
                     c.push(a);
                     s.push(b);
-                    m.push((a * 7 + b * 3 + shift as u64) % p);
                 }
             }
-            check_layer(&lc, &c, &s, &m, p + shift as u64);
+            check_layer(&lc, &c, &s, p + shift as u64);
         }
     }
 }
@@ -138,10 +146,9 @@ fn relu_on_every_share_pair_of_small_moduli() {
 #[test]
 fn relu_reference_is_relu_of_the_signed_value() {
     let lc = LayerCircuit::new(Layer::Relu, 61, 2).unwrap();
-    // x = 20 → 5; x = −3 (58) → 0; with the mask m the share is y + m mod p
-    assert_eq!(lc.reference(&[15], &[5], 0), 5);
-    assert_eq!(lc.reference(&[50], &[8], 0), 0);
-    assert_eq!(lc.reference(&[15], &[5], 60), (5 + 60) % 61);
+    // x = 20 → 5; x = −3 (58) → 0
+    assert_eq!(lc.reference(&[15], &[5]), 5);
+    assert_eq!(lc.reference(&[50], &[8]), 0);
 }
 
 #[test]
@@ -152,15 +159,14 @@ fn truncate_on_every_share_pair_of_small_moduli() {
             .filter(|&k| ((p - 1) / 2) >> k > 0)
         {
             let lc = LayerCircuit::new(Layer::Truncate, p, shift).unwrap();
-            let (mut c, mut s, mut m) = (vec![], vec![], vec![]);
+            let (mut c, mut s) = (vec![], vec![]);
             for a in 0..p {
                 for b in 0..p {
                     c.push(a);
                     s.push(b);
-                    m.push((a * 5 + b * 11 + shift as u64) % p);
                 }
             }
-            check_layer(&lc, &c, &s, &m, 3 * p + shift as u64);
+            check_layer(&lc, &c, &s, 3 * p + shift as u64);
         }
     }
 }
@@ -176,7 +182,7 @@ fn truncate_reference_is_the_signed_floor_in_range() {
             let share = 17u64;
             let c = (x.rem_euclid(p as i64) as u64 + p - share) % p;
             let want = x.div_euclid(1 << shift).rem_euclid(p as i64) as u64;
-            assert_eq!(lc.reference(&[c], &[share], 0), want, "x={x} shift={shift}");
+            assert_eq!(lc.reference(&[c], &[share]), want, "x={x} shift={shift}");
         }
     }
 }
@@ -186,7 +192,7 @@ fn maxpool_relu_on_every_window_of_a_small_modulus() {
     let p = 13u64;
     for (window, shift) in [(2usize, 0usize), (4, 1)] {
         let lc = LayerCircuit::new(Layer::MaxPoolRelu { window }, p, shift).unwrap();
-        let (mut c, mut s, mut m) = (vec![], vec![], vec![]);
+        let (mut c, mut s) = (vec![], vec![]);
         let mut rng = seeded(window as u64);
         // every combination of reconstructed values (random splits into shares)
         let combos = (p as usize).pow(window as u32).min(30_000);
@@ -199,9 +205,8 @@ fn maxpool_relu_on_every_window_of_a_small_modulus() {
                 c.push((x + p - share) % p);
                 s.push(share);
             }
-            m.push(rng.next_u64() % p);
         }
-        check_layer(&lc, &c, &s, &m, 5);
+        check_layer(&lc, &c, &s, 5);
     }
 }
 
@@ -223,8 +228,7 @@ fn layers_at_20_and_36_bits_on_random_shares() {
             let k = lc.arity();
             let c: Vec<u64> = (0..n * k).map(|_| rng.next_u64() % p).collect();
             let s: Vec<u64> = (0..n * k).map(|_| rng.next_u64() % p).collect();
-            let m: Vec<u64> = (0..n).map(|_| rng.next_u64() % p).collect();
-            check_layer(&lc, &c, &s, &m, p);
+            check_layer(&lc, &c, &s, p);
         }
     }
 }
@@ -237,17 +241,17 @@ fn and_gate_counts_are_the_documented_ones() {
             .unwrap()
             .circuit
             .and_count(),
-        8 * b + 2
+        5 * b + 1
     );
     assert_eq!(
         LayerCircuit::new(Layer::Truncate, 5_324_801, 3)
             .unwrap()
             .circuit
             .and_count(),
-        6 * b + 2
+        3 * b + 1
     );
     let k = 4;
-    let want = (3 * b + 1) * k + 2 * b * (k - 1) + 5 * b + 1;
+    let want = (3 * b + 1) * k + 2 * b * (k - 1) + 2 * b;
     assert_eq!(
         LayerCircuit::new(Layer::MaxPoolRelu { window: k }, 5_324_801, 0)
             .unwrap()
@@ -265,15 +269,35 @@ fn bad_arguments_are_errors() {
     assert!(LayerCircuit::new(Layer::Truncate, 13, 3).is_err()); // (13−1)/2 >> 3 = 0
     let lc = LayerCircuit::new(Layer::Relu, 13, 0).unwrap();
     assert!(lc.evaluator_bits(&[13]).is_err());
-    assert!(lc.garbler_bits(&[1, 2], &[3]).is_err());
-    let (batch, _) = garble(
+    assert!(lc.garbler_bits(&[1, 13]).is_err());
+    let (batch, secrets) = garble(
         &lc.circuit,
         2,
-        &lc.garbler_bits(&[1, 2], &[3, 4]).unwrap(),
+        &lc.garbler_bits(&[1, 2]).unwrap(),
         &mut seeded(1),
     )
     .unwrap();
     assert!(evaluate(&lc.circuit, &batch, &[Block::ZERO; 3]).is_err());
+    assert!(evaluate(&lc.circuit, &batch.without_decoding(), &[Block::ZERO; 2]).is_err());
+    // output tables: wrong widths and entries not below p are refused
+    let (table, _) = garble_outputs(
+        &secrets.output_zero_labels,
+        secrets.delta,
+        lc.output_bits(),
+        13,
+        &mut seeded(2),
+    )
+    .unwrap();
+    let bytes = table.to_bytes(13);
+    assert_eq!(
+        OutputTable::from_bytes(&bytes, 2, lc.output_bits(), 13).unwrap(),
+        table
+    );
+    assert!(OutputTable::from_bytes(&bytes[1..], 2, lc.output_bits(), 13).is_err());
+    let mut big = bytes.clone();
+    big[0] = 13;
+    assert!(OutputTable::from_bytes(&big, 2, lc.output_bits(), 13).is_err());
+    assert!(decode_outputs(&[Block::ZERO; 3], &table, 13).is_err());
 }
 
 #[test]
@@ -282,7 +306,7 @@ fn wire_format_round_trips_and_refuses_bad_bytes() {
     let (batch, _) = garble(
         &lc.circuit,
         3,
-        &lc.garbler_bits(&[1, 2, 3], &[4, 5, 6]).unwrap(),
+        &lc.garbler_bits(&[1, 2, 3]).unwrap(),
         &mut seeded(2),
     )
     .unwrap();
@@ -318,7 +342,7 @@ fn wire_format_round_trips_and_refuses_bad_bytes() {
 #[test]
 fn garbling_draws_fresh_labels_from_the_os() {
     let lc = LayerCircuit::new(Layer::Relu, 31, 0).unwrap();
-    let bits = lc.garbler_bits(&[1], &[2]).unwrap();
+    let bits = lc.garbler_bits(&[1]).unwrap();
     let (a, sa) = garble(&lc.circuit, 1, &bits, &mut os_rng().unwrap()).unwrap();
     let (b, sb) = garble(&lc.circuit, 1, &bits, &mut os_rng().unwrap()).unwrap();
     assert_ne!(a.tables, b.tables);
