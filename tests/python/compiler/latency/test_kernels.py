@@ -114,7 +114,8 @@ def test_hybrid_kernel_equals_the_dense_product(data, slots: int) -> None:
     chunks = _pow2_at_least(-(-(int(target.max(initial=0)) + 1) // m))
     applies = m < slots and chunks * m <= slots and chunks > 1
     assert (res is not None) == applies
-    assume(applies)
+    if not applies:  # the refusal was the check (no filtering: most squat draws do not apply)
+        return
     t, out = res
     note(
         f"{a.shape} nnz={a.nnz}, {inp.n_cts} input cts, S={slots}, m={m}, chunks={chunks}, M={m_gs}"
