@@ -203,15 +203,22 @@ impl Builder {
     /// `(a + b) mod p` for `a, b < p` given as `n`-bit words with `p < 2^n` (3n + 1 AND gates):
     /// the sum over `n + 1` bits, minus `p`, and a multiplexer on the borrow.
     pub fn add_mod(&mut self, a: &[Wire], b: &[Wire], p: u64) -> Vec<Wire> {
+        self.add_mod_from(a, b, p, 0)
+    }
+
+    /// Bits `from..n` of `(a + b) mod p` (`3n + 1 − from` AND gates: the multiplexer selects
+    /// only the bits asked for).
+    pub fn add_mod_from(&mut self, a: &[Wire], b: &[Wire], p: u64, from: usize) -> Vec<Wire> {
         let n = a.len();
         assert!(n < 64 && p < (1u64 << n), "add_mod: p must fit the word");
+        assert!(from <= n, "add_mod_from: bit {from} of {n}");
         let zero = self.zero();
         let (mut t, carry) = self.add_with_carry(a, b, zero);
         t.push(carry);
         let pw = self.constant(p, n + 1);
         let (u, borrow) = self.sub(&t, &pw);
         // borrow = 1: t < p, keep t; else t − p (< p < 2^n)
-        self.mux(borrow, &t[..n], &u[..n])
+        self.mux(borrow, &t[from..n], &u[from..n])
     }
 
     /// `a < b` (unsigned, equal widths): the borrow of `a − b` (n AND gates).

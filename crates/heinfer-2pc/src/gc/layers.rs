@@ -11,18 +11,20 @@
 //! circuit (3b + 1 AND gates) by two table entries per output bit.
 //!
 //! * ReLU: `x = c + s mod p` (3b + 1 AND gates), sign `h < x` with `h = (p−1)/2` (b), zeroing
-//!   (b): `5b + 1` AND gates, 101 at b = 20.
+//!   of the bits above the truncation (b − shift): `5b + 1 − shift` AND gates, 101 at b = 20
+//!   without truncation, 89 with a 12-bit one.
 //! * Max-pooling of `k` values fused with ReLU: the server shifts its shares by `h`
 //!   (`s' = s + h`, free), so each reconstructed `v = x + h mod p` maps the signed range onto
 //!   `[0, p)` in order; a comparison tree takes the maximum (2b per comparison), then
-//!   `y = v ≥ h ? v − h : 0` (2b): `(3b + 1)k + 2b(k − 1) + 2b` AND gates, 404 at b = 20 and
-//!   k = 4. `ReLU(max(x)) = max(ReLU(x))`, so a ReLU followed by max-pooling is this one
+//!   `y = v ≥ h ? v − h : 0` (2b − shift): `(3b + 1)k + 2b(k − 1) + 2b − shift` AND gates,
+//!   404 at b = 20, k = 4 and no truncation. `ReLU(max(x)) = max(ReLU(x))`, so a ReLU followed by max-pooling is this one
 //!   circuit.
 //! * Truncation alone (before GAZELLE's AHE square, which cannot truncate): the server shifts
 //!   its shares by `H = K·2^shift` with `K = ⌊(p−1)/2 / 2^shift⌋` (free), so `v = x + H` is
 //!   `x` moved onto `[0, p)` for `−H ≤ x < p − H`; `⌊v / 2^shift⌋ = ⌊x / 2^shift⌋ + K` is
-//!   wiring, and the server takes `K` off its share: one addition mod `p`, `3b + 1` AND gates,
-//!   61 at b = 20.
+//!   wiring, and the server takes `K` off its share: one addition mod `p` whose reduction
+//!   selects only the bits above the truncation, `3b + 1 − shift` AND gates, 49 at b = 20 and
+//!   a 12-bit truncation.
 
 use super::circuit::{from_bits, to_bits, Builder, Circuit, Wire};
 use crate::{Result, TwoPartyError};
@@ -83,12 +85,14 @@ impl LayerCircuit {
         let mut b = Builder::new();
         let s: Vec<Vec<Wire>> = (0..k).map(|_| b.garbler_input(bits)).collect();
         let c: Vec<Vec<Wire>> = (0..k).map(|_| b.evaluator_input(bits)).collect();
-        let y = match layer {
+        // only the bits above the truncation are computed past the last comparison: the
+        // zeroing (and truncation's reduction) skip the `shift` low bits
+        let yt = match layer {
             Layer::Relu => {
                 let x = b.add_mod(&c[0], &s[0], p);
                 let hw = b.constant(h, bits);
                 let neg = b.less_than(&hw, &x);
-                b.zero_if(neg, &x)
+                b.zero_if(neg, &x[shift..])
             }
             Layer::MaxPoolRelu { .. } => {
                 let mut mx = b.add_mod(&c[0], &s[0], p);
@@ -99,7 +103,7 @@ impl LayerCircuit {
                 }
                 let hw = b.constant(h, bits);
                 let (d, below) = b.sub(&mx, &hw);
-                b.zero_if(below, &d)
+                b.zero_if(below, &d[shift..])
             }
             Layer::Truncate => {
                 if ((p - 1) / 2) >> shift == 0 {
@@ -107,11 +111,10 @@ impl LayerCircuit {
                         "truncation of {shift} bits leaves no signed range modulo {p}"
                     )));
                 }
-                b.add_mod(&c[0], &s[0], p)
+                b.add_mod_from(&c[0], &s[0], p, shift)
             }
         };
         // the truncated value's bits, shared through the output table, never decoded
-        let yt: Vec<Wire> = y[shift..].to_vec();
         Ok(LayerCircuit {
             layer,
             p,

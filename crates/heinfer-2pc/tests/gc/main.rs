@@ -236,21 +236,20 @@ fn layers_at_20_and_36_bits_on_random_shares() {
 #[test]
 fn and_gate_counts_are_the_documented_ones() {
     let b = 23; // bits of 5,324,801
-    assert_eq!(
-        LayerCircuit::new(Layer::Relu, 5_324_801, 0)
+    let ands = |layer, shift| {
+        LayerCircuit::new(layer, 5_324_801, shift)
             .unwrap()
             .circuit
-            .and_count(),
-        5 * b + 1
-    );
-    assert_eq!(
-        LayerCircuit::new(Layer::Truncate, 5_324_801, 3)
-            .unwrap()
-            .circuit
-            .and_count(),
-        3 * b + 1
-    );
+            .and_count()
+    };
+    assert_eq!(ands(Layer::Relu, 0), 5 * b + 1);
+    assert_eq!(ands(Layer::Relu, 7), 5 * b + 1 - 7);
+    assert_eq!(ands(Layer::Truncate, 3), 3 * b + 1 - 3);
     let k = 4;
+    assert_eq!(
+        ands(Layer::MaxPoolRelu { window: k }, 5),
+        (3 * b + 1) * k + 2 * b * (k - 1) + 2 * b - 5
+    );
     let want = (3 * b + 1) * k + 2 * b * (k - 1) + 2 * b;
     assert_eq!(
         LayerCircuit::new(Layer::MaxPoolRelu { window: k }, 5_324_801, 0)
