@@ -145,6 +145,24 @@ fn check_instances(n: usize) -> Result<()> {
     Ok(())
 }
 
+/// `(part, rest)` of `msg = len (u64 LE) ‖ part ‖ rest`; the reason when `msg` is too short.
+fn split_prefixed<'a>(
+    msg: &'a [u8],
+    what: &str,
+) -> std::result::Result<(&'a [u8], &'a [u8]), String> {
+    if msg.len() < 8 {
+        return Err(format!("no {what}: shorter than its length"));
+    }
+    let len = u64::from_le_bytes(msg[..8].try_into().expect("8 bytes"));
+    if len > (msg.len() - 8) as u64 {
+        return Err(format!(
+            "declares {len} bytes of {what}, holds {}",
+            msg.len() - 8
+        ));
+    }
+    Ok(msg[8..].split_at(len as usize))
+}
+
 /// The server's side of one step: its masks and the OT sender of the client's labels.
 pub struct ServerStep {
     r: Vec<u64>,
@@ -219,28 +237,8 @@ impl ClientStep {
             what: "offline reply",
             reason,
         };
-        if msg.len() < 8 {
-            return Err(bad("shorter than its header".into()));
-        }
-        let tau_len = u64::from_le_bytes(msg[..8].try_into().expect("8 bytes"));
-        if tau_len > (msg.len() - 8) as u64 {
-            return Err(bad(format!(
-                "declares {tau_len} bytes of OT corrections, holds {}",
-                msg.len() - 8
-            )));
-        }
-        let (tau, rest) = msg[8..].split_at(tau_len as usize);
-        if rest.len() < 8 {
-            return Err(bad("no garbled circuits".into()));
-        }
-        let gc_len = u64::from_le_bytes(rest[..8].try_into().expect("8 bytes"));
-        if gc_len > (rest.len() - 8) as u64 {
-            return Err(bad(format!(
-                "declares {gc_len} bytes of garbled circuits, holds {}",
-                rest.len() - 8
-            )));
-        }
-        let (garbled, table) = rest[8..].split_at(gc_len as usize);
+        let (tau, rest) = split_prefixed(msg, "OT corrections").map_err(bad)?;
+        let (garbled, table) = split_prefixed(rest, "garbled circuits").map_err(bad)?;
         let batch = GarbledBatch::from_bytes_without_decoding(
             garbled,
             &self.layer.circuit,

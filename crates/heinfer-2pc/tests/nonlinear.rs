@@ -4,6 +4,7 @@
 use heinfer_2pc::gc::layers::{Layer, LayerCircuit};
 use heinfer_2pc::nonlinear::{ClientSession, ServerSession};
 use heinfer_2pc::rng::{os_rng, seeded};
+use rand_chacha::ChaCha20Rng;
 use rand_core::RngCore;
 
 const P: u64 = 5_324_801;
@@ -16,13 +17,29 @@ fn signed(v: u64) -> i64 {
     }
 }
 
-#[test]
-fn relu_and_maxpool_steps_reconstruct_the_layer() {
+/// A client and a server session after the set-up, with their OS-seeded generators.
+fn sessions() -> (ClientSession, ServerSession, ChaCha20Rng, ChaCha20Rng) {
     let mut crng = os_rng().unwrap();
     let mut srng = os_rng().unwrap();
     let (mut client, m1) = ClientSession::new(&mut crng).unwrap();
-    let (mut server, m2) = ServerSession::new(&m1, &mut srng).unwrap();
+    let (server, m2) = ServerSession::new(&m1, &mut srng).unwrap();
     client.finish_setup(&m2).unwrap();
+    (client, server, crng, srng)
+}
+
+/// Chi-square of `values` over 16 equal bins of `[0, P)`.
+fn chi2_16(values: &[u64]) -> f64 {
+    let mut bins = [0f64; 16];
+    for &v in values {
+        bins[(v as u128 * 16 / P as u128) as usize] += 1.0;
+    }
+    let e = values.len() as f64 / 16.0;
+    bins.iter().map(|&o| (o - e) * (o - e) / e).sum()
+}
+
+#[test]
+fn relu_and_maxpool_steps_reconstruct_the_layer() {
+    let (mut client, mut server, mut crng, mut srng) = sessions();
     let mut data = seeded(3);
     for (layer, shift) in [
         (Layer::Relu, 0),
@@ -67,31 +84,18 @@ fn relu_and_maxpool_steps_reconstruct_the_layer() {
 #[test]
 fn client_shares_are_uniform_mod_p() {
     // the client's view of x = 0 everywhere: c = r must look uniform (chi-square on 16 bins)
-    let mut crng = os_rng().unwrap();
-    let mut srng = os_rng().unwrap();
-    let (mut client, m1) = ClientSession::new(&mut crng).unwrap();
-    let (mut server, m2) = ServerSession::new(&m1, &mut srng).unwrap();
-    client.finish_setup(&m2).unwrap();
+    let (mut client, mut server, mut crng, mut srng) = sessions();
     let lc = LayerCircuit::new(Layer::Relu, P, 0).unwrap();
     let n = 16_000;
     let (_cstep, off1) = client.offline(&lc, n, &mut crng).unwrap();
     let (sstep, _) = server.offline(&lc, n, &off1, &mut srng).unwrap();
-    let mut bins = [0f64; 16];
-    for &r in sstep.masks() {
-        bins[(r as u128 * 16 / P as u128) as usize] += 1.0;
-    }
-    let e = n as f64 / 16.0;
-    let chi2: f64 = bins.iter().map(|&o| (o - e) * (o - e) / e).sum();
+    let chi2 = chi2_16(sstep.masks());
     assert!(
         chi2 < 37.7,
         "chi-square {chi2:.1} over 15 degrees of freedom (p = 0.001 cut-off 37.7)"
     );
     // and the output shares too
-    let mut bins = [0f64; 16];
-    for &m in &sstep.output_shares() {
-        bins[(m as u128 * 16 / P as u128) as usize] += 1.0;
-    }
-    let chi2: f64 = bins.iter().map(|&o| (o - e) * (o - e) / e).sum();
+    let chi2 = chi2_16(&sstep.output_shares());
     assert!(chi2 < 37.7, "output shares: chi-square {chi2:.1}");
 }
 
@@ -135,11 +139,7 @@ fn out_of_order_and_malformed_messages_are_refused() {
 /// table masks each with a fresh ρ).
 #[test]
 fn client_output_shares_hide_the_result() {
-    let mut crng = os_rng().unwrap();
-    let mut srng = os_rng().unwrap();
-    let (mut client, m1) = ClientSession::new(&mut crng).unwrap();
-    let (mut server, m2) = ServerSession::new(&m1, &mut srng).unwrap();
-    client.finish_setup(&m2).unwrap();
+    let (mut client, mut server, mut crng, mut srng) = sessions();
     let lc = LayerCircuit::new(Layer::Relu, P, 3).unwrap();
     let n = 16_000;
     let (mut cstep, off1) = client.offline(&lc, n, &mut crng).unwrap();
@@ -150,11 +150,6 @@ fn client_output_shares_hide_the_result() {
     let z = cstep.finish(&sstep.labels(&choices).unwrap()).unwrap();
     let s = sstep.output_shares();
     assert!(z.iter().zip(&s).all(|(&a, &b)| (a + b) % P == 0));
-    let mut bins = [0f64; 16];
-    for &v in &z {
-        bins[(v as u128 * 16 / P as u128) as usize] += 1.0;
-    }
-    let e = n as f64 / 16.0;
-    let chi2: f64 = bins.iter().map(|&o| (o - e) * (o - e) / e).sum();
+    let chi2 = chi2_16(&z);
     assert!(chi2 < 37.7, "client shares: chi-square {chi2:.1}");
 }

@@ -379,15 +379,27 @@ fn parameters_are_checked() {
     assert_ne!(other.id(), params.id());
 }
 
-#[test]
-fn secure_preset_runs_a_flooded_product() {
+/// The secure preset's parties and `Enc(x)·w` for random slots `x`, `w`: returns the
+/// parameters, an evaluator, the client's decryptor, a re-randomizer with its public key,
+/// the product and its expected slots `x·w mod p`.
+fn secure_product(
+    seed: u64,
+) -> (
+    BfvParams,
+    BfvEvaluator,
+    Decryptor,
+    Rerandomizer,
+    Ciphertext,
+    Vec<u64>,
+) {
     let params = BfvParams::new(presets::pn13_plain20()).unwrap();
     let kg = KeyGenerator::new(params.rlwe()).unwrap();
     let pk = kg.public_key().unwrap();
     let enc = BatchEncoder::new(&params);
     let ev = BfvEvaluator::new(&params);
     let dec = Decryptor::new(&params, kg.secret_key()).unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(8);
+    let rr = Rerandomizer::new(&params, &pk).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
     let p = params.plain_modulus();
     let (x, w) = (
         random_slots(&mut rng, 8192, p),
@@ -400,42 +412,28 @@ fn secure_preset_runs_a_flooded_product() {
     let prod = ev
         .mul_plain(&ct, &enc.encode_multiplier(&w).unwrap())
         .unwrap();
-    let rr = Rerandomizer::new(&params, &pk).unwrap();
-    // a worst-case bound of 2^64 on the product's noise, 40 statistical bits
-    let b = flood_bits(64, 13, 40);
-    assert!(b <= rr.max_flood_bits(), "{b} > {}", rr.max_flood_bits());
-    let out = dec.decrypt(&rr.rerandomize(&prod, b).unwrap()).unwrap();
     let want: Vec<u64> = x
         .iter()
         .zip(&w)
         .map(|(&a, &b)| (a as u128 * b as u128 % p as u128) as u64)
         .collect();
+    (params, ev, dec, rr, prod, want)
+}
+
+#[test]
+fn secure_preset_runs_a_flooded_product() {
+    let (_, _, dec, rr, prod, want) = secure_product(8);
+    // a worst-case bound of 2^64 on the product's noise, 40 statistical bits
+    let b = flood_bits(64, 13, 40);
+    assert!(b <= rr.max_flood_bits(), "{b} > {}", rr.max_flood_bits());
+    let out = dec.decrypt(&rr.rerandomize(&prod, b).unwrap()).unwrap();
     assert_eq!(out, want);
 }
 
 #[test]
 fn compact_results_decrypt_at_the_lowest_level_that_holds_the_flooding() {
-    let params = BfvParams::new(presets::pn13_plain20()).unwrap();
-    let kg = KeyGenerator::new(params.rlwe()).unwrap();
-    let pk = kg.public_key().unwrap();
-    let enc = BatchEncoder::new(&params);
-    let ev = BfvEvaluator::new(&params);
-    let dec = Decryptor::new(&params, kg.secret_key()).unwrap();
-    let rr = Rerandomizer::new(&params, &pk).unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(9);
-    let p = params.plain_modulus();
-    let (x, w) = (
-        random_slots(&mut rng, 8192, p),
-        random_slots(&mut rng, 8192, p),
-    );
-    let ct = Encryptor::new(params.rlwe(), &pk)
-        .unwrap()
-        .encrypt(&enc.encode(&x).unwrap())
-        .unwrap();
-    let prod = ev
-        .mul_plain(&ct, &enc.encode_multiplier(&w).unwrap())
-        .unwrap();
-    let want = dec.decrypt(&prod).unwrap();
+    let (params, ev, dec, rr, prod, want) = secure_product(9);
+    assert_eq!(dec.decrypt(&prod).unwrap(), want);
     let full = ciphertext_to_bytes(&params, &prod).unwrap().len();
     let max = rr.max_flood_bits();
     // three 50-bit primes: one prime holds every flooding these parameters allow (2^125 is

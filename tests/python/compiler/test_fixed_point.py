@@ -28,10 +28,9 @@ def digits():
     return data["x"].astype(np.float64), data["y"]
 
 
-@pytest.mark.parametrize("name", ["cryptonets_relu", "mnist_d"])
-@pytest.mark.parametrize("p", [P18, P22])
-def test_plan_agrees_with_float_inference(digits, name: str, p: int) -> None:
-    x, y = digits
+def _plan_against_float(name: str, p: int, x: np.ndarray):
+    """``(plan, argmax agreement, relative logit error)`` of the model's plan mod ``p``
+    (bounds and calibration from the first 64 digits, head-room 1.25) against float64."""
     graph = _graph(name)
     bounds = tensor_bounds(graph, x[:64], 1.0, 1.25)
     plan = plan_fixed_point(graph, bounds, p, calibration=x[:64])
@@ -42,6 +41,13 @@ def test_plan_agrees_with_float_inference(digits, name: str, p: int) -> None:
     print(f"{name} p={p.bit_length()} bits: input frac {plan.input_frac}, "
           f"{[(l.in_frac, l.weight_frac, l.shift) for l in plan.layers]}, "
           f"agreement {agreement:.4f}, rel. logit error {rel:.2e}")
+    return plan, agreement, rel
+
+
+@pytest.mark.parametrize("name", ["cryptonets_relu", "mnist_d"])
+@pytest.mark.parametrize("p", [P18, P22])
+def test_plan_agrees_with_float_inference(digits, name: str, p: int) -> None:
+    plan, agreement, rel = _plan_against_float(name, p, digits[0])
     assert agreement >= (0.99 if p == P22 else 0.97)
     assert rel < (0.01 if p == P22 else 0.05)
     # every truncation is a right shift; precision never grows back after a truncation
@@ -77,16 +83,7 @@ def test_a_bound_that_is_exceeded_is_caught_not_wrapped(digits) -> None:
 def test_square_plans_truncate_then_square(digits, name: str, p: int) -> None:
     """GAZELLE's square step: the circuit truncates to g bits, the AHE square doubles them, so
     the next layer's input has an even number 2g of fractional bits."""
-    x, _ = digits
-    graph = _graph(name)
-    bounds = tensor_bounds(graph, x[:64], 1.0, 1.25)
-    plan = plan_fixed_point(graph, bounds, p, calibration=x[:64])
-    got = simulate(plan, x)
-    want = graph.run(x).reshape(len(x), -1)
-    agreement = float((got.argmax(1) == want.argmax(1)).mean())
-    rel = float(np.abs(got - want).max() / np.abs(want).max())
-    print(f"{name} p={p.bit_length()} bits: {[(l.in_frac, l.weight_frac, l.shift) for l in plan.layers]}, "
-          f"agreement {agreement:.4f}, rel. logit error {rel:.2e}")
+    plan, agreement, rel = _plan_against_float(name, p, digits[0])
     for a, b in zip(plan.layers, plan.layers[1:]):
         assert [f.kind for f in a.step] == ["square"]
         assert a.shift >= 0 and b.in_frac == 2 * (a.out_frac - a.shift)

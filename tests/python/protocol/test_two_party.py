@@ -60,6 +60,14 @@ def test_protocol_matches_the_fixed_point_plan_exactly(compiled, name: str) -> N
     assert rep["online_bytes"] > 0 and rep["offline_bytes"] > 0 and rep["setup_bytes"] > 0
 
 
+def _assert_uniform(values: np.ndarray, p: int) -> None:
+    """A chi-square test of ``values`` over 16 equal buckets of ``[0, p)``."""
+    counts = np.bincount((values * 16 / p).astype(int), minlength=16)
+    expected = len(values) / 16
+    chi2 = ((counts - expected) ** 2 / expected).sum()
+    assert chi2 < 50.0, f"chi-square {chi2:.1f} over 15 degrees of freedom"  # p ≈ 1e-5
+
+
 def test_what_the_client_decrypts_is_uniform(compiled) -> None:
     """Every slot of every layer result the client decrypts is its share ``y + r`` or a
     uniform filler: a chi-square test over 16 buckets of [0, p) (all N slots of layer 0's
@@ -72,10 +80,7 @@ def test_what_the_client_decrypts_is_uniform(compiled) -> None:
     res = server.layer(0, client.query(DIGITS[0]))
     cts = client._load(res, prog.segments[0].output.n_cts, "test")
     slots = np.concatenate([client._dec.decrypt(c) for c in cts]).astype(np.float64)
-    counts = np.bincount((slots * 16 / prog.plain_modulus).astype(int), minlength=16)
-    expected = len(slots) / 16
-    chi2 = ((counts - expected) ** 2 / expected).sum()
-    assert chi2 < 50.0, f"chi-square {chi2:.1f} over 15 degrees of freedom"  # p ≈ 1e-5
+    _assert_uniform(slots, prog.plain_modulus)
 
 
 def test_after_a_square_the_client_still_decrypts_only_uniform_shares(compiled) -> None:
@@ -96,10 +101,7 @@ def test_after_a_square_the_client_still_decrypts_only_uniform_shares(compiled) 
     cts = client._load(res, prog.segments[1].output.n_cts, "test")
     assert all(c.level == 0 for c in cts)
     slots = np.concatenate([client._dec.decrypt(c) for c in cts]).astype(np.float64)
-    counts = np.bincount((slots * 16 / prog.plain_modulus).astype(int), minlength=16)
-    expected = len(slots) / 16
-    chi2 = ((counts - expected) ** 2 / expected).sum()
-    assert chi2 < 50.0, f"chi-square {chi2:.1f} over 15 degrees of freedom"
+    _assert_uniform(slots, prog.plain_modulus)
 
 
 def test_parties_refuse_out_of_order_and_malformed_messages(compiled) -> None:
