@@ -68,16 +68,22 @@ def _assert_uniform(values: np.ndarray, p: int) -> None:
     assert chi2 < 50.0, f"chi-square {chi2:.1f} over 15 degrees of freedom"  # p ≈ 1e-5
 
 
+def _first_layer(prog):
+    """Both parties after the set-up and the offline phase, and layer 0's masked result for
+    the first digit."""
+    client = TwoPartyInferenceClient(prog.public())
+    server = TwoPartyInferenceServer(prog, client.keys_message())
+    client.finish_setup(server.setup_reply)
+    client.offline_finish(server.offline(client.offline_request()))
+    return client, server, server.layer(0, client.query(DIGITS[0]))
+
+
 def test_what_the_client_decrypts_is_uniform(compiled) -> None:
     """Every slot of every layer result the client decrypts is its share ``y + r`` or a
     uniform filler: a chi-square test over 16 buckets of [0, p) (all N slots of layer 0's
     ciphertexts, whose true values are mostly small and would fail it badly unmasked)."""
     _, prog = compiled("cryptonets_relu")
-    client = TwoPartyInferenceClient(prog.public())
-    server = TwoPartyInferenceServer(prog, client.keys_message())
-    client.finish_setup(server.setup_reply)
-    client.offline_finish(server.offline(client.offline_request()))
-    res = server.layer(0, client.query(DIGITS[0]))
+    client, server, res = _first_layer(prog)
     cts = client._load(res, prog.segments[0].output.n_cts, "test")
     slots = np.concatenate([client._dec.decrypt(c) for c in cts]).astype(np.float64)
     _assert_uniform(slots, prog.plain_modulus)
@@ -88,11 +94,7 @@ def test_after_a_square_the_client_still_decrypts_only_uniform_shares(compiled) 
     with the server's share in its diagonals): every slot of its result is still the client's
     uniform share or a uniform filler, and its compacted ciphertexts hold one prime."""
     _, prog = compiled("mnist_a")
-    client = TwoPartyInferenceClient(prog.public())
-    server = TwoPartyInferenceServer(prog, client.keys_message())
-    client.finish_setup(server.setup_reply)
-    client.offline_finish(server.offline(client.offline_request()))
-    res = server.layer(0, client.query(DIGITS[0]))
+    client, server, res = _first_layer(prog)
     msgs = client.next_input(0, server.labels(0, client.choose(0, res)))
     assert len(msgs) == 2 * prog.segments[1].n_input_cts and prog.squared_input(1)
     with pytest.raises(ProtocolError, match="expected"):
