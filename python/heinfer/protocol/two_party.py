@@ -81,11 +81,18 @@ class Party:
     def _dump(self, cts: list) -> list[bytes]:
         return [bytes(self.params._raw.ciphertext_to_bytes(c._raw)) for c in cts]
 
-    def _load(self, msgs: list[bytes], count: int, what: str) -> list:
+    def _load(self, msgs: list[bytes], count: int, what: str, top: bool = False) -> list:
+        """``count`` validated ciphertexts; with ``top``, each at the top level (an input to
+        compute on: only results travel switched down to fewer primes)."""
         if len(msgs) != count:
             raise ProtocolError(f"{what}: expected {count} ciphertexts, got {len(msgs)}")
         rlwe = self.params.rlwe
-        return [ckks.Ciphertext._wrap(self.params._raw.ciphertext_from_bytes(m, MAX_CIPHERTEXT_BYTES), rlwe) for m in msgs]
+        cts = [ckks.Ciphertext._wrap(self.params._raw.ciphertext_from_bytes(m, MAX_CIPHERTEXT_BYTES), rlwe) for m in msgs]
+        top_level = len(self.prog.bfv["log_q"]) - 1
+        for i, c in enumerate(cts):
+            if top and c.level != top_level:
+                raise ProtocolError(f"{what}: ciphertext {i} is at level {c.level}; inputs are at level {top_level}")
+        return cts
 
 
 class TwoPartyInferenceClient(Party):
@@ -229,7 +236,7 @@ class TwoPartyInferenceServer(Party):
         seg = self.prog.segments[k]
         squared = self.prog.squared_input(k)
         n = seg.n_input_cts
-        cts = self._load(msgs, 2 * n if squared else n, f"layer {k} input")
+        cts = self._load(msgs, 2 * n if squared else n, f"layer {k} input", top=True)
         if k > 0:  # add the server's share of the input: Enc(z) + ρ = Enc(y); squared: Enc(a²) + b²
             share = self._share(k - 1)
             if squared:

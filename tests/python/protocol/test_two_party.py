@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from compiler import onnx_models as om
 
+from heinfer import ckks
 from heinfer.compiler.fixed_point import plan_fixed_point, simulate
 from heinfer.compiler.fuse import fold_linear
 from heinfer.compiler.latency.two_party import _merge_all_linear, compile_two_party
@@ -99,6 +100,10 @@ def test_after_a_square_the_client_still_decrypts_only_uniform_shares(compiled) 
     assert len(msgs) == 2 * prog.segments[1].n_input_cts and prog.squared_input(1)
     with pytest.raises(ProtocolError, match="expected"):
         server.layer(1, msgs[: prog.segments[1].n_input_cts])  # Enc(a) without Enc(a²)
+    # an input switched down to fewer primes (as results travel) is refused by name
+    low = ckks.Evaluator(client.params.rlwe).drop_level(client._load(msgs[:1], 1, "test")[0], 1)
+    with pytest.raises(ProtocolError, match="level 1; inputs are at level 2"):
+        server.layer(1, [bytes(client.params._raw.ciphertext_to_bytes(low._raw))] + msgs[1:])
     res = server.layer(1, msgs)
     cts = client._load(res, prog.segments[1].output.n_cts, "test")
     assert all(c.level == 0 for c in cts)
