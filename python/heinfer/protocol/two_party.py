@@ -18,8 +18,9 @@ Layer: ``heinfer.protocol``. Per query (one item), with additive shares mod ``p`
 4. **squares** (GAZELLE's AHE square protocol): the step's circuit only truncates; with
    shares ``a`` (client) and ``b`` (server) of its output ``z``, the client encrypts ``a²`` and
    ``a``, and the server computes ``W·z² = W·(Enc(a²) + b²) + (W·diag(2b))·Enc(a)`` — the next
-   layer run twice, the second time with its diagonals scaled by ``2b`` (encoded offline: ``b``
-   is the server's output share of the circuit, drawn before any data), so ``Enc(a)`` goes through one product as any input.
+   layer run twice, the second time with its diagonals scaled by ``2b`` (encoded offline:
+   ``b`` is the server's output share of the circuit, drawn before any data), so ``Enc(a)``
+   goes through one product like any input.
 
 What each party learns (semi-honest, as GAZELLE): the client the output and the public
 architecture; the server nothing (it sees BFV ciphertexts and OT messages). Both parties are
