@@ -17,8 +17,8 @@
 //!   (`s' = s + h`, free), so each reconstructed `v = x + h mod p` maps the signed range onto
 //!   `[0, p)` in order; a comparison tree takes the maximum (2b per comparison), then
 //!   `y = v ≥ h ? v − h : 0` (2b − shift): `(3b + 1)k + 2b(k − 1) + 2b − shift` AND gates,
-//!   404 at b = 20, k = 4 and no truncation. `ReLU(max(x)) = max(ReLU(x))`, so a ReLU followed by max-pooling is this one
-//!   circuit.
+//!   404 at b = 20, k = 4 and no truncation. `ReLU(max(x)) = max(ReLU(x))`, so a ReLU
+//!   followed by max-pooling is this one circuit.
 //! * Truncation alone (before GAZELLE's AHE square, which cannot truncate): the server shifts
 //!   its shares by `H = K·2^shift` with `K = ⌊(p−1)/2 / 2^shift⌋` (free), so `v = x + H` is
 //!   `x` moved onto `[0, p)` for `−H ≤ x < p − H`; `⌊v / 2^shift⌋ = ⌊x / 2^shift⌋ + K` is
