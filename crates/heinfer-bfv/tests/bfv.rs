@@ -240,8 +240,8 @@ fn flooding_keeps_the_message_and_spends_the_budget() {
 
 /// The client's view of `Enc(x)·w` for a weight set it does not know, as the distance of its
 /// decryption error from zero. Without flooding, small weights (all 1) and full-size weights
-/// are told apart by 15+ bits of noise; flooded, their noise is the same to within a bit, on
-/// every trial.
+/// are told apart by 15+ bits of noise; flooded (and switched down to fewer primes, as results
+/// are sent), their noise is the same to within a bit, on every trial.
 #[test]
 fn flooding_hides_the_weights_from_the_decrypting_client() {
     let s = setup();
@@ -270,6 +270,14 @@ fn flooding_hides_the_weights_from_the_decrypting_client() {
         );
         let gap = s.dec.noise_budget(&fs).unwrap() - s.dec.noise_budget(&fl).unwrap();
         assert!(gap.abs() < 1.0, "trial {trial}: flooded gap {gap}");
+        // what the protocol sends: flooded, then switched down to fewer primes
+        let (fs, fl) = (
+            rr.rerandomize_compact(&cs, b).unwrap(),
+            rr.rerandomize_compact(&cl, b).unwrap(),
+        );
+        assert!(fs.level() < s.params.level() && fs.level() == fl.level());
+        let gap = s.dec.noise_budget(&fs).unwrap() - s.dec.noise_budget(&fl).unwrap();
+        assert!(gap.abs() < 1.0, "trial {trial}: flooded and switched gap {gap}");
     }
 }
 
