@@ -5,8 +5,9 @@ keys, the base-OT message) and gets the base-OT answer; then per query it sends 
 requests and gets the garbled circuits, sends each layer's encrypted share and gets the masked,
 flooded result, sends each step's OT choices and gets the labels. Every message is a list of
 blobs cut into :class:`TwoPartyFrame` parts of at most :data:`PART_BYTES`; :class:`Reassembler`
-checks every frame (kind, step, blob order, offsets, sizes against the per-message limit)
-before it buffers a byte. The parties are :mod:`heinfer.protocol.two_party`'s.
+checks every frame (kind, step, blob order, offsets, sizes against the per-message limit,
+which the server computes from the program: :mod:`heinfer.serve.two_party_limits`) before it
+buffers a byte. The parties are :mod:`heinfer.protocol.two_party`'s.
 
 TLS, mutual TLS and a bearer token work as for the CKKS service (:func:`heinfer.serve.serve`):
 an address that is not loopback needs TLS unless ``insecure=True``.
@@ -19,7 +20,7 @@ import hmac
 import logging
 import queue
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
 
 import grpc
@@ -32,6 +33,7 @@ from heinfer.runtime.bfv_transform import prepare_layers
 from heinfer.runtime.executor import bad_budget
 from heinfer.serve.service import is_loopback
 from heinfer.serve.tls import TlsConfig
+from heinfer.serve.two_party_limits import client_limits
 from heinfer.v1 import service_pb2 as pb
 
 __all__ = ["Kind", "Reassembler", "TwoPartyService", "connect_two_party", "serve_two_party"]
@@ -67,11 +69,20 @@ def frames(kind: Kind, step: int, blobs: list[bytes]) -> Iterator[pb.TwoPartyFra
 
 
 class Reassembler:
-    """Frames → messages ``(kind, step, blobs)``, checking each frame before buffering it."""
+    """Frames → messages ``(kind, step, blobs)``, checking each frame before buffering it.
+    ``limit(kind, step) → (most blobs, most bytes)`` (optional: the server's
+    :func:`~heinfer.serve.two_party_limits.client_limits`) bounds each message by its kind
+    and step, within ``max_bytes``."""
 
-    def __init__(self, frames_in: Iterable[pb.TwoPartyFrame], max_bytes: int = MAX_MESSAGE_BYTES) -> None:
+    def __init__(
+        self,
+        frames_in: Iterable[pb.TwoPartyFrame],
+        max_bytes: int = MAX_MESSAGE_BYTES,
+        limit: Callable[[int, int], tuple[int, int]] | None = None,
+    ) -> None:
         self._it = iter(frames_in)
         self.max_bytes = max_bytes
+        self._limit = limit
 
     def next(self) -> tuple[Kind, int, list[bytes]] | None:
         """The next whole message, or None when the stream ends between messages."""
@@ -79,12 +90,20 @@ class Reassembler:
         buf = bytearray()
         head = None
         total = size = 0
+        max_bytes = self.max_bytes
         for f in self._it:
             if f.kind not in Kind.__members__.values():
                 raise ProtocolError(f"unknown two-party message kind {f.kind}")
             if head is None:
                 if not 1 <= f.count <= MAX_BLOBS or f.blob != 0 or f.offset != 0:
                     raise ProtocolError(f"a message must start with blob 0 at offset 0 and hold 1..{MAX_BLOBS} blobs")
+                if self._limit is not None:
+                    most, cap = self._limit(f.kind, f.step)
+                    if most == 0:
+                        raise ProtocolError(f"no {Kind(f.kind).name} message of step {f.step} is expected here")
+                    if f.count > most:
+                        raise ProtocolError(f"a {Kind(f.kind).name} message of step {f.step} holds at most {most} blobs, got {f.count}")
+                    max_bytes = min(max_bytes, cap)
                 head = (f.kind, f.step, f.count)
             if (f.kind, f.step, f.count) != head or f.blob != len(blobs) or f.offset != len(buf):
                 raise ProtocolError("two-party frames out of order (kind, step, blob or offset)")
@@ -93,8 +112,8 @@ class Reassembler:
             elif f.size != size:
                 raise ProtocolError("a two-party blob changed its declared size between frames")
             total += len(f.data)
-            if f.size > self.max_bytes or total > self.max_bytes or len(buf) + len(f.data) > f.size:
-                raise ProtocolError(f"a two-party message exceeds its size ({f.size}) or the limit of {self.max_bytes} bytes")
+            if f.size > max_bytes or total > max_bytes or len(buf) + len(f.data) > f.size:
+                raise ProtocolError(f"a two-party message exceeds its size ({f.size}) or the limit of {max_bytes} bytes")
             buf += f.data
             if len(buf) == f.size:
                 blobs.append(bytes(buf))
@@ -115,6 +134,7 @@ class TwoPartyService:
         self.program = program
         self._bearer = None if token is None else f"Bearer {token}".encode()
         self.layers = prepare_layers(_params(program), program.layers or [], max_memory)
+        self._limit = client_limits(program)  # what a client of this program may send
         self.sessions = 0
         self.errors = 0
 
@@ -126,7 +146,7 @@ class TwoPartyService:
             if not hmac.compare_digest(value, self._bearer):
                 self.errors += 1
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, "this service requires a valid token (metadata 'authorization: Bearer <token>')")
-        asm = Reassembler(request_iterator)
+        asm = Reassembler(request_iterator, limit=self._limit)
         party: TwoPartyInferenceServer | None = None
         try:
             while (msg := asm.next()) is not None:

@@ -81,8 +81,13 @@ def test_misuse_is_refused_with_a_status(prog) -> None:
         with pytest.raises(grpc.RpcError) as e:
             list(call(iter(list(frames(Kind.LAYER, 0, [b"junk"])))))
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "keys first" in e.value.details()
+        # more ciphertexts than the layer takes: refused at the first frame (the program's limits)
+        n = prog.segments[0].n_input_cts
+        with pytest.raises(grpc.RpcError) as e:
+            list(call(iter(list(frames(Kind.LAYER, 0, [b"junk"] * (n + 1))))))
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and f"at most {n} blobs" in e.value.details()
         channel.close()
-        assert handle.service.errors == 1
+        assert handle.service.errors == 2
     with pytest.raises(ServiceError):
         connect_two_party("127.0.0.1:1", prog.public(), timeout_s=5)
 

@@ -1,0 +1,58 @@
+"""What a two-party client may send, computed from the program (layer: ``heinfer.serve``).
+
+The service reassembles each message from frames before a party reads it; without a limit a
+client could make it buffer up to :data:`~heinfer.serve.two_party.MAX_MESSAGE_BYTES` per
+message. :func:`client_limits` bounds every kind of client message by what an honest client
+of *this* program sends, and the reassembler refuses a message at its first frame when it
+declares more blobs, or as soon as it carries more bytes, than that:
+
+* keys: three blobs — the public key, the rotation keys of the program's steps, the base-OT
+  message — each key at most ``2·d·N·8·(k + k_P)`` bytes unpacked (``d ≤ k`` digits);
+* offline requests: one per circuit step, an IKNP column block of 16 bytes per oblivious
+  transfer (rounded up to 128) and a header;
+* a layer's input: its ciphertexts (twice as many after a square), each at most
+  ``2·N·8·k`` bytes unpacked and a header;
+* a step's OT choices: one blob, a bit per oblivious transfer and a header.
+
+``N`` is the ring degree, ``k`` and ``k_P`` the numbers of ciphertext and special primes. The
+bounds are loose (unpacked, unseeded sizes) but scale with the program, not with 3 GiB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from heinfer.program.two_party import TwoPartyProgram
+
+__all__ = ["client_limits"]
+
+#: Bytes allowed for a message's headers and small fields beyond the counted payload.
+SLACK = 1 << 12
+
+
+def client_limits(program: TwoPartyProgram) -> Callable[[int, int], tuple[int, int]]:
+    """``limit(kind, step) → (most blobs, most bytes)`` of a client message of ``program``;
+    ``(0, 0)`` for what a client never sends (another kind, or a step the program lacks)."""
+    from heinfer.serve.two_party import Kind  # the message kinds live with the service
+
+    b = program.bfv
+    n = 1 << int(b["log_n"])
+    k, k_p = len(b["log_q"]), len(b["log_p"])
+    ct = 2 * n * 8 * k + SLACK
+    key = 2 * k * n * 8 * (k + k_p) + SLACK
+    bits = program.plain_modulus.bit_length()
+    ots = [st.instances * st.window * bits for st in program.steps]
+
+    def limit(kind: int, step: int) -> tuple[int, int]:
+        if kind == Kind.KEYS:
+            return 3, (len(program.rotation_steps) + 2) * key + SLACK
+        if kind == Kind.OFFLINE:
+            return len(program.steps), sum(16 * (t + 128) + SLACK for t in ots) + SLACK
+        if kind == Kind.LAYER and 0 <= step < len(program.segments):
+            blobs = program.segments[step].n_input_cts * (2 if program.squared_input(step) else 1)
+            return blobs, blobs * ct
+        if kind == Kind.CHOICES and 0 <= step < len(program.steps):
+            return 1, ots[step] // 8 + SLACK
+        return 0, 0
+
+    return limit

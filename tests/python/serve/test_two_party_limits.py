@@ -1,0 +1,81 @@
+"""The two-party server's limits on client messages, computed from the program: an honest
+client's every message fits them (networks A, C, D), and a message beyond them is refused at
+its first frame or as soon as it carries too many bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import heinfer
+from heinfer.errors import ProtocolError
+from heinfer.protocol.two_party import TwoPartyInferenceClient, TwoPartyInferenceServer
+from heinfer.serve.two_party import PART_BYTES, Kind, Reassembler, frames
+from heinfer.serve.two_party_limits import client_limits
+from heinfer.v1 import service_pb2 as pb
+
+MODELS = Path(__file__).resolve().parents[3] / "models"
+DIGITS = np.load(MODELS / "digits_test.npz")["x"]
+
+
+def _compile(name: str):
+    return heinfer.compile(MODELS / f"{name}.onnx", mode="latency", protocol="two-party", calibration=DIGITS[100:164])
+
+
+def _client_messages(prog) -> list[tuple[Kind, int, list[bytes]]]:
+    """Every message an honest client sends in a session of one query."""
+    client = TwoPartyInferenceClient(prog.public())
+    keys = client.keys_message()
+    server = TwoPartyInferenceServer(prog, keys)
+    client.finish_setup(server.setup_reply)
+    out = [(Kind.KEYS, 0, [keys["pk"], keys["galois"], keys["ot"]])]
+    req = client.offline_request()
+    out.append((Kind.OFFLINE, 0, req))
+    client.offline_finish(server.offline(req))
+    msgs = client.query(DIGITS[0])
+    for k in range(len(prog.segments)):
+        out.append((Kind.LAYER, k, msgs))
+        res = server.layer(k, msgs)
+        if k == len(prog.steps):
+            break
+        choices = client.choose(k, res)
+        out.append((Kind.CHOICES, k, [choices]))
+        msgs = client.next_input(k, server.labels(k, choices))
+    return out
+
+
+@pytest.mark.parametrize("name", ["cryptonets_relu", "mnist_a", "mnist_d"])
+def test_an_honest_client_fits_the_limits(name: str) -> None:
+    prog = _compile(name)
+    limit = client_limits(prog)
+    for kind, step, blobs in _client_messages(prog):
+        most, cap = limit(kind, step)
+        size = sum(map(len, blobs))
+        assert len(blobs) <= most and size <= cap, (kind.name, step, len(blobs), most, size, cap)
+        assert Reassembler(frames(kind, step, blobs), limit=limit).next() == (kind, step, blobs)
+        assert cap < 1 << 30  # far below the 3 GiB of a message without limits
+
+
+def test_messages_beyond_the_limits_are_refused_early() -> None:
+    prog = _compile("cryptonets_relu")
+    limit = client_limits(prog)
+    n = prog.segments[0].n_input_cts
+    with pytest.raises(ProtocolError, match=f"at most {n} blobs"):
+        Reassembler(frames(Kind.LAYER, 0, [b"x"] * (n + 1)), limit=limit).next()
+    for kind, step in ((Kind.RESULT, 0), (Kind.LAYER, len(prog.segments)), (Kind.CHOICES, len(prog.steps))):
+        with pytest.raises(ProtocolError, match="is expected here"):
+            Reassembler(frames(kind, step, [b"x"]), limit=limit).next()
+    # a blob that declares more bytes than its kind allows is refused at its first frame,
+    # before the rest is read
+    _, cap = limit(Kind.CHOICES, 0)
+    first = pb.TwoPartyFrame(kind=Kind.CHOICES, step=0, count=1, blob=0, size=cap + 1, offset=0, data=b"y" * 10)
+
+    def stream():
+        yield first
+        raise AssertionError("the reassembler read past the refused frame")
+
+    with pytest.raises(ProtocolError, match=f"limit of {cap} bytes"):
+        Reassembler(stream(), limit=limit).next()
+    assert PART_BYTES < limit(Kind.KEYS, 0)[1]
