@@ -33,7 +33,7 @@ from heinfer.runtime.bfv_transform import prepare_layers
 from heinfer.runtime.executor import bad_budget
 from heinfer.serve.service import is_loopback
 from heinfer.serve.tls import TlsConfig
-from heinfer.serve.two_party_limits import client_limits
+from heinfer.serve.two_party_limits import client_limits, server_limits
 from heinfer.v1 import service_pb2 as pb
 
 __all__ = ["Kind", "Reassembler", "TwoPartyService", "connect_two_party", "serve_two_party"]
@@ -244,13 +244,13 @@ def serve_two_party(
 class _Call:
     """A client's bidirectional call: send messages, receive whole ones."""
 
-    def __init__(self, channel: grpc.Channel, timeout_s: float, token: str | None) -> None:
+    def __init__(self, channel: grpc.Channel, timeout_s: float, token: str | None, limit: Callable[[int, int], tuple[int, int]]) -> None:
         self._q: queue.Queue = queue.Queue()
         call = channel.stream_stream(_PATH, request_serializer=pb.TwoPartyFrame.SerializeToString,
                                      response_deserializer=pb.TwoPartyFrame.FromString)
         auth = [] if token is None else [("authorization", f"Bearer {token}")]
         self._responses = call(iter(self._q.get, None), timeout=timeout_s, metadata=auth)
-        self._asm = Reassembler(self._responses)
+        self._asm = Reassembler(self._responses, limit=limit)
         self.sent = self.received = 0
 
     def send(self, kind: Kind, step: int, blobs: list[bytes]) -> None:
@@ -282,7 +282,8 @@ class TwoPartyConnection:
             self._channel = grpc.insecure_channel(address, options=_options())
         else:
             self._channel = grpc.secure_channel(address, tls.channel_credentials(), options=_options() + tls.channel_options())
-        self._call = _Call(self._channel, timeout_s, token)
+        # what a server of this program sends, at most
+        self._call = _Call(self._channel, timeout_s, token, server_limits(self.program))
         self.client = TwoPartyInferenceClient(self.program)
         t0 = time.perf_counter()
         keys = self.client.keys_message()

@@ -1,4 +1,5 @@
-"""What a two-party client may send, computed from the program (layer: ``heinfer.serve``).
+"""What each party of the two-party protocol may send, computed from the program (layer:
+``heinfer.serve``).
 
 The service reassembles each message from frames before a party reads it; without a limit a
 client could make it buffer up to :data:`~heinfer.serve.two_party.MAX_MESSAGE_BYTES` per
@@ -23,8 +24,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from heinfer.program.two_party import TwoPartyProgram
+from heinfer.twoparty import LayerCircuit
 
-__all__ = ["client_limits"]
+__all__ = ["client_limits", "server_limits"]
 
 #: Bytes allowed for a message's headers and small fields beyond the counted payload.
 SLACK = 1 << 12
@@ -53,6 +55,40 @@ def client_limits(program: TwoPartyProgram) -> Callable[[int, int], tuple[int, i
             return blobs, blobs * ct
         if kind == Kind.CHOICES and 0 <= step < len(program.steps):
             return 1, ots[step] // 8 + SLACK
+        return 0, 0
+
+    return limit
+
+
+def server_limits(program: TwoPartyProgram) -> Callable[[int, int], tuple[int, int]]:
+    """``limit(kind, step) → (most blobs, most bytes)`` of a server message of ``program``,
+    as :func:`client_limits` for the client's side."""
+    from heinfer.serve.two_party import Kind
+
+    b = program.bfv
+    n = 1 << int(b["log_n"])
+    ct = 2 * n * 8 * len(b["log_q"]) + SLACK
+    p = program.plain_modulus
+    bits = p.bit_length()
+    width = (bits + 7) // 8
+
+    def garbled(st) -> int:
+        c = LayerCircuit(st.circuit_kind, p, st.shift, st.window)
+        ots = st.instances * st.window * bits
+        per = 32 * c.and_gates + 16 * st.window * bits + 2 * width * (bits - st.shift)
+        return 16 * (ots + 128) + st.instances * per + SLACK
+
+    def limit(kind: int, step: int) -> tuple[int, int]:
+        if kind == Kind.SETUP:
+            return 1, 1 << 16
+        if kind == Kind.GARBLED:
+            return len(program.steps), sum(garbled(st) for st in program.steps) + SLACK
+        if kind == Kind.RESULT and 0 <= step < len(program.segments):
+            cts = program.segments[step].output.n_cts
+            return cts, cts * ct
+        if kind == Kind.LABELS and 0 <= step < len(program.steps):
+            st = program.steps[step]
+            return 1, 16 * st.instances * st.window * bits + SLACK
         return 0, 0
 
     return limit

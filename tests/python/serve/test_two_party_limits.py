@@ -13,7 +13,7 @@ import heinfer
 from heinfer.errors import ProtocolError
 from heinfer.protocol.two_party import TwoPartyInferenceClient, TwoPartyInferenceServer
 from heinfer.serve.two_party import PART_BYTES, Kind, Reassembler, frames
-from heinfer.serve.two_party_limits import client_limits
+from heinfer.serve.two_party_limits import client_limits, server_limits
 from heinfer.v1 import service_pb2 as pb
 
 MODELS = Path(__file__).resolve().parents[3] / "models"
@@ -24,38 +24,47 @@ def _compile(name: str):
     return heinfer.compile(MODELS / f"{name}.onnx", mode="latency", protocol="two-party", calibration=DIGITS[100:164])
 
 
-def _client_messages(prog) -> list[tuple[Kind, int, list[bytes]]]:
-    """Every message an honest client sends in a session of one query."""
+def _messages(prog) -> tuple[list, list]:
+    """Every message an honest client, and an honest server, send in a session of one query:
+    ``(kind, step, blobs)`` each."""
     client = TwoPartyInferenceClient(prog.public())
     keys = client.keys_message()
     server = TwoPartyInferenceServer(prog, keys)
     client.finish_setup(server.setup_reply)
-    out = [(Kind.KEYS, 0, [keys["pk"], keys["galois"], keys["ot"]])]
+    sent = [(Kind.KEYS, 0, [keys["pk"], keys["galois"], keys["ot"]])]
+    back = [(Kind.SETUP, 0, [server.setup_reply])]
     req = client.offline_request()
-    out.append((Kind.OFFLINE, 0, req))
-    client.offline_finish(server.offline(req))
+    sent.append((Kind.OFFLINE, 0, req))
+    garbled = server.offline(req)
+    back.append((Kind.GARBLED, 0, garbled))
+    client.offline_finish(garbled)
     msgs = client.query(DIGITS[0])
     for k in range(len(prog.segments)):
-        out.append((Kind.LAYER, k, msgs))
+        sent.append((Kind.LAYER, k, msgs))
         res = server.layer(k, msgs)
+        back.append((Kind.RESULT, k, res))
         if k == len(prog.steps):
             break
         choices = client.choose(k, res)
-        out.append((Kind.CHOICES, k, [choices]))
-        msgs = client.next_input(k, server.labels(k, choices))
-    return out
+        sent.append((Kind.CHOICES, k, [choices]))
+        labels = server.labels(k, choices)
+        back.append((Kind.LABELS, k, [labels]))
+        msgs = client.next_input(k, labels)
+    return sent, back
 
 
 @pytest.mark.parametrize("name", ["cryptonets_relu", "mnist_a", "mnist_d"])
-def test_an_honest_client_fits_the_limits(name: str) -> None:
+def test_honest_parties_fit_the_limits(name: str) -> None:
     prog = _compile(name)
-    limit = client_limits(prog)
-    for kind, step, blobs in _client_messages(prog):
-        most, cap = limit(kind, step)
-        size = sum(map(len, blobs))
-        assert len(blobs) <= most and size <= cap, (kind.name, step, len(blobs), most, size, cap)
-        assert Reassembler(frames(kind, step, blobs), limit=limit).next() == (kind, step, blobs)
-        assert cap < 1 << 30  # far below the 3 GiB of a message without limits
+    sent, back = _messages(prog)
+    for limit, messages in ((client_limits(prog), sent), (server_limits(prog), back)):
+        for kind, step, blobs in messages:
+            most, cap = limit(kind, step)
+            size = sum(map(len, blobs))
+            assert len(blobs) <= most and size <= cap, (kind.name, step, len(blobs), most, size, cap)
+            assert Reassembler(frames(kind, step, blobs), limit=limit).next() == (kind, step, blobs)
+            assert cap < 1 << 30  # far below the 3 GiB of a message without limits
+            assert size > cap / 8 or cap < 1 << 20, (kind.name, size, cap)  # and not far above it
 
 
 def test_messages_beyond_the_limits_are_refused_early() -> None:
