@@ -200,7 +200,7 @@ def serve(
         tls2 = _server_tls(tls_cert, tls_key, tls_client_ca)
         _serve_two_party(
             prog, program, host, port, grace, as_json, tls2, read_token(token_file), insecure,
-            None if max_memory_gb is None else int(max_memory_gb * 1e9),
+            None if max_memory_gb is None else int(max_memory_gb * 1e9), _limits(limits),
         )
         return
     prog = load_server_program(program)
@@ -260,9 +260,10 @@ def serve(
 
 def _serve_two_party(
     prog: TwoPartyProgram, path: str, host: str, port: int, grace: float, as_json: bool, tls: Any, token: str | None, insecure: bool,
-    max_memory: int | None = None,
+    max_memory: int | None = None, limits: Any = None,
 ) -> None:
-    """``heinfer serve`` for a two-party program: the ``TwoParty`` service."""
+    """``heinfer serve`` for a two-party program: the ``TwoParty`` service (its session caps and
+    idle timeout from the same limit options as the CKKS service)."""
     from heinfer.serve.two_party import serve_two_party
 
     if prog.is_public:
@@ -271,7 +272,8 @@ def _serve_two_party(
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
-            handle = serve_two_party(prog, f"{_host(host)}:{port}", tls=tls, token=token, insecure=insecure, max_memory=max_memory)
+            handle = serve_two_party(prog, f"{_host(host)}:{port}", tls=tls, token=token, insecure=insecure, max_memory=max_memory,
+                                     limits=limits)
         except ValueError as e:
             raise CliError(f"cannot serve: {e}") from None
         address = f"{_host(host)}:{handle.port}"

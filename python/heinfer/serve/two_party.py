@@ -19,7 +19,9 @@ import enum
 import hmac
 import logging
 import queue
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
 
@@ -31,7 +33,9 @@ from heinfer.program.two_party import TwoPartyProgram
 from heinfer.protocol.two_party import TwoPartyInferenceClient, TwoPartyInferenceServer, _params
 from heinfer.runtime.bfv_transform import prepare_layers
 from heinfer.runtime.executor import bad_budget
+from heinfer.serve.limits import Limits
 from heinfer.serve.service import is_loopback
+from heinfer.serve.sessions import peer_address
 from heinfer.serve.tls import TlsConfig
 from heinfer.serve.two_party_limits import client_limits, server_limits
 from heinfer.v1 import service_pb2 as pb
@@ -126,17 +130,90 @@ class Reassembler:
 
 
 class TwoPartyService:
-    """The server's side: the program's layers encoded once, one party per call."""
+    """The server's side: the program's layers encoded once, one party per call. ``limits``
+    (:class:`~heinfer.serve.limits.Limits`): the calls open at once (``max_sessions``, and
+    ``max_sessions_per_peer`` per peer address), refused beyond with ``RESOURCE_EXHAUSTED``, and
+    ``idle_timeout_s``: a call whose client sends nothing for that long is closed
+    (``DEADLINE_EXCEEDED``), so idle clients cannot hold the server's threads."""
 
-    def __init__(self, program: TwoPartyProgram, token: str | None = None, max_memory: int | None = None) -> None:
+    def __init__(self, program: TwoPartyProgram, token: str | None = None, max_memory: int | None = None,
+                 limits: Limits | None = None) -> None:
         if program.is_public:
             raise ProtocolError("the server needs the program with its weights")
         self.program = program
+        self.limits = limits or Limits()
         self._bearer = None if token is None else f"Bearer {token}".encode()
         self.layers = prepare_layers(_params(program), program.layers or [], max_memory)
         self._limit = client_limits(program)  # what a client of this program may send
+        self._lock = threading.Lock()
+        self._open: Counter[str] = Counter()  # calls open per peer
         self.sessions = 0
         self.errors = 0
+
+    def _enter(self, peer: str) -> None:
+        lim = self.limits
+        with self._lock:
+            if sum(self._open.values()) >= lim.max_sessions:
+                raise ServiceError(f"too many sessions: {lim.max_sessions} are open (max_sessions)", code="RESOURCE_EXHAUSTED")
+            if self._open[peer] >= lim.max_sessions_per_peer:
+                raise ServiceError(
+                    f"too many sessions from {peer}: {self._open[peer]} are open (max_sessions_per_peer "
+                    f"{lim.max_sessions_per_peer})",
+                    code="RESOURCE_EXHAUSTED",
+                )
+            self._open[peer] += 1
+
+    def _leave(self, peer: str) -> None:
+        with self._lock:
+            self._open[peer] -= 1
+            if self._open[peer] <= 0:
+                del self._open[peer]
+
+    @property
+    def open_sessions(self) -> int:
+        """Calls open now."""
+        with self._lock:
+            return sum(self._open.values())
+
+    def _frames(self, request_iterator: Iterable[pb.TwoPartyFrame]) -> Iterator[pb.TwoPartyFrame]:
+        """The client's frames, read by a helper thread: each wait is bounded by
+        ``idle_timeout_s`` (a ``DEADLINE_EXCEEDED`` :class:`ServiceError` past it)."""
+        q: queue.Queue = queue.Queue(maxsize=64)  # at most 64 frames (64 MiB) read ahead
+        done, stop = object(), threading.Event()
+
+        def put(item: object) -> bool:
+            while not stop.is_set():
+                try:
+                    q.put(item, timeout=0.5)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def pump() -> None:
+            try:
+                for f in request_iterator:
+                    if not put(f):
+                        return
+            except Exception:  # noqa: BLE001 - a cancelled call ends the stream
+                pass
+            put(done)
+
+        threading.Thread(target=pump, daemon=True, name="heinfer-two-party-reader").start()
+        idle = self.limits.idle_timeout_s
+        try:
+            while True:
+                try:
+                    f = q.get(timeout=idle)
+                except queue.Empty:
+                    raise ServiceError(
+                        f"the client sent nothing for {idle:g} s: session closed (idle_timeout_s)", code="DEADLINE_EXCEEDED"
+                    ) from None
+                if f is done:
+                    return
+                yield f
+        finally:
+            stop.set()  # the reader gives up instead of waiting on a full queue
 
     def Run(self, request_iterator: Iterable[pb.TwoPartyFrame], context: grpc.ServicerContext) -> Iterator[pb.TwoPartyFrame]:  # noqa: N802 - the RPC's name
         """One session (see the module documentation)."""
@@ -146,7 +223,19 @@ class TwoPartyService:
             if not hmac.compare_digest(value, self._bearer):
                 self.errors += 1
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, "this service requires a valid token (metadata 'authorization: Bearer <token>')")
-        asm = Reassembler(request_iterator, limit=self._limit)
+        peer = peer_address(context.peer())
+        try:
+            self._enter(peer)
+        except ServiceError as e:
+            self.errors += 1
+            context.abort(getattr(grpc.StatusCode, e.code), str(e))
+        try:
+            yield from self._session(request_iterator, context)
+        finally:
+            self._leave(peer)
+
+    def _session(self, request_iterator: Iterable[pb.TwoPartyFrame], context: grpc.ServicerContext) -> Iterator[pb.TwoPartyFrame]:
+        asm = Reassembler(self._frames(request_iterator), limit=self._limit)
         party: TwoPartyInferenceServer | None = None
         try:
             while (msg := asm.next()) is not None:
@@ -172,6 +261,9 @@ class TwoPartyService:
                     yield from frames(Kind.LABELS, step, [party.labels(step, blobs[0])])
                 else:
                     raise ProtocolError(f"a client does not send {kind.name}")
+        except ServiceError as e:
+            self.errors += 1
+            context.abort(getattr(grpc.StatusCode, e.code, grpc.StatusCode.UNKNOWN), str(e))
         except HeinferError as e:
             self.errors += 1
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{type(e).__name__}: {e}")
@@ -211,6 +303,7 @@ def serve_two_party(
     token: str | None = None,
     insecure: bool = False,
     max_memory: int | None = None,
+    limits: Limits | None = None,
 ) -> TwoPartyHandle:
     """Serves ``program`` on ``address`` until :meth:`TwoPartyHandle.stop`. ``tls``, ``token``
     and ``insecure`` as for :func:`heinfer.serve.serve`: without TLS only loopback, unless
@@ -227,8 +320,11 @@ def serve_two_party(
             f"refusing to listen on {host} without TLS: the token and every message would travel in clear; "
             "give tls=TlsConfig(...), listen on 127.0.0.1, or pass insecure=True"
         )
-    service = TwoPartyService(program, token, max_memory)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=_options())
+    limits = limits or Limits()
+    service = TwoPartyService(program, token, max_memory, limits)
+    # one thread per open call, and one more so that a refusal is answered at once
+    workers = max(max_workers, limits.max_sessions + 1)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), options=_options())
     handler = grpc.stream_stream_rpc_method_handler(service.Run, request_deserializer=pb.TwoPartyFrame.FromString,
                                                     response_serializer=pb.TwoPartyFrame.SerializeToString)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("heinfer.v1.TwoParty", {"Run": handler}),))

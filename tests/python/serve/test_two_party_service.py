@@ -3,6 +3,8 @@ frames checked, and misuse refused with a status that names it."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import grpc
@@ -107,3 +109,37 @@ def test_token_and_tls(prog, pki) -> None:
             connect_two_party(handle.address, prog.public(), token="s3cret", timeout_s=5)
     with pytest.raises(ValueError, match="without TLS"):
         serve_two_party(prog, "0.0.0.0:0")
+
+
+def test_sessions_are_capped_and_idle_ones_closed(prog) -> None:
+    """``max_sessions`` open calls at most (one more is refused with RESOURCE_EXHAUSTED and its
+    place comes back when a session ends); a call that sends nothing for ``idle_timeout_s``
+    is closed with DEADLINE_EXCEEDED, so idle clients cannot hold the server's threads."""
+    from heinfer.serve.limits import Limits
+
+    limits = Limits(max_sessions=1, idle_timeout_s=1.0)
+    with serve_two_party(prog, limits=limits) as handle:
+        with connect_two_party(handle.address, prog.public()) as conn:
+            with pytest.raises(ServiceError) as e:
+                connect_two_party(handle.address, prog.public(), timeout_s=30)
+            assert e.value.code == "RESOURCE_EXHAUSTED" and "max_sessions" in str(e.value)
+            got, _ = conn.infer(DIGITS[:1])
+            assert got.shape == (1, 10)
+        deadline = time.monotonic() + 10
+        while handle.service.open_sessions and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert handle.service.open_sessions == 0
+        # a client that opens a call and goes silent
+        channel = grpc.insecure_channel(handle.address)
+        call = channel.stream_stream("/heinfer.v1.TwoParty/Run", request_serializer=pb.TwoPartyFrame.SerializeToString,
+                                     response_deserializer=pb.TwoPartyFrame.FromString)
+        silent = threading.Event()
+        t0 = time.monotonic()
+        with pytest.raises(grpc.RpcError) as e:
+            list(call(iter(silent.wait, True), timeout=30))  # blocks without sending a frame
+        assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED and "idle_timeout_s" in e.value.details()
+        assert time.monotonic() - t0 < 10
+        silent.set()
+        channel.close()
+        with connect_two_party(handle.address, prog.public()) as conn:  # the place came back
+            assert conn.infer(DIGITS[:1])[0].shape == (1, 10)
