@@ -28,7 +28,7 @@ from heinfer.errors import ServiceError
 from heinfer.protocol import Server
 from heinfer.serve.limits import Limits
 
-__all__ = ["Registry", "peer_address"]
+__all__ = ["Registry", "check_session_caps", "peer_address"]
 
 
 def peer_address(peer: str) -> str:
@@ -39,6 +39,18 @@ def peer_address(peer: str) -> str:
         if sep and port.isdigit():
             return host
     return peer
+
+
+def check_session_caps(limits: Limits, total: int, peer: str, mine: int) -> None:
+    """Refuses one more session (``RESOURCE_EXHAUSTED``) when ``total`` are open, or ``mine``
+    from ``peer``, at the caps of ``limits``."""
+    if total >= limits.max_sessions:
+        raise ServiceError(f"too many sessions: {limits.max_sessions} are open (max_sessions)", code="RESOURCE_EXHAUSTED")
+    if mine >= limits.max_sessions_per_peer:
+        raise ServiceError(
+            f"too many sessions from {peer}: {mine} are open (max_sessions_per_peer {limits.max_sessions_per_peer})",
+            code="RESOURCE_EXHAUSTED",
+        )
 
 
 @dataclass
@@ -78,18 +90,8 @@ class Registry:
         lim = self.limits
         with self._lock:
             self._expire_locked(time.monotonic())
-            if len(self._sessions) + sum(self._reserved.values()) >= lim.max_sessions:
-                raise ServiceError(
-                    f"too many sessions: {lim.max_sessions} are open (max_sessions)",
-                    code="RESOURCE_EXHAUSTED",
-                )
             mine = sum(s.peer == peer for s in self._sessions.values()) + self._reserved[peer]
-            if mine >= lim.max_sessions_per_peer:
-                raise ServiceError(
-                    f"too many sessions from {peer}: {mine} are open (max_sessions_per_peer "
-                    f"{lim.max_sessions_per_peer})",
-                    code="RESOURCE_EXHAUSTED",
-                )
+            check_session_caps(lim, len(self._sessions) + sum(self._reserved.values()), peer, mine)
             self._reserved[peer] += 1
 
     def release_reservation(self, peer: str) -> None:

@@ -35,7 +35,7 @@ from heinfer.runtime.bfv_transform import prepare_layers
 from heinfer.runtime.executor import bad_budget
 from heinfer.serve.limits import Limits
 from heinfer.serve.service import is_loopback
-from heinfer.serve.sessions import peer_address
+from heinfer.serve.sessions import check_session_caps, peer_address
 from heinfer.serve.tls import TlsConfig
 from heinfer.serve.two_party_limits import client_limits, server_limits
 from heinfer.v1 import service_pb2 as pb
@@ -151,16 +151,8 @@ class TwoPartyService:
         self.errors = 0
 
     def _enter(self, peer: str) -> None:
-        lim = self.limits
         with self._lock:
-            if sum(self._open.values()) >= lim.max_sessions:
-                raise ServiceError(f"too many sessions: {lim.max_sessions} are open (max_sessions)", code="RESOURCE_EXHAUSTED")
-            if self._open[peer] >= lim.max_sessions_per_peer:
-                raise ServiceError(
-                    f"too many sessions from {peer}: {self._open[peer]} are open (max_sessions_per_peer "
-                    f"{lim.max_sessions_per_peer})",
-                    code="RESOURCE_EXHAUSTED",
-                )
+            check_session_caps(self.limits, sum(self._open.values()), peer, self._open[peer])
             self._open[peer] += 1
 
     def _leave(self, peer: str) -> None:
