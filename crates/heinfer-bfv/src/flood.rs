@@ -147,11 +147,10 @@ impl Rerandomizer {
     /// [`Self::rerandomize`], then the result switched down to [`Self::compact_level`]`(b)`:
     /// the same message, flooded the same way, in fewer bytes.
     pub fn rerandomize_compact(&self, ct: &Ciphertext, b: u32) -> Result<Ciphertext> {
-        let flooded = self.rerandomize(ct, b)?;
+        let mut c = self.rerandomize(ct, b)?;
         let level = self.compact_level(b);
-        let top = self.params.level();
-        if level == top {
-            return Ok(flooded);
+        if level == self.params.level() {
+            return Ok(c);
         }
         // the engine's rescale divides by the last prime with rounding; its scale bookkeeping
         // is given the product of the dropped primes (rounded up, so it ends at ≥ 1) and reset
@@ -159,18 +158,12 @@ impl Rerandomizer {
             .iter()
             .map(|&q| q as f64)
             .product();
-        let rlwe = self.params.rlwe();
-        let mut c =
-            Ciphertext::from_parts(rlwe, flooded.parts().to_vec(), top, dropped * (1.0 + 1e-9))?;
-        for _ in level..top {
+        c.set_scale(dropped * (1.0 + 1e-9))?;
+        for _ in level..self.params.level() {
             self.ev.rescale_assign(&mut c)?;
         }
-        Ok(Ciphertext::from_parts(
-            rlwe,
-            c.parts().to_vec(),
-            level,
-            1.0,
-        )?)
+        c.set_scale(1.0)?;
+        Ok(c)
     }
 }
 
