@@ -38,7 +38,7 @@ from heinfer import bfv, ckks
 from heinfer.errors import ProtocolError
 from heinfer.program.two_party import TwoPartyProgram
 from heinfer.protocol.client import check_input
-from heinfer.runtime.bfv_transform import BfvLayer, input_elements, prepare_layers, scaled_columns
+from heinfer.runtime.bfv_transform import BfvLayer, prepare_layers
 from heinfer.twoparty import LayerCircuit, TwoPartyClient, TwoPartyServer
 
 __all__ = ["Party", "TwoPartyInferenceClient", "TwoPartyInferenceServer", "run_in_process"]
@@ -205,9 +205,8 @@ class TwoPartyInferenceServer(Party):
         self.layers = layers or prepare_layers(self.params, prog.layers or [])
         self._gc, self.setup_reply = TwoPartyServer.start(keys["ot"])
         self._steps: list = []
-        #: per squared segment: the input element of every diagonal slot, and the layer with
-        #: its columns scaled by twice the server's share (per query, encoded offline)
-        self._elements = {k: input_elements(self.layers[k].t, seg.gather) for k, seg in enumerate(prog.segments) if prog.squared_input(k)}
+        #: per squared segment: the layer with its columns scaled by twice the server's share
+        #: (per query, encoded offline)
         self._cross: dict[int, BfvLayer] = {}
 
     def offline(self, msgs: list[bytes]) -> list[bytes]:
@@ -220,8 +219,9 @@ class TwoPartyInferenceServer(Party):
             self._steps.append(step)
             out.append(reply)
         self._cross = {
-            k: BfvLayer(self.params, scaled_columns(self.layers[k].t, el, 2 * self._share(k - 1), self.p))
-            for k, el in self._elements.items()
+            k: self.layers[k].scaled(seg.gather, 2 * self._share(k - 1), self.p)
+            for k, seg in enumerate(self.prog.segments)
+            if self.prog.squared_input(k)
         }
         return out
 

@@ -48,10 +48,21 @@ class BfvLayer:
         self.plaintext_bytes = multiplier_bytes(params, t)
         self.lazy = lazy
         self.mults = None if lazy else [self._multiplier(i) for i in range(len(t.vectors))]
+        self._columns: tuple | None = None  # (gather, input_elements, vectors mod p), see scaled
         self.bias = None if t.bias is None else [self._enc.encode(row0(np.rint(b).astype(np.int64), n)) for b in t.bias]
 
     def _multiplier(self, i: int) -> bfv.Multiplier:
         return self._enc.encode_multiplier(row0(np.rint(self.t.vectors[i]).astype(np.int64), self.params.n))
+
+    def scaled(self, gather: np.ndarray, scale: np.ndarray, p: int) -> BfvLayer:
+        """This layer with its columns scaled by ``scale`` (:func:`scaled_columns`) for inputs
+        placed by ``gather``, its diagonals encoded. Which input element each diagonal slot
+        multiplies, and the diagonals mod ``p``, are the same for every session and query:
+        they are computed on the first call and kept."""
+        if self._columns is None or self._columns[0] is not gather:
+            self._columns = (gather, input_elements(self.t, gather), np.rint(self.t.vectors).astype(np.int64) % p)
+        _, elements, base = self._columns
+        return BfvLayer(self.params, scaled_columns(self.t, elements, scale, p, base))
 
     def run(self, ev: bfv.Evaluator, x: list[Ciphertext], galois: GaloisKeys | None) -> list[Ciphertext]:
         """The transform's output ciphertexts for its input ciphertexts ``x`` (consumed)."""
@@ -119,15 +130,16 @@ def input_elements(t: Transform, gather: np.ndarray) -> np.ndarray:
     return elems[a[:, None], cols]
 
 
-def scaled_columns(t: Transform, elements: np.ndarray, scale: np.ndarray, p: int) -> Transform:
+def scaled_columns(t: Transform, elements: np.ndarray, scale: np.ndarray, p: int, base: np.ndarray | None = None) -> Transform:
     """The transform of ``W·diag(scale)`` mod ``p`` without bias: every diagonal entry times
     the scale of the input element it multiplies (``elements`` from :func:`input_elements`),
     reduced to the signed range. GAZELLE's square protocol runs the next layer on ``Enc(a)``
     with the columns scaled by ``2b`` instead of multiplying ``Enc(a)`` by ``2b`` first: the
-    noise grows by one product, not two."""
+    noise grows by one product, not two. ``base``: ``rint(t.vectors) mod p``, when the caller
+    keeps it."""
     s = np.asarray(scale, dtype=np.int64) % p
     factor = np.where(elements >= 0, s[np.maximum(elements, 0)], 0)
-    v = np.rint(t.vectors).astype(np.int64) % p
+    v = np.rint(t.vectors).astype(np.int64) % p if base is None else base
     # exact: products below 2^62 for p < 2^31, Python integers beyond
     v = v * factor % p if p < 1 << 31 else (v.astype(object) * factor % p).astype(np.int64)
     v = np.where(v > (p - 1) // 2, v - p, v).astype(np.float64)
