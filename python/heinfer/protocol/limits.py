@@ -10,7 +10,7 @@ gives the receiver's ``max_bytes`` for each kind of message — no 1 GiB default
 
 from __future__ import annotations
 
-__all__ = ["message_limits", "ciphertext_bytes_bound"]
+__all__ = ["message_limits", "ciphertext_bytes_bound", "switching_key_bytes_bound"]
 
 #: Bytes of framing per serialized object (engine header, lengths, protobuf tags), generous.
 OBJECT_OVERHEAD = 256
@@ -27,7 +27,8 @@ def ciphertext_bytes_bound(params: dict, level: int, size: int = 2) -> int:
     return size * limbs + OBJECT_OVERHEAD
 
 
-def _switching_key_bound(params: dict) -> int:
+def switching_key_bytes_bound(params: dict) -> int:
+    """Upper bound on the serialized bytes of one key-switching (relinearization or Galois) key."""
     n = 1 << int(params["log_n"])
     qp = list(params["log_q"]) + list(params["log_p"])
     per_poly = sum(-(-n * int(b) // 8) + 16 for b in qp)
@@ -39,7 +40,7 @@ def message_limits(program) -> dict[str, int]:
     the public ``program`` allows, in bytes (``step``/``reply``: the largest over steps)."""
     p = program.params
     segs = program.segments
-    key = _switching_key_bound(p)
+    key = switching_key_bytes_bound(p)
     n_keys = int(program.needs_relin_key) + len(program.rotation_steps)
 
     def inputs(s) -> int:

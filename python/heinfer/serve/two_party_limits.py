@@ -8,15 +8,18 @@ of *this* program sends, and the reassembler refuses a message at its first fram
 declares more blobs, or as soon as it carries more bytes, than that:
 
 * keys: three blobs — the public key, the rotation keys of the program's steps, the base-OT
-  message — each key at most ``2·d·N·8·(k + k_P)`` bytes unpacked (``d ≤ k`` digits);
+  message;
 * offline requests: one per circuit step, an IKNP column block of 16 bytes per oblivious
   transfer (rounded up to 128) and a header;
-* a layer's input: its ciphertexts (twice as many after a square), each at most
-  ``2·N·8·k`` bytes unpacked and a header;
+* a layer's input: its ciphertexts (twice as many after a square);
 * a step's OT choices: one blob, a bit per oblivious transfer and a header.
 
-``N`` is the ring degree, ``k`` and ``k_P`` the numbers of ciphertext and special primes. The
-bounds are loose (unpacked, unseeded sizes) but scale with the program, not with 3 GiB.
+Ciphertexts and keys are bounded as for the CKKS service
+(:func:`heinfer.protocol.limits.ciphertext_bytes_bound`, ``switching_key_bytes_bound``: the
+BFV parameters name their primes the same way).
+:func:`server_limits` does the same for what the client accepts from a server: the base-OT
+answer, the garbled circuits of each step (tables, garbler labels, output tables, OT
+corrections), each layer's result ciphertexts and each step's labels.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from heinfer.program.two_party import TwoPartyProgram
+from heinfer.protocol.limits import ciphertext_bytes_bound, switching_key_bytes_bound
 from heinfer.twoparty import LayerCircuit
 
 __all__ = ["client_limits", "server_limits"]
@@ -38,10 +42,8 @@ def client_limits(program: TwoPartyProgram) -> Callable[[int, int], tuple[int, i
     from heinfer.serve.two_party import Kind  # the message kinds live with the service
 
     b = program.bfv
-    n = 1 << int(b["log_n"])
-    k, k_p = len(b["log_q"]), len(b["log_p"])
-    ct = 2 * n * 8 * k + SLACK
-    key = 2 * k * n * 8 * (k + k_p) + SLACK
+    ct = ciphertext_bytes_bound(b, len(b["log_q"]) - 1)
+    key = switching_key_bytes_bound(b)
     bits = program.plain_modulus.bit_length()
     ots = [st.instances * st.window * bits for st in program.steps]
 
@@ -66,8 +68,7 @@ def server_limits(program: TwoPartyProgram) -> Callable[[int, int], tuple[int, i
     from heinfer.serve.two_party import Kind
 
     b = program.bfv
-    n = 1 << int(b["log_n"])
-    ct = 2 * n * 8 * len(b["log_q"]) + SLACK
+    ct = ciphertext_bytes_bound(b, len(b["log_q"]) - 1)  # results travel lower: a bound
     p = program.plain_modulus
     bits = p.bit_length()
     width = (bits + 7) // 8
