@@ -28,7 +28,7 @@ from heinfer.errors import ServiceError
 from heinfer.protocol import Server
 from heinfer.serve.limits import Limits
 
-__all__ = ["Registry", "check_session_caps", "peer_address"]
+__all__ = ["Registry", "check_session_caps", "peer_address", "release"]
 
 
 def peer_address(peer: str) -> str:
@@ -39,6 +39,13 @@ def peer_address(peer: str) -> str:
         if sep and port.isdigit():
             return host
     return peer
+
+
+def release(counts: Counter[str], peer: str) -> None:
+    """One fewer for ``peer`` in ``counts``; the entry goes at zero (the caller holds the lock)."""
+    counts[peer] -= 1
+    if counts[peer] <= 0:
+        del counts[peer]
 
 
 def check_session_caps(limits: Limits, total: int, peer: str, mine: int) -> None:
@@ -97,17 +104,13 @@ class Registry:
     def release_reservation(self, peer: str) -> None:
         """Gives back a place reserved by :meth:`reserve_session` that was not used."""
         with self._lock:
-            self._reserved[peer] -= 1
-            if self._reserved[peer] <= 0:
-                del self._reserved[peer]
+            release(self._reserved, peer)
 
     def add_session(self, session: str, peer: str) -> str:
         """Turns ``peer``'s reservation into the open session ``session``; its secret."""
         secret = secrets.token_hex(32)
         with self._lock:
-            self._reserved[peer] -= 1
-            if self._reserved[peer] <= 0:
-                del self._reserved[peer]
+            release(self._reserved, peer)
             self._sessions[session] = _Session(secret.encode(), peer, time.monotonic())
             self._counts["sessions_opened"] += 1
         return secret
@@ -154,9 +157,7 @@ class Registry:
     def end_query(self, peer: str, session: str, ok: bool) -> None:
         """Gives back the slot :meth:`start_query` took."""
         with self._lock:
-            self._running[peer] -= 1
-            if self._running[peer] <= 0:
-                del self._running[peer]
+            release(self._running, peer)
             self._counts["queries_done" if ok else "errors"] += 1
             s = self._sessions.get(session)
             if s is not None:

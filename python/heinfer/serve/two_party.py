@@ -35,7 +35,7 @@ from heinfer.runtime.bfv_transform import prepare_layers
 from heinfer.runtime.executor import bad_budget
 from heinfer.serve.limits import Limits
 from heinfer.serve.service import is_loopback
-from heinfer.serve.sessions import check_session_caps, peer_address
+from heinfer.serve.sessions import check_session_caps, peer_address, release
 from heinfer.serve.tls import TlsConfig
 from heinfer.serve.two_party_limits import client_limits, server_limits
 from heinfer.v1 import service_pb2 as pb
@@ -157,9 +157,7 @@ class TwoPartyService:
 
     def _leave(self, peer: str) -> None:
         with self._lock:
-            self._open[peer] -= 1
-            if self._open[peer] <= 0:
-                del self._open[peer]
+            release(self._open, peer)
 
     @property
     def open_sessions(self) -> int:
