@@ -275,6 +275,7 @@ class LinearLayer:
         packing: str = "real",
         square: bool = False,
     ) -> CiphertextBatch: ...
+    def apply_list(self, cts: list[Ciphertext]) -> list[Ciphertext]: ...
 
 def encrypt_batch(
     kg: KeyGenerator, values: npt.NDArray[np.complex128], scale: float, level: int

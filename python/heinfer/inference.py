@@ -35,6 +35,7 @@ from heinfer.compiler.onnx_import import from_torch, load_onnx
 from heinfer.compiler.throughput import Options, compile_graph
 from heinfer.errors import CompileError, NotSupportedYetError, OutOfRangeWarning, ProtocolError
 from heinfer.compiler.latency.two_party import compile_two_party
+from heinfer.compiler.two_party_throughput import compile_two_party_throughput
 from heinfer.features import META_KEY, FeatureExtractor
 from heinfer.program.model import Program, PublicProgram
 from heinfer.program.two_party import TwoPartyProgram
@@ -77,30 +78,31 @@ def compile(  # noqa: A001 - the API name is the contract
     the pre-activations: no model privacy) or ``"two-party"`` (GAZELLE's protocol: BFV linear
     layers in fixed point, ReLU and max-pooling in garbled circuits on additive shares, noise
     flooding; squares by a truncation circuit and GAZELLE's AHE square protocol; the client
-    learns the output only). Two-party compiles latency mode (one item per
-    query) to a :class:`~heinfer.program.two_party.TwoPartyProgram` that :func:`infer` runs
-    (options: ``bandwidth`` in bytes/s, which prices layouts by their ciphertexts on the wire,
-    default 1 Gbit/s; ``bfv``, a BFV parameter dict; ``strategy``);
-    throughput mode is **not supported yet**
-    (:class:`~heinfer.errors.NotSupportedYetError`).
+    learns the output only). Two-party compiles to a
+    :class:`~heinfer.program.two_party.TwoPartyProgram` that :func:`infer` runs: in latency
+    mode one item per query in latency mode's layouts (options: ``bandwidth`` in bytes/s,
+    which prices layouts by their ciphertexts on the wire, default 1 Gbit/s; ``bfv``, a BFV
+    parameter dict; ``strategy``); in throughput mode up to ``batch_size`` items per query on
+    the batch axis (default :data:`~heinfer.compiler.two_party_throughput.DEFAULT_BATCH`;
+    option ``bfv``; squares are **not supported yet** there,
+    :class:`~heinfer.errors.NotSupportedYetError`). ``mode="auto"`` is not supported with
+    two-party.
     """
     if features is not None:
         return _compile_on_features(model, features, mode=mode, example_input=example_input, calibration=calibration,
                                     input_bound=input_bound, security=security, batch_size=batch_size, protocol=protocol, **options)
     if mode not in ("throughput", "latency", "auto"):
         raise CompileError(f"unknown mode {mode!r}: 'throughput', 'latency' or 'auto'")
-    if protocol == "two-party" and mode != "latency":
-        raise NotSupportedYetError(
-            f'protocol="two-party" in {mode} mode is not supported yet (batch-axis shares): compile with '
-            'mode="latency" (one item per query)'
-        )
+    if protocol == "two-party" and mode == "auto":
+        raise NotSupportedYetError('protocol="two-party" with mode="auto" is not supported yet: choose "latency" or "throughput"')
     if protocol not in ("client-aided", "two-party"):
         raise CompileError(f"unknown protocol {protocol!r}: 'client-aided' or 'two-party'")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise CompileError(f"batch_size must be a positive integer, got {batch_size!r}")
     graph = _load_graph(model, example_input)
     if protocol == "two-party":
-        return _compile_two_party(graph, calibration, input_bound, security, options)
+        batch = batch_size if mode == "throughput" and batch_size > 1 else None
+        return _compile_two_party(graph, calibration, input_bound, security, options, mode, batch)
     if mode == "latency":
         return _compile_latency(graph, calibration, input_bound, security, options)
     lat_options = {}
@@ -178,7 +180,7 @@ def _compile_latency(graph: Graph, calibration, input_bound, security: int, opti
     return set_exact_scales(compile_latency(graph, calibration, input_bound, opts, measure_costs if measured else None))
 
 
-def _compile_two_party(graph: Graph, calibration, input_bound, security: int, options: dict) -> TwoPartyProgram:
+def _compile_two_party(graph: Graph, calibration, input_bound, security: int, options: dict, mode: str, batch: int | None) -> TwoPartyProgram:
     options = {k: v for k, v in options.items() if k != "measure_costs"}
     bfv = options.pop("bfv", None)
     bandwidth = float(options.pop("bandwidth", 125e6))
@@ -188,6 +190,8 @@ def _compile_two_party(graph: Graph, calibration, input_bound, security: int, op
         opts = LatencyOptions(security=security, **options)
     except TypeError as e:
         raise CompileError(f"unknown two-party option: {e}") from None
+    if mode == "throughput":
+        return compile_two_party_throughput(graph, calibration, input_bound, opts, bfv, batch)
     return compile_two_party(graph, calibration, input_bound, opts, bfv, bandwidth)
 
 
@@ -340,10 +344,10 @@ def _infer_two_party(program: TwoPartyProgram, x: np.ndarray) -> InferenceResult
     n = len(x)
     report = {
         "items": n,
-        "queries": n,
-        "batch_capacity": 1,
+        "queries": -(-n // program.batch_capacity),
+        "batch_capacity": program.batch_capacity,
         "total_s": time.perf_counter() - t0,
-        "mode": "latency",
+        "mode": program.mode,
         "protocol": "two-party",
         "params": dict(program.bfv),
         "security_bits": int(program.bfv["security"]),

@@ -289,12 +289,14 @@ def test_not_supported_yet_is_a_heinfer_error_and_not_implemented() -> None:
     assert issubclass(heinfer.NotSupportedYetError, NotImplementedError)
 
 
-def test_two_party_protocol_in_throughput_mode_is_not_supported_yet_and_others_are_unknown() -> None:
+def test_two_party_protocol_compiles_in_both_modes_not_auto_and_others_are_unknown() -> None:
     model = _model("mlp-matmul-relu-softmax")
-    with pytest.raises(heinfer.NotSupportedYetError, match="two-party.*throughput mode is not supported yet"):
-        heinfer.compile(model, input_bound=1.0, protocol="two-party")
-    two_party = heinfer.compile(model, mode="latency", input_bound=1.0, protocol="two-party")
-    assert heinfer.load_program(two_party.to_bytes()).id == two_party.id
+    with pytest.raises(heinfer.NotSupportedYetError, match='two-party.*"auto" is not supported yet'):
+        heinfer.compile(model, mode="auto", input_bound=1.0, protocol="two-party")
+    for mode in ("latency", "throughput"):
+        two_party = heinfer.compile(model, mode=mode, input_bound=1.0, protocol="two-party")
+        assert two_party.mode == mode
+        assert heinfer.load_program(two_party.to_bytes()).id == two_party.id
     with pytest.raises(heinfer.CompileError, match="unknown protocol"):
         heinfer.compile(model, input_bound=1.0, protocol="gazelle")
     assert heinfer.compile(model, input_bound=1.0, protocol="client-aided").steps

@@ -33,6 +33,7 @@ use heinfer_ckks::{Ciphertext, CkksParams};
 use heinfer_math::vecops::{self, BarrettConst};
 use heinfer_math::Modulus;
 use rayon::prelude::*;
+use std::borrow::Borrow;
 
 /// Coefficients per column tile (a multiple of [`NR`]; every ring degree ≥ 2^10 is a multiple).
 pub const TILE: usize = 64;
@@ -213,10 +214,13 @@ impl LinearLayer {
     /// output) is added to every item at the output scale (see [`Packing`]; complex
     /// packing). Fails with [`KernelError::Inexact`] if the f64 bound does not hold for some
     /// prime of the level.
-    pub fn apply(
+    ///
+    /// `inputs` are ciphertexts or references to them (`&[&Ciphertext]`: a caller whose
+    /// ciphertexts live apart, e.g. in Python objects, gathers no copies).
+    pub fn apply<C: Borrow<Ciphertext> + Sync>(
         &self,
         params: &CkksParams,
-        inputs: &[Ciphertext],
+        inputs: &[C],
         bias: Option<&[f64]>,
         packing: Packing,
     ) -> Result<Vec<Ciphertext>> {
@@ -226,20 +230,20 @@ impl LinearLayer {
     /// `out_j = Σ_k W_jk·in_k² (+ b_j)`: the square of every input fused into the product
     /// (the squared ciphertexts are computed tile by tile, never stored). Inputs must have
     /// 2 parts; outputs have 3 (not relinearized), at scale `Δ_in²·Δ_w`.
-    pub fn apply_squared(
+    pub fn apply_squared<C: Borrow<Ciphertext> + Sync>(
         &self,
         params: &CkksParams,
-        inputs: &[Ciphertext],
+        inputs: &[C],
         bias: Option<&[f64]>,
         packing: Packing,
     ) -> Result<Vec<Ciphertext>> {
         self.apply_inner(params, inputs, bias, packing, true)
     }
 
-    fn apply_inner(
+    fn apply_inner<C: Borrow<Ciphertext> + Sync>(
         &self,
         params: &CkksParams,
-        inputs: &[Ciphertext],
+        inputs: &[C],
         bias: Option<&[f64]>,
         packing: Packing,
         square: bool,
@@ -298,10 +302,10 @@ impl LinearLayer {
         finish_outputs(params, out, level, scale, bias, packing)
     }
 
-    pub(crate) fn check_inputs<'a>(
+    pub(crate) fn check_inputs<'a, C: Borrow<Ciphertext>>(
         &self,
         params: &CkksParams,
-        inputs: &'a [Ciphertext],
+        inputs: &'a [C],
         bias: Option<&[f64]>,
     ) -> Result<&'a Ciphertext> {
         let bad = |m: String| Err(KernelError::InvalidOperands(m));
@@ -327,8 +331,8 @@ impl LinearLayer {
                 params.n()
             ));
         }
-        let first = &inputs[0];
-        for (k, ct) in inputs.iter().enumerate() {
+        let first = inputs[0].borrow();
+        for (k, ct) in inputs.iter().map(Borrow::borrow).enumerate() {
             params.check_id(ct.params_id())?;
             if ct.level() != first.level() || ct.size() != first.size() {
                 return bad(format!(
@@ -354,9 +358,9 @@ impl LinearLayer {
 
     /// One column tile: pack the inputs' residues at `off` of part `p`, run every group,
     /// reduce and store into the outputs.
-    fn tile(
+    fn tile<C: Borrow<Ciphertext>>(
         &self,
-        inputs: &[Ciphertext],
+        inputs: &[C],
         p: usize,
         off: usize,
         m: &Modulus,
@@ -370,7 +374,7 @@ impl LinearLayer {
         // chunk-major tile: chunk c of input k at [c·K·NR + k·NR, +NR), so the micro-kernel
         // streams consecutive inputs of one chunk through contiguous memory
         let mut sq = [0u64; TILE];
-        for (k, ct) in inputs.iter().enumerate() {
+        for (k, ct) in inputs.iter().map(Borrow::borrow).enumerate() {
             let parts = ct.parts();
             let src: &[u64] = match square {
                 None => &parts[p].data()[off..off + TILE],

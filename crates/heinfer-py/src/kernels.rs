@@ -3,7 +3,7 @@
 
 use crate::batch::{kerr, run_k, CiphertextBatch};
 use crate::errors::{guard, OperandError};
-use crate::objects::RelinKey;
+use crate::objects::{Ciphertext, RelinKey};
 use heinfer_ckks::{Encoder, Evaluator};
 use heinfer_kernels::linear::GroupSpec;
 use heinfer_kernels::{batch, naive, Packing};
@@ -94,6 +94,27 @@ impl LinearLayer {
             }
         })?;
         Ok(CiphertextBatch::wrap(cts, &batch.params))
+    }
+    /// The layer on a list of ciphertexts (no bias, real packing), read where they are and
+    /// returned as new objects: no copy on either side (BFV's batch-axis layers, whose
+    /// ciphertexts live in Python lists between steps).
+    fn apply_list(
+        &self,
+        py: Python<'_>,
+        cts: Vec<PyRef<'_, Ciphertext>>,
+    ) -> PyResult<Vec<Ciphertext>> {
+        let first = cts
+            .first()
+            .ok_or_else(|| OperandError::new_err("the layer needs at least one ciphertext"))?;
+        let params = first.params.clone();
+        let inputs: Vec<&heinfer_ckks::Ciphertext> = cts.iter().map(|c| &c.inner).collect();
+        let out = run_k(py, "LinearLayer.apply_list", || {
+            self.inner.apply(&params, &inputs, None, Packing::Real)
+        })?;
+        Ok(out
+            .into_iter()
+            .map(|c| Ciphertext::wrap(c, &params))
+            .collect())
     }
 }
 

@@ -97,7 +97,8 @@ def cli() -> None:
     type=click.IntRange(1),
     default=1,
     show_default=True,
-    help="Items per request that --mode auto plans for.",
+    help="Items per request that --mode auto plans for; with --protocol two-party --mode "
+    "throughput, the most items per query (default 256).",
 )
 @click.option(
     "--protocol",
@@ -105,8 +106,8 @@ def cli() -> None:
     default="client-aided",
     show_default=True,
     help="How ReLU/max-pooling run: client-aided (the client sees pre-activations: no model "
-    "privacy) or two-party (GAZELLE; latency mode: the client learns the output only; served by "
-    "heinfer serve like any program).",
+    "privacy) or two-party (GAZELLE, latency or throughput mode: the client learns the output "
+    "only; served by heinfer serve like any program).",
 )
 @click.option(
     "--features",
@@ -225,13 +226,16 @@ def _two_party_summary(program: Any, output: str, public_path: str, data: bytes,
         "segments": len(program.segments),
         "garbled_circuit_steps": len(program.steps),
         "rotation_keys": len(program.rotation_steps),
+        "mode": program.mode,
+        "batch_capacity": program.batch_capacity,
     }
     if as_json:
         click.echo(to_json(summary))
         return
     click.echo(
         _wrote_line(output, public_path, data, public, seconds) + "\n"
-        f"  two-party protocol (GAZELLE), latency mode; program id {program.id[:16]}…\n"
+        f"  two-party protocol (GAZELLE), {program.mode} mode, {program.batch_capacity} item(s) per query; "
+        f"program id {program.id[:16]}…\n"
         f"  BFV N = 2^{b['log_n']}, q = {b['log_q']} bits, P = {b['log_p']}, p = {b['plain_modulus']}, "
         f"{b['security']}-bit security; {len(program.segments)} linear layer(s), {len(program.steps)} "
         f"garbled-circuit step(s), {len(program.rotation_steps)} rotation keys\n"
@@ -261,7 +265,7 @@ def inspect_cmd(program: str, ray_workers: int | None, as_json: bool) -> None:
             "input_frac": prog.input_frac, "output_frac": prog.output_frac,
             "layers": [{"in": s.in_size, "out": s.out_size, "input_cts": s.n_input_cts, "output_cts": s.output.n_cts, "flood_bits": s.flood_bits} for s in prog.segments],
             "steps": [{"kind": st.kind, "instances": st.instances, "shift": st.shift, "pooled": st.pool is not None} for st in prog.steps],
-            "rotation_keys": len(prog.rotation_steps),
+            "rotation_keys": len(prog.rotation_steps), "batch_capacity": prog.batch_capacity,
         }
         click.echo(to_json(desc2) if as_json else "\n".join(f"{k}: {v}" for k, v in desc2.items()))
         return

@@ -133,11 +133,7 @@ def weights_to_json(p: Program) -> tuple[dict, dict]:
     for i, lay in enumerate(p.layers):
         k = f"layer{i}"
         if isinstance(lay, LinearStep):
-            m = lay.matrix.tocsr()
-            arrays[f"{k}.data"], arrays[f"{k}.indices"], arrays[f"{k}.indptr"] = m.data.astype(np.float64), m.indices.astype(np.int64), m.indptr.astype(np.int64)
-            if lay.bias is not None:
-                arrays[f"{k}.bias"] = lay.bias
-            layers.append({"kind": "gemm", "name": lay.name, "shape": list(m.shape), "weight_scale": lay.weight_scale, "digits": lay.digits, "bias": lay.bias is not None})
+            layers.append(gemm_to_json(lay, arrays, k))
         else:
             arrays[f"{k}.terms"], arrays[f"{k}.vectors"] = lay.terms, lay.vectors
             if lay.bias is not None:
@@ -153,7 +149,7 @@ def weights_from_json(public: PublicProgram, m: dict, arrays) -> Program:
     for i, lj in enumerate(m["layers"]):
         k = f"layer{i}"
         if lj["kind"] == "gemm":
-            layers.append(_gemm(i, lj, arrays))
+            layers.append(gemm_from_json(i, lj, arrays))
         elif lj["kind"] == "diagonals":
             vectors = _arr(arrays, f"{k}.vectors", np.float64)
             bias = _arr(arrays, f"{k}.bias", np.float64) if _bool(lj["bias"]) else None
@@ -175,7 +171,19 @@ def weights_from_json(public: PublicProgram, m: dict, arrays) -> Program:
     return program
 
 
-def _gemm(i: int, lj: dict, arrays) -> LinearStep:
+def gemm_to_json(lay: LinearStep, arrays: dict, k: str) -> dict:
+    """A batch-axis layer's manifest entry; its sparse matrix and bias go to ``arrays`` under
+    the prefix ``k`` (read back by :func:`gemm_from_json`)."""
+    m = lay.matrix.tocsr()
+    arrays[f"{k}.data"], arrays[f"{k}.indices"], arrays[f"{k}.indptr"] = m.data.astype(np.float64), m.indices.astype(np.int64), m.indptr.astype(np.int64)
+    if lay.bias is not None:
+        arrays[f"{k}.bias"] = lay.bias
+    return {"kind": "gemm", "name": lay.name, "shape": list(m.shape), "weight_scale": lay.weight_scale, "digits": lay.digits, "bias": lay.bias is not None}
+
+
+def gemm_from_json(i: int, lj: dict, arrays) -> LinearStep:
+    """Layer ``i`` written by :func:`gemm_to_json`, checked (consistent sparse structure,
+    indices in range, finite values) before it is built."""
     k = f"layer{i}"
     rows, cols = (_i(v) for v in lj["shape"])
     data = _arr(arrays, f"{k}.data", np.float64)

@@ -9,10 +9,20 @@ the input and ``output_frac`` at the output (:mod:`heinfer.compiler.fixed_point`
 ``input_bound`` (the calibrated maximum times the compiler's head-room, as in latency mode) is
 the largest input the client encrypts: beyond it the plan's integers could wrap mod ``p``.
 
-Each BFV ciphertext holds ``N`` slots in two rows of ``N/2``; programs use row 0 (the
-transforms' ``slots = N/2``) and keep row 1 at zero on the server's side. The public part
-(:meth:`TwoPartyProgram.public`) holds the layouts, step geometry, shifts and parameters; the
-transforms (the weights) stay with the server.
+Two modes, as for CKKS programs:
+
+* **latency** (one item per query): each BFV ciphertext holds ``N`` slots in two rows of
+  ``N/2``; programs use row 0 (the transforms' ``slots = N/2``) and keep row 1 at zero on the
+  server's side; each layer is a :class:`~heinfer.program.transform.Transform` in the slot
+  layout latency mode's packing search chose.
+* **throughput** (batch-axis shares, up to ``batch_capacity ≤ N`` items per query): element
+  ``e`` of a layer's input is ciphertext ``e``, its slot ``i`` holds item ``i``; each layer is a
+  :class:`~heinfer.program.weights.LinearStep` with integer weights (``weight_scale`` 1), run
+  as scalar multiply-accumulates (no rotation, no rotation key). A step runs one circuit per
+  item and activation.
+
+The public part (:meth:`TwoPartyProgram.public`) holds the layouts, step geometry, shifts and
+parameters; the layers (the weights) stay with the server.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ import numpy as np
 from heinfer.program.functions import ClientFunction
 from heinfer.program.placement import Placement
 from heinfer.program.transform import Transform
+from heinfer.program.weights import LinearStep
 
 __all__ = ["TwoPartyProgram", "TwoPartySegment", "TwoPartyStep"]
 
@@ -44,6 +55,37 @@ class TwoPartySegment:
     def n_input_cts(self) -> int:
         """Ciphertexts the client encrypts for this segment."""
         return int(self.gather.shape[0])
+
+    @staticmethod
+    def batch_axis(in_size: int, out_size: int, flood_bits: int) -> TwoPartySegment:
+        """A throughput-mode segment: input element ``e`` in ciphertext ``e``, output ``j`` in
+        ciphertext ``j``, items along the slots (``gather`` has one column; the placements
+        name slot 0, the first item)."""
+        gather = np.arange(in_size, dtype=np.int64).reshape(-1, 1)
+        out = Placement(out_size, 1, np.arange(out_size, dtype=np.int64), np.zeros(out_size, dtype=np.int64))
+        return TwoPartySegment(gather, in_size, out_size, out, flood_bits)
+
+    def positions(self, elements: np.ndarray, items: int, batch_axis: bool) -> tuple[np.ndarray, np.ndarray]:
+        """``(ct, slot)`` index arrays of shape ``(items, len(elements))``: where output element
+        ``elements[j]`` of item ``i`` is (latency: one item, at the placement; throughput: in
+        ciphertext ``elements[j]``, slot ``i``)."""
+        elements = np.asarray(elements, dtype=np.int64)
+        if not batch_axis:
+            return self.output.ct[elements][None, :], self.output.slot[elements][None, :]
+        ct = np.broadcast_to(self.output.ct[elements][None, :], (items, len(elements)))
+        return ct, np.broadcast_to(np.arange(items, dtype=np.int64)[:, None], ct.shape)
+
+    def input_rows(self, values: np.ndarray, n: int, batch_axis: bool) -> np.ndarray:
+        """The slot rows (``int64``, ``n_input_cts × n``) of the input elements ``values``
+        (``items × in_size``, signed or residues): latency places the one item by ``gather``
+        (row 0); throughput puts element ``e`` of item ``i`` in slot ``i`` of ciphertext ``e``."""
+        rows = np.zeros((self.n_input_cts, n), dtype=np.int64)
+        if batch_axis:
+            rows[:, : values.shape[0]] = values[:, self.gather[:, 0]].T
+        else:
+            g = self.gather
+            rows[:, : g.shape[1]] = np.where(g >= 0, values[0][np.maximum(g, 0)], 0)
+        return rows
 
 
 @dataclass(eq=False)
@@ -84,15 +126,16 @@ class TwoPartyStep:
         return int(self.groups.shape[0] if self.pool is None else self.pool.shape[0])
 
     def pool_shares(self, shares: np.ndarray, p: int) -> np.ndarray:
-        """A party's shares of the step's outputs (``int64`` in ``[0, p)``), summed over
-        :attr:`pool` when there is one — additive shares of the sums."""
-        return shares if self.pool is None else shares[self.pool].sum(axis=1) % p
+        """A party's shares of the step's outputs (``int64`` in ``[0, p)``, instances along the
+        last axis), summed over :attr:`pool` when there is one — additive shares of the sums."""
+        return shares if self.pool is None else shares[..., self.pool].sum(axis=-1) % p
 
 
 @dataclass(eq=False)
 class TwoPartyProgram:
-    """A compiled network for the two-party protocol (one item per query). ``layers`` (the
-    transforms, one per segment) is ``None`` in the public part."""
+    """A compiled network for the two-party protocol. ``layers`` (one per segment: transforms
+    in latency mode, :class:`LinearStep` in throughput mode) is ``None`` in the public part.
+    ``batch_capacity``: the most items of one query (1 in latency mode)."""
 
     bfv: dict
     input_name: str
@@ -107,12 +150,17 @@ class TwoPartyProgram:
     steps: list[TwoPartyStep]
     post: list[ClientFunction]
     rotation_steps: list[int]
-    layers: list[Transform] | None = None
+    layers: list[Transform] | list[LinearStep] | None = None
     meta: dict = field(default_factory=dict)
+    mode: str = "latency"
+    batch_capacity: int = 1
 
-    mode = "latency"
     protocol = "two-party"
-    batch_capacity = 1
+
+    @property
+    def batch_axis(self) -> bool:
+        """True in throughput mode: items along the slots, one ciphertext per element."""
+        return self.mode == "throughput"
 
     @property
     def plain_modulus(self) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from heinfer.errors import SerializationError
-from heinfer.program.codec import _arr, _f, _fn, _fn_to_json, _i
+from heinfer.program.codec import _arr, _f, _fn, _fn_to_json, _i, gemm_from_json, gemm_to_json
 from heinfer.program.placement import Placement
 from heinfer.program.transform import Transform
 from heinfer.program.two_party import TwoPartyProgram, TwoPartySegment, TwoPartyStep
@@ -21,6 +21,7 @@ __all__ = ["two_party_public_to_json", "two_party_public_from_json", "two_party_
 
 _BFV_KEYS = ("log_n", "log_q", "log_p", "plain_modulus", "security")
 _STEP_KINDS = ("relu", "maxpool_relu", "square")
+_MODES = ("latency", "throughput")
 
 
 def two_party_public_to_json(p: TwoPartyProgram) -> tuple[dict, dict]:
@@ -53,6 +54,8 @@ def two_party_public_to_json(p: TwoPartyProgram) -> tuple[dict, dict]:
         "post": [_fn_to_json(f, arrays, f"post{i}.groups") for i, f in enumerate(p.post)],
         "rotation_steps": list(p.rotation_steps),
     }
+    if p.batch_axis:  # latency programs keep the manifest (and the id) they had before
+        manifest.update(mode=p.mode, batch_capacity=p.batch_capacity)
     return manifest, arrays
 
 
@@ -71,19 +74,30 @@ def two_party_public_from_json(m: dict, arrays) -> TwoPartyProgram:
            "plain_modulus": _i(b["plain_modulus"]), "security": _i(b["security"])}
     if not 10 <= bfv["log_n"] <= 16:
         raise SerializationError(f"cannot read program: log_n = {bfv['log_n']}")
-    n_slots = 1 << (bfv["log_n"] - 1)
+    mode = str(m.get("mode", "latency"))  # programs written before throughput mode: latency
+    capacity = _i(m.get("batch_capacity", 1))
+    if mode not in _MODES:
+        raise SerializationError(f"cannot read program: mode {mode!r}")
+    if not 1 <= capacity <= (1 << bfv["log_n"]) or (mode == "latency" and capacity != 1):
+        raise SerializationError(f"cannot read program: {capacity} items per query in {mode} mode")
+    n_slots = 1 << (bfv["log_n"] - 1) if mode == "latency" else 1
     segments = []
     for i, s in enumerate(m["segments"]):
         in_size, out_size, slots = _i(s["in_size"]), _i(s["out_size"]), _i(s["slots"])
         if slots != n_slots:
-            raise SerializationError(f"cannot read program: segment {i} has {slots} slots, the ring {n_slots}")
+            raise SerializationError(f"cannot read program: segment {i} has {slots} slots, the {mode} layout {n_slots}")
         gather = _index(_arr(arrays, f"seg{i}.gather", np.int64), -1, in_size, f"segment {i}'s gather map")
         if gather.ndim != 2 or gather.shape[1] != n_slots:
             raise SerializationError(f"cannot read program: segment {i}'s gather map has shape {gather.shape}")
         out = Placement(_i(s["out_cts"]), slots, _arr(arrays, f"seg{i}.out_ct", np.int64), _arr(arrays, f"seg{i}.out_slot", np.int64))
         if out.size != out_size:
             raise SerializationError(f"cannot read program: segment {i} places {out.size} outputs, declares {out_size}")
-        segments.append(TwoPartySegment(gather, in_size, out_size, out, _i(s["flood_bits"])))
+        seg = TwoPartySegment(gather, in_size, out_size, out, _i(s["flood_bits"]))
+        if mode == "throughput":  # one ciphertext per element, in order: nothing else is built
+            want = TwoPartySegment.batch_axis(in_size, out_size, seg.flood_bits)
+            if out.n_cts != out_size or not (np.array_equal(gather, want.gather) and np.array_equal(out.ct, want.output.ct)):
+                raise SerializationError(f"cannot read program: segment {i} is not a batch-axis layout")
+        segments.append(seg)
     steps = []
     for i, st in enumerate(m["steps"]):
         kind = str(st["kind"])
@@ -122,14 +136,19 @@ def two_party_public_from_json(m: dict, arrays) -> TwoPartyProgram:
         steps=steps,
         post=[_fn(f, arrays) for f in m["post"]],
         rotation_steps=[_i(s) for s in m["rotation_steps"]],
+        mode=mode,
+        batch_capacity=capacity,
     )
 
 
 def two_party_weights_to_json(p: TwoPartyProgram) -> tuple[dict, dict]:
-    """The weights section: one transform per segment."""
+    """The weights section: one transform (latency) or batch-axis layer (throughput) per
+    segment."""
     assert p.layers is not None
     arrays: dict[str, np.ndarray] = {}
     layers = []
+    if p.batch_axis:
+        return {"layers": [gemm_to_json(t, arrays, f"layer{i}") for i, t in enumerate(p.layers)]}, arrays
     for i, t in enumerate(p.layers):
         arrays[f"layer{i}.terms"] = np.asarray(t.terms, dtype=np.int64)
         arrays[f"layer{i}.vectors"] = np.asarray(t.vectors, dtype=np.float64)
@@ -141,6 +160,8 @@ def two_party_weights_to_json(p: TwoPartyProgram) -> tuple[dict, dict]:
 
 def two_party_weights_from_json(public: TwoPartyProgram, m: dict, arrays) -> TwoPartyProgram:
     """The full program: ``public`` with the transforms decoded and checked against its layouts."""
+    if public.batch_axis:
+        return _gemms_from_json(public, m, arrays)
     layers = []
     for i, lj in enumerate(m["layers"]):
         t = Transform(
@@ -156,5 +177,25 @@ def two_party_weights_from_json(public: TwoPartyProgram, m: dict, arrays) -> Two
         t.n_in != s.n_input_cts or t.n_out != s.output.n_cts for t, s in zip(layers, public.segments)
     ):
         raise SerializationError("cannot read program: the transforms do not match the segments' layouts")
+    public.layers = layers
+    return public
+
+
+def _gemms_from_json(public: TwoPartyProgram, m: dict, arrays) -> TwoPartyProgram:
+    """Throughput mode's layers: integer matrices at weight scale 1 matching the segments."""
+    layers = []
+    for i, lj in enumerate(m["layers"]):
+        if lj.get("kind") != "gemm":
+            raise SerializationError(f"cannot read program: layer {i} is not a batch-axis layer")
+        t = gemm_from_json(i, lj, arrays)
+        if t.weight_scale != 1.0 or not np.array_equal(t.matrix.data, np.rint(t.matrix.data)) or (
+            t.bias is not None and not np.array_equal(t.bias, np.rint(t.bias))
+        ):
+            raise SerializationError(f"cannot read program: layer {i}'s weights are not integers at scale 1")
+        layers.append(t)
+    if len(layers) != len(public.segments) or any(
+        (t.in_size, t.out_size) != (s.in_size, s.out_size) for t, s in zip(layers, public.segments)
+    ):
+        raise SerializationError("cannot read program: the layers do not match the segments")
     public.layers = layers
     return public

@@ -1,11 +1,14 @@
 """GAZELLE's two-party protocol (§4, §7): the client learns the output, the server nothing.
 
-Layer: ``heinfer.protocol``. Per query (one item), with additive shares mod ``p``:
+Layer: ``heinfer.protocol``. Per query (one item in latency mode; up to ``batch_capacity``
+items in throughput mode, element ``e`` of every layer in ciphertext ``e`` with the items along
+its slots, one circuit per item and activation), with additive shares mod ``p``:
 
 1. **set-up** (once per session): the client sends its BFV public key and rotation keys and
    the garbled-circuit session's base-OT message; the server answers the base OTs.
-2. **offline** (no data yet): one garbled-circuit step per non-linear layer — the server
-   draws its masks ``r`` and output shares, garbles, and sends the circuits.
+2. **offline** (no data yet): the client names the query's item count (a 4-byte header); one
+   garbled-circuit step per non-linear layer — the server draws its masks ``r`` and output
+   shares, garbles, and sends the circuits.
 3. **online**: the client encrypts its input (fixed point). For each linear layer the server
    adds its own share of the layer's input (after the first), runs the layer on the BFV
    ciphertexts, adds the next step's masks ``r`` at the positions of the step's inputs and
@@ -30,7 +33,9 @@ objects over ``bytes`` messages; :func:`run_in_process` plays both.
 from __future__ import annotations
 
 import os
+import struct
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -38,10 +43,11 @@ from heinfer import bfv, ckks
 from heinfer.errors import ProtocolError
 from heinfer.program.two_party import TwoPartyProgram
 from heinfer.protocol.client import check_input
+from heinfer.runtime.bfv_batch import prepare_batch_layers
 from heinfer.runtime.bfv_transform import BfvLayer, prepare_layers
 from heinfer.twoparty import LayerCircuit, TwoPartyClient, TwoPartyServer
 
-__all__ = ["Party", "TwoPartyInferenceClient", "TwoPartyInferenceServer", "run_in_process"]
+__all__ = ["Party", "TwoPartyInferenceClient", "TwoPartyInferenceServer", "queries", "run_in_process"]
 
 #: Largest message either party accepts for one ciphertext.
 MAX_CIPHERTEXT_BYTES = 1 << 22
@@ -58,11 +64,14 @@ def _uniform(shape: tuple[int, ...], p: int) -> np.ndarray:
     return words % np.uint64(p)
 
 
-def _place(gather: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """Element values (signed or residues) at the gather map's slots, row 0 of ``N`` slots."""
-    rows = np.zeros((gather.shape[0], n), dtype=np.int64)
-    rows[:, : gather.shape[1]] = np.where(gather >= 0, values[np.maximum(gather, 0)], 0)
-    return rows
+def queries(prog: TwoPartyProgram, x: np.ndarray) -> Iterator[np.ndarray]:
+    """The items ``x`` in queries of at most ``prog.batch_capacity`` items (one in latency mode)."""
+    for start in range(0, len(x), prog.batch_capacity):
+        yield x[start : start + prog.batch_capacity]
+
+
+def _items_header(items: int) -> bytes:
+    return struct.pack("<I", items)
 
 
 def _circuit(prog: TwoPartyProgram, k: int) -> LayerCircuit:
@@ -107,6 +116,7 @@ class TwoPartyInferenceClient(Party):
         self._gc, self._hello = TwoPartyClient.start()
         self._steps: list = []
         self._k = -1
+        self._items = 0
 
     def keys_message(self) -> dict[str, bytes]:
         """Public key, rotation keys and the base-OT message (once per session)."""
@@ -117,13 +127,17 @@ class TwoPartyInferenceClient(Party):
         """The server's base-OT answer."""
         self._gc.finish_setup(msg)
 
-    def offline_request(self) -> list[bytes]:
-        """One OT-extension request per garbled-circuit step of the next query."""
-        out, self._steps = [], []
+    def offline_request(self, items: int = 1) -> list[bytes]:
+        """The next query's item count (a 4-byte header), then one OT-extension request per
+        garbled-circuit step (``items`` circuits per activation)."""
+        if not 1 <= items <= self.prog.batch_capacity:
+            raise ProtocolError(f"{items} items in one query; this program takes 1 to {self.prog.batch_capacity}")
+        out, self._steps = [_items_header(items)], []
         for k, st in enumerate(self.prog.steps):
-            step, msg = self._gc.offline(_circuit(self.prog, k), st.instances)
+            step, msg = self._gc.offline(_circuit(self.prog, k), st.instances * items)
             self._steps.append(step)
             out.append(msg)
+        self._items = items
         return out
 
     def offline_finish(self, msgs: list[bytes]) -> None:
@@ -134,27 +148,34 @@ class TwoPartyInferenceClient(Party):
             step.receive_offline(m)
 
     def query(self, x: np.ndarray) -> list[bytes]:
-        """The encrypted input of one item (fixed point with the program's fractional bits)."""
-        if len(self._steps) != len(self.prog.steps):
+        """The encrypted input of the query's items (fixed point with the program's fractional
+        bits): ``(items, *input_shape)`` as announced offline, or one item ``input_shape``."""
+        if len(self._steps) != len(self.prog.steps) or not self._items:
             raise ProtocolError("run the offline phase before a query")
         x = np.asarray(x, dtype=np.float64)
-        if x.shape != tuple(self.prog.input_shape):
-            raise ProtocolError(f"an item has shape {x.shape}, the model takes {tuple(self.prog.input_shape)}")
-        x = x.reshape(-1)
+        shape = tuple(self.prog.input_shape)
+        if x.shape == shape:
+            x = x[None]
+        if x.shape[1:] != shape:
+            raise ProtocolError(f"an item has shape {x.shape[1:]}, the model takes {shape}")
+        if len(x) != self._items:
+            raise ProtocolError(f"{len(x)} items in a query announced with {self._items}")
+        x = x.reshape(len(x), -1)
         check_input(x, self.prog.input_bound)  # RangeError: the plan's integers would wrap mod p
         v = np.rint(x * 2.0**self.prog.input_frac).astype(np.int64)
         self._k = 0
         return self._encrypt(0, v)
 
     def _encrypt(self, k: int, values: np.ndarray) -> list[bytes]:
-        rows = _place(self.prog.segments[k].gather, values, self.n)
+        rows = self.prog.segments[k].input_rows(values, self.n, self.prog.batch_axis)
         return self._dump([self._kg.encrypt_symmetric(self._enc.encode(r)) for r in rows])
 
     def _decrypt(self, k: int, msgs: list[bytes]) -> np.ndarray:
+        """Layer ``k``'s result: ``items × out_size`` residues."""
         seg = self.prog.segments[k]
         cts = self._load(msgs, seg.output.n_cts, f"layer {k} result")
         slots = np.stack([self._dec.decrypt(c) for c in cts])
-        return slots[seg.output.ct, seg.output.slot]
+        return slots[seg.positions(np.arange(seg.out_size), self._items, self.prog.batch_axis)]
 
     def choose(self, k: int, msgs: list[bytes]) -> bytes:
         """Decrypts layer ``k``'s masked result (the client's shares) and answers with its OT
@@ -162,31 +183,31 @@ class TwoPartyInferenceClient(Party):
         if k != self._k or k >= len(self.prog.steps):
             raise ProtocolError(f"unexpected result of layer {k}")
         c = self._decrypt(k, msgs)
-        st = self.prog.steps[k]
-        return self._steps[k].choose(np.ascontiguousarray(c[st.groups.reshape(-1)], dtype=np.uint64))
+        st = self.prog.steps[k]  # item-major: the circuits of item 0, then item 1, …
+        return self._steps[k].choose(np.ascontiguousarray(c[:, st.groups.reshape(-1)].reshape(-1), dtype=np.uint64))
 
     def next_input(self, k: int, labels: bytes) -> list[bytes]:
         """Evaluates step ``k`` with the server's labels; encrypts the new share for layer ``k+1``."""
         if k != self._k:
             raise ProtocolError(f"unexpected labels of step {k}")
-        z = self.prog.steps[k].pool_shares(self._steps[k].finish(labels).astype(np.int64), self.p)
+        z = self._steps[k].finish(labels).astype(np.int64).reshape(self._items, -1)
+        z = self.prog.steps[k].pool_shares(z, self.p)
         self._k = k + 1
         if self.prog.squared_input(k + 1):  # the AHE square: Enc(a²), then Enc(a)
             return self._encrypt(k + 1, z * z % self.p) + self._encrypt(k + 1, z)
         return self._encrypt(k + 1, z)
 
     def finish(self, msgs: list[bytes]) -> np.ndarray:
-        """The output of the query from the last layer's result."""
+        """The outputs of the query's items (``items × …``) from the last layer's result."""
         last = len(self.prog.segments) - 1
         if self._k != last:
             raise ProtocolError("the output arrived before the last layer")
         v = self._decrypt(last, msgs).astype(np.int64)
-        self._k, self._steps = -1, []
-        v = np.where(v > (self.p - 1) // 2, v - self.p, v).astype(np.float64) * 2.0**-self.prog.output_frac
-        y = v.reshape(1, -1)
+        self._k, self._steps, self._items = -1, [], 0
+        y = np.where(v > (self.p - 1) // 2, v - self.p, v).astype(np.float64) * 2.0**-self.prog.output_frac
         for f in self.prog.post:
             y = f.apply(y)
-        return y[0]
+        return y
 
 
 class TwoPartyInferenceServer(Party):
@@ -202,37 +223,43 @@ class TwoPartyInferenceServer(Party):
         self._ev = bfv.Evaluator(self.params)
         self._enc = bfv.BatchEncoder(self.params)
         self._rr = bfv.Rerandomizer(self.params, pk)
-        self.layers = layers or prepare_layers(self.params, prog.layers or [])
+        self.layers = layers or prepare_server_layers(self.params, prog)
         self._gc, self.setup_reply = TwoPartyServer.start(keys["ot"])
         self._steps: list = []
+        self._items = 0
         #: per squared segment: the layer with its columns scaled by twice the server's share
         #: (per query, encoded offline)
         self._cross: dict[int, BfvLayer] = {}
 
     def offline(self, msgs: list[bytes]) -> list[bytes]:
-        """Masks, garbling and OT corrections for every step of the next query."""
-        if len(msgs) != len(self.prog.steps):
-            raise ProtocolError(f"offline: expected {len(self.prog.steps)} requests, got {len(msgs)}")
-        out, self._steps = [], []
-        for k, (st, m) in enumerate(zip(self.prog.steps, msgs)):
-            step, reply = self._gc.offline(_circuit(self.prog, k), st.instances, m)
+        """Masks, garbling and OT corrections for every step of the next query (``msgs``: the
+        item-count header and one request per step)."""
+        if len(msgs) != len(self.prog.steps) + 1:
+            raise ProtocolError(f"offline: expected a header and {len(self.prog.steps)} requests, got {len(msgs)} blobs")
+        if len(msgs[0]) != 4 or not 1 <= (items := struct.unpack("<I", msgs[0])[0]) <= self.prog.batch_capacity:
+            raise ProtocolError(f"offline: the header must name 1 to {self.prog.batch_capacity} items per query")
+        out, self._steps, self._items = [], [], 0
+        for k, (st, m) in enumerate(zip(self.prog.steps, msgs[1:])):
+            step, reply = self._gc.offline(_circuit(self.prog, k), st.instances * items, m)
             self._steps.append(step)
             out.append(reply)
-        self._cross = {
-            k: self.layers[k].scaled(seg.gather, 2 * self._share(k - 1), self.p)
+        self._items = items
+        self._cross = {  # latency mode only (one item): throughput programs have no squares
+            k: self.layers[k].scaled(seg.gather, 2 * self._share(k - 1)[0], self.p)
             for k, seg in enumerate(self.prog.segments)
             if self.prog.squared_input(k)
         }
         return out
 
     def _share(self, k: int) -> np.ndarray:
-        """The server's shares (``int64`` residues) of step ``k``'s outputs."""
-        return self.prog.steps[k].pool_shares(self._steps[k].output_shares().astype(np.int64), self.p)
+        """The server's shares (``int64`` residues, ``items × out_size``) of step ``k``'s outputs."""
+        shares = self._steps[k].output_shares().astype(np.int64).reshape(self._items, -1)
+        return self.prog.steps[k].pool_shares(shares, self.p)
 
     def layer(self, k: int, msgs: list[bytes]) -> list[bytes]:
         """Runs linear layer ``k`` on the client's encrypted share; returns the masked,
         re-randomized, flooded result."""
-        if len(self._steps) != len(self.prog.steps):
+        if len(self._steps) != len(self.prog.steps) or not self._items:
             raise ProtocolError("run the offline phase before a query")
         seg = self.prog.segments[k]
         squared = self.prog.squared_input(k)
@@ -242,17 +269,19 @@ class TwoPartyInferenceServer(Party):
             share = self._share(k - 1)
             if squared:
                 share = share * share % self.p
-            cts[:n] = [self._ev.add_plain(c, self._enc.encode(r)) for c, r in zip(cts[:n], _place(seg.gather, share, self.n))]
-        # squared: + (W·diag(2b))·Enc(a), summed before the giant steps and folds
-        other = (self._cross[k], cts[n:]) if squared else None
-        out = self.layers[k].run_with(self._ev, cts[:n], self._galois, other)
+            rows = seg.input_rows(share, self.n, self.prog.batch_axis)
+            cts[:n] = [self._ev.add_plain(c, self._enc.encode(r)) for c, r in zip(cts[:n], rows)]
+        if self.prog.batch_axis:
+            out = self.layers[k].run(self._ev, cts)
+        else:  # squared: + (W·diag(2b))·Enc(a), summed before the giant steps and folds
+            other = (self._cross[k], cts[n:]) if squared else None
+            out = self.layers[k].run_with(self._ev, cts[:n], self._galois, other)
         masks = _uniform((len(out), self.n), self.p)
-        if k < len(self.prog.steps):
-            st = self.prog.steps[k]
-            entries = st.groups.reshape(-1)
-            masks[seg.output.ct[entries], seg.output.slot[entries]] = self._steps[k].masks()
+        if k < len(self.prog.steps):  # the step's inputs of every item: its masks, item-major
+            entries = self.prog.steps[k].groups.reshape(-1)
+            masks[seg.positions(entries, self._items, self.prog.batch_axis)] = self._steps[k].masks().reshape(self._items, -1)
         else:  # the output: unmasked at its positions, uniform everywhere else
-            masks[seg.output.ct, seg.output.slot] = 0
+            masks[seg.positions(np.arange(seg.out_size), self._items, self.prog.batch_axis)] = 0
         # flooded, then switched down to the fewest primes that decrypt it: a third of the bytes
         out = [self._rr.rerandomize_compact(self._ev.add_plain(c, self._enc.encode(m)), seg.flood_bits) for c, m in zip(out, masks)]
         return self._dump(out)
@@ -274,15 +303,15 @@ def run_in_process(prog: TwoPartyProgram, x: np.ndarray, server: TwoPartyInferen
     rep = {"setup_s": time.perf_counter() - t0, "setup_bytes": sum(map(len, keys.values())) + len(server.setup_reply)}
     rep.update(offline_s=0.0, online_s=0.0, offline_bytes=0, online_bytes=0)
     outs = []
-    for item in np.asarray(x):
+    for batch in queries(prog, np.asarray(x)):
         t0 = time.perf_counter()
-        req = client.offline_request()
+        req = client.offline_request(len(batch))
         rep_msgs = server.offline(req)
         client.offline_finish(rep_msgs)
         t1 = time.perf_counter()
         rep["offline_s"] += t1 - t0
         rep["offline_bytes"] += sum(map(len, req)) + sum(map(len, rep_msgs))
-        msgs = client.query(item)
+        msgs = client.query(batch)
         online = sum(map(len, msgs))
         for k in range(len(prog.segments)):
             res = server.layer(k, msgs)
@@ -296,4 +325,12 @@ def run_in_process(prog: TwoPartyProgram, x: np.ndarray, server: TwoPartyInferen
             online += len(choices) + len(labels) + sum(map(len, msgs))
         rep["online_s"] += time.perf_counter() - t1
         rep["online_bytes"] += online
-    return np.array(outs), rep
+    return np.concatenate(outs), rep
+
+
+def prepare_server_layers(params: bfv.BfvParameters, prog: TwoPartyProgram, max_memory: int | None = None) -> list:
+    """The server's layers of ``prog``: encoded transforms (latency mode, the largest lazy
+    beyond ``max_memory``) or batch-axis kernels (throughput mode)."""
+    if prog.batch_axis:
+        return prepare_batch_layers(params, prog.layers or [])
+    return prepare_layers(params, prog.layers or [], max_memory)

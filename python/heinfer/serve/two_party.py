@@ -30,8 +30,7 @@ import numpy as np
 
 from heinfer.errors import HeinferError, ProtocolError, ServiceError
 from heinfer.program.two_party import TwoPartyProgram
-from heinfer.protocol.two_party import TwoPartyInferenceClient, TwoPartyInferenceServer, _params
-from heinfer.runtime.bfv_transform import prepare_layers
+from heinfer.protocol.two_party import TwoPartyInferenceClient, TwoPartyInferenceServer, _params, prepare_server_layers, queries
 from heinfer.runtime.executor import bad_budget
 from heinfer.serve.limits import Limits
 from heinfer.serve.service import is_loopback
@@ -143,7 +142,7 @@ class TwoPartyService:
         self.program = program
         self.limits = limits or Limits()
         self._bearer = None if token is None else f"Bearer {token}".encode()
-        self.layers = prepare_layers(_params(program), program.layers or [], max_memory)
+        self.layers = prepare_server_layers(_params(program), program, max_memory)
         self._limit = client_limits(program)  # what a client of this program may send
         self._lock = threading.Lock()
         self._open: Counter[str] = Counter()  # calls open per peer
@@ -360,7 +359,8 @@ class _Call:
 
 
 class TwoPartyConnection:
-    """A client session with a two-party service: :meth:`infer` runs items one query each."""
+    """A client session with a two-party service: :meth:`infer` runs items in queries of the
+    program's ``batch_capacity`` (one item in latency mode)."""
 
     def __init__(self, address: str, program: TwoPartyProgram, timeout_s: float = 600.0, tls: TlsConfig | None = None, token: str | None = None) -> None:
         self.program = program.public()
@@ -383,12 +383,12 @@ class TwoPartyConnection:
         c, prog = self._call, self.program
         rep = {"setup_s": self.setup_s, "setup_bytes": self.setup_bytes, "offline_s": 0.0, "online_s": 0.0, "offline_bytes": 0, "online_bytes": 0}
         outs = []
-        for item in np.asarray(x):
+        for batch in queries(prog, np.asarray(x)):
             b0, t0 = c.sent + c.received, time.perf_counter()
-            c.send(Kind.OFFLINE, 0, self.client.offline_request())
+            c.send(Kind.OFFLINE, 0, self.client.offline_request(len(batch)))
             self.client.offline_finish(c.recv(Kind.GARBLED, 0))
             b1, t1 = c.sent + c.received, time.perf_counter()
-            msgs = self.client.query(item)
+            msgs = self.client.query(batch)
             for k in range(len(prog.segments)):
                 c.send(Kind.LAYER, k, msgs)
                 res = c.recv(Kind.RESULT, k)
@@ -401,7 +401,7 @@ class TwoPartyConnection:
             rep["online_s"] += time.perf_counter() - t1
             rep["offline_bytes"] += b1 - b0
             rep["online_bytes"] += c.sent + c.received - b1
-        return np.array(outs), rep
+        return np.concatenate(outs), rep
 
     def close(self) -> None:
         """Ends the session."""

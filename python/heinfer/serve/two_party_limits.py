@@ -9,8 +9,9 @@ declares more blobs, or as soon as it carries more bytes, than that:
 
 * keys: three blobs — the public key, the rotation keys of the program's steps, the base-OT
   message;
-* offline requests: one per circuit step, an IKNP column block of 16 bytes per oblivious
-  transfer (rounded up to 128) and a header;
+* offline requests: the item-count header, then one per circuit step, an IKNP column block of
+  16 bytes per oblivious transfer (rounded up to 128) and a header (a query of the program's
+  ``batch_capacity`` items: one circuit per item and activation);
 * a layer's input: its ciphertexts (twice as many after a square);
 * a step's OT choices: one blob, a bit per oblivious transfer and a header.
 
@@ -45,13 +46,13 @@ def client_limits(program: TwoPartyProgram) -> Callable[[int, int], tuple[int, i
     ct = ciphertext_bytes_bound(b, len(b["log_q"]) - 1)
     key = switching_key_bytes_bound(b)
     bits = program.plain_modulus.bit_length()
-    ots = [st.instances * st.window * bits for st in program.steps]
+    ots = [program.batch_capacity * st.instances * st.window * bits for st in program.steps]
 
     def limit(kind: int, step: int) -> tuple[int, int]:
         if kind == Kind.KEYS:
             return 3, (len(program.rotation_steps) + 2) * key + SLACK
         if kind == Kind.OFFLINE:
-            return len(program.steps), sum(16 * (t + 128) + SLACK for t in ots) + SLACK
+            return len(program.steps) + 1, sum(16 * (t + 128) + SLACK for t in ots) + SLACK
         if kind == Kind.LAYER and 0 <= step < len(program.segments):
             blobs = program.segments[step].n_input_cts * (2 if program.squared_input(step) else 1)
             return blobs, blobs * ct
@@ -73,11 +74,13 @@ def server_limits(program: TwoPartyProgram) -> Callable[[int, int], tuple[int, i
     bits = p.bit_length()
     width = (bits + 7) // 8
 
+    items = program.batch_capacity
+
     def garbled(st) -> int:
         c = LayerCircuit(st.circuit_kind, p, st.shift, st.window)
-        ots = st.instances * st.window * bits
+        ots = items * st.instances * st.window * bits
         per = 32 * c.and_gates + 16 * st.window * bits + 2 * width * (bits - st.shift)
-        return 16 * (ots + 128) + st.instances * per + SLACK
+        return 16 * (ots + 128) + items * st.instances * per + SLACK
 
     def limit(kind: int, step: int) -> tuple[int, int]:
         if kind == Kind.SETUP:
@@ -89,7 +92,7 @@ def server_limits(program: TwoPartyProgram) -> Callable[[int, int], tuple[int, i
             return cts, cts * ct
         if kind == Kind.LABELS and 0 <= step < len(program.steps):
             st = program.steps[step]
-            return 1, 16 * st.instances * st.window * bits + SLACK
+            return 1, 16 * items * st.instances * st.window * bits + SLACK
         return 0, 0
 
     return limit

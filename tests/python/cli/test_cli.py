@@ -120,25 +120,29 @@ def test_compile_options_reach_the_compiler(files: dict) -> None:
     assert heinfer.load_program(out.read_bytes()).batch_capacity == 1024
 
 
-def test_compile_serve_and_predict_two_party(files: dict) -> None:
-    out = files["dir"] / "tp.hep"
-    r = invoke("compile", os.path.join(MODELS, "cryptonets_relu.onnx"), "-o", str(out),
+@pytest.mark.parametrize("mode", ["latency", "throughput"])
+def test_compile_serve_and_predict_two_party(files: dict, mode: str) -> None:
+    out = files["dir"] / mode / "tp.hep"
+    out.parent.mkdir()
+    r = invoke("compile", os.path.join(MODELS, "cryptonets_relu.onnx"), "-o", str(out), "--mode", "auto",
                "--input-bound", "1", "--protocol", "two-party")
     assert r.exit_code != 0
-    assert "not supported yet" in r.output and "throughput mode" in r.output
+    assert "not supported yet" in r.output and '"auto"' in r.output
     assert not out.exists()
-    r = invoke("compile", os.path.join(MODELS, "cryptonets_relu.onnx"), "-o", str(out), "--mode", "latency",
-               "--input-bound", "16", "--protocol", "two-party")
+    r = invoke("compile", os.path.join(MODELS, "cryptonets_relu.onnx"), "-o", str(out), "--mode", mode,
+               "--input-bound", "16", "--protocol", "two-party", "--batch-size", "6")
     assert r.exit_code == 0, r.output
     assert "two-party protocol" in r.output and "heinfer serve" in r.output and "tp.public.hep" in r.output
+    assert f"{mode} mode" in r.output
     prog = heinfer.load_program(out.read_bytes())
-    assert prog.protocol == "two-party" and not prog.is_public
-    public = heinfer.load_program((files["dir"] / "tp.public.hep").read_bytes())
+    assert prog.protocol == "two-party" and not prog.is_public and prog.mode == mode
+    assert prog.batch_capacity == (6 if mode == "throughput" else 1)
+    public = heinfer.load_program((out.parent / "tp.public.hep").read_bytes())
     assert public.is_public and public.id == prog.id
     r = invoke("inspect", str(out), "--json")
     assert r.exit_code == 0 and '"protocol": "two-party"' in r.output
     with ServerProcess(str(out), "--threads", "1") as server:
-        ok = run_cli("predict", files["few"], "--server", server.address, "--model", str(files["dir"] / "tp.public.hep"),
+        ok = run_cli("predict", files["few"], "--server", server.address, "--model", str(out.parent / "tp.public.hep"),
                      "-o", str(files["dir"] / "tp_out.npy"), "--json", timeout=300)
     report = json.loads(ok.stdout.strip().splitlines()[-1])
     assert report["protocol"] == "two-party" and report["online_bytes"] > 0

@@ -250,7 +250,7 @@ def test_the_flooding_bound_holds_the_measured_noise(compiled) -> None:
     p, log_q = params.plain_modulus, params.log_q
     for k, seg in enumerate(prog.segments):
         values = np.random.default_rng(k).integers(-(p // 4), p // 4, seg.in_size)
-        cts = server._load(client._encrypt(k, values), seg.n_input_cts, "test")
+        cts = server._load(client._encrypt(k, values[None]), seg.n_input_cts, "test")
         out = server.layers[k].run(server._ev, cts, server._galois)
         # invariant noise v = |R|/Q with R ≈ p·e + (Q mod p)·m, budget = −log2(2|v|)
         worst = max(log_q - np.log2(p) - client._dec.noise_budget(c) - 1 for c in out)

@@ -43,7 +43,7 @@ from heinfer.errors import CompileError, NotSupportedYetError
 from heinfer.program.transform import Transform
 from heinfer.program.two_party import TwoPartyProgram, TwoPartySegment, TwoPartyStep
 
-__all__ = ["DEFAULT_BFV", "STATISTICAL_BITS", "compile_two_party", "flood_bits_for", "noise_bits"]
+__all__ = ["DEFAULT_BFV", "STATISTICAL_BITS", "compile_two_party", "fixed_point_front", "flood_bits_for", "max_flood_bits", "noise_bits", "two_party_steps"]
 
 #: The BFV parameters of the protocol (``heinfer.bfv.PN13_PLAIN20``): N = 8192, three 50-bit
 #: primes, one special prime, p = 1,032,193 — the share modulus of the garbled circuits.
@@ -106,14 +106,7 @@ def compile_two_party(
         raise CompileError(f"bandwidth must be positive bytes per second, got {bandwidth!r}")
     bfv = dict(bfv or DEFAULT_BFV)
     p, log_n = int(bfv["plain_modulus"]), int(bfv["log_n"])
-    g = _merge_all_linear(fold_linear(pools_to_client(graph, after=frozenset({"relu"}))))
-    g = replace(g, ops=[as_client_square(op) for op in g.ops])  # squares are steps between layers
-    calibration, input_bound, bounds = calibrated_bounds(g, calibration, input_bound, options.headroom)
-    pre, seg_ops, _, post = split_segments(g.ops)
-    if pre:
-        raise NotSupportedYetError("two-party protocol: client functions before the first linear layer are not supported yet")
-    assert all(len(ops) == 1 and isinstance(ops[0], Linear) for ops in seg_ops)  # merged above
-    plan = plan_fixed_point(g, bounds, p, calibration)
+    input_bound, seg_ops, post, plan = fixed_point_front(graph, calibration, input_bound, options.headroom, p)
     slots = 1 << (log_n - 1)
     costs = analytic_costs(log_n, len(bfv["log_q"]), len(bfv["log_p"]))
     limit = max_flood_bits(bfv)
@@ -138,10 +131,7 @@ def compile_two_party(
         layers.append(t)
         plans[str(k)] = {**steps[0].plan, "flood_bits": b, "in_frac": fl.in_frac, "weight_frac": fl.weight_frac}
         segments.append(TwoPartySegment(np.asarray(gather), int(np.prod(lin.in_shape)), int(np.prod(lin.out_shape)), placement, b))
-    steps_out = [_step(fl, segments[k].out_size) for k, fl in enumerate(plan.layers[:-1])]
-    for k, st in enumerate(steps_out):
-        if st.out_size != segments[k + 1].in_size:
-            raise CompileError(f"two-party protocol: step {k} yields {st.out_size} values, layer {k + 1} takes {segments[k + 1].in_size}")
+    steps_out = two_party_steps(plan, segments)
     return TwoPartyProgram(
         bfv=bfv,
         input_name=graph.input_name,
@@ -159,6 +149,29 @@ def compile_two_party(
         layers=layers,
         meta={"mode": "latency", "protocol": "two-party", "plans": plans},
     )
+
+
+def fixed_point_front(graph: Graph, calibration: np.ndarray | None, input_bound: float | None, headroom: float, p: int) -> tuple:
+    """The passes both modes share: pools after ReLUs to the circuit steps, linear layers folded
+    and merged (one per step), squares as steps, calibrated bounds and the fixed-point plan.
+    Returns ``(input_bound, segment ops, trailing client functions, plan)``."""
+    g = _merge_all_linear(fold_linear(pools_to_client(graph, after=frozenset({"relu"}))))
+    g = replace(g, ops=[as_client_square(op) for op in g.ops])  # squares are steps between layers
+    calibration, input_bound, bounds = calibrated_bounds(g, calibration, input_bound, headroom)
+    pre, seg_ops, _, post = split_segments(g.ops)
+    if pre:
+        raise NotSupportedYetError("two-party protocol: client functions before the first linear layer are not supported yet")
+    assert all(len(ops) == 1 and isinstance(ops[0], Linear) for ops in seg_ops)  # merged above
+    return input_bound, seg_ops, post, plan_fixed_point(g, bounds, p, calibration)
+
+
+def two_party_steps(plan, segments: list[TwoPartySegment]) -> list[TwoPartyStep]:
+    """The circuit steps between the segments, checked against their sizes."""
+    steps_out = [_step(fl, segments[k].out_size) for k, fl in enumerate(plan.layers[:-1])]
+    for k, st in enumerate(steps_out):
+        if st.out_size != segments[k + 1].in_size:
+            raise CompileError(f"two-party protocol: step {k} yields {st.out_size} values, layer {k + 1} takes {segments[k + 1].in_size}")
+    return steps_out
 
 
 #: How BFV runs a transform's baby steps: :class:`~heinfer.runtime.bfv_transform.BfvLayer`

@@ -1,0 +1,139 @@
+"""Compiling a graph for GAZELLE's two-party protocol in throughput mode (batch-axis shares).
+
+Layer: ``heinfer.compiler`` (pure numpy). The front end and the fixed-point plan are latency
+mode's (:func:`~heinfer.compiler.latency.two_party.fixed_point_front`); the layout is
+nGraph-HE2's batch axis: element ``e`` of a layer's input is one BFV ciphertext whose ``N``
+slots hold up to ``N`` items, so a linear layer is a matrix of integer scalars applied by
+multiply-accumulates over whole ciphertexts (``heinfer_kernels::linear``, exact) — no rotation,
+no Galois key. Each circuit step runs one circuit per item and activation.
+
+**Noise.** A ciphertext times an integer ``w`` carries ``w·e − r·k`` where ``r = Q mod p`` and
+``|k| ≤ |w|`` (the carry of ``w·m`` past ``p``; no ``N`` factor as for a plaintext polynomial).
+An input ``Enc(z) + ρ`` has ``|e| ≤ 2^5 + p`` (the fresh error and the carry of the addition),
+so an output of row ``W_j`` has ``|e| ≤ ‖W_j‖₁·(2^5 + 2p) + p`` (the bias adds one more carry),
+and the server floods that with 40 statistical bits, as latency mode does. This bound is far
+below latency mode's (no ``N·p/2`` factor), so flooding fits with room.
+
+**Not supported yet** (a clear error): squares (GAZELLE's AHE square protocol needs the server's
+per-item shares as a plaintext *polynomial* factor, whose ``N·p/2`` noise growth the flooding
+does not fit at these parameters), and everything latency mode's two-party compiler refuses.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from heinfer.compiler.latency.compile import LatencyOptions
+from heinfer.compiler.latency.two_party import (
+    DEFAULT_BFV,
+    FRESH_BITS,
+    fixed_point_front,
+    flood_bits_for,
+    max_flood_bits,
+    two_party_steps,
+)
+from heinfer.errors import CompileError, NotSupportedYetError
+from heinfer.program.two_party import TwoPartyProgram, TwoPartySegment
+from heinfer.program.weights import LinearStep
+
+__all__ = ["DEFAULT_BATCH", "batch_noise_bits", "compile_two_party_throughput", "exact_l1_limit"]
+
+#: Items per query when the caller does not choose: the per-query ciphertext work is then
+#: shared by 256 items, and one step's garbled circuits stay near 1 GB on CryptoNets-ReLU.
+DEFAULT_BATCH = 256
+#: Most circuit instances of one step (``heinfer.twoparty.MAX_INSTANCES``, fixed by the engine).
+MAX_STEP_INSTANCES = 1 << 20
+
+
+def batch_noise_bits(l1: float, p: int) -> int:
+    """``⌈log2⌉`` of the error bound of a batch-axis layer's output (module documentation) for
+    the largest row 1-norm ``l1`` of its integer weights, plus one bit."""
+    return math.ceil(math.log2(max(1.0, l1) * (2.0**FRESH_BITS + 2 * p) + p)) + 1
+
+
+def exact_l1_limit(log_q: list[int]) -> float:
+    """The largest row 1-norm the exact f64 kernel takes with two digits per residue: every
+    partial sum below ``2^53`` for digits of at most ``2^⌈b/2⌉`` (``b`` bits of the widest prime),
+    as ``heinfer_kernels::linear::LinearLayer::digit_bound`` with margin."""
+    return 2.0 ** (53 - math.ceil(max(log_q) / 2) - 1)
+
+
+def _centered(w: sp.csr_matrix, p: int) -> sp.csr_matrix:
+    """Integer weights reduced mod ``p`` into ``(−p/2, p/2]`` (the same layer mod ``p``, never
+    larger)."""
+    w = sp.csr_matrix(w, dtype=np.int64, copy=True)
+    half = (p - 1) // 2
+    w.data = (w.data + half) % p - half
+    w.eliminate_zeros()
+    return w
+
+
+def compile_two_party_throughput(
+    graph,
+    calibration: np.ndarray | None = None,
+    input_bound: float | None = None,
+    options: LatencyOptions = LatencyOptions(),
+    bfv: dict | None = None,
+    batch: int | None = None,
+) -> TwoPartyProgram:
+    """Compiles ``graph`` for the two-party protocol with ``batch`` items per query at most
+    (default :data:`DEFAULT_BATCH`, at most ``N`` and at most what one step's circuit count
+    allows). Raises :class:`NotSupportedYetError` for squares and the shapes latency mode's
+    two-party compiler refuses, :class:`CompileError` when a layer's weights do not fit the
+    exact kernel or its flooding does not fit the ciphertext modulus."""
+    bfv = dict(bfv or DEFAULT_BFV)
+    p, log_n = int(bfv["plain_modulus"]), int(bfv["log_n"])
+    input_bound, seg_ops, post, plan = fixed_point_front(graph, calibration, input_bound, options.headroom, p)
+    if any(f.kind == "square" for fl in plan.layers for f in fl.step):
+        raise NotSupportedYetError(
+            "two-party protocol: squares in throughput mode are not supported yet (the AHE square needs "
+            'per-item plaintext factors whose noise the flooding does not fit): compile with mode="latency"'
+        )
+    limit, l1_cap = max_flood_bits(bfv), exact_l1_limit(bfv["log_q"])
+    segments, layers, plans = [], [], {}
+    for k, (ops, fl) in enumerate(zip(seg_ops, plan.layers)):
+        lin = ops[0]
+        w = _centered(fl.weights, p)
+        l1 = float(abs(w).sum(axis=1).max()) if w.nnz else 0.0
+        if l1 >= l1_cap:
+            raise CompileError(
+                f"two-party protocol: layer {lin.name!r}: a row of its integer weights sums to {l1:.3g} in "
+                f"absolute value, beyond the exact batch-axis kernel's {l1_cap:.3g} at {max(bfv['log_q'])}-bit primes"
+            )
+        b = flood_bits_for(batch_noise_bits(l1, p), log_n)
+        if b > limit:  # pragma: no cover - the bound above keeps far below the presets' limit
+            raise CompileError(f"two-party protocol: layer {lin.name!r} needs 2^{b} of flooding, more than 2^{limit}")
+        bias = (np.asarray(fl.bias, dtype=np.int64) % p).astype(np.float64)
+        layers.append(LinearStep(lin.name, sp.csr_matrix(w, dtype=np.float64), bias, 1.0, 2))
+        plans[str(k)] = {"flood_bits": b, "in_frac": fl.in_frac, "weight_frac": fl.weight_frac, "l1": l1}
+        segments.append(TwoPartySegment.batch_axis(w.shape[1], w.shape[0], b))
+    steps = two_party_steps(plan, segments)
+    most = max((st.instances for st in steps), default=1)
+    cap = min(1 << log_n, MAX_STEP_INSTANCES // most, DEFAULT_BATCH if batch is None else int(batch))
+    if batch is not None and (int(batch) < 1 or cap < int(batch)):
+        raise CompileError(
+            f"two-party protocol: {batch} items per query; this network takes 1 to {min(1 << log_n, MAX_STEP_INSTANCES // most)} "
+            f"({1 << log_n} slots, {most} circuits per item in its largest step)"
+        )
+    return TwoPartyProgram(
+        bfv=bfv,
+        input_name=graph.input_name,
+        input_shape=tuple(graph.input_shape),
+        output_name=graph.output_name,
+        output_shape=tuple(graph.output_shape),
+        input_frac=plan.input_frac,
+        output_frac=plan.layers[-1].out_frac,
+        input_bound=float(input_bound) * options.headroom,
+        pre=[],
+        segments=segments,
+        steps=steps,
+        post=list(post),
+        rotation_steps=[],
+        layers=layers,
+        meta={"mode": "throughput", "protocol": "two-party", "plans": plans},
+        mode="throughput",
+        batch_capacity=cap,
+    )
