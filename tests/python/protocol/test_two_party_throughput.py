@@ -1,0 +1,192 @@
+"""GAZELLE's two-party protocol in throughput mode (batch-axis shares): the same integers as
+the fixed-point plan run in the clear (and so as latency mode), uniform shares in every slot the
+client decrypts, the flooding bound above the measured noise, refused misuse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from compiler import onnx_models as om
+
+import heinfer
+from heinfer.compiler.fixed_point import plan_fixed_point, simulate
+from heinfer.compiler.fuse import fold_linear
+from heinfer.compiler.latency.two_party import _merge_all_linear
+from heinfer.compiler.onnx_import import load_onnx
+from heinfer.compiler.pools import pools_to_client
+from heinfer.compiler.ranges import calibrated_bounds
+from heinfer.compiler.two_party_throughput import batch_noise_bits, compile_two_party_throughput
+from heinfer.errors import CompileError, NotSupportedYetError, ProtocolError, SerializationError
+from heinfer.program.format import load
+from heinfer.protocol.two_party import TwoPartyInferenceClient, TwoPartyInferenceServer
+from heinfer.runtime.bfv_batch import BatchLayer
+from protocol.test_two_party import _assert_uniform
+
+MODELS = Path(__file__).resolve().parents[3] / "models"
+DIGITS = np.load(MODELS / "digits_test.npz")["x"]
+CAL = DIGITS[100:164]
+
+
+def _relu_maxpool(seed: int = 3) -> bytes:
+    """Conv 3×3 → ReLU → MaxPool 2×2 (disjoint windows: a max-pool circuit) → Gemm on 8×8."""
+    b = om.ModelBuilder((1, 8, 8), seed=seed)
+    b.node("Conv", [b.x, b.weight(3, 1, 3, 3), b.weight(3)], pads=[1, 1, 1, 1])
+    b.node("Relu", [b.last])
+    b.node("MaxPool", [b.last], kernel_shape=[2, 2], strides=[2, 2])
+    b.node("Flatten", [b.last], axis=1)
+    b.node("Gemm", [b.last, b.weight(10, 48), b.weight(10)], transB=1)
+    return b.build()
+
+
+MODELS_UNDER_TEST = {
+    "cryptonets_relu": lambda: (MODELS / "cryptonets_relu.onnx").read_bytes(),
+    "relu_maxpool": _relu_maxpool,
+    "relu_avgpool_conv": om.relu_avgpool_conv,
+}
+
+
+def _calibration(model: bytes) -> np.ndarray:
+    shape = load_onnx(model).input_shape
+    return CAL if tuple(shape) == CAL.shape[1:] else om.random_input(shape, batch=64, seed=2)
+
+
+def _plain(model: bytes, x: np.ndarray, cal: np.ndarray) -> np.ndarray:
+    """The compiler's fixed-point plan run in the clear (the same graph rewrites)."""
+    g = _merge_all_linear(fold_linear(pools_to_client(load_onnx(model), after=frozenset({"relu"}))))
+    _, _, bounds = calibrated_bounds(g, cal, None, 4.0)
+    return simulate(plan_fixed_point(g, bounds, 1_032_193, cal), x)
+
+
+@pytest.fixture(scope="module")
+def cryptonets_relu():
+    return compile_two_party_throughput(load_onnx((MODELS / "cryptonets_relu.onnx").read_bytes()), calibration=CAL, batch=4)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS_UNDER_TEST))
+def test_batch_axis_protocol_matches_the_fixed_point_plan_exactly(name: str) -> None:
+    """Five items in queries of at most four (a full query and a partial one): ReLU, max-pool
+    with ReLU, and an average pool summed on shares."""
+    model = MODELS_UNDER_TEST[name]()
+    cal = _calibration(model)
+    prog = heinfer.compile(model, mode="throughput", protocol="two-party", calibration=cal, batch_size=4)
+    assert prog.mode == "throughput" and prog.batch_capacity == 4 and prog.rotation_steps == []
+    x = cal[:5] if cal is not CAL else DIGITS[:5]
+    r = heinfer.infer(prog, x)
+    np.testing.assert_array_equal(r.outputs, _plain(model, x, cal))
+    want = om.run_onnxruntime(model, x.astype(np.float32))
+    np.testing.assert_array_equal(r.outputs.argmax(1), want.argmax(1))
+    assert r.report["queries"] == 2 and r.report["mode"] == "throughput" and r.report["items"] == 5
+
+
+def test_the_program_round_trips_and_its_public_part_has_no_weights(cryptonets_relu) -> None:
+    prog = cryptonets_relu
+    back = load(prog.to_bytes())
+    assert back.id == prog.id and back.mode == "throughput" and back.batch_capacity == 4
+    for a, b in zip(prog.layers, back.layers):
+        assert (a.matrix != b.matrix).nnz == 0 and np.array_equal(a.bias, b.bias)
+    public = load(prog.public().to_bytes())
+    assert public.is_public and public.id == prog.id
+
+
+def test_a_program_whose_layout_is_not_batch_axis_is_refused(cryptonets_relu) -> None:
+    prog = cryptonets_relu
+    seg = prog.segments[0]
+    seg.gather = seg.gather[::-1].copy()  # ciphertext e would hold element in_size − 1 − e
+    try:
+        with pytest.raises(SerializationError, match="not a batch-axis layout"):
+            load(prog.to_bytes())
+    finally:
+        seg.gather = seg.gather[::-1].copy()
+    prog.layers[0].matrix.data[0] += 0.5
+    try:
+        with pytest.raises(SerializationError, match="not integers"):
+            load(prog.to_bytes())
+    finally:
+        prog.layers[0].matrix.data[0] -= 0.5
+
+
+def _parties(prog):
+    client = TwoPartyInferenceClient(prog.public())
+    server = TwoPartyInferenceServer(prog, client.keys_message())
+    client.finish_setup(server.setup_reply)
+    return client, server
+
+
+def test_every_slot_the_client_decrypts_is_uniform(cryptonets_relu) -> None:
+    """Two items of a four-item program: the slots of those items hold the client's shares
+    ``y + r``, the others (and unused slots) uniform fillers — all N slots of layer 0's 845
+    ciphertexts pass a chi-square test over 16 buckets of [0, p)."""
+    prog = cryptonets_relu
+    client, server = _parties(prog)
+    client.offline_finish(server.offline(client.offline_request(2)))
+    res = server.layer(0, client.query(DIGITS[:2]))
+    cts = client._load(res, prog.segments[0].output.n_cts, "test")
+    slots = np.concatenate([client._dec.decrypt(c) for c in cts]).astype(np.float64)
+    _assert_uniform(slots, prog.plain_modulus)
+
+
+def test_the_flooding_bound_holds_the_measured_noise(cryptonets_relu) -> None:
+    prog = cryptonets_relu
+    client, server = _parties(prog)
+    p = server.p
+    for k, seg in enumerate(prog.segments):
+        values = np.random.default_rng(k).integers(0, p, (3, seg.in_size))
+        cts = server._load(client._encrypt(k, values), seg.n_input_cts, "test")
+        out = server.layers[k].run(server._ev, cts)
+        worst = max(server.params.log_q - np.log2(p) - client._dec.noise_budget(c) - 1 for c in out)
+        l1 = float(abs(prog.layers[k].matrix).sum(axis=1).max())
+        assert worst < batch_noise_bits(l1, p), (k, worst)
+
+
+def test_item_counts_are_checked_on_both_sides(cryptonets_relu) -> None:
+    prog = cryptonets_relu
+    client, server = _parties(prog)
+    with pytest.raises(ProtocolError, match="1 to 4"):
+        client.offline_request(5)
+    req = client.offline_request(2)
+    for header in (b"", (0).to_bytes(4, "little"), (5).to_bytes(4, "little"), b"\x02\x00\x00"):
+        with pytest.raises(ProtocolError, match="header"):
+            server.offline([header] + req[1:])
+    with pytest.raises(ProtocolError, match="a header and 2 requests"):
+        server.offline(req[1:])
+    client.offline_finish(server.offline(req))
+    with pytest.raises(ProtocolError, match="3 items in a query announced with 2"):
+        client.query(DIGITS[:3])
+    with pytest.raises(ProtocolError, match="shape"):
+        client.query(DIGITS[:2, :, :4])
+    out = server.layer(0, client.query(DIGITS[:2]))
+    with pytest.raises(ProtocolError, match="expected 845 ciphertexts"):
+        client.choose(0, out[:-1])
+
+
+def test_squares_and_oversized_batches_are_refused_by_name() -> None:
+    with pytest.raises(NotSupportedYetError, match="squares in throughput mode"):
+        heinfer.compile(MODELS / "cryptonets.onnx", mode="throughput", protocol="two-party", calibration=CAL)
+    with pytest.raises(CompileError, match="takes 1 to 1240"):
+        heinfer.compile(MODELS / "cryptonets_relu.onnx", mode="throughput", protocol="two-party", calibration=CAL, batch_size=5000)
+
+
+def test_flooding_hides_which_weights_ran(cryptonets_relu) -> None:
+    """Playing the client against two servers whose first layers differ (the weights, and
+    so the noise of the products, 8× larger): before flooding the noise budget separates them
+    by about 3 bits in every ciphertext; after the server's flooding the two views agree to a
+    fraction of a bit — the noise no longer tells the weights apart."""
+    from dataclasses import replace
+
+    prog = cryptonets_relu
+    layer = prog.layers[0]
+    heavy = replace(layer, matrix=layer.matrix * 8)
+    client, server = _parties(prog)
+    seg = prog.segments[0]
+    values = np.random.default_rng(5).integers(0, server.p, (4, seg.in_size))
+    budgets = {}
+    for name, step in (("light", layer), ("heavy", heavy)):
+        run = BatchLayer(server.params, step)
+        out = run.run(server._ev, server._load(client._encrypt(0, values), seg.n_input_cts, "test"))[:64]
+        flooded = [server._rr.rerandomize_compact(c, seg.flood_bits) for c in out]
+        budgets[name] = (np.array([client._dec.noise_budget(c) for c in out]), np.array([client._dec.noise_budget(c) for c in flooded]))
+    raw_gap = budgets["light"][0].mean() - budgets["heavy"][0].mean()
+    flooded_gap = abs(budgets["light"][1].mean() - budgets["heavy"][1].mean())
+    assert raw_gap > 2.0 and flooded_gap < 0.5, (raw_gap, flooded_gap)
