@@ -93,3 +93,24 @@ def test_gil_is_released(kit13: Kit, restore_threads) -> None:
     assert inside, "the Python loop never ran during the native call"
     coverage = (max(inside) - min(inside)) / (t1 - t0)
     assert coverage > 0.5, f"the Python loop ran during only {coverage:.0%} of the native call"
+
+
+def test_parallel_map_keeps_order_and_raises_the_first_error() -> None:
+    from heinfer.threads import parallel_map
+
+    before = heinfer.get_num_threads()
+    try:
+        for n in (1, 2):
+            heinfer.set_num_threads(n)
+            assert parallel_map(lambda v: v * v, range(50)) == [v * v for v in range(50)]
+            assert parallel_map(str, []) == []
+
+            def boom(v: int) -> int:
+                if v == 7:
+                    raise ValueError("item 7")
+                return v
+
+            with pytest.raises(ValueError, match="item 7"):
+                parallel_map(boom, range(20))
+    finally:
+        heinfer.set_num_threads(before)

@@ -45,6 +45,7 @@ from heinfer.program.two_party import TwoPartyProgram
 from heinfer.protocol.client import check_input
 from heinfer.runtime.bfv_batch import prepare_batch_layers
 from heinfer.runtime.bfv_transform import BfvLayer, prepare_layers
+from heinfer.threads import parallel_map
 from heinfer.twoparty import LayerCircuit, TwoPartyClient, TwoPartyServer
 
 __all__ = ["Party", "TwoPartyInferenceClient", "TwoPartyInferenceServer", "queries", "run_in_process"]
@@ -88,8 +89,11 @@ class Party:
         self.p = prog.plain_modulus
         self.n = self.params.n
 
+    def _bytes(self, c: ckks.Ciphertext) -> bytes:
+        return bytes(self.params._raw.ciphertext_to_bytes(c._raw))
+
     def _dump(self, cts: list) -> list[bytes]:
-        return [bytes(self.params._raw.ciphertext_to_bytes(c._raw)) for c in cts]
+        return parallel_map(self._bytes, cts)
 
     def _load(self, msgs: list[bytes], count: int, what: str, top: bool = False) -> list:
         """``count`` validated ciphertexts; with ``top``, each at the top level (an input to
@@ -97,7 +101,7 @@ class Party:
         if len(msgs) != count:
             raise ProtocolError(f"{what}: expected {count} ciphertexts, got {len(msgs)}")
         rlwe = self.params.rlwe
-        cts = [ckks.Ciphertext._wrap(self.params._raw.ciphertext_from_bytes(m, MAX_CIPHERTEXT_BYTES), rlwe) for m in msgs]
+        cts = parallel_map(lambda m: ckks.Ciphertext._wrap(self.params._raw.ciphertext_from_bytes(m, MAX_CIPHERTEXT_BYTES), rlwe), msgs)
         top_level = len(self.prog.bfv["log_q"]) - 1
         for i, c in enumerate(cts):
             if top and c.level != top_level:
@@ -168,13 +172,14 @@ class TwoPartyInferenceClient(Party):
 
     def _encrypt(self, k: int, values: np.ndarray) -> list[bytes]:
         rows = self.prog.segments[k].input_rows(values, self.n, self.prog.batch_axis)
-        return self._dump([self._kg.encrypt_symmetric(self._enc.encode(r)) for r in rows])
+        # one ciphertext per row, encrypted and serialized on every engine thread
+        return parallel_map(lambda r: self._bytes(self._kg.encrypt_symmetric(self._enc.encode(r))), list(rows))
 
     def _decrypt(self, k: int, msgs: list[bytes]) -> np.ndarray:
         """Layer ``k``'s result: ``items × out_size`` residues."""
         seg = self.prog.segments[k]
         cts = self._load(msgs, seg.output.n_cts, f"layer {k} result")
-        slots = np.stack([self._dec.decrypt(c) for c in cts])
+        slots = np.stack(parallel_map(self._dec.decrypt, cts))
         return slots[seg.positions(np.arange(seg.out_size), self._items, self.prog.batch_axis)]
 
     def choose(self, k: int, msgs: list[bytes]) -> bytes:
@@ -270,7 +275,7 @@ class TwoPartyInferenceServer(Party):
             if squared:
                 share = share * share % self.p
             rows = seg.input_rows(share, self.n, self.prog.batch_axis)
-            cts[:n] = [self._ev.add_plain(c, self._enc.encode(r)) for c, r in zip(cts[:n], rows)]
+            cts[:n] = parallel_map(lambda cr: self._ev.add_plain(cr[0], self._enc.encode(cr[1])), list(zip(cts[:n], rows)))
         if self.prog.batch_axis:
             out = self.layers[k].run(self._ev, cts)
         else:  # squared: + (W·diag(2b))·Enc(a), summed before the giant steps and folds
@@ -283,8 +288,10 @@ class TwoPartyInferenceServer(Party):
         else:  # the output: unmasked at its positions, uniform everywhere else
             masks[seg.positions(np.arange(seg.out_size), self._items, self.prog.batch_axis)] = 0
         # flooded, then switched down to the fewest primes that decrypt it: a third of the bytes
-        out = [self._rr.rerandomize_compact(self._ev.add_plain(c, self._enc.encode(m)), seg.flood_bits) for c, m in zip(out, masks)]
-        return self._dump(out)
+        def send(cm: tuple) -> bytes:
+            return self._bytes(self._rr.rerandomize_compact(self._ev.add_plain(cm[0], self._enc.encode(cm[1])), seg.flood_bits))
+
+        return parallel_map(send, list(zip(out, masks)))
 
     def labels(self, k: int, choices: bytes) -> bytes:
         """The client's input labels of step ``k`` by oblivious transfer."""
