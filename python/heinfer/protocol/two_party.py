@@ -65,10 +65,12 @@ def _uniform(shape: tuple[int, ...], p: int) -> np.ndarray:
     return words % np.uint64(p)
 
 
-def queries(prog: TwoPartyProgram, x: np.ndarray) -> Iterator[np.ndarray]:
-    """The items ``x`` in queries of at most ``prog.batch_capacity`` items (one in latency mode)."""
-    for start in range(0, len(x), prog.batch_capacity):
-        yield x[start : start + prog.batch_capacity]
+def queries(prog: TwoPartyProgram, x: np.ndarray, most: int | None = None) -> Iterator[np.ndarray]:
+    """The items ``x`` in queries of at most ``prog.batch_capacity`` items (one in latency
+    mode), or at most ``most`` when smaller (a transport's message limit)."""
+    size = min(prog.batch_capacity, most or prog.batch_capacity)
+    for start in range(0, len(x), size):
+        yield x[start : start + size]
 
 
 def _items_header(items: int) -> bytes:

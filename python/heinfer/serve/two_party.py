@@ -36,7 +36,7 @@ from heinfer.serve.limits import Limits
 from heinfer.serve.service import is_loopback
 from heinfer.serve.sessions import check_session_caps, peer_address, release
 from heinfer.serve.tls import TlsConfig
-from heinfer.serve.two_party_limits import client_limits, server_limits
+from heinfer.serve.two_party_limits import client_limits, items_per_query, server_limits
 from heinfer.v1 import service_pb2 as pb
 
 __all__ = ["Kind", "Reassembler", "TwoPartyService", "connect_two_party", "serve_two_party"]
@@ -383,7 +383,8 @@ class TwoPartyConnection:
         c, prog = self._call, self.program
         rep = {"setup_s": self.setup_s, "setup_bytes": self.setup_bytes, "offline_s": 0.0, "online_s": 0.0, "offline_bytes": 0, "online_bytes": 0}
         outs = []
-        for batch in queries(prog, np.asarray(x)):
+        # queries whose garbled circuits fit one message of this transport
+        for batch in queries(prog, np.asarray(x), items_per_query(prog, MAX_MESSAGE_BYTES)):
             b0, t0 = c.sent + c.received, time.perf_counter()
             c.send(Kind.OFFLINE, 0, self.client.offline_request(len(batch)))
             self.client.offline_finish(c.recv(Kind.GARBLED, 0))

@@ -31,7 +31,7 @@ from heinfer.program.two_party import TwoPartyProgram
 from heinfer.protocol.limits import ciphertext_bytes_bound, switching_key_bytes_bound
 from heinfer.twoparty import LayerCircuit
 
-__all__ = ["client_limits", "server_limits"]
+__all__ = ["client_limits", "items_per_query", "server_limits"]
 
 #: Bytes allowed for a message's headers and small fields beyond the counted payload.
 SLACK = 1 << 12
@@ -63,6 +63,36 @@ def client_limits(program: TwoPartyProgram) -> Callable[[int, int], tuple[int, i
     return limit
 
 
+def _garbled_bytes(program: TwoPartyProgram, items: int) -> list[int]:
+    """Per step, the most bytes of its garbled circuits and OT corrections for a query of
+    ``items`` items."""
+    p = program.plain_modulus
+    bits = p.bit_length()
+    width = (bits + 7) // 8
+    out = []
+    for st in program.steps:
+        c = LayerCircuit(st.circuit_kind, p, st.shift, st.window)
+        ots = items * st.instances * st.window * bits
+        per = 32 * c.and_gates + 16 * st.window * bits + 2 * width * (bits - st.shift)
+        out.append(16 * (ots + 128) + items * st.instances * per + SLACK)
+    return out
+
+
+def items_per_query(program: TwoPartyProgram, max_message_bytes: int) -> int:
+    """The most items of one query whose largest message (the garbled circuits) stays within
+    ``max_message_bytes``, at most the program's ``batch_capacity``: a client splits larger
+    inputs into queries of this size. At least 1 (a program whose single item does not fit is
+    refused by the receiver's limit, by name)."""
+    lo, hi = 1, program.batch_capacity
+    while lo < hi:  # the bound grows with the items
+        mid = (lo + hi + 1) // 2
+        if sum(_garbled_bytes(program, mid)) + SLACK <= max_message_bytes:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 def server_limits(program: TwoPartyProgram) -> Callable[[int, int], tuple[int, int]]:
     """``limit(kind, step) → (most blobs, most bytes)`` of a server message of ``program``,
     as :func:`client_limits` for the client's side."""
@@ -70,23 +100,14 @@ def server_limits(program: TwoPartyProgram) -> Callable[[int, int], tuple[int, i
 
     b = program.bfv
     ct = ciphertext_bytes_bound(b, len(b["log_q"]) - 1)  # results travel lower: a bound
-    p = program.plain_modulus
-    bits = p.bit_length()
-    width = (bits + 7) // 8
-
+    bits = program.plain_modulus.bit_length()
     items = program.batch_capacity
-
-    def garbled(st) -> int:
-        c = LayerCircuit(st.circuit_kind, p, st.shift, st.window)
-        ots = items * st.instances * st.window * bits
-        per = 32 * c.and_gates + 16 * st.window * bits + 2 * width * (bits - st.shift)
-        return 16 * (ots + 128) + items * st.instances * per + SLACK
 
     def limit(kind: int, step: int) -> tuple[int, int]:
         if kind == Kind.SETUP:
             return 1, 1 << 16
         if kind == Kind.GARBLED:
-            return len(program.steps), sum(garbled(st) for st in program.steps) + SLACK
+            return len(program.steps), sum(_garbled_bytes(program, items)) + SLACK
         if kind == Kind.RESULT and 0 <= step < len(program.segments):
             cts = program.segments[step].output.n_cts
             return cts, cts * ct
