@@ -30,8 +30,8 @@ per session. Argmax agreement and the relative logit error against onnxruntime.
 
 **Throughput mode** (``*_throughput``): ``mode="throughput"``, batch-axis shares (one BFV
 ciphertext per activation, the items along its slots, one circuit per item and activation):
-C with 512 items in one query (the 296 digits not used for calibration, repeated; 64 with
-``--quick``) and D with 64 (skipped by ``--quick``);
+A, B and C with 512 items in one query (the 296 digits not used for calibration, repeated;
+64 with ``--quick``) and D with 64 (skipped by ``--quick``);
 per image = the query's totals divided by its items. GAZELLE reports single images only: the
 ratios beside are against its per-image figures.
 
@@ -208,12 +208,12 @@ def main() -> None:
         heinfer.set_num_threads(2)
         nets = [(n, bw) for n in ("mnist_a", "mnist_b", "mnist_c") for bw in (125e6, 1.25e6)] + [("mnist_d", 125e6)]
         nets += [] if args.quick else [("cifar_a", 125e6)]
-        nets += [("mnist_c", "throughput")] + ([] if args.quick else [("mnist_d", "throughput")])
+        nets += [(n, "throughput") for n in ("mnist_a", "mnist_b", "mnist_c")] + ([] if args.quick else [("mnist_d", "throughput")])
         for name, bw in nets:
             items = {"mnist_d": 2 if args.quick else 10, "cifar_a": 3}.get(name, 5 if args.quick else 20)
             key = name if bw == 125e6 else f"{name}_10mbps"
             if bw == "throughput":
-                key, items = f"{name}_throughput", {"mnist_c": 64 if args.quick else 512, "mnist_d": 64}[name]
+                key, items = f"{name}_throughput", 64 if args.quick or name == "mnist_d" else 512
                 r = result[key] = network(name, items, mode="throughput")
             else:
                 r = result[key] = network(name, items, bw)

@@ -84,9 +84,8 @@ def compile(  # noqa: A001 - the API name is the contract
     which prices layouts by their ciphertexts on the wire, default 1 Gbit/s; ``bfv``, a BFV
     parameter dict; ``strategy``); in throughput mode up to ``batch_size`` items per query on
     the batch axis (default :data:`~heinfer.compiler.two_party_throughput.DEFAULT_BATCH`;
-    option ``bfv``; squares are **not supported yet** there,
-    :class:`~heinfer.errors.NotSupportedYetError`). ``mode="auto"`` is not supported with
-    two-party.
+    option ``bfv``). ``mode="auto"`` is **not supported yet** with two-party
+    (:class:`~heinfer.errors.NotSupportedYetError`).
     """
     if features is not None:
         return _compile_on_features(model, features, mode=mode, example_input=example_input, calibration=calibration,

@@ -9,14 +9,21 @@ no Galois key. Each circuit step runs one circuit per item and activation.
 
 **Noise.** A ciphertext times an integer ``w`` carries ``w·e − r·k`` where ``r = Q mod p`` and
 ``|k| ≤ |w|`` (the carry of ``w·m`` past ``p``; no ``N`` factor as for a plaintext polynomial).
-An input ``Enc(z) + ρ`` has ``|e| ≤ 2^5 + p`` (the fresh error and the carry of the addition),
-so an output of row ``W_j`` has ``|e| ≤ ‖W_j‖₁·(2^5 + 2p) + p`` (the bias adds one more carry),
-and the server floods that with 40 statistical bits, as latency mode does. This bound is far
-below latency mode's (no ``N·p/2`` factor), so flooding fits with room.
+An input ``Enc(z) + ρ`` has ``|e| ≤ e_in = 2^5 + p`` (the fresh error and the carry of the
+addition), so an output of row ``W_j`` has ``|e| ≤ ‖W_j‖₁·(e_in + p) + p`` (the bias adds one
+more carry), and the server floods that with 40 statistical bits, as latency mode does. This
+bound is far below latency mode's (no ``N·p/2`` factor), so flooding fits with room.
 
-**Not supported yet** (a clear error): squares (GAZELLE's AHE square protocol needs the server's
-per-item shares as a plaintext *polynomial* factor, whose ``N·p/2`` noise growth the flooding
-does not fit at these parameters), and everything latency mode's two-party compiler refuses.
+**Squares** (GAZELLE's AHE square protocol on the batch axis): with shares ``a`` (client) and
+``b`` (server, one per item: a slot vector), the client encrypts ``a²`` and ``a``; the server
+forms ``Enc(z²) = Enc(a²) + b² + Enc(a)·2b`` per element — one plaintext-polynomial product,
+whose error is ``N·(p/2)·2^5 + N·p²/2`` (the factor times the fresh error, and ``Q mod p``
+times the product's carry) — and runs the layer on it. Latency mode folds ``2b`` into the
+layer's diagonals instead, since there the layer is a polynomial product too; here the layer
+is scalars, so one polynomial product in all, and the flooding still fits (the compiler
+checks it).
+
+Not supported yet (a clear error): everything latency mode's two-party compiler refuses.
 """
 
 from __future__ import annotations
@@ -35,11 +42,11 @@ from heinfer.compiler.latency.two_party import (
     max_flood_bits,
     two_party_steps,
 )
-from heinfer.errors import CompileError, NotSupportedYetError
+from heinfer.errors import CompileError
 from heinfer.program.two_party import TwoPartyProgram, TwoPartySegment
 from heinfer.program.weights import LinearStep
 
-__all__ = ["DEFAULT_BATCH", "batch_noise_bits", "compile_two_party_throughput", "exact_l1_limit"]
+__all__ = ["DEFAULT_BATCH", "batch_noise_bits", "compile_two_party_throughput", "exact_l1_limit", "input_noise"]
 
 #: Items per query when the caller does not choose: the per-query ciphertext work is then
 #: shared by 256 items, and one step's garbled circuits stay near 1 GB on CryptoNets-ReLU.
@@ -48,10 +55,23 @@ DEFAULT_BATCH = 256
 MAX_STEP_INSTANCES = 1 << 20
 
 
-def batch_noise_bits(l1: float, p: int) -> int:
+def input_noise(p: int, log_n: int, squared: bool) -> float:
+    """A bound on the error of a batch-axis layer's input ciphertext: a fresh encryption plus the
+    server's share (``2^5 + p``), or after a square ``Enc(a²) + b² + Enc(a)·2b`` (module
+    documentation)."""
+    e = 2.0**FRESH_BITS + p
+    if not squared:
+        return e
+    n = 2.0**log_n
+    return e + n * (p / 2) * 2.0**FRESH_BITS + n * p * p / 2 + p
+
+
+def batch_noise_bits(l1: float, p: int, e_in: float | None = None) -> int:
     """``⌈log2⌉`` of the error bound of a batch-axis layer's output (module documentation) for
-    the largest row 1-norm ``l1`` of its integer weights, plus one bit."""
-    return math.ceil(math.log2(max(1.0, l1) * (2.0**FRESH_BITS + 2 * p) + p)) + 1
+    the largest row 1-norm ``l1`` of its integer weights and inputs whose error is below
+    ``e_in`` (default: a fresh input plus the server's share), plus one bit."""
+    e_in = 2.0**FRESH_BITS + p if e_in is None else e_in
+    return math.ceil(math.log2(max(1.0, l1) * (e_in + p) + p)) + 1
 
 
 def exact_l1_limit(log_q: list[int]) -> float:
@@ -81,17 +101,12 @@ def compile_two_party_throughput(
 ) -> TwoPartyProgram:
     """Compiles ``graph`` for the two-party protocol with ``batch`` items per query at most
     (default :data:`DEFAULT_BATCH`, at most ``N`` and at most what one step's circuit count
-    allows). Raises :class:`NotSupportedYetError` for squares and the shapes latency mode's
-    two-party compiler refuses, :class:`CompileError` when a layer's weights do not fit the
-    exact kernel or its flooding does not fit the ciphertext modulus."""
+    allows). Raises :class:`NotSupportedYetError` for the shapes latency mode's two-party
+    compiler refuses, :class:`CompileError` when a layer's weights do not fit the exact kernel
+    or its flooding does not fit the ciphertext modulus."""
     bfv = dict(bfv or DEFAULT_BFV)
     p, log_n = int(bfv["plain_modulus"]), int(bfv["log_n"])
     input_bound, seg_ops, post, plan = fixed_point_front(graph, calibration, input_bound, options.headroom, p)
-    if any(f.kind == "square" for fl in plan.layers for f in fl.step):
-        raise NotSupportedYetError(
-            "two-party protocol: squares in throughput mode are not supported yet (the AHE square needs "
-            'per-item plaintext factors whose noise the flooding does not fit): compile with mode="latency"'
-        )
     limit, l1_cap = max_flood_bits(bfv), exact_l1_limit(bfv["log_q"])
     segments, layers, plans = [], [], {}
     for k, (ops, fl) in enumerate(zip(seg_ops, plan.layers)):
@@ -103,9 +118,13 @@ def compile_two_party_throughput(
                 f"two-party protocol: layer {lin.name!r}: a row of its integer weights sums to {l1:.3g} in "
                 f"absolute value, beyond the exact batch-axis kernel's {l1_cap:.3g} at {max(bfv['log_q'])}-bit primes"
             )
-        b = flood_bits_for(batch_noise_bits(l1, p), log_n)
-        if b > limit:  # pragma: no cover - the bound above keeps far below the presets' limit
-            raise CompileError(f"two-party protocol: layer {lin.name!r} needs 2^{b} of flooding, more than 2^{limit}")
+        squared = k > 0 and [f.kind for f in plan.layers[k - 1].step] == ["square"]
+        b = flood_bits_for(batch_noise_bits(l1, p, input_noise(p, log_n, squared)), log_n)
+        if b > limit:
+            raise CompileError(
+                f"two-party protocol: layer {lin.name!r} needs 2^{b} of flooding, more than the BFV parameters "
+                f"hold (2^{limit}); choose a larger ciphertext modulus"
+            )
         bias = (np.asarray(fl.bias, dtype=np.int64) % p).astype(np.float64)
         layers.append(LinearStep(lin.name, sp.csr_matrix(w, dtype=np.float64), bias, 1.0, 2))
         plans[str(k)] = {"flood_bits": b, "in_frac": fl.in_frac, "weight_frac": fl.weight_frac, "l1": l1}

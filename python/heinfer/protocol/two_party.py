@@ -234,9 +234,8 @@ class TwoPartyInferenceServer(Party):
         self._gc, self.setup_reply = TwoPartyServer.start(keys["ot"])
         self._steps: list = []
         self._items = 0
-        #: per squared segment: the layer with its columns scaled by twice the server's share
-        #: (per query, encoded offline)
-        self._cross: dict[int, BfvLayer] = {}
+        #: per squared segment: what multiplies Enc(a), encoded offline per query (_cross_term)
+        self._cross: dict[int, BfvLayer | list] = {}
 
     def offline(self, msgs: list[bytes]) -> list[bytes]:
         """Masks, garbling and OT corrections for every step of the next query (``msgs``: the
@@ -251,12 +250,18 @@ class TwoPartyInferenceServer(Party):
             self._steps.append(step)
             out.append(reply)
         self._items = items
-        self._cross = {  # latency mode only (one item): throughput programs have no squares
-            k: self.layers[k].scaled(seg.gather, 2 * self._share(k - 1)[0], self.p)
-            for k, seg in enumerate(self.prog.segments)
-            if self.prog.squared_input(k)
-        }
+        self._cross = {k: self._cross_term(k) for k in range(len(self.prog.segments)) if self.prog.squared_input(k)}
         return out
+
+    def _cross_term(self, k: int):
+        """What multiplies ``Enc(a)`` after a square, encoded offline from the server's share
+        ``b``: latency mode's layer with its diagonals scaled by ``2b`` (one item); throughput
+        mode's ``2b`` per input element (one slot per item)."""
+        twice_b = 2 * self._share(k - 1) % self.p
+        seg = self.prog.segments[k]
+        if not self.prog.batch_axis:
+            return self.layers[k].scaled(seg.gather, twice_b[0], self.p)
+        return parallel_map(self._enc.encode_multiplier, list(seg.input_rows(twice_b, self.n, True)))
 
     def _share(self, k: int) -> np.ndarray:
         """The server's shares (``int64`` residues, ``items × out_size``) of step ``k``'s outputs."""
@@ -279,6 +284,9 @@ class TwoPartyInferenceServer(Party):
             rows = seg.input_rows(share, self.n, self.prog.batch_axis)
             cts[:n] = parallel_map(lambda cr: self._ev.add_plain(cr[0], self._enc.encode(cr[1])), list(zip(cts[:n], rows)))
         if self.prog.batch_axis:
+            if squared:  # Enc(z²) = Enc(a²) + b² + Enc(a)·2b per element, b one share per item
+                sq, lin, twice_b = cts[:n], cts[n:], self._cross[k]
+                cts = parallel_map(lambda i: self._ev.add(sq[i], self._ev.mul_plain(lin[i], twice_b[i])), range(n))
             out = self.layers[k].run(self._ev, cts)
         else:  # squared: + (W·diag(2b))·Enc(a), summed before the giant steps and folds
             other = (self._cross[k], cts[n:]) if squared else None

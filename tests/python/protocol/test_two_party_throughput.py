@@ -1,6 +1,7 @@
 """GAZELLE's two-party protocol in throughput mode (batch-axis shares): the same integers as
-the fixed-point plan run in the clear (and so as latency mode), uniform shares in every slot the
-client decrypts, the flooding bound above the measured noise, refused misuse."""
+the fixed-point plan run in the clear (and so as latency mode) on ReLU, max-pool, pooled and
+square networks, uniform shares in every slot the client decrypts, the flooding bound above
+the measured noise (squares included), refused misuse."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from heinfer.compiler.latency.two_party import _merge_all_linear
 from heinfer.compiler.onnx_import import load_onnx
 from heinfer.compiler.pools import pools_to_client
 from heinfer.compiler.ranges import calibrated_bounds
-from heinfer.compiler.two_party_throughput import batch_noise_bits, compile_two_party_throughput
-from heinfer.errors import CompileError, NotSupportedYetError, ProtocolError, SerializationError
+from heinfer.compiler.two_party_throughput import batch_noise_bits, compile_two_party_throughput, input_noise
+from heinfer.errors import CompileError, ProtocolError, SerializationError
 from heinfer.program.format import load
 from heinfer.protocol.two_party import TwoPartyInferenceClient, TwoPartyInferenceServer
 from heinfer.runtime.bfv_batch import BatchLayer
@@ -42,6 +43,8 @@ def _relu_maxpool(seed: int = 3) -> bytes:
 
 MODELS_UNDER_TEST = {
     "cryptonets_relu": lambda: (MODELS / "cryptonets_relu.onnx").read_bytes(),
+    "mnist_a": lambda: (MODELS / "mnist_a.onnx").read_bytes(),
+    "cryptonets": lambda: (MODELS / "cryptonets.onnx").read_bytes(),
     "relu_maxpool": _relu_maxpool,
     "relu_avgpool_conv": om.relu_avgpool_conv,
 }
@@ -67,7 +70,8 @@ def cryptonets_relu():
 @pytest.mark.parametrize("name", sorted(MODELS_UNDER_TEST))
 def test_batch_axis_protocol_matches_the_fixed_point_plan_exactly(name: str) -> None:
     """Five items in queries of at most four (a full query and a partial one): ReLU, max-pool
-    with ReLU, and an average pool summed on shares."""
+    with ReLU, an average pool summed on shares, and squares (networks A and B: a truncation
+    circuit, then ``Enc(a²) + b² + Enc(a)·2b`` per element)."""
     model = MODELS_UNDER_TEST[name]()
     cal = _calibration(model)
     prog = heinfer.compile(model, mode="throughput", protocol="two-party", calibration=cal, batch_size=4)
@@ -161,9 +165,33 @@ def test_item_counts_are_checked_on_both_sides(cryptonets_relu) -> None:
         client.choose(0, out[:-1])
 
 
-def test_squares_and_oversized_batches_are_refused_by_name() -> None:
-    with pytest.raises(NotSupportedYetError, match="squares in throughput mode"):
-        heinfer.compile(MODELS / "cryptonets.onnx", mode="throughput", protocol="two-party", calibration=CAL)
+def test_the_flooding_bound_holds_after_a_square() -> None:
+    """Network A's second layer on ``Enc(a²) + b² + Enc(a)·2b``: the measured error stays below
+    the bound the compiler floods for (one plaintext-polynomial product, then scalars)."""
+    prog = compile_two_party_throughput(load_onnx((MODELS / "mnist_a.onnx").read_bytes()), calibration=CAL, batch=4)
+    assert prog.squared_input(1)
+    client, server = _parties(prog)
+    p, n, seg, ev = server.p, server.n, prog.segments[1], server._ev
+    rng = np.random.default_rng(9)
+    a, b = rng.integers(0, p, (4, seg.in_size)), rng.integers(0, p, (4, seg.in_size))
+    sq = server._load(client._encrypt(1, a * a % p), seg.n_input_cts, "test")
+    lin = server._load(client._encrypt(1, a), seg.n_input_cts, "test")
+    b_sq, twice_b = seg.input_rows(b * b % p, n, True), seg.input_rows(2 * b % p, n, True)
+    cts = [
+        ev.add(ev.add_plain(s, server._enc.encode(r)), ev.mul_plain(c, server._enc.encode_multiplier(t)))
+        for s, c, r, t in zip(sq, lin, b_sq, twice_b)
+    ]
+    out = server.layers[1].run(ev, cts)
+    z = (a + b) % p  # the square of the reconstructed value, then the layer, mod p
+    want = (np.asarray(prog.layers[1].matrix @ (z * z % p).T).T + prog.layers[1].bias) % p
+    got = np.stack([client._dec.decrypt(c)[:4] for c in out]).T
+    np.testing.assert_array_equal(got, np.rint(want).astype(np.int64) % p)
+    worst = max(server.params.log_q - np.log2(p) - client._dec.noise_budget(c) - 1 for c in out)
+    l1 = float(abs(prog.layers[1].matrix).sum(axis=1).max())
+    assert worst < batch_noise_bits(l1, p, input_noise(p, server.params.log_n, True)), worst
+
+
+def test_oversized_batches_are_refused_by_name() -> None:
     with pytest.raises(CompileError, match="takes 1 to 1240"):
         heinfer.compile(MODELS / "cryptonets_relu.onnx", mode="throughput", protocol="two-party", calibration=CAL, batch_size=5000)
 
