@@ -37,9 +37,11 @@ from heinfer.compiler.latency.compile import LatencyOptions
 from heinfer.compiler.latency.two_party import (
     DEFAULT_BFV,
     FRESH_BITS,
+    check_flood,
     fixed_point_front,
     flood_bits_for,
     max_flood_bits,
+    two_party_program,
     two_party_steps,
 )
 from heinfer.errors import CompileError
@@ -119,12 +121,7 @@ def compile_two_party_throughput(
                 f"absolute value, beyond the exact batch-axis kernel's {l1_cap:.3g} at {max(bfv['log_q'])}-bit primes"
             )
         squared = k > 0 and [f.kind for f in plan.layers[k - 1].step] == ["square"]
-        b = flood_bits_for(batch_noise_bits(l1, p, input_noise(p, log_n, squared)), log_n)
-        if b > limit:
-            raise CompileError(
-                f"two-party protocol: layer {lin.name!r} needs 2^{b} of flooding, more than the BFV parameters "
-                f"hold (2^{limit}); choose a larger ciphertext modulus"
-            )
+        b = check_flood(lin.name, flood_bits_for(batch_noise_bits(l1, p, input_noise(p, log_n, squared)), log_n), limit)
         bias = (np.asarray(fl.bias, dtype=np.int64) % p).astype(np.float64)
         layers.append(LinearStep(lin.name, sp.csr_matrix(w, dtype=np.float64), bias, 1.0, 2))
         plans[str(k)] = {"flood_bits": b, "in_frac": fl.in_frac, "weight_frac": fl.weight_frac, "l1": l1}
@@ -137,22 +134,6 @@ def compile_two_party_throughput(
             f"two-party protocol: {batch} items per query; this network takes 1 to {min(1 << log_n, MAX_STEP_INSTANCES // most)} "
             f"({1 << log_n} slots, {most} circuits per item in its largest step)"
         )
-    return TwoPartyProgram(
-        bfv=bfv,
-        input_name=graph.input_name,
-        input_shape=tuple(graph.input_shape),
-        output_name=graph.output_name,
-        output_shape=tuple(graph.output_shape),
-        input_frac=plan.input_frac,
-        output_frac=plan.layers[-1].out_frac,
-        input_bound=float(input_bound) * options.headroom,
-        pre=[],
-        segments=segments,
-        steps=steps,
-        post=list(post),
-        rotation_steps=[],
-        layers=layers,
-        meta={"mode": "throughput", "protocol": "two-party", "plans": plans},
-        mode="throughput",
-        batch_capacity=cap,
+    return two_party_program(
+        graph, bfv, plan, float(input_bound) * options.headroom, segments, post, layers, plans, [], mode="throughput", batch_capacity=cap
     )

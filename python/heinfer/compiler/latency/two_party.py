@@ -43,7 +43,7 @@ from heinfer.errors import CompileError, NotSupportedYetError
 from heinfer.program.transform import Transform
 from heinfer.program.two_party import TwoPartyProgram, TwoPartySegment, TwoPartyStep
 
-__all__ = ["DEFAULT_BFV", "STATISTICAL_BITS", "compile_two_party", "fixed_point_front", "flood_bits_for", "max_flood_bits", "noise_bits", "two_party_steps"]
+__all__ = ["DEFAULT_BFV", "STATISTICAL_BITS", "check_flood", "compile_two_party", "fixed_point_front", "flood_bits_for", "max_flood_bits", "noise_bits", "two_party_program", "two_party_steps"]
 
 #: The BFV parameters of the protocol (``heinfer.bfv.PN13_PLAIN20``): N = 8192, three 50-bit
 #: primes, one special prime, p = 1,032,193 — the share modulus of the garbled circuits.
@@ -79,6 +79,16 @@ def noise_bits(t: Transform, log_n: int, p: int) -> int:
 def flood_bits_for(noise: int, log_n: int, stat_bits: int = STATISTICAL_BITS) -> int:
     """Flooding exponent for an error below ``2^noise`` (see :mod:`heinfer_bfv::flood`)."""
     return noise + stat_bits + log_n
+
+
+def check_flood(name: str, bits: int, limit: int) -> int:
+    """``bits``, or :class:`CompileError` when layer ``name``'s flooding exceeds ``2^limit``."""
+    if bits > limit:
+        raise CompileError(
+            f"two-party protocol: layer {name!r} needs 2^{bits} of flooding, more than the BFV "
+            f"parameters hold (2^{limit}); choose a larger ciphertext modulus"
+        )
+    return bits
 
 
 def max_flood_bits(bfv: dict) -> int:
@@ -122,33 +132,12 @@ def compile_two_party(
         t = steps[0].transform
         _check_integral(t, lin.name)
         # after a square: the layer runs twice (on Enc(a²) and, scaled by 2b, on Enc(a)) and sums
-        b = flood_bits_for(noise_bits(t, log_n, p) + (1 if squared else 0), log_n)
-        if b > limit:
-            raise CompileError(
-                f"two-party protocol: layer {lin.name!r} needs 2^{b} of flooding, more than the BFV "
-                f"parameters hold (2^{limit}); choose a larger ciphertext modulus"
-            )
+        b = check_flood(lin.name, flood_bits_for(noise_bits(t, log_n, p) + (1 if squared else 0), log_n), limit)
         layers.append(t)
         plans[str(k)] = {**steps[0].plan, "flood_bits": b, "in_frac": fl.in_frac, "weight_frac": fl.weight_frac}
         segments.append(TwoPartySegment(np.asarray(gather), int(np.prod(lin.in_shape)), int(np.prod(lin.out_shape)), placement, b))
-    steps_out = two_party_steps(plan, segments)
-    return TwoPartyProgram(
-        bfv=bfv,
-        input_name=graph.input_name,
-        input_shape=tuple(graph.input_shape),
-        output_name=graph.output_name,
-        output_shape=tuple(graph.output_shape),
-        input_frac=plan.input_frac,
-        output_frac=plan.layers[-1].out_frac,
-        input_bound=float(input_bound) * options.headroom,
-        pre=[],
-        segments=segments,
-        steps=steps_out,
-        post=list(post),
-        rotation_steps=sorted({s for t in layers for s in t.rotation_steps()}),
-        layers=layers,
-        meta={"mode": "latency", "protocol": "two-party", "plans": plans},
-    )
+    rotations = sorted({s for t in layers for s in t.rotation_steps()})
+    return two_party_program(graph, bfv, plan, float(input_bound) * options.headroom, segments, post, layers, plans, rotations)
 
 
 def fixed_point_front(graph: Graph, calibration: np.ndarray | None, input_bound: float | None, headroom: float, p: int) -> tuple:
@@ -163,6 +152,33 @@ def fixed_point_front(graph: Graph, calibration: np.ndarray | None, input_bound:
         raise NotSupportedYetError("two-party protocol: client functions before the first linear layer are not supported yet")
     assert all(len(ops) == 1 and isinstance(ops[0], Linear) for ops in seg_ops)  # merged above
     return input_bound, seg_ops, post, plan_fixed_point(g, bounds, p, calibration)
+
+
+def two_party_program(
+    graph: Graph, bfv: dict, plan, input_bound: float, segments: list, post: list, layers: list, plans: dict,
+    rotation_steps: list[int], mode: str = "latency", batch_capacity: int = 1,
+) -> TwoPartyProgram:
+    """The program of either mode: the graph's names and shapes, the plan's fractions, the
+    segments with the circuit steps between them (:func:`two_party_steps`) and the layers."""
+    return TwoPartyProgram(
+        bfv=bfv,
+        input_name=graph.input_name,
+        input_shape=tuple(graph.input_shape),
+        output_name=graph.output_name,
+        output_shape=tuple(graph.output_shape),
+        input_frac=plan.input_frac,
+        output_frac=plan.layers[-1].out_frac,
+        input_bound=input_bound,
+        pre=[],
+        segments=segments,
+        steps=two_party_steps(plan, segments),
+        post=list(post),
+        rotation_steps=rotation_steps,
+        layers=layers,
+        meta={"mode": mode, "protocol": "two-party", "plans": plans},
+        mode=mode,
+        batch_capacity=batch_capacity,
+    )
 
 
 def two_party_steps(plan, segments: list[TwoPartySegment]) -> list[TwoPartyStep]:
