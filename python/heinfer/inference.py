@@ -83,7 +83,8 @@ def compile(  # noqa: A001 - the API name is the contract
     mode one item per query in latency mode's layouts (options: ``bandwidth`` in bytes/s,
     which prices layouts by their ciphertexts on the wire, default 1 Gbit/s; ``bfv``, a BFV
     parameter dict; ``strategy``); in throughput mode up to ``batch_size`` items per query on
-    the batch axis (default :data:`~heinfer.compiler.two_party_throughput.DEFAULT_BATCH`;
+    the batch axis (default :data:`~heinfer.compiler.two_party_throughput.DEFAULT_BATCH`, fewer
+    for networks with many activations;
     option ``bfv``). ``mode="auto"`` is **not supported yet** with two-party
     (:class:`~heinfer.errors.NotSupportedYetError`).
     """

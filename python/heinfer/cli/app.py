@@ -98,7 +98,8 @@ def cli() -> None:
     default=1,
     show_default=True,
     help="Items per request that --mode auto plans for; with --protocol two-party --mode "
-    "throughput, the most items per query (default 256).",
+    "throughput, the most items per query (default 256, fewer for networks with many "
+    "activations).",
 )
 @click.option(
     "--protocol",

@@ -50,9 +50,13 @@ from heinfer.program.weights import LinearStep
 
 __all__ = ["DEFAULT_BATCH", "batch_noise_bits", "compile_two_party_throughput", "exact_l1_limit", "input_noise"]
 
-#: Items per query when the caller does not choose: the per-query ciphertext work is then
-#: shared by 256 items, and one step's garbled circuits stay near 1 GB on CryptoNets-ReLU.
+#: Items per query when the caller does not choose, at most: the per-query ciphertext work is
+#: then shared by 256 items ...
 DEFAULT_BATCH = 256
+#: ... and fewer when one query's circuits would read more than 2^18 values (about 1.2 GB of
+#: garbled circuits on each side at 4.5 KB per ReLU input): CryptoNets-ReLU keeps 256 items,
+#: MiniONN's MNIST net 25 (10,340 circuit inputs per item).
+DEFAULT_CIRCUIT_INPUTS = 1 << 18
 #: Most circuit instances of one step (``heinfer.twoparty.MAX_INSTANCES``, fixed by the engine).
 MAX_STEP_INSTANCES = 1 << 20
 
@@ -102,8 +106,9 @@ def compile_two_party_throughput(
     batch: int | None = None,
 ) -> TwoPartyProgram:
     """Compiles ``graph`` for the two-party protocol with ``batch`` items per query at most
-    (default :data:`DEFAULT_BATCH`, at most ``N`` and at most what one step's circuit count
-    allows). Raises :class:`NotSupportedYetError` for the shapes latency mode's two-party
+    (default :data:`DEFAULT_BATCH`, fewer when a query's circuits would read more than
+    :data:`DEFAULT_CIRCUIT_INPUTS` values; at most ``N`` and at most what one step's circuit
+    count allows). Raises :class:`NotSupportedYetError` for the shapes latency mode's two-party
     compiler refuses, :class:`CompileError` when a layer's weights do not fit the exact kernel
     or its flooding does not fit the ciphertext modulus."""
     bfv = dict(bfv or DEFAULT_BFV)
@@ -128,7 +133,9 @@ def compile_two_party_throughput(
         segments.append(TwoPartySegment.batch_axis(w.shape[1], w.shape[0], b))
     steps = two_party_steps(plan, segments)
     most = max((st.instances for st in steps), default=1)
-    cap = min(1 << log_n, MAX_STEP_INSTANCES // most, DEFAULT_BATCH if batch is None else int(batch))
+    inputs = sum(st.instances * st.window for st in steps)
+    default = min(DEFAULT_BATCH, max(1, DEFAULT_CIRCUIT_INPUTS // max(1, inputs)))
+    cap = min(1 << log_n, MAX_STEP_INSTANCES // most, default if batch is None else int(batch))
     if batch is not None and (int(batch) < 1 or cap < int(batch)):
         raise CompileError(
             f"two-party protocol: {batch} items per query; this network takes 1 to {min(1 << log_n, MAX_STEP_INSTANCES // most)} "

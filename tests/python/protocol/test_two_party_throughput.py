@@ -218,3 +218,12 @@ def test_flooding_hides_which_weights_ran(cryptonets_relu) -> None:
     raw_gap = budgets["light"][0].mean() - budgets["heavy"][0].mean()
     flooded_gap = abs(budgets["light"][1].mean() - budgets["heavy"][1].mean())
     assert raw_gap > 2.0 and flooded_gap < 0.5, (raw_gap, flooded_gap)
+
+
+def test_the_default_capacity_bounds_a_querys_circuits() -> None:
+    """256 items for CryptoNets-ReLU (945 circuit inputs per item), 25 for MiniONN's MNIST net
+    (2,560 max-pools of 4 values and 100 ReLUs: 10,340 inputs per item)."""
+    for name, want in (("cryptonets_relu", 256), ("mnist_d", 25)):
+        prog = heinfer.compile(MODELS / f"{name}.onnx", mode="throughput", protocol="two-party", calibration=CAL)
+        assert prog.batch_capacity == want
+        assert want * sum(st.instances * st.window for st in prog.steps) <= 1 << 18
