@@ -30,7 +30,6 @@ from heinfer.explanation import program_key_bytes
 import numpy as np
 import pytest
 from compiler import onnx_models as om
-from compiler.onnx_models import ModelBuilder
 from heinfer.compiler.cost import predict_seconds
 from heinfer.compiler.plan import max_log_qp
 from heinfer.inference import _costs
@@ -53,13 +52,7 @@ def _digits(start: int, n: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------- models
 def _maxpool_net() -> bytes:
     """Two input channels: Conv(3×3, pad 1) → Relu → MaxPool(2×2) → Gemm."""
-    b = ModelBuilder((2, 6, 6), seed=4)
-    b.node("Conv", [b.x, b.weight(3, 2, 3, 3), b.weight(3)], pads=[1, 1, 1, 1])
-    b.node("Relu", [b.last])
-    b.node("MaxPool", [b.last], kernel_shape=[2, 2], strides=[2, 2])
-    b.node("Flatten", [b.last], axis=1)
-    b.node("Gemm", [b.last, b.weight(6, 27), b.weight(6)], transB=1)
-    return b.build()
+    return om.relu_maxpool((2, 6, 6), channels=3, classes=6, seed=4)
 
 
 #: The throughput tests' networks (same builders), plus latency-specific ones.

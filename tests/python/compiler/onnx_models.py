@@ -288,6 +288,18 @@ def squares_then_relu(seed: int = 5) -> bytes:
     return b.build()
 
 
+def relu_maxpool(in_shape: Sequence[int] = (2, 6, 6), channels: int = 3, classes: int = 6, seed: int = 4) -> bytes:
+    """Conv(3×3, pad 1) → Relu → MaxPool(2×2, disjoint windows) → Gemm."""
+    c_in, h, w = in_shape
+    b = ModelBuilder(in_shape, seed=seed)
+    b.node("Conv", [b.x, b.weight(channels, c_in, 3, 3), b.weight(channels)], pads=[1, 1, 1, 1])
+    b.node("Relu", [b.last])
+    b.node("MaxPool", [b.last], kernel_shape=[2, 2], strides=[2, 2])
+    b.node("Flatten", [b.last], axis=1)
+    b.node("Gemm", [b.last, b.weight(classes, channels * (h // 2) * (w // 2)), b.weight(classes)], transB=1)
+    return b.build()
+
+
 def relu_avgpool_conv(seed: int = 7) -> bytes:
     """MiniONN CIFAR's pattern: Conv 3×3 → ReLU → AveragePool 2×2 → Conv 3×3 → ReLU → Gemm
     on (2, 8, 8) (the pool right after a client step: summed by the client, or on shares)."""

@@ -30,22 +30,11 @@ DIGITS = np.load(MODELS / "digits_test.npz")["x"]
 CAL = DIGITS[100:164]
 
 
-def _relu_maxpool(seed: int = 3) -> bytes:
-    """Conv 3×3 → ReLU → MaxPool 2×2 (disjoint windows: a max-pool circuit) → Gemm on 8×8."""
-    b = om.ModelBuilder((1, 8, 8), seed=seed)
-    b.node("Conv", [b.x, b.weight(3, 1, 3, 3), b.weight(3)], pads=[1, 1, 1, 1])
-    b.node("Relu", [b.last])
-    b.node("MaxPool", [b.last], kernel_shape=[2, 2], strides=[2, 2])
-    b.node("Flatten", [b.last], axis=1)
-    b.node("Gemm", [b.last, b.weight(10, 48), b.weight(10)], transB=1)
-    return b.build()
-
-
 MODELS_UNDER_TEST = {
     "cryptonets_relu": lambda: (MODELS / "cryptonets_relu.onnx").read_bytes(),
     "mnist_a": lambda: (MODELS / "mnist_a.onnx").read_bytes(),
     "cryptonets": lambda: (MODELS / "cryptonets.onnx").read_bytes(),
-    "relu_maxpool": _relu_maxpool,
+    "relu_maxpool": lambda: om.relu_maxpool((1, 8, 8), channels=3, classes=10, seed=3),  # a max-pool circuit
     "relu_avgpool_conv": om.relu_avgpool_conv,
 }
 
