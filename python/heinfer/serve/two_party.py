@@ -379,9 +379,10 @@ class TwoPartyConnection:
         self.setup_bytes = self._call.sent + self._call.received
 
     def infer(self, x: np.ndarray) -> tuple[np.ndarray, dict]:
-        """The outputs of the items ``x`` and a report (offline/online seconds and bytes)."""
+        """The outputs of the items ``x`` and a report (offline/online seconds and bytes, the
+        number of queries)."""
         c, prog = self._call, self.program
-        rep = {"setup_s": self.setup_s, "setup_bytes": self.setup_bytes, "offline_s": 0.0, "online_s": 0.0, "offline_bytes": 0, "online_bytes": 0}
+        rep = {"setup_s": self.setup_s, "setup_bytes": self.setup_bytes, "offline_s": 0.0, "online_s": 0.0, "offline_bytes": 0, "online_bytes": 0, "queries": 0}
         outs = []
         # queries whose garbled circuits fit one message of this transport
         for batch in queries(prog, np.asarray(x), items_per_query(prog, MAX_MESSAGE_BYTES)):
@@ -402,6 +403,7 @@ class TwoPartyConnection:
             rep["online_s"] += time.perf_counter() - t1
             rep["offline_bytes"] += b1 - b0
             rep["online_bytes"] += c.sent + c.received - b1
+            rep["queries"] += 1
         return np.concatenate(outs), rep
 
     def close(self) -> None:

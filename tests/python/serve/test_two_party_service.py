@@ -47,6 +47,24 @@ def test_square_networks_are_served_with_the_in_process_results() -> None:
     assert handle.service.errors == 0
 
 
+def test_throughput_queries_are_cut_to_fit_a_message(monkeypatch) -> None:
+    """Network A in throughput mode (squares on the batch axis) over gRPC: with the largest
+    message lowered so one query's garbled circuits fit only two items, five items travel as
+    three queries and give the in-process results."""
+    import heinfer.serve.two_party as service
+    from heinfer.serve.two_party_limits import SLACK, _garbled_bytes, items_per_query
+
+    prog = heinfer.compile(MODELS / "mnist_a.onnx", mode="throughput", protocol="two-party", calibration=DIGITS[100:164], batch_size=8)
+    per_two = sum(_garbled_bytes(prog, 2)) + SLACK  # the most bytes of two items' circuits
+    monkeypatch.setattr(service, "MAX_MESSAGE_BYTES", per_two)
+    assert items_per_query(prog, per_two) == 2
+    want, _ = run_in_process(prog, DIGITS[:5])
+    with serve_two_party(prog) as handle, connect_two_party(handle.address, prog.public()) as conn:
+        got, rep = conn.infer(DIGITS[:5])
+    np.testing.assert_array_equal(got, want)
+    assert handle.service.errors == 0 and rep["offline_bytes"] > 0 and rep["queries"] == 3
+
+
 def test_a_memory_budget_streams_the_layers_with_the_same_results(prog) -> None:
     want, _ = run_in_process(prog, DIGITS[:1])
     with serve_two_party(prog, max_memory=0) as handle, connect_two_party(handle.address, prog.public()) as conn:
