@@ -94,6 +94,12 @@ fn random_circuits_match_plain_evaluation() {
 
 /// Garbles every instance of `lc` at once and compares with the reference, twice: decoding
 /// the output bits, and as shares through the output table (`gc::arith`), the step's way.
+/// Every pair `(c, s)` of shares mod `p`: the client's in the first vector, the server's in
+/// the second.
+fn all_share_pairs(p: u64) -> (Vec<u64>, Vec<u64>) {
+    (0..p).flat_map(|a| (0..p).map(move |b| (a, b))).unzip()
+}
+
 fn check_layer(lc: &LayerCircuit, c: &[u64], s: &[u64], seed: u64) {
     let k = lc.arity();
     let n = c.len() / k;
@@ -131,13 +137,7 @@ fn relu_on_every_share_pair_of_small_moduli() {
     for p in [13u64, 31, 61] {
         for shift in [0usize, 1, 3] {
             let lc = LayerCircuit::new(Layer::Relu, p, shift).unwrap();
-            let (mut c, mut s) = (vec![], vec![]);
-            for a in 0..p {
-                for b in 0..p {
-                    c.push(a);
-                    s.push(b);
-                }
-            }
+            let (c, s) = all_share_pairs(p);
             check_layer(&lc, &c, &s, p + shift as u64);
         }
     }
@@ -159,13 +159,7 @@ fn truncate_on_every_share_pair_of_small_moduli() {
             .filter(|&k| ((p - 1) / 2) >> k > 0)
         {
             let lc = LayerCircuit::new(Layer::Truncate, p, shift).unwrap();
-            let (mut c, mut s) = (vec![], vec![]);
-            for a in 0..p {
-                for b in 0..p {
-                    c.push(a);
-                    s.push(b);
-                }
-            }
+            let (c, s) = all_share_pairs(p);
             check_layer(&lc, &c, &s, 3 * p + shift as u64);
         }
     }
