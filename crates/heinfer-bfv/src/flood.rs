@@ -121,9 +121,7 @@ impl Rerandomizer {
             1.0,
         )?)
     }
-}
 
-impl Rerandomizer {
     /// The lowest level `ℓ` at which a ciphertext flooded with `2^b` (and an error below
     /// `2^b` before it) still decrypts after switching down: `2^{b+1}·Q_ℓ/Q + N + p + 1 <
     /// Δ_ℓ/2^3` (see the module documentation). The top level when none is lower.
