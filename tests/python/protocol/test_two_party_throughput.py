@@ -216,3 +216,19 @@ def test_the_default_capacity_bounds_a_querys_circuits() -> None:
         prog = heinfer.compile(MODELS / f"{name}.onnx", mode="throughput", protocol="two-party", calibration=CAL)
         assert prog.batch_capacity == want
         assert want * sum(st.instances * st.window for st in prog.steps) <= 1 << 18
+
+
+def test_the_server_sees_choice_bits_that_do_not_depend_on_the_inputs(cryptonets_relu) -> None:
+    """Playing the server on the batch axis: a query of two blank images and one of two real
+    digits give step 0's OT choice bits (the only plaintext-looking bytes it receives besides
+    the item count) that are balanced coins alike."""
+    prog = cryptonets_relu
+    fractions = []
+    for x in (np.zeros_like(DIGITS[:2]), DIGITS[:2]):
+        client, server = _parties(prog)
+        client.offline_finish(server.offline(client.offline_request(2)))
+        choices = client.choose(0, server.layer(0, client.query(x)))
+        bits = np.unpackbits(np.frombuffer(choices, dtype=np.uint8)[16:])  # past any header
+        fractions.append(bits.mean())
+    # ~33,800 choice bits each: a coin's fraction of ones is within 0.5 ± 0.02 (over 7σ)
+    assert all(abs(f - 0.5) < 0.02 for f in fractions), fractions
