@@ -32,8 +32,9 @@ per session. Argmax agreement and the relative logit error against onnxruntime.
 ciphertext per activation, the items along its slots, one circuit per item and activation):
 A, B and C with 512 items in one query (the 296 digits not used for calibration, repeated;
 64 with ``--quick``) and D with 64 (skipped by ``--quick``);
-per image = the query's totals divided by its items. GAZELLE reports single images only: the
-ratios beside are against its per-image figures.
+per image = the query's totals divided by its items. GAZELLE reports single-image queries
+only: the ratios printed beside these rows compare amortized throughput with its single-image
+latency (not like with like; the latency-mode rows are).
 
     .venv/bin/python bench/twoparty.py [--quick] [--no-spu] [--no-networks]
 
