@@ -22,7 +22,7 @@ from heinfer.compiler.cost import BATCH_KINDS, DEFAULT_LLC, KINDS, SIZES, CostTa
 
 __all__ = ["measure_costs", "cpu_model", "llc_bytes"]
 
-_VERSION = 10
+_VERSION = 11
 
 
 def cpu_model() -> str:
@@ -250,8 +250,9 @@ def _streamed_keys(kg, sizes: dict) -> tuple:
 def _measure_streamed(enc, ev, cts, exts, many, sizes: dict, lvl: int, reps: int, row: dict, slots: int, q: float) -> dict:
     """The ``_mem`` kinds at one level (see :data:`heinfer.compiler.cost.STREAMED`): marginal
     hoisted rotations, plain rotations and plaintext products whose keys or plaintexts
-    (twice the last-level cache of them, distinct) stream from memory; the per-call parts
-    (``decompose``, ``mod_down``, ``dot``) are the cached ones."""
+    (twice the last-level cache of them, distinct) stream from memory, and the ``_spill``
+    kinds (:func:`_measure_spilled`); the per-call parts (``decompose``, ``mod_down``,
+    ``dot``) are the cached ones."""
     steps, gk = many
     ct, llc = cts[0], sizes["llc_bytes"][lvl]
     rng = np.random.default_rng()
@@ -276,4 +277,31 @@ def _measure_streamed(enc, ev, cts, exts, many, sizes: dict, lvl: int, reps: int
         all_ = _median(lambda: dot(ops, pts), max(2, reps // 2))
         base = row["mul_plain_ext" if ext else "mul_plain"]
         out[name] = max((all_ - one) / (count - 1), base)
+        del pts, ops
+    out.update(_measure_spilled(enc, ev, ct, many, sizes, lvl, reps, out, slots, q))
     return out
+
+
+def _measure_spilled(enc, ev, ct, many, sizes: dict, lvl: int, reps: int, mem: dict, slots: int, q: float) -> dict:
+    """The ``_spill`` kinds at one level (see :data:`heinfer.compiler.cost.SPILLED`), as the
+    executor runs a transform whose baby steps exceed the cache: one hoisted call over the
+    streamed keys (its extended outputs written to memory), then one dot product of all of
+    them with as many distinct plaintexts; per step and per term. Outputs and plaintexts
+    are bounded by half of :data:`STREAM_BUDGET`; the ``_mem`` values (``mem``) are the
+    floor (a cache that holds them all makes both the same)."""
+    steps, gk = many
+    ext_bytes = int(sizes["pt_ext_bytes"][lvl])
+    n = max(2, min(len(steps), (STREAM_BUDGET // 2) // (3 * ext_bytes)))
+    steps = steps[:n]
+    few = max(2, reps // 2)
+    one = _median(lambda: ev.rotate_hoisted_extended(ct, steps[:1], gk), few)
+    every = _median(lambda: ev.rotate_hoisted_extended(ct, steps, gk), few)
+    exts = ev.rotate_hoisted_extended(ct, steps, gk)
+    rng = np.random.default_rng()
+    pts = [enc.encode_real(rng.uniform(-1, 1, slots), q, lvl, True) for _ in range(n)]
+    d1 = _median(lambda: ev.dot_plain_extended(exts[:1], pts[:1]), few)
+    dn = _median(lambda: ev.dot_plain_extended(exts, pts), few)
+    return {
+        "rotate_ext_spill": max((every - one) / (n - 1), mem["rotate_ext_mem"]),
+        "mul_plain_ext_spill": max((dn - d1) / (n - 1), mem["mul_plain_ext_mem"]),
+    }

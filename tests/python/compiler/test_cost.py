@@ -1,9 +1,10 @@
-"""The cost model's pricing of rotations the executor runs together (``rotate_many``)."""
+"""The cost model: rotations the executor runs together (``rotate_many``) and baby steps that
+spill out of the cache (``_spill``)."""
 
 from __future__ import annotations
 
 import pytest
-from heinfer.compiler.cost import KINDS, price, together
+from heinfer.compiler.cost import KINDS, price, spill_share, together
 from heinfer.program.transform import EXTRA_KINDS, OP_KINDS
 
 
@@ -43,3 +44,41 @@ def test_together_is_at_most_one(many: float | None, factor: float) -> None:
     (a one-core machine, noise) never makes them dearer than alone."""
     assert together(_table(many=many), 0) == factor
     assert price(_counts(rotate=4), 1, _table(many=many), 1, False) == pytest.approx(4.0 * factor)
+
+
+def _sized(table: dict, llc: float, pt_ext: float) -> dict:
+    """``table`` with the sizes :func:`spill_share` reads (the same at both levels)."""
+    t = dict(table)
+    t.update({"llc_bytes": [llc] * 2, "pt_bytes": [pt_ext / 2] * 2, "pt_ext_bytes": [pt_ext] * 2, "ks_key_bytes": [0.0] * 2})
+    return t
+
+
+def _hoisted(babies: int, products: int) -> dict:
+    c = _counts()
+    c["rotate_ext"], c["mul_plain_ext"] = babies, products
+    return c
+
+
+def test_the_spill_share_is_the_cache_the_baby_steps_fill() -> None:
+    costs = _sized(_table(), llc=100.0, pt_ext=10.0)  # one extended ciphertext: 20 bytes
+    assert spill_share(_hoisted(1, 1), 0, costs) == pytest.approx(0.2)
+    assert spill_share(_hoisted(4, 8), 0, costs) == pytest.approx(0.8)
+    assert spill_share(_hoisted(50, 50), 0, costs) == 1.0  # at most the whole cache
+    single = _hoisted(4, 0)  # single hoisting: the products are outside the extended basis
+    assert spill_share(single, 0, costs) == 0.0
+    assert spill_share(_hoisted(4, 8), 0, _table()) == 0.0  # a table without sizes
+
+
+def test_spilled_baby_steps_move_their_kinds_towards_the_spill_cost() -> None:
+    costs = _sized(_table(), llc=80.0, pt_ext=10.0)  # two baby steps: half the cache
+    costs["rotate_ext"], costs["rotate_ext_spill"] = [1.0, 1.0], [3.0, 3.0]
+    costs["mul_plain_ext"], costs["mul_plain_ext_spill"] = [1.0, 1.0], [2.0, 2.0]
+    # share 0.5: rotations 1 + 0.5·2, products 1 + 0.5·1; one rescale, free here
+    assert price(_hoisted(2, 4), 1, costs, 1, False) == pytest.approx(2 * 2.0 + 4 * 1.5)
+    # full: the spill costs; a spill cost below the cached one never lowers the price
+    costs["mul_plain_ext_spill"] = [0.5, 0.5]
+    assert price(_hoisted(10, 4), 1, costs, 1, False) == pytest.approx(10 * 3.0 + 4 * 1.0)
+    # an older table without the spill kinds prices the cached costs
+    for k in ("rotate_ext_spill", "mul_plain_ext_spill"):
+        del costs[k]
+    assert price(_hoisted(10, 4), 1, costs, 1, False) == pytest.approx(14.0)
