@@ -22,7 +22,7 @@ from heinfer.program.ops import DropTo, Linear, Relinearize, Rescale, Square
 from heinfer.program.transform import OP_KINDS, Transform
 
 __all__ = [
-    "CostTable", "KINDS", "STREAMED", "SPILLED", "SIZES", "DEFAULT_LLC", "operand_sizes", "working_set", "spill_share", "BATCH_KINDS", "BATCH_UNITS", "analytic_costs", "price", "together", "transform_cost", "square_cost",
+    "CostTable", "KINDS", "STREAMED", "SPILLED", "SIZES", "DEFAULT_LLC", "operand_sizes", "working_set", "stream_share", "spill_share", "BATCH_KINDS", "BATCH_UNITS", "analytic_costs", "price", "together", "transform_cost", "square_cost",
     "messages_cost", "key_bytes", "predict_seconds",
 ]
 
@@ -143,6 +143,20 @@ def analytic_costs(log_n: int, levels: int, special: int) -> CostTable:
     return table
 
 
+def stream_share(counts: dict, level: int, costs: CostTable) -> float:
+    """The share in ``[0, 1]`` of the last-level cache a transform's operands fill
+    (:func:`working_set` over ``llc_bytes``, at most 1): :func:`price` moves the
+    :data:`STREAMED` kinds that far from their cached cost towards their ``_mem`` one. The
+    table's cached kinds repeat a few operands that stay in the core's own caches; a kernel
+    whose plaintexts and keys fill part of the shared cache finds part of them evicted (by
+    its own other operands and by the other cores'). Measured at N = 2^12 on CryptoNets-ReLU:
+    layers with 10–22 MB of operands ran 17–25 % above their cached prices. ``0`` for a
+    table without sizes."""
+    if not all(k in costs for k in SIZES):
+        return 0.0
+    return min(working_set(counts, level, costs) / costs["llc_bytes"][level], 1.0)
+
+
 def spill_share(counts: dict, level: int, costs: CostTable) -> float:
     """The share in ``[0, 1]`` of the last-level cache a transform with ``counts`` at
     ``level`` fills with its rotated baby steps: ``rotate_ext`` extended ciphertexts (2
@@ -162,25 +176,24 @@ def price(counts: dict, level: int, costs: CostTable, n_out: int, bias: bool) ->
     operations and its fold (at ``level``: the executor folds before the rescale, where a
     key switch's noise is ``q_ℓ`` times smaller in the result), one rescale per output
     ciphertext, then (one level down) its bias.
-    When its operands (:func:`working_set`) exceed the last-level cache, the kinds of
-    :data:`STREAMED` cost their ``_mem`` variant: a query reads them from memory; as its
-    rotated baby steps fill the cache (:func:`spill_share`), those of :data:`SPILLED` move
-    that share of the way to their ``_spill`` cost. Giant-step rotations (two or more) and
-    folds over two or more output ciphertexts run together (:func:`together`)."""
-    streamed = "llc_bytes" in costs and working_set(counts, level, costs) > costs["llc_bytes"][level]
-    share = spill_share(counts, level, costs)
-
-    def kind(k: str) -> str:
-        return f"{k}_mem" if streamed and k in STREAMED and f"{k}_mem" in costs else k
+    As its operands (:func:`working_set`) fill the last-level cache (:func:`stream_share`),
+    the kinds of :data:`STREAMED` move that share of the way from their cached cost to their
+    ``_mem`` one (a query reads them from memory); as its rotated baby steps fill it
+    (:func:`spill_share`), those of :data:`SPILLED` move that share of the way on to their
+    ``_spill`` cost. Giant-step rotations (two or more) and folds over two or more output
+    ciphertexts run together (:func:`together`)."""
+    stream, spill = stream_share(counts, level, costs), spill_share(counts, level, costs)
 
     def cost(k: str) -> float:
-        c = costs[kind(k)][level]
-        if share > 0 and k in SPILLED and f"{k}_spill" in costs:
-            c += share * max(costs[f"{k}_spill"][level] - c, 0.0)
+        c = costs[k][level]
+        if stream > 0 and k in STREAMED and f"{k}_mem" in costs:
+            c += stream * max(costs[f"{k}_mem"][level] - c, 0.0)
+        if spill > 0 and k in SPILLED and f"{k}_spill" in costs:
+            c += spill * max(costs[f"{k}_spill"][level] - c, 0.0)
         return c
 
     s = sum(counts[k] * cost(k) for k in OP_KINDS if k != "rotate")
-    s += counts["rotate"] * costs[kind("rotate")][level] * (together(costs, level) if counts["rotate"] >= 2 else 1.0)
+    s += counts["rotate"] * cost("rotate") * (together(costs, level) if counts["rotate"] >= 2 else 1.0)
     s += counts.get("replicate", 0) * (costs["rotate"][level] + costs["add"][level])
     fold = costs["rotate"][level] * (together(costs, level) if n_out >= 2 else 1.0)
     s += counts["fold"] * (fold + costs["add"][level])

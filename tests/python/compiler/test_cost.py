@@ -1,10 +1,10 @@
-"""The cost model: rotations the executor runs together (``rotate_many``) and baby steps that
-spill out of the cache (``_spill``)."""
+"""The cost model: rotations the executor runs together (``rotate_many``), operands that fill
+the cache (``_mem``) and baby steps that spill out of it (``_spill``)."""
 
 from __future__ import annotations
 
 import pytest
-from heinfer.compiler.cost import KINDS, price, spill_share, together
+from heinfer.compiler.cost import KINDS, price, spill_share, stream_share, together
 from heinfer.program.transform import EXTRA_KINDS, OP_KINDS
 
 
@@ -82,3 +82,17 @@ def test_spilled_baby_steps_move_their_kinds_towards_the_spill_cost() -> None:
     for k in ("rotate_ext_spill", "mul_plain_ext_spill"):
         del costs[k]
     assert price(_hoisted(10, 4), 1, costs, 1, False) == pytest.approx(14.0)
+
+
+def test_operands_that_fill_the_cache_move_the_streamed_kinds_towards_memory() -> None:
+    costs = _sized(_table(), llc=100.0, pt_ext=10.0)  # one plaintext in Q: 5 bytes
+    costs["mul_plain"], costs["mul_plain_mem"] = [1.0, 1.0], [3.0, 3.0]
+    costs["add"] = [0.0, 0.0]
+    c = _counts()
+    c["mul_plain"], c["dot"] = 10, 1  # 50 bytes of plaintexts: half the cache
+    assert stream_share(c, 1, costs) == pytest.approx(0.5)
+    assert price(c, 1, costs, 1, False) == pytest.approx(10 * 2.0)
+    c["mul_plain"] = 40  # 200 bytes: all of it from memory
+    assert stream_share(c, 1, costs) == 1.0
+    assert price(c, 1, costs, 1, False) == pytest.approx(40 * 3.0)
+    assert stream_share(c, 1, _table()) == 0.0  # a table without sizes
