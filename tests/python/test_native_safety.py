@@ -142,6 +142,22 @@ def test_wire_sizes_match_real_serializations(tools) -> None:
         no_p.relin_key_wire_bytes()
 
 
+def test_to_list_copies_or_moves() -> None:
+    """``CiphertextBatch.to_list``: in order; copies by default (the batch is unchanged),
+    ``consume=True`` moves the ciphertexts out and leaves the batch empty."""
+    p = _native.Params(11, [27, 27], [], 20, None, 128)
+    kg = _native.KeyGenerator(p)
+    rows = np.arange(3 * 8, dtype=np.float64).reshape(3, 8) / 24
+    batch = _native.encrypt_batch_coefficients(kg, rows, 2.0**12, 1)
+    want = batch.to_bytes()
+    copies = batch.to_list()
+    assert len(batch) == 3 and _native.CiphertextBatch.from_list(copies).to_bytes() == want
+    moved = batch.to_list(consume=True)
+    assert len(batch) == 0 and _native.CiphertextBatch.from_list(moved).to_bytes() == want
+    with pytest.raises(OperandError):
+        batch.level  # nothing left to describe
+
+
 def test_concat_copies_or_moves_and_refuses_mixed_batches() -> None:
     """``CiphertextBatch.concat``: in order; ``consume=True`` moves the ciphertexts (the inputs
     are left empty), the default copies; batches of other levels or scales are refused."""

@@ -109,8 +109,17 @@ impl CiphertextBatch {
             .map_err(|m| OperandError::new_err(format!("cannot build a batch: {m}")))?;
         Ok(Self::wrap(inner, &params))
     }
-    /// Copies of the ciphertexts, in order.
-    fn to_list(&self) -> Vec<Ciphertext> {
+    /// The ciphertexts, in order: copies, or with `consume=True` the ciphertexts themselves,
+    /// moved out of the batch, which is left empty (no copy: a server's input, run once).
+    #[pyo3(signature = (consume = false))]
+    fn to_list(&mut self, consume: bool) -> Vec<Ciphertext> {
+        if consume {
+            let params = self.params.clone();
+            return std::mem::take(&mut self.cts)
+                .into_iter()
+                .map(|c| Ciphertext::wrap(c, &params))
+                .collect();
+        }
         self.cts
             .iter()
             .map(|c| Ciphertext::wrap(c.clone(), &self.params))

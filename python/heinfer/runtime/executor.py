@@ -136,7 +136,7 @@ class Executor:
         seg = self.program.segments[k]
         if seg.layout.kind == "batch":
             return run_batch_segment(seg, batch, self.program.layers, self.built, relin, self.baseline)
-        out = self.slots[k].run(self._ev, batch.to_list(), galois, relin)
+        out = self.slots[k].run(self._ev, batch.to_list(consume=True), galois, relin)
         return _native.CiphertextBatch.from_list(out)
 
 
