@@ -22,7 +22,7 @@ from heinfer.compiler.cost import BATCH_KINDS, DEFAULT_LLC, KINDS, SIZES, CostTa
 
 __all__ = ["measure_costs", "cpu_model", "llc_bytes"]
 
-_VERSION = 11
+_VERSION = 12
 
 
 def cpu_model() -> str:
@@ -112,6 +112,7 @@ def _measure(params: dict, reps: int) -> CostTable:
         table = analytic_costs(int(params["log_n"]), len(params["log_q"]), 0)
     table.update(_measure_batch(p, kg, params, reps))
     table.update(operand_sizes(int(params["log_n"]), len(params["log_q"]), len(params["log_p"]), llc_bytes()))
+    table["threads"] = _native.get_num_threads()  # the per-ciphertext kinds share them (messages_cost)
     table["source"] = f"measured on {cpu_model()}, {_native.get_num_threads()} threads"
     return table
 

@@ -4,7 +4,7 @@ the cache (``_mem``) and baby steps that spill out of it (``_spill``)."""
 from __future__ import annotations
 
 import pytest
-from heinfer.compiler.cost import KINDS, price, spill_share, stream_share, together
+from heinfer.compiler.cost import KINDS, messages_cost, price, spill_share, stream_share, together
 from heinfer.program.transform import EXTRA_KINDS, OP_KINDS
 
 
@@ -96,3 +96,14 @@ def test_operands_that_fill_the_cache_move_the_streamed_kinds_towards_memory() -
     assert stream_share(c, 1, costs) == 1.0
     assert price(c, 1, costs, 1, False) == pytest.approx(40 * 3.0)
     assert stream_share(c, 1, _table()) == 0.0  # a table without sizes
+
+
+def test_messages_are_priced_in_rounds_of_one_ciphertext_per_thread() -> None:
+    """Parsing and serializing run a ciphertext per engine thread: with two threads, seven
+    ciphertexts take four rounds (eight shares), one takes a whole round (two shares)."""
+    costs = {"ct_in": [1.0], "ct_out": [10.0], "threads": 2}
+    assert messages_cost(7, 0, 1, 0, costs) == pytest.approx(8 * 1.0 + 2 * 10.0)
+    assert messages_cost(16, 0, 0, 0, costs) == pytest.approx(16.0)
+    one_thread = {"ct_in": [1.0], "ct_out": [10.0]}  # an older table: no thread count
+    assert messages_cost(7, 0, 1, 0, one_thread) == pytest.approx(7 * 1.0 + 10.0)
+    assert messages_cost(7, 0, 1, 0, {}) == 0.0  # no message kinds at all
