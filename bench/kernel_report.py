@@ -105,7 +105,9 @@ def report(res: dict) -> None:
         f"(target ≤ 10%, paper 4.87%)\n   Table 8 {100 * cm['table8']:.1f}%, Table 9 {100 * cm['table9']:.1f}%, "
         f"packing {100 * cm['packing']:.1f}%; median {100 * cm['median_abs_rel_error']:.1f}%, "
         f"max {100 * cm['max_abs_rel_error']:.1f}%, mean signed {100 * cm['mean_signed_rel_error']:+.1f}%\n"
-        f"   with the table measured once at the start (the compiler's cached view): "
+        f"   with the element-wise minimum of the two tables instead of their mean (other processes "
+        f"only add time): {100 * cm['mean_abs_rel_error_quietest']:.1f}%; "
+        f"with the table measured once at the start (the compiler's cached view): "
         f"{100 * cm['mean_abs_rel_error_start_table']:.1f}%; against process CPU time instead of wall "
         f"clock: {100 * cm['mean_abs_rel_error_cpu']:.1f}%\n"
         f"   with products and rotations measured on {STREAM} distinct operands and keys (as kernels "
@@ -135,6 +137,7 @@ def cost_model_summary(res: dict) -> dict:
         "mean_abs_rel_error": mean(every),
         "mean_abs_rel_error_cpu": mean(every, "rel_error_cpu"),
         "mean_abs_rel_error_start_table": mean(every, "rel_error_start"),
+        "mean_abs_rel_error_quietest": mean(every, "rel_error_quiet"),
         "mean_abs_rel_error_streaming_products": mean(every, "rel_error_streaming"),
         "mean_signed_rel_error_streaming_products": float(
             np.mean([r["rel_error_streaming"] for r in every])

@@ -16,9 +16,11 @@ prediction (``transform_cost``) and the largest error of the decrypted result ag
 The cost tables are ``measure_costs``'s, measured in this run: one at the start (element-wise
 minimum of three measurements) drives the searches, as the compiler's cached table would;
 another, the mean of two measured just before and just after each kernel, gives the
-prediction the model's accuracy is judged by. On this shared two-core virtual machine other
-processes change every timing by up to ±40% from one minute to the next (a neighbour on the
-sibling hyperthread slows CPU time too), which a table measured minutes earlier cannot know.
+prediction the model's accuracy is judged by (the element-wise minimum of those two is
+reported beside it: other processes only add time, so the smaller median is the less
+disturbed one). On this shared two-core virtual machine other processes change every timing
+by up to ±40% from one minute to the next (a neighbour on the sibling hyperthread slows CPU
+time too), which a table measured minutes earlier cannot know.
 
 * **Table 8** (GAZELLE §7.3): matrices ``n_o × n_i`` = 1×2048, 128×1024, 16×1024, 16×128
   (the paper labels them ``n_i × n_o``: "2048×1" has one output, see its naive row) with the
