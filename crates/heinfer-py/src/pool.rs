@@ -3,13 +3,22 @@
 //! The engine parallelizes over RNS limbs with rayon; `pool.install` makes that work run on
 //! this pool, whose size `set_num_threads` controls (default: rayon's default, i.e.
 //! `RAYON_NUM_THREADS` or every core).
+//!
+//! `install` from a thread outside the pool hands the work to a worker and waits for it:
+//! 15–50 µs per call on the development VM (an addition of 2,048 coefficients took 16–24 µs,
+//! under 1 µs of it arithmetic; 49 µs when the worker had parked between calls). With one
+//! thread there is nothing to hand over, so each calling thread runs its calls itself, on a
+//! one-thread pool whose only worker is that thread ([`local`], rayon's
+//! `use_current_thread`): the same work, in the same order. Those calls take [`ONE`] first,
+//! so calls from several Python threads still run one at a time, as on the one worker.
 
 use crate::errors;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rayon::{ThreadPool, ThreadPoolBuilder};
+use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 static POOL: RwLock<Option<Arc<ThreadPool>>> = RwLock::new(None);
 
@@ -34,6 +43,48 @@ pub fn current() -> PyResult<Arc<ThreadPool>> {
     let p = build(0)?;
     *slot = Some(p.clone());
     Ok(p)
+}
+
+thread_local! {
+    /// The calling thread's own one-thread pool (`None` inside: building it failed, e.g. the
+    /// thread already works for another pool), built on its first call while the engine runs
+    /// on one thread and kept for the thread's life. rayon leaks such a pool's registry when
+    /// the thread ends: a few hundred bytes per thread that ever called the engine on one
+    /// thread.
+    static LOCAL: RefCell<Option<Option<Arc<ThreadPool>>>> = const { RefCell::new(None) };
+}
+
+/// The calling thread's one-thread pool (see the module's documentation), or `None` when
+/// rayon cannot make this thread a pool's worker.
+fn local() -> Option<Arc<ThreadPool>> {
+    LOCAL.with(|slot| {
+        slot.borrow_mut()
+            .get_or_insert_with(|| {
+                ThreadPoolBuilder::new()
+                    .num_threads(1)
+                    .use_current_thread()
+                    .thread_name(|i| format!("heinfer-local-{i}"))
+                    .build()
+                    .ok()
+                    .map(Arc::new)
+            })
+            .clone()
+    })
+}
+
+/// Held by a call that runs on its caller's own pool: one engine thread means one call at a
+/// time, whichever Python thread makes it.
+static ONE: Mutex<()> = Mutex::new(());
+
+/// The pool `f` runs on, and whether it is the caller's own ([`local`]: with one thread).
+fn pool_for_call() -> PyResult<(Arc<ThreadPool>, bool)> {
+    let pool = current()?;
+    if pool.current_num_threads() == 1 && pool.current_thread_index().is_none() {
+        if let Some(own) = local() {
+            return Ok((own, true));
+        }
+    }
+    Ok((pool, false))
 }
 
 /// Runs `f` on the pool with the GIL released and maps its error onto a Python exception.
@@ -61,8 +112,12 @@ where
     T: Send,
     E: Send,
 {
-    let pool = current()?;
-    let caught = py.detach(move || catch_unwind(AssertUnwindSafe(|| pool.install(f))));
+    let (pool, own) = pool_for_call()?;
+    let caught = py.detach(move || {
+        // a panic is caught below, so the guard is never poisoned by this call's work
+        let _one = own.then(|| ONE.lock().unwrap_or_else(|e| e.into_inner()));
+        catch_unwind(AssertUnwindSafe(|| pool.install(f)))
+    });
     match caught {
         Ok(r) => r.map_err(map),
         Err(payload) => Err(errors::panic_to_py(op, payload)),
