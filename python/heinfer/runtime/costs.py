@@ -22,7 +22,7 @@ from heinfer.compiler.cost import BATCH_KINDS, DEFAULT_LLC, KINDS, SIZES, CostTa
 
 __all__ = ["measure_costs", "cpu_model", "llc_bytes"]
 
-_VERSION = 12
+_VERSION = 13
 
 
 def cpu_model() -> str:
