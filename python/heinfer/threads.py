@@ -24,7 +24,9 @@ def set_num_threads(n: int) -> None:
 
     The default is every core (or ``RAYON_NUM_THREADS`` when set). Operations release the
     GIL while they run, so Python threads can drive several operations at once; each one is
-    parallelized over the RNS limbs on this pool. Raises ``ValueError`` for ``n < 1``.
+    parallelized over the RNS limbs on this pool. With ``n = 1`` the calling thread runs each
+    operation itself (no hand-over to a worker thread), one operation at a time across all
+    Python threads. Raises ``ValueError`` for ``n < 1``.
     """
     _native.set_num_threads(operator.index(n))
 
