@@ -158,6 +158,14 @@ class Graph:
         self.ops = list(self.ops)
         self.validate()
 
+    def io(self) -> dict:
+        """The input's and output's names and per-item shapes, as a program records them
+        (the keyword arguments of every program class)."""
+        return {
+            "input_name": self.input_name, "input_shape": tuple(self.input_shape),
+            "output_name": self.output_name, "output_shape": tuple(self.output_shape),
+        }
+
     def validate(self) -> None:
         """Check that the ops chain: each op's input size is the previous op's output size."""
         size, where = _size(self.input_shape), f"input {self.input_name!r}"

@@ -242,10 +242,7 @@ def build_program(g, pre, seg_ops, step_fns, post, plans, b, log_n, p_bits, pack
     }
     return Program(
         params=params,
-        input_name=g.input_name,
-        input_shape=tuple(g.input_shape),
-        output_name=g.output_name,
-        output_shape=tuple(g.output_shape),
+        **g.io(),
         input_bound=float(seg_in_bounds[0]) * options.headroom,
         pre=list(pre),
         segments=segments,

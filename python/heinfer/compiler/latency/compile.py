@@ -130,10 +130,7 @@ def compile_latency(
     needs_relin = any(isinstance(op, Relinearize) for seg in segments for op in seg.ops)
     return Program(
         params=params,
-        input_name=graph.input_name,
-        input_shape=tuple(graph.input_shape),
-        output_name=graph.output_name,
-        output_shape=tuple(graph.output_shape),
+        **graph.io(),
         input_bound=float(input_bound) * options.headroom,
         pre=pre,
         segments=segments,

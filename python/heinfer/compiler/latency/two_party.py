@@ -162,10 +162,7 @@ def two_party_program(
     segments with the circuit steps between them (:func:`two_party_steps`) and the layers."""
     return TwoPartyProgram(
         bfv=bfv,
-        input_name=graph.input_name,
-        input_shape=tuple(graph.input_shape),
-        output_name=graph.output_name,
-        output_shape=tuple(graph.output_shape),
+        **graph.io(),
         input_frac=plan.input_frac,
         output_frac=plan.layers[-1].out_frac,
         input_bound=input_bound,
