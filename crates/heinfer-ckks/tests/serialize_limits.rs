@@ -151,3 +151,63 @@ fn wire_sizes_are_exact() {
     assert!(ciphertext_batch_wire_bytes(p, usize::MAX, 0, 2).is_err());
     assert!(galois_keys_wire_bytes(p, p.n()).is_err());
 }
+
+/// A batch of a seed-compressed fresh encryption and a two-polynomial one, as bytes.
+fn mixed_seed_batch() -> Vec<u8> {
+    let f = fx();
+    let p = &f.params;
+    let pt = f
+        .enc
+        .encode_real(&vector(p.slots(), 9), p.default_scale(), 1)
+        .unwrap();
+    let seeded = f.kg.encrypt_symmetric(&pt).unwrap();
+    ciphertext_batch_to_bytes(p, &[seeded, batch(1, 1).remove(0)]).unwrap()
+}
+
+#[test]
+fn checking_a_batch_finds_its_shape_without_decoding_it() {
+    let p = &fx().params;
+    let bytes = mixed_seed_batch();
+    let cts = ciphertext_batch_from_bytes(p, &bytes, MAX, 2).unwrap();
+    // the first ciphertext travels seed-compressed
+    assert!(bytes.len() < ciphertext_batch_wire_bytes(p, 2, 1, 2).unwrap());
+    let (count, shape) = ciphertext_batch_check(p, &bytes, MAX, 2).unwrap();
+    assert_eq!(count, 2);
+    assert_eq!(
+        (shape.level, shape.size, shape.scale),
+        (cts[0].level(), cts[0].size(), cts[0].scale())
+    );
+    expect_deserialize(ciphertext_batch_check(p, &bytes, MAX, 1), "allowed 1..=1");
+    expect_deserialize(
+        ciphertext_batch_check(p, &bytes, 100, 2),
+        "exceed the limit",
+    );
+    let mut mixed = batch(1, 2);
+    mixed.extend(batch(0, 1));
+    let b = ciphertext_batch_to_bytes(p, &mixed).unwrap();
+    expect_deserialize(ciphertext_batch_check(p, &b, MAX, 3), "differs");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+    /// Checking refuses exactly the bytes decoding refuses: any byte of a batch (header,
+    /// fields, residues, seed, lengths) overwritten, or the batch cut short.
+    #[test]
+    fn checking_refuses_what_decoding_refuses(at in 0usize..1 << 20, value in proptest::prelude::any::<u8>(), cut in proptest::prelude::any::<bool>()) {
+        let p = &fx().params;
+        let mut bytes = mixed_seed_batch();
+        let at = at % bytes.len();
+        if cut {
+            bytes.truncate(at);
+        } else {
+            bytes[at] = value;
+        }
+        let decoded = ciphertext_batch_from_bytes(p, &bytes, MAX, 4);
+        let checked = ciphertext_batch_check(p, &bytes, MAX, 4);
+        proptest::prop_assert_eq!(decoded.is_ok(), checked.is_ok(), "byte {} set to {} (cut {}): {:?} vs {:?}", at, value, cut, decoded.as_ref().err(), checked.as_ref().err());
+        if let (Ok(cts), Ok((count, shape))) = (decoded, checked) {
+            proptest::prop_assert_eq!(count, cts.len());
+            proptest::prop_assert_eq!((shape.level, shape.size), (cts[0].level(), cts[0].size()));
+        }
+    }
+}

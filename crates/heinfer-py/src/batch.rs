@@ -105,7 +105,7 @@ impl CiphertextBatch {
             params.check_id(c.inner.params_id()).map_err(to_py)?;
         }
         let inner: Vec<ckks::Ciphertext> = cts.iter().map(|c| c.inner.clone()).collect();
-        serialize::check_uniform(&inner)
+        serialize::check_uniform(inner.iter().map(|c| (c.level(), c.size(), c.scale())))
             .map_err(|m| OperandError::new_err(format!("cannot build a batch: {m}")))?;
         Ok(Self::wrap(inner, &params))
     }
@@ -178,6 +178,25 @@ impl CiphertextBatch {
             serialize::ciphertext_batch_from_bytes(&p, data, max_bytes, max_count)
         })?;
         Ok(Self::wrap(cts, &p))
+    }
+    /// Validates a serialized batch exactly as `from_bytes` does (every check, every residue)
+    /// without building its ciphertexts (nor expanding their seeds); returns
+    /// `(count, level, size, scale)`. For a party that forwards the bytes unchanged to the
+    /// process that decodes them (the Ray front end). Fails as `from_bytes` would.
+    #[staticmethod]
+    fn check_bytes(
+        py: Python<'_>,
+        params: &Params,
+        data: &[u8],
+        max_bytes: usize,
+        max_count: usize,
+    ) -> PyResult<(usize, usize, usize, f64)> {
+        let max_bytes = check_max_bytes(max_bytes).map_err(to_py)?;
+        let p = params.inner.clone();
+        let (count, shape) = run(py, "CiphertextBatch.check_bytes", || {
+            serialize::ciphertext_batch_check(&p, data, max_bytes, max_count)
+        })?;
+        Ok((count, shape.level, shape.size, shape.scale))
     }
     /// Concatenation of batches (same parameters, level, size and scale), in order. With
     /// `consume=True` the ciphertexts move out of the inputs, which are left empty (no copy:

@@ -11,7 +11,10 @@
 
 use super::pack::packed_len;
 use super::wire::poly_wire_bytes;
-use super::{ciphertext_from_bytes, ciphertext_to_bytes, HEADER_BYTES, SEED_BYTES};
+use super::{
+    ciphertext_check, ciphertext_from_bytes, ciphertext_to_bytes, CiphertextShape, HEADER_BYTES,
+    SEED_BYTES,
+};
 use crate::ciphertext::Ciphertext;
 use crate::error::{CkksError, Result};
 use crate::keygen::basis_indices;
@@ -121,16 +124,15 @@ pub fn ciphertext_batch_to_bytes(params: &CkksParams, cts: &[Ciphertext]) -> Res
     Ok(out)
 }
 
-/// Decodes and validates a batch: total ≤ `max_bytes`, header, `1 ≤ count ≤ max_count`, the
-/// count against the bytes actually present (before anything is allocated for it), every
-/// ciphertext (decoded in parallel, each fully validated) and that all share level, size and
-/// scale. Every failure is [`CkksError::Deserialize`].
-pub fn ciphertext_batch_from_bytes(
+/// Checks a batch's framing — total ≤ `max_bytes`, header, `1 ≤ count ≤ max_count`, the count
+/// against the bytes actually present (before anything is allocated for it), every
+/// ciphertext's length prefix, no trailing byte — and returns the ciphertexts' byte slices.
+fn batch_slices<'a>(
     params: &CkksParams,
-    bytes: &[u8],
+    bytes: &'a [u8],
     max_bytes: usize,
     max_count: usize,
-) -> Result<Vec<Ciphertext>> {
+) -> Result<Vec<&'a [u8]>> {
     if bytes.len() > max_bytes {
         return Err(batch_err(format!(
             "{} bytes exceed the limit of {max_bytes}",
@@ -177,34 +179,81 @@ pub fn ciphertext_batch_from_bytes(
     if pos != bytes.len() {
         return Err(batch_err(format!("{} trailing bytes", bytes.len() - pos)));
     }
+    Ok(slices)
+}
+
+/// Decodes and validates a batch: total ≤ `max_bytes`, header, `1 ≤ count ≤ max_count`, the
+/// count against the bytes actually present (before anything is allocated for it), every
+/// ciphertext (decoded in parallel, each fully validated) and that all share level, size and
+/// scale. Every failure is [`CkksError::Deserialize`].
+pub fn ciphertext_batch_from_bytes(
+    params: &CkksParams,
+    bytes: &[u8],
+    max_bytes: usize,
+    max_count: usize,
+) -> Result<Vec<Ciphertext>> {
+    let slices = batch_slices(params, bytes, max_bytes, max_count)?;
     let cts: Vec<Ciphertext> = slices
         .par_iter()
         .map(|s| ciphertext_from_bytes(params, s, max_bytes))
         .collect::<Result<_>>()?;
-    check_uniform(&cts).map_err(batch_err)?;
+    check_uniform(cts.iter().map(|c| (c.level(), c.size(), c.scale()))).map_err(batch_err)?;
     Ok(cts)
 }
 
-/// Checks that every ciphertext shares the first one's level, size and scale (relative
-/// difference at most `1e-9`); the error names the first that does not.
-pub fn check_uniform(cts: &[Ciphertext]) -> std::result::Result<(), String> {
-    let Some(f) = cts.first() else {
+/// Validates a batch exactly as [`ciphertext_batch_from_bytes`] does (every check, every
+/// residue; see [`super::ciphertext_check`]) without building the ciphertexts, and returns
+/// their count and common shape: what a party that forwards the bytes, unchanged, to the
+/// process that decodes them needs to know (about a third of the decoding's cost for
+/// seed-compressed ciphertexts, which are not expanded). Fails as decoding would.
+pub fn ciphertext_batch_check(
+    params: &CkksParams,
+    bytes: &[u8],
+    max_bytes: usize,
+    max_count: usize,
+) -> Result<(usize, CiphertextShape)> {
+    let slices = batch_slices(params, bytes, max_bytes, max_count)?;
+    let shapes: Vec<CiphertextShape> = slices
+        .par_chunks(64)
+        .map(|chunk| {
+            let mut scratch = Vec::new();
+            chunk
+                .iter()
+                .map(|s| ciphertext_check(params, s, max_bytes, &mut scratch))
+                .collect::<Result<Vec<_>>>()
+        })
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .collect();
+    check_uniform(shapes.iter().map(|s| (s.level, s.size, s.scale))).map_err(batch_err)?;
+    Ok((shapes.len(), shapes[0]))
+}
+
+/// Checks that every ciphertext (given as its level, size and scale) shares the first one's
+/// level, size and scale (relative difference at most `1e-9`); the error names the first
+/// that does not.
+pub fn check_uniform(
+    shapes: impl IntoIterator<Item = (usize, usize, f64)>,
+) -> std::result::Result<(), String> {
+    let mut it = shapes.into_iter();
+    let Some(f) = it.next() else {
         return Ok(());
     };
-    match cts.iter().enumerate().find(|(_, c)| {
-        c.level() != f.level()
-            || c.size() != f.size()
-            || ((c.scale() - f.scale()) / f.scale()).abs() > 1e-9
-    }) {
+    match it
+        .enumerate()
+        .find(|(_, c)| c.0 != f.0 || c.1 != f.1 || ((c.2 - f.2) / f.2).abs() > 1e-9)
+    {
         Some((i, c)) => Err(format!(
-            "ciphertext {i} differs from ciphertext 0 in level, size or scale \
+            "ciphertext {} differs from ciphertext 0 in level, size or scale \
              ({} {} {:e} vs {} {} {:e})",
-            c.level(),
-            c.size(),
-            c.scale(),
-            f.level(),
-            f.size(),
-            f.scale()
+            i + 1,
+            c.0,
+            c.1,
+            c.2,
+            f.0,
+            f.1,
+            f.2
         )),
         None => Ok(()),
     }

@@ -24,7 +24,7 @@ mod pack;
 mod wire;
 
 pub use batch::{
-    check_uniform, ciphertext_batch_from_bytes, ciphertext_batch_to_bytes,
+    check_uniform, ciphertext_batch_check, ciphertext_batch_from_bytes, ciphertext_batch_to_bytes,
     ciphertext_batch_wire_bytes, ciphertext_wire_bytes, galois_keys_wire_bytes,
     relin_key_wire_bytes, BATCH_HEADER_BYTES, BATCH_MAGIC, BATCH_VERSION,
 };
@@ -218,6 +218,38 @@ pub fn ciphertext_to_bytes(params: &CkksParams, ct: &Ciphertext) -> Result<Vec<u
     Ok(w.buf)
 }
 
+/// Level, scale and size of a serialized ciphertext, as [`ciphertext_check`] found them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CiphertextShape {
+    /// Level (number of `q` primes − 1).
+    pub level: usize,
+    /// Scale `Δ`.
+    pub scale: f64,
+    /// Number of polynomials (2 or 3).
+    pub size: usize,
+}
+
+/// Reads a ciphertext's fields after the header: level, scale, size, the basis of its
+/// polynomials and the seed flag (`true`: the last of two polynomials travels as a seed).
+fn read_ciphertext_fields(
+    r: &mut Reader<'_>,
+    params: &CkksParams,
+) -> Result<(CiphertextShape, Vec<usize>, bool)> {
+    let level = read_level(r, params)?;
+    let scale = read_scale(r)?;
+    let size = r.u8()? as usize;
+    if !(2..=3).contains(&size) {
+        return Err(r.err(format!("ciphertext size {size} (expected 2 or 3)")));
+    }
+    let seeded = match r.u8()? {
+        1 if size == 2 => true,
+        0 => false,
+        v => return Err(r.err(format!("bad seed flag {v}"))),
+    };
+    let shape = CiphertextShape { level, scale, size };
+    Ok((shape, basis_indices(params, level, false), seeded))
+}
+
 /// Decodes a ciphertext for `params`.
 pub fn ciphertext_from_bytes(
     params: &CkksParams,
@@ -225,36 +257,50 @@ pub fn ciphertext_from_bytes(
     max_bytes: usize,
 ) -> Result<Ciphertext> {
     let mut r = open_for(params, bytes, Kind::Ciphertext, max_bytes)?;
-    let level = read_level(&mut r, params)?;
-    let scale = read_scale(&mut r)?;
-    let size = r.u8()? as usize;
-    if !(2..=3).contains(&size) {
-        return Err(r.err(format!("ciphertext size {size} (expected 2 or 3)")));
-    }
-    let idx = basis_indices(params, level, false);
-    let seeded = r.u8()?;
-    let (parts, seed) = match seeded {
-        1 if size == 2 => {
-            let c0 = r.poly(params, &idx)?;
-            let seed = r.seed()?;
-            (vec![c0, expand_uniform(params, seed, &idx)], Some(seed))
-        }
-        0 => (
-            (0..size)
-                .map(|_| r.poly(params, &idx))
-                .collect::<Result<Vec<_>>>()?,
-            None,
-        ),
-        v => return Err(r.err(format!("bad seed flag {v}"))),
+    let (shape, idx, seeded) = read_ciphertext_fields(&mut r, params)?;
+    let (parts, seed) = if seeded {
+        let c0 = r.poly(params, &idx)?;
+        let seed = r.seed()?;
+        (vec![c0, expand_uniform(params, seed, &idx)], Some(seed))
+    } else {
+        let parts = (0..shape.size)
+            .map(|_| r.poly(params, &idx))
+            .collect::<Result<Vec<_>>>()?;
+        (parts, None)
     };
     r.finish()?;
     Ok(Ciphertext {
         params_id: params.id(),
         parts,
-        level,
-        scale,
+        level: shape.level,
+        scale: shape.scale,
         seed,
     })
+}
+
+/// Validates a serialized ciphertext exactly as [`ciphertext_from_bytes`] does — header,
+/// parameters, level, scale, size, every residue below its modulus, no trailing byte — but
+/// builds nothing: the residues are unpacked into `scratch` (reused by the caller) and a
+/// seed is not expanded (any seed expands to a valid polynomial). For a party that forwards
+/// the bytes to the process that will decode them (a cluster's front end).
+pub fn ciphertext_check(
+    params: &CkksParams,
+    bytes: &[u8],
+    max_bytes: usize,
+    scratch: &mut Vec<u64>,
+) -> Result<CiphertextShape> {
+    let mut r = open_for(params, bytes, Kind::Ciphertext, max_bytes)?;
+    let (shape, idx, seeded) = read_ciphertext_fields(&mut r, params)?;
+    let polys = if seeded { 1 } else { shape.size };
+    for _ in 0..polys {
+        scratch.clear();
+        r.poly_into(params, &idx, scratch)?;
+    }
+    if seeded {
+        r.seed()?;
+    }
+    r.finish()?;
+    Ok(shape)
 }
 
 /// Serializes the secret key (2 bits per ternary coefficient). Client-side only.
@@ -458,7 +504,11 @@ pub fn galois_keys_to_bytes(params: &CkksParams, keys: &GaloisKeys) -> Result<Ve
 /// written into its place in the output and dropped. A key in memory holds its uniform half
 /// expanded (twice its serialized size), so a client that only sends its keys touches a third
 /// of the memory it would through `galois_keys` + `galois_keys_to_bytes`.
-pub fn fresh_galois_keys_bytes(kg: &KeyGenerator, steps: &[i64], conjugate: bool) -> Result<Vec<u8>> {
+pub fn fresh_galois_keys_bytes(
+    kg: &KeyGenerator,
+    steps: &[i64],
+    conjugate: bool,
+) -> Result<Vec<u8>> {
     let mut out = vec![0u8; fresh_galois_keys_len(kg, steps, conjugate)?];
     fresh_galois_keys_into(kg, steps, conjugate, &mut out)?;
     Ok(out)
@@ -471,7 +521,12 @@ pub fn fresh_galois_keys_len(kg: &KeyGenerator, steps: &[i64], conjugate: bool) 
 
 /// [`fresh_galois_keys_bytes`] into `out`, which must be exactly
 /// [`fresh_galois_keys_len`] bytes long (a buffer the caller owns, e.g. a Python `bytes`).
-pub fn fresh_galois_keys_into(kg: &KeyGenerator, steps: &[i64], conjugate: bool, out: &mut [u8]) -> Result<()> {
+pub fn fresh_galois_keys_into(
+    kg: &KeyGenerator,
+    steps: &[i64],
+    conjugate: bool,
+    out: &mut [u8],
+) -> Result<()> {
     use rayon::prelude::*;
     let params = kg.params();
     let elems = kg.galois_elements(steps, conjugate);
@@ -482,7 +537,10 @@ pub fn fresh_galois_keys_into(kg: &KeyGenerator, steps: &[i64], conjugate: bool,
         reason,
     };
     if out.len() != total {
-        return Err(invalid(format!("{} bytes of room for {total} bytes of keys", out.len())));
+        return Err(invalid(format!(
+            "{} bytes of room for {total} bytes of keys",
+            out.len()
+        )));
     }
     let mut w = Writer::new(Kind::GaloisKeys, params.id());
     w.u32(elems.len() as u32);
@@ -497,7 +555,10 @@ pub fn fresh_galois_keys_into(kg: &KeyGenerator, steps: &[i64], conjugate: bool,
             };
             write_galois_key(&mut kw, params, &key);
             if kw.buf.len() != one {
-                return Err(invalid(format!("a key took {} bytes, expected {one}", kw.buf.len())));
+                return Err(invalid(format!(
+                    "a key took {} bytes, expected {one}",
+                    kw.buf.len()
+                )));
             }
             dst.copy_from_slice(&kw.buf);
             Ok(())

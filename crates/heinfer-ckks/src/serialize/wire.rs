@@ -114,6 +114,19 @@ impl<'a> Reader<'a> {
     /// modulus (reporting the first one, limb by limb) and non-zero padding bits at the end of
     /// a limb.
     pub(super) fn poly(&mut self, params: &CkksParams, moduli: &[usize]) -> Result<RnsPoly> {
+        // filled limb after limb by appending: no zero-fill pass over the whole polynomial
+        let mut data = Vec::new();
+        self.poly_into(params, moduli, &mut data)?;
+        Ok(RnsPoly::from_data(data, params.n()))
+    }
+    /// Reads and validates a polynomial over `moduli` (every residue below its modulus, zero
+    /// padding), appending its residues to `data` (a scratch buffer when only checking).
+    pub(super) fn poly_into(
+        &mut self,
+        params: &CkksParams,
+        moduli: &[usize],
+        data: &mut Vec<u64>,
+    ) -> Result<()> {
         let inner = params.inner();
         let n = params.n();
         // the level (hence the limb count) came from the bytes: allocate only once the bytes
@@ -125,13 +138,12 @@ impl<'a> Reader<'a> {
                 self.pos
             )));
         }
-        // filled limb after limb by appending: no zero-fill pass over the whole polynomial
-        let mut data = Vec::with_capacity(n * moduli.len());
+        data.reserve(n * moduli.len());
         for (i, &mi) in moduli.iter().enumerate() {
             let q = inner.moduli[mi].q;
             let bits = modulus_bits(q);
             let src = self.take(packed_len(n, bits))?;
-            match unpack_residues(src, bits, q, n, &mut data) {
+            match unpack_residues(src, bits, q, n, data) {
                 Ok(()) => {}
                 Err(Unpack::Residue { value, .. }) => {
                     return Err(self.err(format!(
@@ -141,7 +153,7 @@ impl<'a> Reader<'a> {
                 Err(Unpack::Padding) => return Err(self.err("non-zero padding bits")),
             }
         }
-        Ok(RnsPoly::from_data(data, n))
+        Ok(())
     }
     pub(super) fn finish(&self) -> Result<()> {
         if self.pos != self.buf.len() {
