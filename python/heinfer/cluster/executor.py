@@ -105,35 +105,44 @@ class RayExecutor:
         self.setup_seconds = time.perf_counter() - t0
 
     # ------------------------------------------------------------------ the executor API
-    #: :class:`heinfer.Server` hands :meth:`run` the input's bytes as it received (and
-    #: validated) them, so that they travel to the workers without being serialized again.
-    takes_payloads = True
-
     def run(
         self,
         k: int,
         batch: _native.CiphertextBatch,
         relin: _native.RelinKey | None,
         galois: _native.GaloisKeys | None,
-        payloads: list[bytes] | None = None,
     ) -> JoinedBatch:
         """Segment ``k`` on its input ciphertexts; returns its output ciphertexts (exactly
         those of the in-process executor), as a :class:`~heinfer.cluster.wire.JoinedBatch`
-        (their bytes, decoded on demand). ``payloads``: the serialized chunks ``batch`` was
-        decoded from, in order (joined at the byte level and shipped as they are). Raises
-        :class:`ClusterError` when the cluster cannot answer, and the worker's own
-        :class:`~heinfer.errors.HeinferError` when the computation itself fails."""
+        (their bytes, decoded on demand). Raises :class:`ClusterError` when the cluster
+        cannot answer, and the worker's own :class:`~heinfer.errors.HeinferError` when the
+        computation itself fails."""
+        return self.run_serialized(k, [batch.to_bytes()], len(batch), relin, galois)
+
+    def run_serialized(
+        self,
+        k: int,
+        parts: list[bytes],
+        count: int,
+        relin: _native.RelinKey | None,
+        galois: _native.GaloisKeys | None,
+    ) -> JoinedBatch:
+        """:meth:`run` on the input as serialized batches ``parts`` (in order, ``count``
+        ciphertexts in all), joined at the byte level and shipped as they are: the workers
+        decode them, with full validation. :class:`heinfer.Server` calls this with the chunks
+        it received, having validated them without decoding them
+        (``CiphertextBatch.check_bytes``): the front end never builds the ciphertexts."""
         if self._closed:
             raise ClusterError("this Ray executor was closed")
-        count = len(batch)
-        serialized = join_batches(self.params, payloads, count).to_bytes() if payloads else batch.to_bytes()
-        data = self._ray.put(serialized)
+        if sum(batch_count(p) for p in parts) != count:
+            raise ProtocolError(f"the input parts hold {sum(batch_count(p) for p in parts)} ciphertexts, segment {k} takes {count}")
+        data = self._ray.put(join_batches(self.params, parts, count).to_bytes())
         key_id = self._key_id(relin, galois)
         shards = self.plan.segments[k]
         if shards.how == "rows":
-            parts = self._run_shards(k, data, count, key_id, list(shards.groups))
+            outs = self._run_shards(k, data, count, key_id, list(shards.groups))
             rows = self.program.layers[single_linear(self.program, k)].out_size
-            return join_batches(self.params, parts, rows)
+            return join_batches(self.params, outs, rows)
         (part,) = self._run_shards(k, data, count, key_id, [None])
         return join_batches(self.params, [part], batch_count(part))
 

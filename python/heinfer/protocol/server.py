@@ -106,11 +106,10 @@ class _Query:
     items: int = 0
     segment: int = 0
     waiting: bool = False
-    #: The chunks of the input being received (the query's, or a reply's): their batches
-    #: and, for an executor that takes them, their validated bytes.
+    #: The chunks of the input being received (the query's, or a reply's): their decoded
+    #: batches or, for an executor that forwards bytes, their validated bytes.
     cursor: Cursor | None = None
     batches: list = field(default_factory=list)
-    payloads: list = field(default_factory=list)
     #: Chunk size of what the server sends back (``None``: whole messages).
     max_bytes: int | None = None
 
@@ -124,7 +123,10 @@ class Server(QueryTable):
     layers without the nGraph-HE2 optimizations (benchmarks; the default for a program
     compiled with ``lazy=False``). ``executor``: runs the segments instead of an in-process
     :class:`~heinfer.runtime.executor.Executor` (a :class:`heinfer.cluster.RayExecutor`; its
-    ``forget_keys(relin, galois)``, if any, is called when a session closes). ``max_memory``:
+    ``forget_keys(relin, galois)``, if any, is called when a session closes; with
+    ``run_serialized(k, parts, count, relin, galois)`` it gets each input as the bytes that
+    arrived, validated here in full but not decoded, which the executor's workers decode).
+    ``max_memory``:
     bytes of encoded plaintexts the in-process executor keeps (default:
     :func:`~heinfer.runtime.executor.plaintext_budget`, half of physical memory at most);
     beyond it the largest segments are encoded during each query. ``seconds``: time spent
@@ -158,7 +160,7 @@ class Server(QueryTable):
         if (why := bad_budget(max_memory)) is not None:
             raise ProtocolError(why)
         self.executor = Executor(program, baseline, max_memory=max_memory) if executor is None else executor
-        self._takes_payloads = bool(getattr(self.executor, "takes_payloads", False))
+        self._forwards = callable(getattr(self.executor, "run_serialized", None))
         self.setup_seconds = self.executor.setup_seconds
         self.max_sessions = max_sessions
         self.baseline = baseline
@@ -246,9 +248,11 @@ class Server(QueryTable):
                 state.cursor, state.batches = Cursor(self.program.segments[k].n_input_cts, f"{kind} of query {qid[:16]}"), []
             start, stop = state.cursor.take(msg.chunk, msg.chunks)
             payload = msg.ciphertexts
-            state.batches.append(self._batch(payload, k, kind, stop - start))
-            if self._takes_payloads:
-                state.payloads.append(payload)
+            if self._forwards:  # checked here, decoded where it runs
+                self._check_batch(payload, k, kind, stop - start)
+                state.batches.append(payload)
+            else:
+                state.batches.append(self._batch(payload, k, kind, stop - start))
             done = state.cursor.done
         except Exception:
             self.cancel(qid)
@@ -257,10 +261,10 @@ class Server(QueryTable):
             self._count(t0)
         if not done:
             return None
-        batches, payloads = state.batches, state.payloads
-        state.cursor, state.batches, state.payloads = None, [], []
+        batches = state.batches
+        state.cursor, state.batches = None, []
         state.waiting = False
-        return self._run(qid, state, batches, payloads)
+        return self._run(qid, state, batches)
 
     def _query_chunk(self, msg: pb.Query, session: str | None, max_bytes: int | None) -> tuple[str, _Query]:
         """The query a query chunk belongs to: a new one for chunk 0 (its id drawn here), else
@@ -309,31 +313,40 @@ class Server(QueryTable):
             raise ProtocolError(f"{kind} message of {n} bytes exceeds the {self.limits[kind]} this program allows")
 
     def _batch(self, payload: bytes, k: int, kind: str, count: int) -> _native.CiphertextBatch:
-        """``count`` input ciphertexts of segment ``k``, checked against the plan."""
-        seg = self.program.segments[k]
+        """``count`` input ciphertexts of segment ``k``, decoded and checked against the plan."""
         batch = _native.CiphertextBatch.from_bytes(self.params, payload, self.limits[kind], count)
-        if len(batch) != count or batch.level != seg.input_level or batch.size != 2 or not math.isclose(batch.scale, seg.input_scale, rel_tol=SCALE_TOLERANCE):
-            raise ProtocolError(
-                f"expected {count} fresh ciphertexts at level {seg.input_level} and scale 2^{math.log2(seg.input_scale):.2f}, "
-                f"got {len(batch)} at level {batch.level}, size {batch.size}, scale 2^{math.log2(max(batch.scale, 1e-300)):.2f}"
-            )
+        self._check_shape(k, count, len(batch), batch.level, batch.size, batch.scale)
         return batch
 
-    def _run(self, qid: str, state: _Query, batches: list, payloads: list) -> Outgoing:
-        """Runs the query's next segment; the messages that carry its output. An executor
-        with ``takes_payloads`` (the Ray executor) also gets the input's bytes as received
-        — already validated here — so it ships them on without serializing them again."""
+    def _check_batch(self, payload: bytes, k: int, kind: str, count: int) -> None:
+        """Validates ``count`` serialized input ciphertexts of segment ``k`` as :meth:`_batch`
+        does — every byte, every residue, the plan's count, level, size and scale — without
+        decoding them (for an executor that forwards the bytes to the process that does)."""
+        found = _native.CiphertextBatch.check_bytes(self.params, payload, self.limits[kind], count)
+        self._check_shape(k, count, *found)
+
+    def _check_shape(self, k: int, count: int, n: int, level: int, size: int, scale: float) -> None:
+        seg = self.program.segments[k]
+        if n != count or level != seg.input_level or size != 2 or not math.isclose(scale, seg.input_scale, rel_tol=SCALE_TOLERANCE):
+            raise ProtocolError(
+                f"expected {count} fresh ciphertexts at level {seg.input_level} and scale 2^{math.log2(seg.input_scale):.2f}, "
+                f"got {n} at level {level}, size {size}, scale 2^{math.log2(max(scale, 1e-300)):.2f}"
+            )
+
+    def _run(self, qid: str, state: _Query, batches: list) -> Outgoing:
+        """Runs the query's next segment on its input (decoded batches, or the validated
+        bytes for an executor with ``run_serialized``); the messages that carry its output."""
         t0 = time.perf_counter()
         k = state.segment
         session = self._sessions.get(state.session)
         try:
             if session is None:
                 raise ProtocolError("the session of this query was closed")
-            batch = batches[0] if len(batches) == 1 else _native.CiphertextBatch.concat(batches, consume=True)
-            del batches
-            if self._takes_payloads:
-                out = self.executor.run(k, batch, session.relin, session.galois, payloads=payloads)
+            if self._forwards:
+                out = self.executor.run_serialized(k, batches, self.program.segments[k].n_input_cts, session.relin, session.galois)
             else:
+                batch = batches[0] if len(batches) == 1 else _native.CiphertextBatch.concat(batches, consume=True)
+                del batches
                 out = self.executor.run(k, batch, session.relin, session.galois)
             state.segment += 1
         except Exception:
