@@ -216,9 +216,30 @@ fn pin_the_encoding_of_fixed_objects() {
     assert_eq!(pt_hash, PINNED_PLAINTEXT);
 }
 
+/// Objects of format version 1 (seeds expanded under ChaCha20) are refused with the reason,
+/// not decoded into other polynomials.
+#[test]
+fn version_1_objects_are_refused_with_the_reason() {
+    let p = presets::insecure_logn10().unwrap();
+    let kg = KeyGenerator::new(&p).unwrap();
+    let enc = Encoder::new(&p);
+    let pt = enc
+        .encode_real(&[0.5; 4], p.default_scale(), p.max_level())
+        .unwrap();
+    let mut b = ciphertext_to_bytes(&p, &kg.encrypt_symmetric(&pt).unwrap()).unwrap();
+    assert_eq!(u16::from_le_bytes([b[4], b[5]]), FORMAT_VERSION);
+    b[4..6].copy_from_slice(&1u16.to_le_bytes());
+    match ciphertext_from_bytes(&p, &b, DEFAULT_MAX_BYTES) {
+        Err(CkksError::Deserialize { reason, .. }) => {
+            assert!(reason.contains("ChaCha20"), "{reason}")
+        }
+        other => panic!("a version-1 ciphertext was not refused: {other:?}"),
+    }
+}
+
 const PINNED_ID: &str = "0x5a68a281fc731235";
-const PINNED_PARAMS: &str = "2647965774b18773eeb77dff45544b59aa0290112d0f62d98e3fbb196c47d300";
-const PINNED_PLAINTEXT: &str = "9b77f602c3f5b4efb35cf8626b8da799f036341b7f26c4b6ec3065ebd5a13273";
+const PINNED_PARAMS: &str = "b0fa3799c93f210354291154558f1b32a5c955306f8f38a47b24e0dfc3098d10";
+const PINNED_PLAINTEXT: &str = "c3e684aa67e8e39b5a55ae08d48f30fda637d76b68de8e69bd84c28e006df6b5";
 
 fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()

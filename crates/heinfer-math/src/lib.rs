@@ -13,6 +13,7 @@ pub mod error;
 pub mod modulus;
 pub mod ntt;
 mod ntt_fma;
+pub mod prg;
 pub mod primes;
 pub mod rns;
 pub mod sampler;

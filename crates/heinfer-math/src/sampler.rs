@@ -1,4 +1,4 @@
-//! Samplers for secrets, errors and uniform polynomials, driven by ChaCha20.
+//! Samplers for secrets, errors and uniform polynomials, driven by AES-256-CTR ([`crate::prg`]).
 //!
 //! Every stream is seeded from the operating system (`getrandom`) unless a seed is given
 //! explicitly — which happens only to *expand* a public uniform polynomial from the 32-byte
@@ -14,7 +14,7 @@
 
 use crate::error::{MathError, Result};
 use crate::modulus::Modulus;
-use rand_chacha::ChaCha20Rng;
+use crate::prg::AesCtr;
 use rand_core::{RngCore, SeedableRng};
 
 /// Standard deviation of the error distribution (HomomorphicEncryption.org standard).
@@ -22,7 +22,7 @@ pub const ERROR_STDDEV: f64 = 3.19;
 /// Error samples are rejected beyond this many standard deviations.
 pub const ERROR_TAIL_CUT: f64 = 6.0;
 
-/// A 32-byte ChaCha20 seed.
+/// A 32-byte seed (an AES-256 key, [`crate::prg`]).
 pub type Seed = [u8; 32];
 
 /// Draws a fresh seed from the operating system.
@@ -32,33 +32,24 @@ pub fn os_seed() -> Result<Seed> {
     Ok(s)
 }
 
-/// A ChaCha20 random stream. Its state (key, counter, buffered output) is overwritten when
-/// it is dropped: an OS-seeded stream produces secrets and encryption randomness.
+/// A random stream (AES-256-CTR). Its state (key schedule, counter, buffered output) is
+/// wiped when it is dropped: an OS-seeded stream produces secrets and encryption randomness.
 pub struct Sampler {
-    rng: ChaCha20Rng,
-}
-
-impl Drop for Sampler {
-    fn drop(&mut self) {
-        // SAFETY: `self.rng` is a valid, aligned place; the old value needs no drop (plain
-        // words), and the volatile write keeps the compiler from eliding this dead store.
-        unsafe { std::ptr::write_volatile(&mut self.rng, ChaCha20Rng::from_seed([0; 32])) };
-        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
-    }
+    rng: AesCtr,
 }
 
 impl Sampler {
     /// A stream seeded from the operating system.
     pub fn from_os() -> Result<Self> {
         Ok(Self {
-            rng: ChaCha20Rng::from_seed(os_seed()?),
+            rng: AesCtr::from_seed(os_seed()?),
         })
     }
 
     /// A stream expanded from a given seed (public randomness, or tests).
     pub fn from_seed(seed: Seed) -> Self {
         Self {
-            rng: ChaCha20Rng::from_seed(seed),
+            rng: AesCtr::from_seed(seed),
         }
     }
 
@@ -267,7 +258,7 @@ mod tests {
     fn the_gaussian_inverts_the_table_exactly() {
         // the branchless count equals the CDT's inversion by binary search, sample by sample
         let table = cdt();
-        let mut rng = ChaCha20Rng::from_seed([3; 32]);
+        let mut rng = AesCtr::from_seed([3; 32]);
         let e = Sampler::from_seed([3; 32]).gaussian(20_000);
         for &x in &e {
             let r = rng.next_u64();
@@ -302,7 +293,7 @@ mod tests {
         for q in [97u64, 1_000_003, (1 << 41) + 1, (1 << 61) - 1] {
             let m = Modulus::new(q);
             let mask = u64::MAX >> m.q.leading_zeros();
-            let mut rng = ChaCha20Rng::from_seed([9; 32]);
+            let mut rng = AesCtr::from_seed([9; 32]);
             let want: Vec<u64> = (0..3000)
                 .map(|_| loop {
                     let v = rng.next_u64() & mask;

@@ -32,8 +32,10 @@ use wire::{open, open_for, Reader, Writer};
 
 /// Format magic.
 pub const MAGIC: &[u8; 4] = b"HEIN";
-/// Current format version.
-pub const FORMAT_VERSION: u16 = 1;
+/// Current format version. Version 2 expands seeds with AES-256-CTR
+/// ([`heinfer_math::prg`]); version 1 expanded them with ChaCha20, so its seed-compressed
+/// objects would decode to other polynomials: it is refused, with that reason.
+pub const FORMAT_VERSION: u16 = 2;
 /// Default decoding size limit (1 GiB).
 pub const DEFAULT_MAX_BYTES: usize = 1 << 30;
 /// Bytes of the common header: magic, version, kind, flags, parameter id.

@@ -181,6 +181,13 @@ pub(super) fn open(bytes: &[u8], kind: Kind, max_bytes: usize) -> Result<(Reader
         return Err(r.err("bad magic (not a heinfer object)"));
     }
     let version = u16::from_le_bytes(r.take(2)?.try_into().expect("2"));
+    if version == 1 {
+        return Err(r.err(format!(
+            "format version 1, written by an older heinfer whose seeds expand under ChaCha20 \
+             (this build reads {FORMAT_VERSION}: seeds expand under AES-256-CTR); make the keys and \
+             ciphertexts again with this version"
+        )));
+    }
     if version != FORMAT_VERSION {
         return Err(r.err(format!(
             "unsupported format version {version} (this build reads {FORMAT_VERSION})"
