@@ -11,7 +11,7 @@ use heinfer_ckks as ckks;
 use heinfer_ckks::{serialize, CkksParams, Encoder};
 use heinfer_kernels::KernelError;
 use num_complex::Complex64;
-use numpy::{PyArray2, PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::{PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -34,6 +34,45 @@ pub(crate) fn run_k<T: Send, F: FnOnce() -> heinfer_kernels::Result<T> + Send>(
     f: F,
 ) -> PyResult<T> {
     run_with(py, op, f, kerr)
+}
+
+/// Serialized bytes handed in from Python: a `bytes` object, or a read-only, C-contiguous,
+/// one-dimensional `uint8` NumPy array (what a Ray actor receives, without a copy, for an
+/// array put in the object store). A writeable array is refused: its memory could change
+/// while the engine reads it with the GIL released.
+enum ByteSource<'py> {
+    Bytes(Bound<'py, PyBytes>),
+    Array(PyReadonlyArray1<'py, u8>),
+}
+
+impl<'py> ByteSource<'py> {
+    fn extract(data: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if let Ok(b) = data.cast::<PyBytes>() {
+            return Ok(Self::Bytes(b.clone()));
+        }
+        let bad =
+            || {
+                OperandError::new_err(format!(
+                "serialized bytes must be bytes or a read-only contiguous 1-D uint8 array, got {}",
+                data.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+            ))
+            };
+        let arr = data
+            .extract::<PyReadonlyArray1<'py, u8>>()
+            .map_err(|_| bad())?;
+        let writeable: bool = data.getattr("flags")?.getattr("writeable")?.extract()?;
+        if writeable || arr.as_slice().is_err() {
+            return Err(bad());
+        }
+        Ok(Self::Array(arr))
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Self::Bytes(b) => b.as_bytes(),
+            Self::Array(a) => a.as_slice().expect("contiguity checked in extract"),
+        }
+    }
 }
 
 /// An ordered batch of ciphertexts sharing parameters, level, size and scale. The batch
@@ -163,16 +202,19 @@ impl CiphertextBatch {
     }
     /// Decodes and validates a batch: header, count ≤ `max_count` and against the bytes
     /// present, total ≤ `max_bytes`, every ciphertext (parameters, residues below moduli) and
-    /// that all share level, size, scale.
+    /// that all share level, size, scale. `data`: `bytes`, or a read-only contiguous 1-D
+    /// `uint8` array (read without a copy).
     #[staticmethod]
     fn from_bytes(
         py: Python<'_>,
         params: &Params,
-        data: &[u8],
+        data: &Bound<'_, PyAny>,
         max_bytes: usize,
         max_count: usize,
     ) -> PyResult<Self> {
         let max_bytes = check_max_bytes(max_bytes).map_err(to_py)?;
+        let source = ByteSource::extract(data)?;
+        let data = source.as_slice();
         let p = params.inner.clone();
         let cts = run(py, "CiphertextBatch.from_bytes", || {
             serialize::ciphertext_batch_from_bytes(&p, data, max_bytes, max_count)
@@ -187,11 +229,13 @@ impl CiphertextBatch {
     fn check_bytes(
         py: Python<'_>,
         params: &Params,
-        data: &[u8],
+        data: &Bound<'_, PyAny>,
         max_bytes: usize,
         max_count: usize,
     ) -> PyResult<(usize, usize, usize, f64)> {
         let max_bytes = check_max_bytes(max_bytes).map_err(to_py)?;
+        let source = ByteSource::extract(data)?;
+        let data = source.as_slice();
         let p = params.inner.clone();
         let (count, shape) = run(py, "CiphertextBatch.check_bytes", || {
             serialize::ciphertext_batch_check(&p, data, max_bytes, max_count)

@@ -23,6 +23,8 @@ import threading
 import time
 from typing import Any
 
+import numpy as np
+
 from heinfer import _native
 from heinfer.cluster.local import ensure_ray, release_ray, require_ray
 from heinfer.cluster.plan import NetworkModel, ShardPlan, shard_plan, single_linear
@@ -136,7 +138,9 @@ class RayExecutor:
             raise ClusterError("this Ray executor was closed")
         if sum(batch_count(p) for p in parts) != count:
             raise ProtocolError(f"the input parts hold {sum(batch_count(p) for p in parts)} ciphertexts, segment {k} takes {count}")
-        data = self._ray.put(join_batches(self.params, parts, count).to_bytes())
+        # as a read-only uint8 array: the object store holds it once and each worker reads
+        # it in place (bytes would be copied out of the store in every worker)
+        data = self._ray.put(np.frombuffer(join_batches(self.params, parts, count).to_bytes(), np.uint8))
         key_id = self._key_id(relin, galois)
         shards = self.plan.segments[k]
         if shards.how == "rows":

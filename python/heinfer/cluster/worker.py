@@ -81,9 +81,11 @@ class ShardWorker:
         encoding; the transfers are Ray's) and ``cpu_s`` the CPU time of the worker process in them."""
         return {"shards": self._shards, "busy_s": self._busy, "cpu_s": self._cpu}
 
-    def run(self, k: int, data: bytes, count: int, key_id: str | None, rows: tuple | None = None) -> bytes:
-        """Segment ``k`` on ``count`` serialized ciphertexts; with ``rows = (start, stop)``
-        only that output-row group of the segment's linear layer. Returns the output bytes."""
+    def run(self, k: int, data, count: int, key_id: str | None, rows: tuple | None = None) -> bytes:
+        """Segment ``k`` on ``count`` serialized ciphertexts (``bytes``, or the read-only
+        ``uint8`` array Ray hands over from its object store without a copy); with
+        ``rows = (start, stop)`` only that output-row group of the segment's linear layer.
+        Returns the output bytes."""
         t0, c0 = time.perf_counter(), time.process_time()
         relin, galois = self._keys_of(key_id)
         batch = _native.CiphertextBatch.from_bytes(self.params, data, len(data), count)
