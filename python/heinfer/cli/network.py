@@ -51,6 +51,12 @@ LIMIT_OPTIONS = (
         int,
         "Queries running at once per client address.",
     ),
+    (
+        "max_queries_per_session",
+        "--max-queries-per-session",
+        int,
+        "Queries one session may start over its life (then the client opens a new one).",
+    ),
     ("idle_timeout_s", "--idle-timeout", float, "Seconds before an idle session is closed."),
     ("query_timeout_s", "--query-timeout", float, "Seconds to wait for a client message."),
 )
@@ -62,7 +68,8 @@ def _limit_options(f: Any) -> Any:
     defaults = Limits()
     for field, opt, typ, text in reversed(LIMIT_OPTIONS):
         shown = getattr(defaults, field, None)
-        shown = "the program's bound" if shown is None else shown
+        if shown is None:
+            shown = "no cap" if field == "max_queries_per_session" else "the program's bound"
         f = click.option(opt, field, type=typ, default=None, help=f"{text} [default: {shown}]")(f)
     return f
 

@@ -23,7 +23,7 @@ __all__ = ["MAX_PART_BYTES", "MIN_PART_BYTES", "Limits", "effective_limits"]
 
 #: Largest allowed ``max_part_bytes`` (gRPC messages stay far below 2 GiB).
 MAX_PART_BYTES = 64 << 20
-_OPTIONAL = ("max_message_bytes", "max_key_bytes")
+_OPTIONAL = ("max_message_bytes", "max_key_bytes", "max_queries_per_session")
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,13 @@ class Limits:
     max_concurrent_queries: int = 8
     #: Queries running at once from one peer address: 4.
     max_queries_per_peer: int = 4
+    #: Queries one session may start over its life: ``None`` (the default) = no cap. Past it
+    #: a query is refused (``RESOURCE_EXHAUSTED``) and the client must open a new session —
+    #: new keys, and a new place under ``max_sessions_per_peer``. With a token and the
+    #: per-peer caps this bounds how fast one client can query the model (each answer tells a
+    #: client-aided client the pre-activations, a two-party client the outputs). In the
+    #: two-party service a query is one offline request (a client's input may take several).
+    max_queries_per_session: int | None = None
     #: A session with no query for this long is closed and its keys freed: 600 s.
     idle_timeout_s: float = 600.0
     #: Longest wait for one whole message from the client once the server expects it (the

@@ -60,12 +60,24 @@ def check_session_caps(limits: Limits, total: int, peer: str, mine: int) -> None
         )
 
 
+def check_query_cap(limits: Limits, started: int, session: str) -> None:
+    """Refuses one more query (``RESOURCE_EXHAUSTED``) on a session that has started
+    ``limits.max_queries_per_session`` of them; ``session`` names it in the message."""
+    cap = limits.max_queries_per_session
+    if cap is not None and started >= cap:
+        raise ServiceError(
+            f"{session} has started its {cap} queries (max_queries_per_session): open a new session",
+            code="RESOURCE_EXHAUSTED",
+        )
+
+
 @dataclass
 class _Session:
     secret: bytes
     peer: str
     last_active: float
     running: int = 0
+    started: int = 0
     closing: bool = False
 
 
@@ -133,7 +145,8 @@ class Registry:
     def start_query(self, peer: str, session: str, secret: str | bytes) -> None:
         """Takes a query slot on ``session`` for ``peer``: ``NOT_FOUND``/``PERMISSION_DENIED``
         as :meth:`close_session`, ``RESOURCE_EXHAUSTED`` when the slots (all or the peer's)
-        are in use. Give it back with :meth:`end_query`."""
+        are in use or the session has started ``max_queries_per_session`` queries. Give it
+        back with :meth:`end_query`."""
         lim = self.limits
         with self._lock:
             s = self._owned_locked(session, secret)
@@ -150,8 +163,10 @@ class Registry:
                     f"(max_queries_per_peer {lim.max_queries_per_peer}); retry later",
                     code="RESOURCE_EXHAUSTED",
                 )
+            check_query_cap(lim, s.started, f"session {session[:16]!r}")
             self._running[peer] += 1
             s.running += 1
+            s.started += 1
             s.last_active = time.monotonic()
 
     def end_query(self, peer: str, session: str, ok: bool) -> None:

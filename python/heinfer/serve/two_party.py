@@ -34,7 +34,7 @@ from heinfer.protocol.two_party import TwoPartyInferenceClient, TwoPartyInferenc
 from heinfer.runtime.executor import bad_budget
 from heinfer.serve.limits import Limits
 from heinfer.serve.service import is_loopback
-from heinfer.serve.sessions import check_session_caps, peer_address, release
+from heinfer.serve.sessions import check_query_cap, check_session_caps, peer_address, release
 from heinfer.serve.tls import TlsConfig
 from heinfer.serve.two_party_limits import client_limits, items_per_query, server_limits
 from heinfer.v1 import service_pb2 as pb
@@ -226,6 +226,7 @@ class TwoPartyService:
     def _session(self, request_iterator: Iterable[pb.TwoPartyFrame], context: grpc.ServicerContext) -> Iterator[pb.TwoPartyFrame]:
         asm = Reassembler(self._frames(request_iterator), limit=self._limit)
         party: TwoPartyInferenceServer | None = None
+        started = 0
         try:
             while (msg := asm.next()) is not None:
                 kind, step, blobs = msg
@@ -238,7 +239,9 @@ class TwoPartyService:
                     continue
                 if party is None:
                     raise ProtocolError("send the keys first")
-                if kind == Kind.OFFLINE:
+                if kind == Kind.OFFLINE:  # a query starts
+                    check_query_cap(self.limits, started, "this session (one TwoParty/Run call)")
+                    started += 1
                     yield from frames(Kind.GARBLED, 0, party.offline(blobs))
                 elif kind == Kind.LAYER:
                     if step >= len(self.program.segments):

@@ -17,6 +17,7 @@ def test_defaults_are_the_documented_ones() -> None:
     assert (d.max_sessions, d.max_sessions_per_peer) == (64, 16)
     assert (d.max_concurrent_queries, d.max_queries_per_peer) == (8, 4)
     assert (d.idle_timeout_s, d.query_timeout_s) == (600.0, 300.0)
+    assert d.max_queries_per_session is None  # no cap
 
 
 def test_limits_are_frozen() -> None:
@@ -34,6 +35,8 @@ def test_limits_are_frozen() -> None:
         ("max_sessions_per_peer", 0),
         ("max_concurrent_queries", True),
         ("max_queries_per_peer", None),
+        ("max_queries_per_session", 0),
+        ("max_queries_per_session", 1.5),
         ("idle_timeout_s", 0),
         ("query_timeout_s", float("inf")),
         ("query_timeout_s", float("nan")),

@@ -228,6 +228,21 @@ def test_max_concurrent_queries(mlp, start, raw) -> None:
         s.infer(mlp_input())  # the slot is free again
 
 
+def test_max_queries_per_session(mlp, start) -> None:
+    """A session answers its ``max_queries_per_session`` queries, then refuses the next with
+    RESOURCE_EXHAUSTED; a new session (new keys) answers again."""
+    h = start(mlp, limits=_limits(max_queries_per_session=2))
+    with connect(h.address, mlp.public(), limits=SMALL) as s:
+        s.infer(mlp_input())
+        s.infer(mlp_input())
+        with pytest.raises(ServiceError, match=r"has started its 2 queries \(max_queries_per_session\)") as e:
+            s.infer(mlp_input())
+        assert e.value.code == "RESOURCE_EXHAUSTED"
+    assert_idle(h)
+    with connect(h.address, mlp.public(), limits=SMALL) as s:
+        s.infer(mlp_input())
+
+
 def test_max_key_bytes(squares, mlp, start) -> None:
     h = start(squares, limits=_limits(max_key_bytes=1 << 20))
     with pytest.raises(

@@ -161,3 +161,19 @@ def test_sessions_are_capped_and_idle_ones_closed(prog) -> None:
         channel.close()
         with connect_two_party(handle.address, prog.public()) as conn:  # the place came back
             assert conn.infer(DIGITS[:1])[0].shape == (1, 10)
+
+
+def test_queries_per_session_are_capped(prog) -> None:
+    """``max_queries_per_session``: the call's third query is refused with RESOURCE_EXHAUSTED
+    naming the cap; a new call (new keys) is answered."""
+    from heinfer.serve.limits import Limits
+
+    with serve_two_party(prog, limits=Limits(max_queries_per_session=2)) as handle:
+        with connect_two_party(handle.address, prog.public()) as conn:
+            conn.infer(DIGITS[:1])
+            conn.infer(DIGITS[1:2])
+            with pytest.raises(ServiceError) as e:
+                conn.infer(DIGITS[2:3])
+            assert e.value.code == "RESOURCE_EXHAUSTED" and "max_queries_per_session" in str(e.value)
+        with connect_two_party(handle.address, prog.public()) as conn:
+            assert conn.infer(DIGITS[:1])[0].shape == (1, 10)
