@@ -121,8 +121,9 @@ impl Drop for AesCtr {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::AesCtr;
     use proptest::prelude::*;
+    use rand_core::{RngCore, SeedableRng};
 
     #[test]
     fn a_block_is_fips_197_aes_256() {
