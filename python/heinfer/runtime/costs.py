@@ -3,8 +3,9 @@
 Layer: ``heinfer.runtime``. :func:`measure_costs` times every kind of
 :data:`heinfer.compiler.cost.KINDS` at every level of a parameter set (median of a
 few runs, with throwaway keys), and caches the table in a JSON file keyed by CPU model,
-parameters and thread count (``$HEINFER_CACHE_DIR`` or ``~/.cache/heinfer``): the first
-compile on a machine pays about a second per level, later ones nothing
+parameters, thread count and the build of the native module (``$HEINFER_CACHE_DIR`` or
+``~/.cache/heinfer``): the first compile on a machine, and the first after the engine is
+rebuilt, pays about a second per level, later ones nothing
 (packing-configurations §IV-C: costs measured on the target, not assumed).
 """
 
@@ -55,6 +56,25 @@ def llc_bytes() -> int:
     return best or DEFAULT_LLC
 
 
+def _build() -> str:
+    """The native module's build: its file's size and modification time. A rebuilt engine —
+    other kernels, another sampler — has other costs, so its table is measured again (a
+    table measured before the samplers moved to AES-256-CTR priced encryption and seed
+    expansion 10–15 % too high)."""
+    try:
+        st = os.stat(_native.__file__)
+        return f"{st.st_size}-{st.st_mtime_ns}"
+    except (OSError, AttributeError, TypeError):
+        return "unknown"
+
+
+def _same_build(key: str, build: str) -> bool:
+    try:
+        return json.loads(key)[1] == build
+    except (ValueError, IndexError, TypeError):
+        return False
+
+
 def _cache_path() -> str:
     root = os.environ.get("HEINFER_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "heinfer")
     return os.path.join(root, "latency-costs.json")
@@ -72,7 +92,8 @@ def _median(f, reps: int) -> float:
 
 def measure_costs(params: dict, reps: int = 5, use_cache: bool = True) -> CostTable:
     """The cost table of ``params`` (a program's parameter dict) on this machine."""
-    key = json.dumps([_VERSION, cpu_model(), _native.get_num_threads(), params], sort_keys=True)
+    build = _build()
+    key = json.dumps([_VERSION, build, cpu_model(), _native.get_num_threads(), params], sort_keys=True)
     path = _cache_path()
     cache: dict = {}
     if use_cache:
@@ -88,6 +109,7 @@ def measure_costs(params: dict, reps: int = 5, use_cache: bool = True) -> CostTa
     if use_cache:
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
+            cache = {k: v for k, v in cache.items() if _same_build(k, build)}  # other builds' tables are stale
             cache[key] = table
             tmp = path + f".{os.getpid()}.tmp"
             with open(tmp, "w") as f:
