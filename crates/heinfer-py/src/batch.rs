@@ -75,6 +75,21 @@ impl<'py> ByteSource<'py> {
     }
 }
 
+/// Runs `f` on the bytes of `data` ([`ByteSource`]) and the checked `max_bytes`, on the
+/// pool with the GIL released (decoding and checking a serialized batch).
+fn read_batch<T: Send>(
+    py: Python<'_>,
+    op: &str,
+    data: &Bound<'_, PyAny>,
+    max_bytes: usize,
+    f: impl FnOnce(&[u8], usize) -> ckks::Result<T> + Send,
+) -> PyResult<T> {
+    let max_bytes = check_max_bytes(max_bytes).map_err(to_py)?;
+    let source = ByteSource::extract(data)?;
+    let bytes = source.as_slice();
+    run(py, op, || f(bytes, max_bytes))
+}
+
 /// An ordered batch of ciphertexts sharing parameters, level, size and scale. The batch
 /// operations below work in place (the runtime owns each batch): no fresh memory for
 /// squares, rescales, relinearizations and level drops.
@@ -212,14 +227,10 @@ impl CiphertextBatch {
         max_bytes: usize,
         max_count: usize,
     ) -> PyResult<Self> {
-        let max_bytes = check_max_bytes(max_bytes).map_err(to_py)?;
-        let source = ByteSource::extract(data)?;
-        let data = source.as_slice();
-        let p = params.inner.clone();
-        let cts = run(py, "CiphertextBatch.from_bytes", || {
-            serialize::ciphertext_batch_from_bytes(&p, data, max_bytes, max_count)
+        let cts = read_batch(py, "CiphertextBatch.from_bytes", data, max_bytes, |b, m| {
+            serialize::ciphertext_batch_from_bytes(&params.inner, b, m, max_count)
         })?;
-        Ok(Self::wrap(cts, &p))
+        Ok(Self::wrap(cts, &params.inner))
     }
     /// Validates a serialized batch exactly as `from_bytes` does (every check, every residue)
     /// without building its ciphertexts (nor expanding their seeds); returns
@@ -233,13 +244,13 @@ impl CiphertextBatch {
         max_bytes: usize,
         max_count: usize,
     ) -> PyResult<(usize, usize, usize, f64)> {
-        let max_bytes = check_max_bytes(max_bytes).map_err(to_py)?;
-        let source = ByteSource::extract(data)?;
-        let data = source.as_slice();
-        let p = params.inner.clone();
-        let (count, shape) = run(py, "CiphertextBatch.check_bytes", || {
-            serialize::ciphertext_batch_check(&p, data, max_bytes, max_count)
-        })?;
+        let (count, shape) = read_batch(
+            py,
+            "CiphertextBatch.check_bytes",
+            data,
+            max_bytes,
+            |b, m| serialize::ciphertext_batch_check(&params.inner, b, m, max_count),
+        )?;
         Ok((count, shape.level, shape.size, shape.scale))
     }
     /// Concatenation of batches (same parameters, level, size and scale), in order. With
