@@ -25,8 +25,8 @@ use crate::error::{BfvError, Result};
 use crate::params::BfvParams;
 use heinfer_ckks::poly::RnsPoly;
 use heinfer_ckks::{Ciphertext, Encryptor, Evaluator, PublicKey};
-use rand_chacha::rand_core::{RngCore, SeedableRng};
-use rand_chacha::ChaCha20Rng;
+use heinfer_math::prg::AesCtr;
+use rand_core::{RngCore, SeedableRng};
 use rayon::prelude::*;
 use zeroize::Zeroize;
 
@@ -83,7 +83,8 @@ impl Rerandomizer {
         let zero = crate::BatchEncoder::new(&self.params).encode(&[])?;
         let fresh = self.enc.encrypt(&zero)?;
         let n = rlwe.n();
-        let mut rng = ChaCha20Rng::from_seed(heinfer_math::sampler::os_seed()?);
+        // the engine's stream (AES-256-CTR), keyed from the OS
+        let mut rng = AesCtr::from_seed(heinfer_math::sampler::os_seed()?);
         let mut e = uniform_centered(&mut rng, n, b);
         let mut flood = RnsPoly::zero(n, rlwe.q().len());
         flood
