@@ -136,8 +136,8 @@ class RayExecutor:
         (``CiphertextBatch.check_bytes``): the front end never builds the ciphertexts."""
         if self._closed:
             raise ClusterError("this Ray executor was closed")
-        if sum(batch_count(p) for p in parts) != count:
-            raise ProtocolError(f"the input parts hold {sum(batch_count(p) for p in parts)} ciphertexts, segment {k} takes {count}")
+        if (held := sum(batch_count(p) for p in parts)) != count:
+            raise ProtocolError(f"the input parts hold {held} ciphertexts, segment {k} takes {count}")
         # as a read-only uint8 array: the object store holds it once and each worker reads
         # it in place (bytes would be copied out of the store in every worker)
         data = self._ray.put(np.frombuffer(join_batches(self.params, parts, count).to_bytes(), np.uint8))
