@@ -95,10 +95,53 @@ impl ServerSession {
         msg: &[u8],
         rng: &mut R,
     ) -> Result<(ServerStep, Vec<u8>)> {
+        self.offline_with_sources(layer, instances, None, msg, rng)
+    }
+
+    /// [`offline`](Self::offline) for circuits whose inputs may read the same value:
+    /// `sources[i]` is the value circuit input `i` reads (`instances × arity` entries,
+    /// instance-major; `None`: every input its own value). One mask is drawn per value, so
+    /// inputs that read one value (overlapping pooling windows, a padded window's repeated
+    /// entry) get the same mask and the client's one share of that value serves all of them.
+    /// Values are numbered from 0, each below the number of inputs; errors name a `sources`
+    /// of the wrong length or a value out of that range.
+    pub fn offline_with_sources<R: CryptoRng + RngCore>(
+        &mut self,
+        layer: &LayerCircuit,
+        instances: usize,
+        sources: Option<&[u32]>,
+        msg: &[u8],
+        rng: &mut R,
+    ) -> Result<(ServerStep, Vec<u8>)> {
         check_instances(instances)?;
         let p = layer.p;
         let k = layer.arity();
-        let r: Vec<u64> = (0..instances * k).map(|_| uniform_mod(rng, p)).collect();
+        let r: Vec<u64> = match sources {
+            None => (0..instances * k).map(|_| uniform_mod(rng, p)).collect(),
+            Some(src) => {
+                if src.len() != instances * k {
+                    return Err(TwoPartyError::InvalidArgument(format!(
+                        "{} sources for {instances} instances of {k} inputs",
+                        src.len()
+                    )));
+                }
+                if let Some(&v) = src.iter().find(|&&v| v as usize >= src.len()) {
+                    return Err(TwoPartyError::InvalidArgument(format!(
+                        "source {v} of {} inputs: values are numbered below the inputs' count",
+                        src.len()
+                    )));
+                }
+                let mut by_value = vec![None; src.len()];
+                let r: Vec<u64> = src
+                    .iter()
+                    .map(|&v| *by_value[v as usize].get_or_insert_with(|| uniform_mod(rng, p)))
+                    .collect();
+                for m in by_value.iter_mut().flatten() {
+                    m.zeroize();
+                }
+                r
+            }
+        };
         let s: Vec<u64> = r.iter().map(|&v| (p - v) % p).collect();
         let (batch, secrets) = garble(&layer.circuit, instances, &layer.garbler_bits(&s)?, rng)?;
         let (table, rho) = garble_outputs(

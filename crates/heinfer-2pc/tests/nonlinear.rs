@@ -81,6 +81,55 @@ fn relu_and_maxpool_steps_reconstruct_the_layer() {
     }
 }
 
+/// Max-pooling over overlapping windows (3 wide, stride 2, on a row of 9 values; the last
+/// window padded by repeating its first value): inputs that read one value share its mask,
+/// so the client's one share of a value serves every window that holds it.
+#[test]
+fn overlapping_windows_share_one_mask_per_value() {
+    let (mut client, mut server, mut crng, mut srng) = sessions();
+    let lc = LayerCircuit::new(Layer::MaxPoolRelu { window: 3 }, P, 2).unwrap();
+    let windows: [[u32; 3]; 5] = [[0, 1, 2], [2, 3, 4], [4, 5, 6], [6, 7, 8], [8, 8, 8]];
+    let sources: Vec<u32> = windows.iter().flatten().copied().collect();
+    let mut data = seeded(9);
+    let values: Vec<u64> = (0..9).map(|_| data.next_u64() % P).collect();
+    let x: Vec<u64> = sources.iter().map(|&v| values[v as usize]).collect();
+    let n = windows.len();
+    let (mut cstep, off1) = client.offline(&lc, n, &mut crng).unwrap();
+    let (mut sstep, off2) = server
+        .offline_with_sources(&lc, n, Some(&sources), &off1, &mut srng)
+        .unwrap();
+    cstep.receive_offline(&off2).unwrap();
+    let r = sstep.masks().to_vec();
+    for (i, &a) in sources.iter().enumerate() {
+        for (j, &b) in sources.iter().enumerate() {
+            assert_eq!(a == b, r[i] == r[j], "inputs {i} and {j}");
+        }
+    }
+    let c: Vec<u64> = x.iter().zip(&r).map(|(&v, &m)| (v + m) % P).collect();
+    let choices = cstep.choose(&c).unwrap();
+    let z = cstep.finish(&sstep.labels(&choices).unwrap()).unwrap();
+    let s_out = sstep.output_shares();
+    for (i, w) in windows.iter().enumerate() {
+        let want = w
+            .iter()
+            .map(|&v| signed(values[v as usize]))
+            .max()
+            .unwrap()
+            .max(0) as u64
+            >> 2;
+        assert_eq!((z[i] + s_out[i]) % P, want, "window {i}");
+    }
+    // sources of the wrong length, or numbered beyond the inputs, are refused by name
+    let (_c, off1) = client.offline(&lc, n, &mut crng).unwrap();
+    let short = server.offline_with_sources(&lc, n, Some(&sources[1..]), &off1, &mut srng);
+    assert!(short.err().unwrap().to_string().contains("14 sources"));
+    let mut wide = sources.clone();
+    wide[0] = 15;
+    let (_c, off1) = client.offline(&lc, n, &mut crng).unwrap();
+    let e = server.offline_with_sources(&lc, n, Some(&wide), &off1, &mut srng);
+    assert!(e.err().unwrap().to_string().contains("source 15"));
+}
+
 #[test]
 fn client_shares_are_uniform_mod_p() {
     // the client's view of x = 0 everywhere: c = r must look uniform (chi-square on 16 bins)

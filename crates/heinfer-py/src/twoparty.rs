@@ -148,18 +148,27 @@ impl TwoPartyServer {
         Ok((TwoPartyServer { inner }, bytes(py, reply)))
     }
     /// `(step, offline reply)`: draws the masks and garbles `instances` copies of `layer`.
+    /// `sources` (optional, `uint32`, one per circuit input, instance-major): the value each
+    /// input reads, numbered from 0 — inputs that read one value get one mask (overlapping
+    /// or padded pooling windows).
+    #[pyo3(signature = (layer, instances, msg, sources = None))]
     fn offline<'py>(
         &mut self,
         py: Python<'py>,
         layer: &PyLayerCircuit,
         instances: usize,
         msg: &[u8],
+        sources: Option<PyReadonlyArray1<'py, u32>>,
     ) -> PyResult<(TwoPartyServerStep, Bound<'py, PyBytes>)> {
+        let sources = sources.map(|a| a.as_array().to_vec());
         let inner = &mut self.inner;
         let (step, reply) = run_with(
             py,
             "TwoPartyServer.offline",
-            || inner.offline(&layer.inner, instances, msg, &mut os_rng()?),
+            || {
+                let src = sources.as_deref();
+                inner.offline_with_sources(&layer.inner, instances, src, msg, &mut os_rng()?)
+            },
             to_py,
         )?;
         Ok((TwoPartyServerStep { inner: step }, bytes(py, reply)))

@@ -92,12 +92,12 @@ class TwoPartySegment:
 class TwoPartyStep:
     """A garbled-circuit step between segments ``k`` and ``k+1``: ``kind`` ``"relu"`` (one
     instance per element), ``"maxpool_relu"`` (instance ``j`` is the max of the ReLUs of
-    elements ``groups[j]``) or ``"square"`` (one instance per element: the circuit only
-    truncates, then GAZELLE's AHE square protocol squares the shares — the client encrypts
-    its share ``a`` and ``a²``, the server adds ``2b·a + b²`` for its share ``b``); the result is
-    truncated by ``shift`` bits. ``pool`` (optional):
-    disjoint windows of instances that both parties then sum on their own shares (an average
-    pool, whose ``1/k`` the next layer's weights carry)."""
+    elements ``groups[j]``; windows may share elements, see :meth:`sources`) or ``"square"``
+    (one instance per element: the circuit only truncates, then GAZELLE's AHE square protocol
+    squares the shares — the client encrypts its share ``a`` and ``a²``, the server adds
+    ``2b·a + b²`` for its share ``b``); the result is truncated by ``shift`` bits. ``pool``
+    (optional): disjoint windows of instances that both parties then sum on their own shares
+    (an average pool, whose ``1/k`` the next layer's weights carry)."""
 
     kind: str
     shift: int
@@ -124,6 +124,17 @@ class TwoPartyStep:
     def out_size(self) -> int:
         """Values passed to the next segment: the instances, or their pooled sums."""
         return int(self.groups.shape[0] if self.pool is None else self.pool.shape[0])
+
+    def sources(self, items: int) -> np.ndarray | None:
+        """The value each circuit input of a query of ``items`` items reads, numbered from 0
+        (``uint32``, item-major like the circuits), for the server's masks: one mask per value,
+        so windows that share an element (overlapping, or a padded entry repeating one) see
+        one share of it. ``None`` when no two inputs of an item read the same element."""
+        entries = self.groups.reshape(-1)
+        values, index = np.unique(entries, return_inverse=True)
+        if len(values) == len(entries):
+            return None
+        return (np.arange(items, dtype=np.int64)[:, None] * len(values) + index.reshape(1, -1)).reshape(-1).astype(np.uint32)
 
     def pool_shares(self, shares: np.ndarray, p: int) -> np.ndarray:
         """A party's shares of the step's outputs (``int64`` in ``[0, p)``, instances along the

@@ -246,7 +246,7 @@ class TwoPartyInferenceServer(Party):
             raise ProtocolError(f"offline: the header must name 1 to {self.prog.batch_capacity} items per query")
         out, self._steps, self._items = [], [], 0
         for k, (st, m) in enumerate(zip(self.prog.steps, msgs[1:])):
-            step, reply = self._gc.offline(_circuit(self.prog, k), st.instances * items, m)
+            step, reply = self._gc.offline(_circuit(self.prog, k), st.instances * items, m, st.sources(items))
             self._steps.append(step)
             out.append(reply)
         self._items = items

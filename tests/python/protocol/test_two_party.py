@@ -69,14 +69,14 @@ def _assert_uniform(values: np.ndarray, p: int) -> None:
     assert chi2 < 50.0, f"chi-square {chi2:.1f} over 15 degrees of freedom"  # p ≈ 1e-5
 
 
-def _first_layer(prog):
+def _first_layer(prog, x: np.ndarray = DIGITS[0]):
     """Both parties after the set-up and the offline phase, and layer 0's masked result for
-    the first digit."""
+    ``x`` (the first digit)."""
     client = TwoPartyInferenceClient(prog.public())
     server = TwoPartyInferenceServer(prog, client.keys_message())
     client.finish_setup(server.setup_reply)
     client.offline_finish(server.offline(client.offline_request()))
-    return client, server, server.layer(0, client.query(DIGITS[0]))
+    return client, server, server.layer(0, client.query(x))
 
 
 def test_what_the_client_decrypts_is_uniform(compiled) -> None:
@@ -235,6 +235,30 @@ def test_average_pools_run_on_the_shares() -> None:
     np.testing.assert_array_equal(out, _plain_fixed_point(model, x, cal))
     want = om.run_onnxruntime(model, x.astype(np.float32))
     assert np.abs(out - want).max() / np.abs(want).max() < 0.05
+
+
+def test_overlapping_and_padded_max_pools_share_masks() -> None:
+    """A 3×3 max-pool with stride 2 and padding 1 after a ReLU: windows overlap (an element
+    in up to four of them) and the border ones are padded. The circuits read each element
+    through one mask (``TwoPartyStep.sources``); the result equals the fixed-point plan bit
+    for bit, and what the client decrypts stays uniform."""
+    model = om.conv_net((2, 8, 8), channels=3, act="relu", pool="max", classes=5, seed=11)
+    cal = om.random_input((2, 8, 8), 64, seed=12)
+    prog = compile_two_party(load_onnx(model), calibration=cal)
+    st = prog.steps[0]
+    assert st.kind == "maxpool_relu" and st.window == 9 and st.instances == 3 * 4 * 4
+    assert st.sources(2) is not None and len(np.unique(st.sources(2))) == 2 * 3 * 8 * 8
+    x = om.random_input((2, 8, 8), 3, seed=13)
+    out, _ = run_in_process(prog, x)
+    np.testing.assert_array_equal(out, _plain_fixed_point(model, x, cal))
+    # the plan pads with -inf (``MaxPool`` in the clear); its 20-bit fixed point is what
+    # separates it from onnxruntime (two logits of item 2 lie 0.007 apart there: no argmax test)
+    want = om.run_onnxruntime(model, x.astype(np.float32))
+    assert np.abs(out - want).max() / np.abs(want).max() < 0.05
+    # every slot the client decrypts before the pooling circuits: uniform
+    client, _, res = _first_layer(prog, x[0])
+    cts = client._load(res, prog.segments[0].output.n_cts, "test")
+    _assert_uniform(np.concatenate([client._dec.decrypt(c) for c in cts]).astype(np.float64), prog.plain_modulus)
 
 
 def test_the_flooding_bound_holds_the_measured_noise(compiled) -> None:

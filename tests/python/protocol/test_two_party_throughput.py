@@ -36,6 +36,8 @@ MODELS_UNDER_TEST = {
     "cryptonets": lambda: (MODELS / "cryptonets.onnx").read_bytes(),
     "relu_maxpool": lambda: om.relu_maxpool((1, 8, 8), channels=3, classes=10, seed=3),  # a max-pool circuit
     "relu_avgpool_conv": om.relu_avgpool_conv,
+    # 3×3 windows, stride 2, padding 1: overlapping and padded (one mask per element)
+    "relu_maxpool_overlapping": lambda: om.conv_net((1, 8, 8), channels=3, act="relu", pool="max", seed=5),
 }
 
 

@@ -18,9 +18,10 @@ A square activation is a step too: a truncation circuit, then GAZELLE's AHE squa
 ``b`` — the cross term as a second run of the next layer with the diagonals scaled by ``2b``,
 so no product adds noise to the input).
 
-Not supported yet (a clear error names them): a max-pool without a ReLU before or after it,
-overlapping or padded pooling windows, a square next to another function, client functions
-before the first layer.
+Max-pooling windows may overlap and be padded (a padded entry repeats a value of its window;
+inputs that read one value share its mask). Not supported yet (a clear error names them): a
+max-pool without a ReLU before or after it, a square next to another function, client
+functions before the first layer.
 """
 
 from __future__ import annotations
@@ -238,6 +239,18 @@ def _check_integral(t: Transform, name: str) -> None:
             raise CompileError(f"two-party protocol: layer {name!r}: the lowered {what} are not integers")  # pragma: no cover
 
 
+def _fill_padding(groups: np.ndarray, name: str) -> np.ndarray:
+    """Max-pooling windows without padding entries: a padded position (``-1``, ``-∞`` in
+    ONNX's max-pool) repeats its window's first value, which leaves the window's maximum
+    unchanged (``max(a, a, b) = max(a, b)``). Overlapping windows keep their shared entries:
+    the server draws one mask per value (``TwoPartyStep.sources``)."""
+    pad = groups < 0
+    if pad.all(axis=1).any():
+        raise CompileError(f"two-party protocol: layer {name!r}: a max-pooling window holds padding only")
+    first = groups[np.arange(len(groups)), np.argmax(~pad, axis=1)]
+    return np.where(pad, first[:, None], groups)
+
+
 def _step(fl: FixedPointLayer, n_in: int) -> TwoPartyStep:
     pools = [f for f in fl.step if f.kind == "sumpool"]
     kinds = [f.kind for f in fl.step if f.kind != "sumpool"]
@@ -252,13 +265,7 @@ def _step(fl: FixedPointLayer, n_in: int) -> TwoPartyStep:
         raise NotSupportedYetError(f"two-party protocol: layer {fl.name!r}: a pool after a max-pool is not supported yet")
     if sorted(kinds) == ["maxpool", "relu"]:
         groups = next(f for f in fl.step if f.kind == "maxpool").groups
-        groups = np.asarray(groups, dtype=np.int64)
-        used = groups[groups >= 0]
-        if (groups < 0).any() or len(np.unique(used)) != len(used):
-            raise NotSupportedYetError(
-                f"two-party protocol: layer {fl.name!r}: padded or overlapping pooling windows are not supported yet"
-            )
-        return TwoPartyStep("maxpool_relu", fl.shift, n_in, groups)
+        return TwoPartyStep("maxpool_relu", fl.shift, n_in, _fill_padding(np.asarray(groups, dtype=np.int64), fl.name))
     raise NotSupportedYetError(
         f"two-party protocol: the step after {fl.name!r} ({' → '.join(kinds) or 'none'}) has no garbled circuit yet "
         "(ReLU, or max-pooling next to a ReLU)"
