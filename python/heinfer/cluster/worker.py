@@ -16,19 +16,11 @@ from heinfer import _native
 from heinfer.program.format import load
 from heinfer.program.model import Program
 from heinfer.program.ops import Linear
-from heinfer.program.weights import LinearStep
 from heinfer.runtime.batch import run_batch_segment
 from heinfer.runtime.executor import Executor, native_params
 from heinfer.runtime.linear import PreparedLinear
 
-__all__ = ["ShardWorker", "row_slice"]
-
-
-def row_slice(step: LinearStep, start: int, stop: int) -> LinearStep:
-    """Rows ``start:stop`` of a batch-axis linear layer (same weight scale and digits, so
-    its outputs are exactly those rows of the whole layer's)."""
-    bias = None if step.bias is None else step.bias[start:stop]
-    return LinearStep(step.name, step.matrix.tocsr()[start:stop], bias, step.weight_scale, step.digits)
+__all__ = ["ShardWorker"]
 
 
 class ShardWorker:
@@ -115,7 +107,7 @@ class ShardWorker:
     def _slice(self, layer: int, start: int, stop: int) -> tuple:
         key = (layer, start, stop)
         if key not in self._slices:
-            step = row_slice(self.program.layers[layer], start, stop)
+            step = self.program.layers[layer].rows(start, stop)
             self._slices[key] = (step, PreparedLinear(step).build() if not self.baseline else None)
         return self._slices[key]
 

@@ -38,3 +38,9 @@ class LinearStep:
     def out_size(self) -> int:
         """Number of outputs."""
         return int(self.matrix.shape[0])
+
+    def rows(self, start: int, stop: int) -> LinearStep:
+        """Rows ``start:stop`` of the layer (same weight scale and digits, so its outputs are
+        exactly those rows of the whole layer's): a tile of the output, or a worker's share."""
+        bias = None if self.bias is None else self.bias[start:stop]
+        return LinearStep(self.name, self.matrix.tocsr()[start:stop], bias, self.weight_scale, self.digits)

@@ -15,6 +15,7 @@ from heinfer.program.model import Segment
 from heinfer.program.ops import DropTo, Linear, Relinearize, Rescale, Square
 from heinfer.program.weights import LinearStep
 from heinfer.runtime.linear import PreparedLinear
+from heinfer.runtime.tiles import TiledOutput, apply_elementwise, tile_rows
 
 __all__ = ["peak_ciphertext_bytes", "run_batch_segment"]
 
@@ -26,12 +27,16 @@ def run_batch_segment(
     built: dict[int, tuple],
     relin_key: _native.RelinKey | None,
     baseline: bool = False,
-) -> _native.CiphertextBatch:
+    tiles: tuple[int, list] | None = None,
+) -> _native.CiphertextBatch | TiledOutput:
     """Executes ``seg.ops`` on ``batch`` (consumed) and returns the segment's output batch.
 
     ``built[layer] = (native layer, bias)``: the weights quantized once per program.
     ``baseline`` runs linear layers with the naive kernel (a general plaintext product per
-    weight, a rescale after each: nGraph-HE2's starting point, for benchmarks)."""
+    weight, a rescale after each: nGraph-HE2's starting point, for benchmarks). ``tiles``
+    (:func:`~heinfer.runtime.tiles.plan_tiles`): the segment stops before the op it names
+    and returns a :class:`~heinfer.runtime.tiles.TiledOutput`, which computes that linear
+    layer and the ops after it tile by tile when serialized."""
     packing = seg.layout.packing
     ops = seg.ops
     skip_rescale = False
@@ -48,6 +53,8 @@ def run_batch_segment(
         if isinstance(op, Square) and not baseline and i < len(ops) and isinstance(ops[i], Linear) and batch.size == 2:
             fuse = True  # the next linear layer squares its inputs on the fly
             continue
+        if tiles is not None and i - 1 == tiles[0] and not baseline:
+            return TiledOutput(batch, tiles[1], packing, fuse, ops[i:], relin_key)
         if isinstance(op, Linear):
             step = layers[op.layer]
             if baseline:
@@ -58,17 +65,11 @@ def run_batch_segment(
             layer, bias = built[op.layer]
             batch = layer.apply(batch, bias, packing, fuse)
             fuse = False
-        elif isinstance(op, Square):
-            _native.batch_square(batch)
-        elif isinstance(op, Relinearize):
-            _native.batch_relinearize(batch, relin_key)
-        elif isinstance(op, Rescale):
-            if skip_rescale:
-                skip_rescale = False
-                continue
-            _native.batch_rescale(batch, op.primes)
-        elif isinstance(op, DropTo):
-            _native.batch_drop_to_level(batch, op.level)
+        elif isinstance(op, Rescale) and skip_rescale:
+            skip_rescale = False
+            continue
+        else:
+            apply_elementwise(op, batch, relin_key)
         skip_rescale = skip_rescale and isinstance(op, Linear)
     return batch
 
@@ -85,18 +86,22 @@ def _is_chain(layers: list, ops: list, i: int) -> bool:
     return layers[ops[i].layer].digits == 1 and layers[ops[i + 2].layer].digits == 1
 
 
-def peak_ciphertext_bytes(seg: Segment, layers: list, log_n: int) -> int:
+def peak_ciphertext_bytes(seg: Segment, layers: list, log_n: int, tiled: bool = True) -> int:
     """The most bytes of ciphertexts a batch-axis segment holds at once: over its linear
     layers, the input tensor plus the output tensor (one ciphertext per element, 2 or 3
-    polynomials of ``ℓ + 1`` residue vectors of ``N`` words each), and its input alone. The
-    batch layout keeps whole tensors in memory (no tiles yet), so this is what a query needs
+    polynomials of ``ℓ + 1`` residue vectors of ``N`` words each), and its input alone; a
+    last layer computed in tiles (:func:`~heinfer.runtime.tiles.tile_rows`; ``tiled=False``:
+    as if it were not) counts two tiles, not its whole output. This is what a query needs
     whatever its number of items."""
     n = 1 << log_n
     level, parts, count = seg.input_level, 2, seg.in_size
     peak = count * parts * (level + 1) * n * 8
-    for op in seg.ops:
+    found = tile_rows(seg, layers, log_n) if tiled else None
+    for i, op in enumerate(seg.ops):
         if isinstance(op, Linear):
             out = layers[op.layer].out_size
+            if found is not None and i == found[0]:
+                out = min(out, 2 * found[1])
             peak = max(peak, (count * parts + out * 2) * (level + 1) * n * 8)
             count, parts = out, 2
         elif isinstance(op, Square):

@@ -15,6 +15,7 @@ from heinfer.errors import NotSupportedYetError, ProtocolError
 from heinfer.program.model import Program
 from heinfer.runtime.batch import build_layers, peak_ciphertext_bytes, run_batch_segment
 from heinfer.runtime.slots import PreparedSlots, plaintext_bytes
+from heinfer.runtime.tiles import TiledOutput, plan_tiles
 
 __all__ = ["Executor", "available_memory", "bad_budget", "lazy_until_fits", "native_params", "plaintext_budget"]
 
@@ -93,9 +94,10 @@ class Executor:
     group by group during each query and dropped after use — until what is kept fits
     (``plaintext_bytes``, ``kept_plaintext_bytes``, ``lazy_segments`` say what happened).
 
-    Batch-axis segments hold whole tensors, one ciphertext per element
-    (:func:`~heinfer.runtime.batch.peak_ciphertext_bytes`); a program whose largest segment
-    needs more than ``ciphertext_memory`` (default: the memory available now) is refused
+    Batch-axis segments hold their input tensor whole, one ciphertext per element, and compute
+    a last layer whose output exceeds :data:`~heinfer.runtime.tiles.TILE_BYTES` in tiles
+    (``tiles``; :func:`~heinfer.runtime.batch.peak_ciphertext_bytes`); a program whose largest
+    segment needs more than ``ciphertext_memory`` (default: the memory available now) is refused
     with :class:`~heinfer.errors.NotSupportedYetError` here, before any query, instead of
     running the machine out of memory (``ciphertext_bytes`` records the need)."""
 
@@ -112,7 +114,7 @@ class Executor:
         avail = available_memory()
         if max_memory is None:
             max_memory = plaintext_budget()
-        self.ciphertext_bytes = _check_tensors(program, avail if ciphertext_memory is None else ciphertext_memory)
+        self.ciphertext_bytes = _check_tensors(program, avail if ciphertext_memory is None else ciphertext_memory, tiled=not baseline)
         # over budget: the largest segments encode lazily (per query, group by group) until the
         # plaintexts kept in memory fit
         lazy = lazy_until_fits(needs, max_memory)
@@ -123,6 +125,11 @@ class Executor:
         self.params = native_params(program.params)
         self.baseline = baseline
         self.built = build_layers(program.layers) if not baseline else {}
+        log_n = int(program.params["log_n"])
+        #: Segment → its last linear layer in tiles (:func:`~heinfer.runtime.tiles.plan_tiles`).
+        self.tiles = {} if baseline else {
+            k: t for k, seg in enumerate(program.segments) if seg.layout.kind == "batch" and (t := plan_tiles(seg, program.layers, log_n)) is not None
+        }
         self.slots = {
             k: PreparedSlots(self.params, seg, program.layers, lazy=k in lazy)
             for k, seg in enumerate(program.segments)
@@ -131,25 +138,30 @@ class Executor:
         self._ev = _native.Evaluator(self.params) if self.slots else None
         self.setup_seconds = time.perf_counter() - t0
 
-    def run(self, k: int, batch: _native.CiphertextBatch, relin: _native.RelinKey | None, galois: _native.GaloisKeys | None) -> _native.CiphertextBatch:
-        """Segment ``k`` on its input ciphertexts (consumed); returns its output ciphertexts."""
+    def run(self, k: int, batch: _native.CiphertextBatch, relin: _native.RelinKey | None, galois: _native.GaloisKeys | None) -> _native.CiphertextBatch | TiledOutput:
+        """Segment ``k`` on its input ciphertexts (consumed); returns its output ciphertexts, or
+        for a batch-axis segment whose output exceeds :data:`~heinfer.runtime.tiles.TILE_BYTES`
+        a :class:`~heinfer.runtime.tiles.TiledOutput` that computes them tile by tile as they
+        are serialized (``len()`` and ``to_bytes(start, stop)`` as a batch's)."""
         seg = self.program.segments[k]
         if seg.layout.kind == "batch":
-            return run_batch_segment(seg, batch, self.program.layers, self.built, relin, self.baseline)
+            return run_batch_segment(seg, batch, self.program.layers, self.built, relin, self.baseline, self.tiles.get(k))
         out = self.slots[k].run(self._ev, batch.to_list(consume=True), galois, relin)
         return _native.CiphertextBatch.from_list(out)
 
 
-def _check_tensors(program: Program, budget: int | None) -> int:
-    """The largest batch-axis segment's ciphertext bytes; refuses a program over ``budget``."""
+def _check_tensors(program: Program, budget: int | None, tiled: bool) -> int:
+    """The largest batch-axis segment's ciphertext bytes (last layers in tiles when
+    ``tiled``); refuses a program over ``budget``."""
     log_n = int(program.params["log_n"])
-    peaks = {k: peak_ciphertext_bytes(seg, program.layers, log_n) for k, seg in enumerate(program.segments) if seg.layout.kind == "batch"}
+    peaks = {k: peak_ciphertext_bytes(seg, program.layers, log_n, tiled) for k, seg in enumerate(program.segments) if seg.layout.kind == "batch"}
     if not peaks:
         return 0
     k = max(peaks, key=peaks.get)
     if budget is not None and peaks[k] > budget:
         raise NotSupportedYetError(
-            f"throughput mode holds whole tensors (one ciphertext per element, no tiles yet): segment {k} needs "
+            f"throughput mode holds a segment's input tensor whole (one ciphertext per element; only a last layer's output is "
+            f"computed in tiles): segment {k} needs "
             f"{peaks[k] / 1e9:.1f} GB of ciphertexts at once, {budget / 1e9:.1f} GB is available; compile with "
             f"mode='latency' or run on a machine with more memory"
         )
