@@ -40,7 +40,6 @@ from heinfer.features import META_KEY, FeatureExtractor
 from heinfer.program.model import Program, PublicProgram
 from heinfer.program.two_party import TwoPartyProgram
 from heinfer.protocol.client import Client
-from heinfer.protocol.messages import peek_kind
 from heinfer.protocol.server import Server
 from heinfer.protocol.two_party import run_in_process as run_two_party
 from heinfer.runtime.scales import set_exact_scales
@@ -222,7 +221,8 @@ def infer(
     program's). It must not raise. Two-party programs report ``"query"`` only.
 
     Items are split into queries of ``program.batch_capacity``; every message between the two
-    parties is serialized and validated, and counted in the report. The client gets only the
+    parties is serialized and validated (in chunks of at most :data:`MESSAGE_CHUNK_BYTES`),
+    and counted in the report. The client gets only the
     public part of ``program``. Values decrypted beyond their planned range are clamped and
     counted (``report["out_of_range"]``, with an :class:`OutOfRangeWarning`).
     """
@@ -236,6 +236,36 @@ def infer(
         result.report["features_s"] = ext.seconds
         return result
     return _infer(program, x, client, server, progress)
+
+
+#: Largest message of a query in :func:`infer`: a larger query, step or reply travels in
+#: chunks of at most this many bytes, so a step of a large model (MobileNetV2's 110,592
+#: ciphertexts) is serialized, decrypted and dropped chunk by chunk, never whole.
+MESSAGE_CHUNK_BYTES = 64 << 20
+
+
+class _Clock:
+    """Seconds spent in the client's calls (and in the iterators whose items it makes)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def call(self, f, *args):
+        t0 = time.perf_counter()
+        try:
+            return f(*args)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+    def each(self, items):
+        it = iter(items)
+        while True:
+            t0 = time.perf_counter()
+            item = next(it, None)
+            self.seconds += time.perf_counter() - t0
+            if item is None:
+                return
+            yield item
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:
@@ -267,36 +297,36 @@ def _infer(
     t_keys = time.perf_counter() - t0
     report_progress("keygen", 1, 1)
     session = server.open_session(keys)
-    up, down, rounds, client_s, out_of_range = len(keys), 0, 0, t_keys, 0
+    up, down, rounds, out_of_range = len(keys), 0, 0, 0
     server_s0 = server.seconds
     outputs = []
     cap = program.batch_capacity
     t_queries = time.perf_counter()
     segments = len(program.segments)
     report_progress("query", 0, len(x))
+    clock = _Clock()
     for start in range(0, len(x), cap):
-        t0 = time.perf_counter()
-        msg = client.query_message(session, x[start : start + cap])
-        client_s += time.perf_counter() - t0
-        up += len(msg)
         report_progress("segment", 0, segments)
-        reply = server.begin(msg)
-        down += len(reply)
+        sent = None
+        for m in clock.each(client.query_messages(session, x[start : start + cap], MESSAGE_CHUNK_BYTES)):
+            up += len(m)
+            sent = server.receive(m, MESSAGE_CHUNK_BYTES)
         done_segments = 1
-        while peek_kind(reply) == "step":
+        while sent.kind == "step":
             report_progress("segment", done_segments, segments)
             rounds += 1
-            t0 = time.perf_counter()
-            back = client.reply_message(reply)
-            client_s += time.perf_counter() - t0
-            up += len(back)
-            reply = server.resume(back)
-            down += len(reply)
+            replies = None
+            for m in sent:  # serialized by the server as they are asked for
+                down += len(m)
+                replies = clock.call(client.receive_step, m, MESSAGE_CHUNK_BYTES)
+            for m in clock.each(replies):
+                up += len(m)
+                sent = server.receive(m, MESSAGE_CHUNK_BYTES)
             done_segments += 1
-        t0 = time.perf_counter()
-        outputs.append(client.decode_result(reply))
+        (result,) = list(sent)
+        down += len(result)
+        outputs.append(clock.call(client.decode_result, result))
         out_of_range += client.last_out_of_range
-        client_s += time.perf_counter() - t0
         report_progress("segment", segments, segments)
         report_progress("query", min(start + cap, len(x)), len(x))
     t_end = time.perf_counter()
@@ -308,7 +338,7 @@ def _infer(
         "batch_capacity": cap,
         "total_s": t_end - t_start,
         "queries_s": t_end - t_queries,
-        "client_s": client_s,
+        "client_s": t_keys + clock.seconds,
         "server_s": server.seconds - server_s0,
         "keygen_s": t_keys,
         "rounds": rounds,
