@@ -28,7 +28,7 @@ import math
 import os
 import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -72,9 +72,10 @@ class _Query:
     next_step: int = 0
     server_query: str | None = None
     out_of_range: int = 0
-    #: The chunks of the step being received, and their decrypted rows.
+    #: The chunks of the step being received, and their decrypted rows (one array, filled
+    #: chunk by chunk).
     cursor: Cursor | None = None
-    rows: list = field(default_factory=list)
+    rows: np.ndarray | None = None
 
 
 class Client:
@@ -178,15 +179,22 @@ class Client:
                 raise ProtocolError(f"the server sent {what} (replayed, out of order or forged)")
             seg = p.segments[k]
             if q.cursor is None:
-                q.cursor, q.rows = Cursor(seg.n_output_cts, f"step {k}"), []
+                q.cursor, q.rows = Cursor(seg.n_output_cts, f"step {k}"), None
             start, stop = q.cursor.take(msg.chunk, msg.chunks)
-            q.rows.append(self._decrypt(q, seg, msg.ciphertexts, stop - start, "step"))
+            part = self._decrypt(q, seg, msg.ciphertexts, stop - start, "step")
+            if q.rows is None:  # every chunk's rows go straight to their place: no concatenation
+                q.rows = part if stop - start == seg.n_output_cts else np.empty((seg.n_output_cts, *part.shape[1:]), part.dtype)
+            if part is not q.rows:
+                q.rows[start:stop] = part
+            del part
             if not q.cursor.done:
                 return None
             q.next_step += 1
-            rows = q.rows[0] if len(q.rows) == 1 else np.concatenate(q.rows)
-            q.cursor, q.rows = None, []
-            out = p.steps[k].apply(self._values(q, seg, rows))
+            rows, q.cursor, q.rows = q.rows, None, None
+            values = self._values(q, seg, rows)
+            del rows  # the values may be a view of the rows; nothing else keeps them
+            out = p.steps[k].apply(values)
+            del values
             nxt = p.segments[k + 1]
             fields = {"query": msg.query, "step": k}
             return self._encrypted(q.key, nxt, input_rows(nxt, out, p.slots), "reply", fields, max_bytes, msg.ref)
@@ -262,11 +270,11 @@ class Client:
     def _values(q: _Query, seg: Segment, rows: np.ndarray) -> np.ndarray:
         """Decrypted rows → the segment's output values, values out of range clamped (counted,
         never raised)."""
-        vals = output_values(seg, rows, q.items)
+        vals = output_values(seg, rows, q.items)  # a view of the rows, or a new array: ours
         b = seg.output_bound
-        bad = vals.size - int(np.count_nonzero(np.abs(vals) <= b))  # NaN compares False: bad
+        bad = vals.size - int(np.count_nonzero((vals >= -b) & (vals <= b)))  # NaN compares False: bad
         q.out_of_range += bad
-        out = np.clip(vals, -b, b)  # ±inf → ±b; NaN stays NaN …
+        out = np.clip(vals, -b, b, out=vals)  # in place; ±inf → ±b; NaN stays NaN …
         if bad:
             out[np.isnan(out)] = 0.0  # … and becomes 0
         return out
