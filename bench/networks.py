@@ -96,6 +96,7 @@ def one(name: str, mode: str, n: int) -> dict:
     import onnxruntime as ort
 
     import heinfer
+    from heinfer.inference import run_query
 
     model, inputs = _model(name)
     cal = inputs(32, 11)
@@ -119,22 +120,10 @@ def one(name: str, mode: str, n: int) -> dict:
     items = [x[i : i + 1] for i in range(n)] if mode == "latency" else [x]
     for item in items:
         t = time.perf_counter()
-        sent = None
-        for m in client.query_messages(session, item, CHUNK):  # chunks: no 1 GiB message
-            up += len(m)
-            sent = server.receive(m, CHUNK)
-        while sent.kind == "step":
-            replies = None
-            for m in sent:
-                down += len(m)
-                replies = client.receive_step(m, CHUNK)
-            for r in replies:
-                up += len(r)
-                sent = server.receive(r, CHUNK)
-        (msg,) = list(sent)
-        down += len(msg)
-        got.append(client.decode_result(msg))
+        q = run_query(client, server, session, item, CHUNK)
         times.append(time.perf_counter() - t)
+        got.append(q.outputs)
+        up, down = up + q.bytes_up, down + q.bytes_down
     got = np.concatenate(got)
     if mode == "latency":  # the encoding again, into memory the first server frees
         # the same plan as the first server (its budget kept these plaintexts): the default

@@ -44,7 +44,7 @@ from heinfer.protocol.server import Server
 from heinfer.protocol.two_party import run_in_process as run_two_party
 from heinfer.runtime.scales import set_exact_scales
 
-__all__ = ["compile", "infer", "InferenceResult", "Client", "Server", "Options", "Program", "PublicProgram"]
+__all__ = ["compile", "infer", "InferenceResult", "Client", "Server", "Options", "Program", "PublicProgram", "QueryRun", "run_query"]
 
 
 def compile(  # noqa: A001 - the API name is the contract
@@ -268,6 +268,54 @@ class _Clock:
             yield item
 
 
+@dataclass
+class QueryRun:
+    """One query run by :func:`run_query`: the decoded outputs, the bytes each way (every
+    message), the client-aided rounds."""
+
+    outputs: np.ndarray
+    bytes_up: int
+    bytes_down: int
+    rounds: int
+
+
+def run_query(
+    client: Client,
+    server: Server,
+    session: str,
+    xs: np.ndarray,
+    chunk_bytes: int = MESSAGE_CHUNK_BYTES,
+    clock: _Clock | None = None,
+    on_segment: Callable[[int], None] | None = None,
+) -> QueryRun:
+    """One query of ``xs`` (at most ``batch_capacity`` items) on an open ``session``, both
+    parties in this process: every message serialized, in chunks of at most ``chunk_bytes``
+    (the server serializes a step's chunks as they are asked for, the client encrypts a
+    reply's as they are). ``clock`` accumulates the client's seconds; ``on_segment(done)`` is
+    called before each of the server's segments."""
+    clock = clock or _Clock()
+    notify = on_segment or (lambda done: None)
+    up = down = rounds = 0
+    notify(0)
+    sent = None
+    for m in clock.each(client.query_messages(session, xs, chunk_bytes)):
+        up += len(m)
+        sent = server.receive(m, chunk_bytes)
+    while sent.kind == "step":
+        rounds += 1
+        notify(rounds)
+        replies = None
+        for m in sent:
+            down += len(m)
+            replies = clock.call(client.receive_step, m, chunk_bytes)
+        for m in clock.each(replies):
+            up += len(m)
+            sent = server.receive(m, chunk_bytes)
+    (result,) = list(sent)
+    down += len(result)
+    return QueryRun(clock.call(client.decode_result, result), up, down, rounds)
+
+
 def _no_progress(stage: str, done: int, total: int) -> None:
     """The default ``progress`` callback: nothing."""
 
@@ -305,27 +353,14 @@ def _infer(
     segments = len(program.segments)
     report_progress("query", 0, len(x))
     clock = _Clock()
+
+    def on_segment(done: int) -> None:
+        report_progress("segment", done, segments)
+
     for start in range(0, len(x), cap):
-        report_progress("segment", 0, segments)
-        sent = None
-        for m in clock.each(client.query_messages(session, x[start : start + cap], MESSAGE_CHUNK_BYTES)):
-            up += len(m)
-            sent = server.receive(m, MESSAGE_CHUNK_BYTES)
-        done_segments = 1
-        while sent.kind == "step":
-            report_progress("segment", done_segments, segments)
-            rounds += 1
-            replies = None
-            for m in sent:  # serialized by the server as they are asked for
-                down += len(m)
-                replies = clock.call(client.receive_step, m, MESSAGE_CHUNK_BYTES)
-            for m in clock.each(replies):
-                up += len(m)
-                sent = server.receive(m, MESSAGE_CHUNK_BYTES)
-            done_segments += 1
-        (result,) = list(sent)
-        down += len(result)
-        outputs.append(clock.call(client.decode_result, result))
+        q = run_query(client, server, session, x[start : start + cap], clock=clock, on_segment=on_segment)
+        outputs.append(q.outputs)
+        up, down, rounds = up + q.bytes_up, down + q.bytes_down, rounds + q.rounds
         out_of_range += client.last_out_of_range
         report_progress("segment", segments, segments)
         report_progress("query", min(start + cap, len(x)), len(x))
