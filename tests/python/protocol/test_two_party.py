@@ -298,3 +298,38 @@ def test_the_server_sees_choice_bits_that_do_not_depend_on_the_input(compiled) -
         fractions.append(bits.mean())
     # ~16,900 choice bits each: a coin's fraction of ones is within 0.5 ± 0.02 (over 5σ)
     assert all(abs(f - 0.5) < 0.02 for f in fractions), fractions
+
+
+def test_shared_pool_inputs_give_the_server_independent_choice_bits() -> None:
+    """Playing the server of a max-pool whose windows share elements (3×3, stride 2, pad 1):
+    the circuit inputs that read one element carry the client's one share of it, but each
+    travels by its own oblivious transfer, so the choice bits the server sees are balanced
+    coins for a blank and a random input alike, and two inputs of one element agree on a
+    choice bit half the time — not always, as a share sent twice in the clear would."""
+    model = om.conv_net((2, 8, 8), channels=3, act="relu", pool="max", classes=5, seed=11)
+    prog = compile_two_party(load_onnx(model), calibration=om.random_input((2, 8, 8), 64, seed=12))
+    st = prog.steps[0]
+    entries = st.groups.reshape(-1)
+    bits_per = int(np.ceil(np.log2(prog.plain_modulus)))
+    for x in (np.zeros((2, 8, 8)), om.random_input((2, 8, 8), 1, seed=14)[0]):
+        client = TwoPartyInferenceClient(prog.public())
+        server = TwoPartyInferenceServer(prog, client.keys_message())
+        client.finish_setup(server.setup_reply)
+        client.offline_finish(server.offline(client.offline_request()))
+        choices = client.choose(0, server.layer(0, client.query(x)))
+        # packed least significant bit first (the OT wire format), after a header
+        assert 0 < len(choices) - len(entries) * bits_per // 8 < 64  # one bit per circuit input bit
+        bits = np.unpackbits(np.frombuffer(choices, dtype=np.uint8), bitorder="little")[-len(entries) * bits_per :]
+        n = bits.size
+        assert abs(bits.mean() - 0.5) < 5 * 0.5 / np.sqrt(n), bits.mean()
+        # pairs of circuit inputs that read the same element: their choice bits, bit by bit
+        per_input = bits.reshape(len(entries), bits_per)
+        first = {}
+        same = []
+        for i, e in enumerate(entries):
+            if e in first:
+                same.append(per_input[i] == per_input[first[e]])
+            else:
+                first[e] = i
+        agree = np.concatenate(same)
+        assert abs(agree.mean() - 0.5) < 5 * 0.5 / np.sqrt(agree.size), agree.mean()
