@@ -194,13 +194,16 @@ impl CiphertextBatch {
     /// One message: ciphertexts `[start, stop)` of the batch (all of it by default) in the
     /// validated wire format (see `heinfer_ckks::serialize::ciphertext_batch_to_bytes`); a
     /// chunk of a batch is serialized without copying the batch. `IndexError` unless
-    /// `start < stop <= len`.
-    #[pyo3(signature = (start = 0, stop = None))]
+    /// `start < stop <= len`. `drop_bits` (one count per polynomial, from
+    /// `Params.rounding_drop_bits`): the ciphertexts are only going to be decrypted and travel
+    /// rounded, polynomial `i` without `drop_bits[i]` low bits of each coefficient.
+    #[pyo3(signature = (start = 0, stop = None, drop_bits = None))]
     fn to_bytes<'py>(
         &self,
         py: Python<'py>,
         start: usize,
         stop: Option<usize>,
+        drop_bits: Option<Vec<u32>>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let stop = stop.unwrap_or(self.cts.len());
         if start >= stop || stop > self.cts.len() {
@@ -210,25 +213,31 @@ impl CiphertextBatch {
             )));
         }
         let cts = &self.cts[start..stop];
-        let out = run(py, "CiphertextBatch.to_bytes", || {
-            serialize::ciphertext_batch_to_bytes(&self.params, cts)
+        let out = run(py, "CiphertextBatch.to_bytes", || match &drop_bits {
+            Some(d) => serialize::ciphertext_batch_to_bytes_rounded(&self.params, cts, d),
+            None => serialize::ciphertext_batch_to_bytes(&self.params, cts),
         })?;
         Ok(PyBytes::new(py, &out))
     }
     /// Decodes and validates a batch: header, count ≤ `max_count` and against the bytes
     /// present, total ≤ `max_bytes`, every ciphertext (parameters, residues below moduli) and
     /// that all share level, size, scale. `data`: `bytes`, or a read-only contiguous 1-D
-    /// `uint8` array (read without a copy).
+    /// `uint8` array (read without a copy). Rounded ciphertexts are refused unless
+    /// `max_drop_bits` allows them: polynomial `i` may then drop at most `max_drop_bits[i]`
+    /// low bits.
     #[staticmethod]
+    #[pyo3(signature = (params, data, max_bytes, max_count, max_drop_bits = None))]
     fn from_bytes(
         py: Python<'_>,
         params: &Params,
         data: &Bound<'_, PyAny>,
         max_bytes: usize,
         max_count: usize,
+        max_drop_bits: Option<Vec<u32>>,
     ) -> PyResult<Self> {
+        let allow = max_drop_bits.unwrap_or_default();
         let cts = read_batch(py, "CiphertextBatch.from_bytes", data, max_bytes, |b, m| {
-            serialize::ciphertext_batch_from_bytes(&params.inner, b, m, max_count)
+            serialize::ciphertext_batch_from_bytes_rounded(&params.inner, b, m, max_count, &allow)
         })?;
         Ok(Self::wrap(cts, &params.inner))
     }

@@ -88,6 +88,32 @@ impl Params {
             serialize::ciphertext_wire_bytes(&self.inner, level, size).map_err(to_py)
         })
     }
+    /// Exact length of `CiphertextBatch.to_bytes(drop_bits=drop)` per ciphertext (without the
+    /// batch's 4-byte length prefix): the rounded form is smaller (see `rounding_drop_bits`).
+    #[pyo3(signature = (level, size, drop))]
+    fn rounded_ciphertext_wire_bytes(
+        &self,
+        level: usize,
+        size: usize,
+        drop: Vec<u32>,
+    ) -> PyResult<usize> {
+        guard("Params.rounded_ciphertext_wire_bytes", || {
+            serialize::rounded_ciphertext_wire_bytes(&self.inner, level, size, &drop).map_err(to_py)
+        })
+    }
+    /// Low bits each of the `size` polynomials of a ciphertext at `level` may drop when it is
+    /// serialized rounded (`CiphertextBatch.to_bytes(drop_bits=…)`), so that the error added to
+    /// each decrypted coefficient has a standard deviation of at most `max_std` (coefficient
+    /// units: a value's error is about `max_std·√N / scale` in slots, `max_std / scale` in
+    /// coefficients). Rounding drops `j` bits of each coefficient of part `i`, adding
+    /// `δ_i·s^i` with `|δ_i| ≤ 2^{j−1}`; with the ternary secret the variance per coefficient
+    /// is `(4^{j_0} + (2N/3)·4^{j_1} + (4N²/9)·4^{j_2})/12`, split equally between the parts.
+    /// All zeros when `Q` at `level` exceeds 126 bits.
+    fn rounding_drop_bits(&self, level: usize, size: usize, max_std: f64) -> PyResult<Vec<u32>> {
+        guard("Params.rounding_drop_bits", || {
+            serialize::rounding_drop_bits(&self.inner, level, size, max_std).map_err(to_py)
+        })
+    }
     /// Exact length of `CiphertextBatch.to_bytes()` for `count` (≥ 1) ciphertexts of `size`
     /// polynomials at `level`, none seed-compressed (an upper bound otherwise).
     fn batch_wire_bytes(&self, count: usize, level: usize, size: usize) -> PyResult<usize> {

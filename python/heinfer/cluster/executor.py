@@ -128,12 +128,15 @@ class RayExecutor:
         count: int,
         relin: _native.RelinKey | None,
         galois: _native.GaloisKeys | None,
+        drop_bits: list[int] | None = None,
     ) -> JoinedBatch:
         """:meth:`run` on the input as serialized batches ``parts`` (in order, ``count``
         ciphertexts in all), joined at the byte level and shipped as they are: the workers
         decode them, with full validation. :class:`heinfer.Server` calls this with the chunks
         it received, having validated them without decoding them
-        (``CiphertextBatch.check_bytes``): the front end never builds the ciphertexts."""
+        (``CiphertextBatch.check_bytes``): the front end never builds the ciphertexts.
+        ``drop_bits``: the workers serialize the output rounded (``CiphertextBatch.to_bytes``),
+        as the server sends it to the client."""
         if self._closed:
             raise ClusterError("this Ray executor was closed")
         if (held := sum(batch_count(p) for p in parts)) != count:
@@ -144,11 +147,11 @@ class RayExecutor:
         key_id = self._key_id(relin, galois)
         shards = self.plan.segments[k]
         if shards.how == "rows":
-            outs = self._run_shards(k, data, count, key_id, list(shards.groups))
+            outs = self._run_shards(k, data, count, key_id, list(shards.groups), drop_bits)
             rows = self.program.layers[single_linear(self.program, k)].out_size
-            return join_batches(self.params, outs, rows)
-        (part,) = self._run_shards(k, data, count, key_id, [None])
-        return join_batches(self.params, [part], batch_count(part))
+            return join_batches(self.params, outs, rows, drop_bits)
+        (part,) = self._run_shards(k, data, count, key_id, [None], drop_bits)
+        return join_batches(self.params, [part], batch_count(part), drop_bits)
 
     def forget_keys(self, relin: _native.RelinKey | None, galois: _native.GaloisKeys | None) -> None:
         """Drops a session's keys from every actor (called when the session closes)."""
@@ -249,7 +252,7 @@ class RayExecutor:
                     self._keys[key_id] = (relin, galois, self._ray.put((rb, gb)))
         return key_id
 
-    def _submit(self, i: int, k: int, data: Any, count: int, key_id: str | None, rows: tuple | None) -> tuple[Any, Any]:
+    def _submit(self, i: int, k: int, data: Any, count: int, key_id: str | None, rows: tuple | None, drop: list[int] | None) -> tuple[Any, Any]:
         """Submits one shard to actor ``i`` (its keys first, once); returns (actor, ref)."""
         with self._lock:
             actor = self._actors[i]
@@ -260,7 +263,7 @@ class RayExecutor:
                 actor.put_keys.remote(key_id, kb[2])
                 self._has_keys[i].add(key_id)
             self._inflight[i] += 1
-        return actor, actor.run.remote(k, data, count, key_id, rows)
+        return actor, actor.run.remote(k, data, count, key_id, rows, drop)
 
     def _pick(self, n: int) -> list[int]:
         """``n`` actor indices: the least busy first (queries), all of them in order (rows)."""
@@ -268,12 +271,12 @@ class RayExecutor:
             order = sorted(range(len(self._actors)), key=lambda i: self._inflight[i])
         return order[:n] if n == 1 else [j % len(self._actors) for j in range(n)]
 
-    def _run_shards(self, k: int, data: Any, count: int, key_id: str | None, shards: list) -> list[bytes]:
+    def _run_shards(self, k: int, data: Any, count: int, key_id: str | None, shards: list, drop: list[int] | None) -> list[bytes]:
         """Runs every shard (a row group, or ``None`` for the whole segment) to completion,
         replacing dead actors and re-running their shards; answers in shard order."""
         deadline = time.monotonic() + self.timeout_s
         slots = self._pick(len(shards))
-        pending = {j: (slots[j], *self._submit(slots[j], k, data, count, key_id, shards[j])) for j in range(len(shards))}
+        pending = {j: (slots[j], *self._submit(slots[j], k, data, count, key_id, shards[j], drop)) for j in range(len(shards))}
         out: list[bytes | None] = [None] * len(shards)
         tries = [0] * len(shards)
         ray = self._ray
@@ -307,7 +310,7 @@ class RayExecutor:
                     ) from None
                 with self._lock:
                     self.reruns += 1
-                pending[j] = (i, *self._submit(i, k, data, count, key_id, shards[j]))
+                pending[j] = (i, *self._submit(i, k, data, count, key_id, shards[j], drop))
                 continue
             except ray.exceptions.RayTaskError as e:
                 self._settle(i)

@@ -38,16 +38,21 @@ class JoinedBatch:
     :class:`~heinfer._native.CiphertextBatch` (``len``, ``level``, ``to_list``…) decodes
     them once, fully validated."""
 
-    def __init__(self, params: _native.Params, data: bytes, count: int) -> None:
+    def __init__(self, params: _native.Params, data: bytes, count: int, drop_bits: list[int] | None = None) -> None:
         self._params = params
         self._data = data
         self._count = count
+        self._drop = _dropped(drop_bits)
         self._batch: _native.CiphertextBatch | None = None
 
-    def to_bytes(self, start: int = 0, stop: int | None = None) -> bytes:
+    def to_bytes(self, start: int = 0, stop: int | None = None, drop_bits: list[int] | None = None) -> bytes:
         """The serialized ciphertexts ``[start, stop)`` (all by default): the workers' bytes
         as they are, or a batch of that range cut from them at the byte level (each
-        ciphertext's length read from its prefix, bounds checked)."""
+        ciphertext's length read from its prefix, bounds checked). ``drop_bits`` must be the
+        rounding the workers applied (given to :func:`join_batches`); another one decodes
+        the ciphertexts and serializes them again."""
+        if _dropped(drop_bits) != self._drop:
+            return self.decoded().to_bytes(start, self._count if stop is None else stop, drop_bits=drop_bits)
         stop = self._count if stop is None else stop
         if not 0 <= start < stop <= self._count:
             raise IndexError(f"ciphertexts [{start}, {stop}) of a batch of {self._count}")
@@ -71,7 +76,7 @@ class JoinedBatch:
     def decoded(self) -> _native.CiphertextBatch:
         """The ciphertexts, decoded and validated (once)."""
         if self._batch is None:
-            self._batch = _native.CiphertextBatch.from_bytes(self._params, self._data, len(self._data), self._count)
+            self._batch = _native.CiphertextBatch.from_bytes(self._params, self._data, len(self._data), self._count, list(self._drop) or None)
             if len(self._batch) != self._count:
                 raise ClusterError(f"the workers' answer decodes to {len(self._batch)} ciphertexts, not {self._count}")
         return self._batch
@@ -83,10 +88,16 @@ class JoinedBatch:
         return self.decoded()[i]
 
 
-def join_batches(params: _native.Params, parts: list[bytes], expected: int) -> JoinedBatch:
+def _dropped(drop_bits: list[int] | None) -> tuple[int, ...]:
+    """Rounding as a tuple, ``()`` for none (all zeros is none)."""
+    return tuple(drop_bits) if drop_bits and any(drop_bits) else ()
+
+
+def join_batches(params: _native.Params, parts: list[bytes], expected: int, drop_bits: list[int] | None = None) -> JoinedBatch:
     """The batches ``parts`` (in order) as one batch of exactly ``expected`` ciphertexts
-    (headers checked, counts summed; decoded on demand, see :class:`JoinedBatch`);
-    :class:`ClusterError` when a part or the total count is wrong."""
+    (headers checked, counts summed; decoded on demand, see :class:`JoinedBatch`), rounded by
+    the workers with ``drop_bits``; :class:`ClusterError` when a part or the total count is
+    wrong."""
     counts = [batch_count(p) for p in parts]
     if sum(counts) != expected:
         raise ClusterError(f"the workers answered {sum(counts)} ciphertexts, the segment has {expected} outputs")
@@ -95,4 +106,4 @@ def join_batches(params: _native.Params, parts: list[bytes], expected: int) -> J
     else:
         version = _HEAD.unpack_from(parts[0])[1]
         data = b"".join([_HEAD.pack(_MAGIC, version, expected)] + [memoryview(p)[_HEAD.size :] for p in parts])
-    return JoinedBatch(params, data, expected)
+    return JoinedBatch(params, data, expected, drop_bits)

@@ -73,11 +73,11 @@ class ShardWorker:
         encoding; the transfers are Ray's) and ``cpu_s`` the CPU time of the worker process in them."""
         return {"shards": self._shards, "busy_s": self._busy, "cpu_s": self._cpu}
 
-    def run(self, k: int, data, count: int, key_id: str | None, rows: tuple | None = None) -> bytes:
+    def run(self, k: int, data, count: int, key_id: str | None, rows: tuple | None = None, drop_bits: list[int] | None = None) -> bytes:
         """Segment ``k`` on ``count`` serialized ciphertexts (``bytes``, or the read-only
         ``uint8`` array Ray hands over from its object store without a copy); with
         ``rows = (start, stop)`` only that output-row group of the segment's linear layer.
-        Returns the output bytes."""
+        Returns the output bytes (rounded with ``drop_bits``, see ``CiphertextBatch.to_bytes``)."""
         t0, c0 = time.perf_counter(), time.process_time()
         relin, galois = self._keys_of(key_id)
         batch = _native.CiphertextBatch.from_bytes(self.params, data, len(data), count)
@@ -91,7 +91,7 @@ class ShardWorker:
             built = dict(self.executor.built)
             built[layer] = self._slice(layer, *rows)[1]
             out = run_batch_segment(seg, batch, layers, built, relin, self.baseline)
-        data = out.to_bytes()
+        data = out.to_bytes(drop_bits=drop_bits)
         self._busy += time.perf_counter() - t0
         self._cpu += time.process_time() - c0
         self._shards += 1

@@ -35,6 +35,7 @@ import numpy as np
 from heinfer import _native
 from heinfer.errors import ProtocolError, RangeError
 from heinfer.program.model import PublicProgram, Segment
+from heinfer.program.rounding import output_drop_bits
 from heinfer.protocol.chunks import Cursor, bounds, chunks_for
 from heinfer.protocol.layouts import decrypt_rows, encrypt_rows, input_rows, output_values
 from heinfer.protocol.limits import message_limits
@@ -90,6 +91,8 @@ class Client:
         self.program_id = self.program.id
         self.params = native_params(self.program.params)
         self.limits = message_limits(self.program)
+        #: The most low bits each segment's output may drop on the wire (the server's rounding).
+        self._drop = [output_drop_bits(self.params, self.program, k) for k in range(len(self.program.segments))]
         self._session_key: _Key | None = None
         self._queries: dict[str, _Query] = {}
         #: Values of the last decoded result (and its steps) that were out of range and clamped.
@@ -252,7 +255,8 @@ class Client:
         """Checks ``count`` ciphertexts of a segment's output against the plan (count, level,
         size, scale: never the message's word) and decrypts them to rows."""
         parts = seg.output_parts
-        batch = _native.CiphertextBatch.from_bytes(self.params, payload, self.limits[kind], count)
+        drop = self._drop[next(i for i, s in enumerate(self.program.segments) if s is seg)]
+        batch = _native.CiphertextBatch.from_bytes(self.params, payload, self.limits[kind], count, drop)
         if len(batch) != count or batch.level != seg.output_level or batch.size != parts or not math.isclose(batch.scale, seg.output_scale, rel_tol=SCALE_TOLERANCE):
             raise ProtocolError(
                 f"expected {count} ciphertexts of size {parts} at level {seg.output_level} and scale 2^{math.log2(seg.output_scale):.2f}, "

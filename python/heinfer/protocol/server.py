@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from heinfer import _native
 from heinfer.errors import ProtocolError
 from heinfer.program.model import Program
+from heinfer.program.rounding import output_drop_bits
 from heinfer.protocol.chunks import Cursor, chunks_for
 from heinfer.protocol.limits import message_limits
 from heinfer.protocol.messages import decode, encode, pb
@@ -124,7 +125,7 @@ class Server(QueryTable):
     compiled with ``lazy=False``). ``executor``: runs the segments instead of an in-process
     :class:`~heinfer.runtime.executor.Executor` (a :class:`heinfer.cluster.RayExecutor`; its
     ``forget_keys(relin, galois)``, if any, is called when a session closes; with
-    ``run_serialized(k, parts, count, relin, galois)`` it gets each input as the bytes that
+    ``run_serialized(k, parts, count, relin, galois, drop_bits)`` it gets each input as the bytes that
     arrived, validated here in full but not decoded, which the executor's workers decode).
     ``max_memory``:
     bytes of encoded plaintexts the in-process executor keeps (default:
@@ -150,6 +151,8 @@ class Server(QueryTable):
         self.program_id = program.id
         self.params = native_params(program.params)
         self.limits = message_limits(program.public())
+        #: Low bits each segment's output drops on the wire (the client only decrypts it).
+        self._drop = [output_drop_bits(self.params, program, k) for k in range(len(program.segments))]
         if max_message_bytes is not None:
             self.limits = {k: min(v, max_message_bytes) for k, v in self.limits.items()}
         # ``executor``: anything with Executor's ``run`` (heinfer.cluster.RayExecutor).
@@ -343,7 +346,7 @@ class Server(QueryTable):
             if session is None:
                 raise ProtocolError("the session of this query was closed")
             if self._forwards:
-                out = self.executor.run_serialized(k, batches, self.program.segments[k].n_input_cts, session.relin, session.galois)
+                out = self.executor.run_serialized(k, batches, self.program.segments[k].n_input_cts, session.relin, session.galois, self._drop[k])
             else:
                 batch = batches[0] if len(batches) == 1 else _native.CiphertextBatch.concat(batches, consume=True)
                 del batches
@@ -356,18 +359,20 @@ class Server(QueryTable):
             self._count(t0)
         if k == len(self.program.steps):
             self.cancel(qid)
-            return Outgoing("result", qid, 1, self._messages(out, "result", {"query": qid, "ref": state.ref}, 1))
+            return Outgoing("result", qid, 1, self._messages(out, "result", {"query": qid, "ref": state.ref}, 1, self._drop[k]))
         state.waiting = True
         seg = self.program.segments[k]  # the output's level and size are the plan's
-        chunks = chunks_for(len(out), self.params.ciphertext_wire_bytes(seg.output_level, seg.output_parts), state.max_bytes)
-        return Outgoing("step", qid, chunks, self._messages(out, "step", {"query": qid, "ref": state.ref, "step": k}, chunks))
+        one = self.params.rounded_ciphertext_wire_bytes(seg.output_level, seg.output_parts, self._drop[k])
+        chunks = chunks_for(len(out), one, state.max_bytes)
+        return Outgoing("step", qid, chunks, self._messages(out, "step", {"query": qid, "ref": state.ref, "step": k}, chunks, self._drop[k]))
 
-    def _messages(self, out: _native.CiphertextBatch, kind: str, fields: dict, chunks: int) -> Iterator[bytes]:
-        """``out`` serialized as ``chunks`` messages of ``kind``, each when it is asked for."""
+    def _messages(self, out: _native.CiphertextBatch, kind: str, fields: dict, chunks: int, drop: list[int]) -> Iterator[bytes]:
+        """``out`` serialized as ``chunks`` messages of ``kind``, each when it is asked for,
+        rounded (``drop``: low bits per polynomial, :mod:`heinfer.program.rounding`)."""
         n = len(out)
         for i in range(chunks):
             t0 = time.perf_counter()
-            payload = out.to_bytes(i * n // chunks, (i + 1) * n // chunks)
+            payload = out.to_bytes(i * n // chunks, (i + 1) * n // chunks, drop_bits=drop)
             chunk = {} if kind == "result" else {"chunk": i, "chunks": chunks}
             message = encode(kind, **fields, ciphertexts=payload, **chunk)
             self._count(t0)

@@ -12,6 +12,7 @@ from compiler import onnx_models as om
 from heinfer import _native
 from heinfer.protocol.messages import decode
 from protocol.forge import reencode as _forge
+from protocol.forge import ANY_ROUNDING
 
 SHAPE = dm.DAG_MODELS["residual-block"][1]
 
@@ -32,7 +33,7 @@ def step(program):
 
 
 def _batch(params, message: bytes) -> _native.CiphertextBatch:
-    return _native.CiphertextBatch.from_bytes(params, decode(message)[1].ciphertexts, 1 << 30, 1 << 20)
+    return _native.CiphertextBatch.from_bytes(params, decode(message)[1].ciphertexts, 1 << 30, 1 << 20, ANY_ROUNDING)
 
 
 def test_the_step_carries_the_branch_and_the_skip(program, step) -> None:

@@ -34,7 +34,7 @@ class Forwarding:
     def run(self, *args):
         raise AssertionError("the server decoded an input it should have forwarded")
 
-    def run_serialized(self, k: int, parts: list[bytes], count: int, relin, galois):
+    def run_serialized(self, k: int, parts: list[bytes], count: int, relin, galois, drop_bits=None):
         self.calls += 1
         params = self.inner.params
         batch = _native.CiphertextBatch.concat([_native.CiphertextBatch.from_bytes(params, p, len(p), count) for p in parts], consume=True)

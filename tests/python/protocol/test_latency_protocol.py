@@ -27,6 +27,7 @@ from heinfer.protocol.messages import decode, encode
 from protocol.forge import fields as _fields
 from protocol.forge import payload as _payload
 from protocol.forge import reencode as _reencode
+from protocol.forge import ANY_ROUNDING
 
 BAD = (heinfer.ProtocolError, heinfer.SerializationError)
 
@@ -506,7 +507,7 @@ def test_client_refuses_messages_for_a_query_it_never_sent(relu: Kit, kind: str)
 def test_client_refuses_a_result_with_the_wrong_ciphertext_count(relu: Kit, count: int) -> None:
     _, step = _step(relu)
     result = relu.server.resume(relu.client.reply_message(step))
-    batch = _native.CiphertextBatch.from_bytes(relu.params, _payload(result), 1 << 30, 1 << 10)
+    batch = _native.CiphertextBatch.from_bytes(relu.params, _payload(result), 1 << 30, 1 << 10, ANY_ROUNDING)
     want = relu.prog.segments[-1].n_output_cts
     bad = batch.take([0] * (want + 1)).to_bytes() if count else b""
     with pytest.raises(BAD):

@@ -16,6 +16,7 @@ import heinfer
 from heinfer import _native
 from heinfer.protocol.messages import decode, encode
 from protocol.forge import reencode as _forge
+from protocol.forge import ANY_ROUNDING
 
 DIGITS = np.load("models/digits_test.npz")["x"]
 
@@ -25,7 +26,7 @@ def _first_step(client, server, session, n: int = 4) -> bytes:
 
 
 def _batch(params, message: bytes) -> _native.CiphertextBatch:
-    return _native.CiphertextBatch.from_bytes(params, decode(message)[1].ciphertexts, 1 << 30, 1 << 20)
+    return _native.CiphertextBatch.from_bytes(params, decode(message)[1].ciphertexts, 1 << 30, 1 << 20, ANY_ROUNDING)
 
 
 def test_replayed_step_is_refused(parties) -> None:

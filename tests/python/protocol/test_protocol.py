@@ -31,6 +31,7 @@ from protocol.forge import payload as _payload
 from protocol.forge import reencode as _reencode
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from protocol.forge import ANY_ROUNDING
 
 BAD = (heinfer.ProtocolError, heinfer.SerializationError)
 
@@ -97,7 +98,7 @@ def _assert_good_query(
 
 
 def _batch(client: Client, payload: bytes) -> _native.CiphertextBatch:
-    return _native.CiphertextBatch.from_bytes(client.params, payload, 1 << 30, 1 << 16)
+    return _native.CiphertextBatch.from_bytes(client.params, payload, 1 << 30, 1 << 16, ANY_ROUNDING)
 
 
 def test_the_programs_have_the_shapes_the_tests_need() -> None:

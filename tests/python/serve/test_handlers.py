@@ -86,8 +86,8 @@ def service(mlp, start, raw):
 
 def _step(r, client: Client, session: str):
     """Sends a query and returns (call, the client's whole reply to the step, gate, tail):
-    requests in ``tail`` follow once ``gate`` is set. The step arrives in chunks of one part
-    each; the client decrypts each and answers with one message."""
+    requests in ``tail`` follow once ``gate`` is set. The step arrives in chunks (in parts,
+    or whole when one fits a part); the client decrypts each and answers with one message."""
     gate = threading.Event()
     tail: list[pb.InferRequest] = []
 

@@ -12,8 +12,8 @@
 use super::pack::packed_len;
 use super::wire::poly_wire_bytes;
 use super::{
-    ciphertext_check, ciphertext_from_bytes, ciphertext_to_bytes, CiphertextShape, HEADER_BYTES,
-    SEED_BYTES,
+    ciphertext_check, ciphertext_from_bytes_rounded, ciphertext_to_bytes,
+    ciphertext_to_bytes_rounded, CiphertextShape, HEADER_BYTES, SEED_BYTES,
 };
 use crate::ciphertext::Ciphertext;
 use crate::error::{CkksError, Result};
@@ -98,6 +98,24 @@ pub fn ciphertext_batch_wire_bytes(
 /// Serializes ciphertexts (in parallel) as one batch message. Fails for an empty batch and
 /// for ciphertexts of other parameters.
 pub fn ciphertext_batch_to_bytes(params: &CkksParams, cts: &[Ciphertext]) -> Result<Vec<u8>> {
+    batch_to_bytes(cts, |c| ciphertext_to_bytes(params, c))
+}
+
+/// [`ciphertext_batch_to_bytes`] with every ciphertext rounded
+/// ([`super::ciphertext_to_bytes_rounded`]: polynomial `i` drops `drop[i]` low bits), for
+/// ciphertexts that are only going to be decrypted.
+pub fn ciphertext_batch_to_bytes_rounded(
+    params: &CkksParams,
+    cts: &[Ciphertext],
+    drop: &[u32],
+) -> Result<Vec<u8>> {
+    batch_to_bytes(cts, |c| ciphertext_to_bytes_rounded(params, c, drop))
+}
+
+fn batch_to_bytes(
+    cts: &[Ciphertext],
+    one: impl Fn(&Ciphertext) -> Result<Vec<u8>> + Sync + Send,
+) -> Result<Vec<u8>> {
     if cts.is_empty() {
         return Err(CkksError::InvalidOperand {
             op: "serialize a ciphertext batch",
@@ -108,10 +126,7 @@ pub fn ciphertext_batch_to_bytes(params: &CkksParams, cts: &[Ciphertext]) -> Res
         op: "serialize a ciphertext batch",
         reason: format!("{} ciphertexts exceed the format's u32 count", cts.len()),
     })?;
-    let parts: Vec<Vec<u8>> = cts
-        .par_iter()
-        .map(|c| ciphertext_to_bytes(params, c))
-        .collect::<Result<_>>()?;
+    let parts: Vec<Vec<u8>> = cts.par_iter().map(one).collect::<Result<_>>()?;
     let total = BATCH_HEADER_BYTES + parts.iter().map(|p| 4 + p.len()).sum::<usize>();
     let mut out = Vec::with_capacity(total);
     out.extend_from_slice(BATCH_MAGIC);
@@ -192,10 +207,23 @@ pub fn ciphertext_batch_from_bytes(
     max_bytes: usize,
     max_count: usize,
 ) -> Result<Vec<Ciphertext>> {
+    ciphertext_batch_from_bytes_rounded(params, bytes, max_bytes, max_count, &[])
+}
+
+/// [`ciphertext_batch_from_bytes`] accepting rounded ciphertexts whose polynomial `i` drops at
+/// most `max_drop[i]` low bits (see [`super::ciphertext_from_bytes_rounded`]; an empty
+/// `max_drop` accepts none).
+pub fn ciphertext_batch_from_bytes_rounded(
+    params: &CkksParams,
+    bytes: &[u8],
+    max_bytes: usize,
+    max_count: usize,
+    max_drop: &[u32],
+) -> Result<Vec<Ciphertext>> {
     let slices = batch_slices(params, bytes, max_bytes, max_count)?;
     let cts: Vec<Ciphertext> = slices
         .par_iter()
-        .map(|s| ciphertext_from_bytes(params, s, max_bytes))
+        .map(|s| ciphertext_from_bytes_rounded(params, s, max_bytes, max_drop))
         .collect::<Result<_>>()?;
     check_uniform(cts.iter().map(|c| (c.level(), c.size(), c.scale()))).map_err(batch_err)?;
     Ok(cts)

@@ -21,12 +21,18 @@ use heinfer_math::automorphism::check_galois_element;
 
 mod batch;
 mod pack;
+mod rounded;
 mod wire;
 
 pub use batch::{
-    check_uniform, ciphertext_batch_check, ciphertext_batch_from_bytes, ciphertext_batch_to_bytes,
-    ciphertext_batch_wire_bytes, ciphertext_wire_bytes, galois_keys_wire_bytes,
-    relin_key_wire_bytes, BATCH_HEADER_BYTES, BATCH_MAGIC, BATCH_VERSION,
+    check_uniform, ciphertext_batch_check, ciphertext_batch_from_bytes,
+    ciphertext_batch_from_bytes_rounded, ciphertext_batch_to_bytes,
+    ciphertext_batch_to_bytes_rounded, ciphertext_batch_wire_bytes, ciphertext_wire_bytes,
+    galois_keys_wire_bytes, relin_key_wire_bytes, BATCH_HEADER_BYTES, BATCH_MAGIC, BATCH_VERSION,
+};
+pub use rounded::{
+    ciphertext_to_bytes_rounded, rounded_ciphertext_wire_bytes, rounding_drop_bits,
+    MAX_ROUNDED_Q_BITS,
 };
 use wire::{open, open_for, Reader, Writer};
 
@@ -231,44 +237,77 @@ pub struct CiphertextShape {
     pub size: usize,
 }
 
+/// How a serialized ciphertext's polynomials travel (its seed flag).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// Every polynomial's residues.
+    Full,
+    /// The first of two polynomials, the second as a 32-byte seed.
+    Seeded,
+    /// Every polynomial rounded (see [`rounded`]).
+    Rounded,
+}
+
 /// Reads a ciphertext's fields after the header: level, scale, size, the basis of its
-/// polynomials and the seed flag (`true`: the last of two polynomials travels as a seed).
+/// polynomials and the form they travel in.
 fn read_ciphertext_fields(
     r: &mut Reader<'_>,
     params: &CkksParams,
-) -> Result<(CiphertextShape, Vec<usize>, bool)> {
+) -> Result<(CiphertextShape, Vec<usize>, Form)> {
     let level = read_level(r, params)?;
     let scale = read_scale(r)?;
     let size = r.u8()? as usize;
     if !(2..=3).contains(&size) {
         return Err(r.err(format!("ciphertext size {size} (expected 2 or 3)")));
     }
-    let seeded = match r.u8()? {
-        1 if size == 2 => true,
-        0 => false,
+    let form = match r.u8()? {
+        1 if size == 2 => Form::Seeded,
+        0 => Form::Full,
+        rounded::ROUNDED_FLAG => Form::Rounded,
         v => return Err(r.err(format!("bad seed flag {v}"))),
     };
     let shape = CiphertextShape { level, scale, size };
-    Ok((shape, basis_indices(params, level, false), seeded))
+    Ok((shape, basis_indices(params, level, false), form))
 }
 
-/// Decodes a ciphertext for `params`.
+/// Decodes a ciphertext for `params`. A rounded ciphertext (see
+/// [`ciphertext_to_bytes_rounded`]) is refused: use [`ciphertext_from_bytes_rounded`] where
+/// one is expected.
 pub fn ciphertext_from_bytes(
     params: &CkksParams,
     bytes: &[u8],
     max_bytes: usize,
 ) -> Result<Ciphertext> {
+    ciphertext_from_bytes_rounded(params, bytes, max_bytes, &[])
+}
+
+/// Decodes a ciphertext for `params`, accepting a rounded one whose polynomial `i` drops at
+/// most `max_drop[i]` low bits (an empty `max_drop` accepts none). A rounded ciphertext comes
+/// back in the ordinary form, its coefficients `v·2^j + 2^{j−1}` (see [`rounding_drop_bits`]).
+pub fn ciphertext_from_bytes_rounded(
+    params: &CkksParams,
+    bytes: &[u8],
+    max_bytes: usize,
+    max_drop: &[u32],
+) -> Result<Ciphertext> {
     let mut r = open_for(params, bytes, Kind::Ciphertext, max_bytes)?;
-    let (shape, idx, seeded) = read_ciphertext_fields(&mut r, params)?;
-    let (parts, seed) = if seeded {
-        let c0 = r.poly(params, &idx)?;
-        let seed = r.seed()?;
-        (vec![c0, expand_uniform(params, seed, &idx)], Some(seed))
-    } else {
-        let parts = (0..shape.size)
-            .map(|_| r.poly(params, &idx))
-            .collect::<Result<Vec<_>>>()?;
-        (parts, None)
+    let (shape, idx, form) = read_ciphertext_fields(&mut r, params)?;
+    let (parts, seed) = match form {
+        Form::Seeded => {
+            let c0 = r.poly(params, &idx)?;
+            let seed = r.seed()?;
+            (vec![c0, expand_uniform(params, seed, &idx)], Some(seed))
+        }
+        Form::Full => {
+            let parts = (0..shape.size)
+                .map(|_| r.poly(params, &idx))
+                .collect::<Result<Vec<_>>>()?;
+            (parts, None)
+        }
+        Form::Rounded => (
+            rounded::read_rounded(&mut r, params, shape.level, shape.size, max_drop, true)?,
+            None,
+        ),
     };
     r.finish()?;
     Ok(Ciphertext {
@@ -292,14 +331,21 @@ pub fn ciphertext_check(
     scratch: &mut Vec<u64>,
 ) -> Result<CiphertextShape> {
     let mut r = open_for(params, bytes, Kind::Ciphertext, max_bytes)?;
-    let (shape, idx, seeded) = read_ciphertext_fields(&mut r, params)?;
-    let polys = if seeded { 1 } else { shape.size };
-    for _ in 0..polys {
-        scratch.clear();
-        r.poly_into(params, &idx, scratch)?;
-    }
-    if seeded {
-        r.seed()?;
+    let (shape, idx, form) = read_ciphertext_fields(&mut r, params)?;
+    match form {
+        Form::Rounded => {
+            rounded::read_rounded(&mut r, params, shape.level, shape.size, &[], false)?;
+        }
+        Form::Seeded | Form::Full => {
+            let polys = if form == Form::Seeded { 1 } else { shape.size };
+            for _ in 0..polys {
+                scratch.clear();
+                r.poly_into(params, &idx, scratch)?;
+            }
+            if form == Form::Seeded {
+                r.seed()?;
+            }
+        }
     }
     r.finish()?;
     Ok(shape)

@@ -1,0 +1,363 @@
+//! Rounded ciphertexts: a ciphertext that is only going to be decrypted travels without the
+//! low bits of its coefficients.
+//!
+//! Part of the serialization layer of `heinfer-ckks`. A ciphertext `(c_0, …, c_{k−1})` at
+//! level `ℓ` decrypts to `Σ_i c_i·s^i = m + e (mod Q)`, `Q = q_0⋯q_ℓ`; in full its residues take
+//! `Σ_t ⌈log2 q_t⌉` bits per coefficient. Rounded, part `i` drops `j_i` bits: each coefficient
+//! `c ∈ [0, Q)` (composed from its residues by Garner's algorithm) travels as
+//! `v = ⌊c / 2^{j_i}⌋` in `K_i = b_Q − j_i` bits (`b_Q` the bit length of `Q`), and the receiver
+//! takes `c̃ = v·2^{j_i} + ⌊2^{j_i − 1}⌋`, so `c̃ − c = δ` with `|δ| ≤ 2^{j_i−1}`. Decryption
+//! gains `Σ_i δ_i·s^i`; with the uniform ternary secret (each coefficient of `s` has variance
+//! `2/3`, each of `s²` about `4N/9`) and `δ` uniform (the coefficients of a ciphertext are), the
+//! added error has, per coefficient, the variance
+//!
+//! ```text
+//! σ² = (4^{j_0} + (2N/3)·4^{j_1} + (4N²/9)·4^{j_2}) / 12.
+//! ```
+//!
+//! [`rounding_drop_bits`] picks the `j_i` for a bound on `σ`; the caller derives that bound from
+//! the precision the receiver needs. Rounding is public post-processing of a ciphertext (no key
+//! is involved), so it changes nothing about what the ciphertext hides.
+//!
+//! Layout, after the common ciphertext fields with the seed flag [`ROUNDED_FLAG`]: one byte
+//! `j_i` per part, then per part the `N` values `v` at `K_i` bits, bit-packed as residues are
+//! ([`super::pack`]); values wider than 63 bits travel as two packed streams, the low
+//! `⌊K_i/2⌋` bits, then the high `⌈K_i/2⌉`. Decoding checks `b_Q ≤ 126`, `j_i < b_Q`, that every
+//! `v ≤ ⌊(Q−1)/2^{j_i}⌋` (the one canonical form), the padding, and that no part drops more
+//! bits than the caller allows.
+
+use super::pack::{pack_residues, packed_len, unpack_residues, Unpack};
+use super::wire::{poly_wire_bytes, Reader, Writer};
+use super::{ciphertext_to_bytes, ciphertext_wire_bytes, Kind};
+use crate::ciphertext::Ciphertext;
+use crate::error::{CkksError, Result};
+use crate::keygen::basis_indices;
+use crate::params::CkksParams;
+use crate::poly::RnsPoly;
+use heinfer_math::Modulus;
+
+/// Seed-flag value of a rounded ciphertext.
+pub(super) const ROUNDED_FLAG: u8 = 2;
+/// Largest bit length of `Q` a rounded ciphertext supports: its coefficients are composed in
+/// 128-bit words (and split in two packed streams of at most 63 bits).
+pub const MAX_ROUNDED_Q_BITS: u32 = 126;
+
+/// Garner's constants of the primes of one level.
+struct Crt {
+    moduli: Vec<Modulus>,
+    /// `M_t = q_0⋯q_{t−1}` (`M_0 = 1`).
+    prefix: Vec<u128>,
+    /// `(M_t mod q_t)^{−1} mod q_t` and its Shoup constant (`t ≥ 1`).
+    inv: Vec<(u64, u64)>,
+    /// `Q − 1`.
+    top: u128,
+    /// Bit length of `Q`.
+    bits: u32,
+}
+
+impl Crt {
+    /// The composition at `level`, or `None` when `Q` has more than [`MAX_ROUNDED_Q_BITS`] bits.
+    fn new(params: &CkksParams, level: usize) -> Option<Self> {
+        let moduli = params.moduli()[..=level].to_vec();
+        let mut prefix = Vec::with_capacity(moduli.len());
+        let mut inv = Vec::with_capacity(moduli.len());
+        let mut m: u128 = 1;
+        for md in &moduli {
+            prefix.push(m);
+            let r = md.reduce_u128(m);
+            let i = if r == 0 { 0 } else { md.inv(r) };
+            inv.push((i, md.shoup(i)));
+            m = m.checked_mul(md.q as u128)?;
+        }
+        let bits = 128 - m.leading_zeros();
+        (bits <= MAX_ROUNDED_Q_BITS).then(|| Self {
+            moduli,
+            prefix,
+            inv,
+            top: m - 1,
+            bits,
+        })
+    }
+
+    /// `c mod Q` from the residues `r_t = limbs[t·n + k]` of coefficient `k`, for every `k`.
+    fn compose(&self, limbs: &[u64], n: usize, out: &mut [u128]) {
+        for (k, o) in out.iter_mut().enumerate() {
+            let mut x = limbs[k] as u128;
+            for t in 1..self.moduli.len() {
+                let md = &self.moduli[t];
+                let d = md.sub(limbs[t * n + k], md.reduce_u128(x));
+                let (w, ws) = self.inv[t];
+                x += self.prefix[t] * md.mul_shoup(d, w, ws) as u128;
+            }
+            *o = x;
+        }
+    }
+}
+
+/// Low bits a rounded ciphertext of `size` polynomials at `level` may drop per polynomial so
+/// that the error it adds to each decrypted coefficient has a standard deviation of at most
+/// `max_std` (in units of the coefficients: divide by the scale for values). Each polynomial
+/// gets an equal share of the variance (see the module documentation); all zeros when `Q` is
+/// too wide to round (more than [`MAX_ROUNDED_Q_BITS`] bits) or `max_std` too small.
+pub fn rounding_drop_bits(
+    params: &CkksParams,
+    level: usize,
+    size: usize,
+    max_std: f64,
+) -> Result<Vec<u32>> {
+    if level > params.max_level() {
+        return Err(CkksError::LevelOutOfRange {
+            level,
+            max: params.max_level(),
+        });
+    }
+    if !(2..=3).contains(&size) || max_std.is_nan() || max_std < 0.0 {
+        return Err(CkksError::InvalidOperand {
+            op: "choose the bits a rounded ciphertext drops",
+            reason: format!(
+                "a ciphertext has 2 or 3 polynomials (got {size}) and the bound is a non-negative \
+                 standard deviation (got {max_std})"
+            ),
+        });
+    }
+    let Some(crt) = Crt::new(params, level) else {
+        return Ok(vec![0; size]);
+    };
+    let n = params.n() as f64;
+    let weights = [1.0, (2.0 * n / 3.0).sqrt(), 2.0 * n / 3.0];
+    Ok(weights[..size]
+        .iter()
+        .map(|w| {
+            let j = (max_std * 12f64.sqrt() / ((size as f64).sqrt() * w))
+                .log2()
+                .floor();
+            j.clamp(0.0, (crt.bits - 1) as f64) as u32
+        })
+        .collect())
+}
+
+/// Serializes a ciphertext that is only going to be decrypted with polynomial `i` rounded to
+/// drop `drop[i]` low bits of every coefficient (see [`rounding_drop_bits`] for the error this
+/// adds and how to bound it): `⌈log2 Q⌉ − drop[i]` bits per coefficient instead of the
+/// residues' `Σ ⌈log2 q_t⌉`. All-zero `drop`: the ordinary form. Fails when `Q` exceeds
+/// [`MAX_ROUNDED_Q_BITS`] bits, for a count per polynomial that does not match, or a count
+/// not below `⌈log2 Q⌉`.
+pub fn ciphertext_to_bytes_rounded(
+    params: &CkksParams,
+    ct: &Ciphertext,
+    drop: &[u32],
+) -> Result<Vec<u8>> {
+    if drop.iter().all(|&j| j == 0) && drop.len() == ct.parts.len() {
+        return ciphertext_to_bytes(params, ct);
+    }
+    params.check_id(ct.params_id)?;
+    let mut w = Writer::new(Kind::Ciphertext, ct.params_id);
+    w.u32(ct.level as u32);
+    w.f64(ct.scale);
+    w.u8(ct.parts.len() as u8);
+    write_rounded(&mut w, params, ct, drop)?;
+    Ok(w.buf)
+}
+
+/// Exact length of [`ciphertext_to_bytes_rounded`] for `size` polynomials at `level` dropping
+/// `drop` bits (the ordinary length when nothing is dropped or `Q` is too wide to round).
+pub fn rounded_ciphertext_wire_bytes(
+    params: &CkksParams,
+    level: usize,
+    size: usize,
+    drop: &[u32],
+) -> Result<usize> {
+    let full = ciphertext_wire_bytes(params, level, size)?;
+    match rounded_q_bits(params, level) {
+        Some(bits)
+            if drop.len() == size
+                && drop.iter().any(|&j| j > 0)
+                && drop.iter().all(|&j| j < bits) =>
+        {
+            let poly = poly_wire_bytes(params, &basis_indices(params, level, false));
+            Ok(full - size * poly + rounded_parts_bytes(params.n(), bits, drop))
+        }
+        _ => Ok(full),
+    }
+}
+
+/// Bit widths of the packed streams of `k`-bit values: one stream up to 63 bits, else two.
+fn streams(k: u32) -> (u32, u32) {
+    if k <= 63 {
+        (k, 0)
+    } else {
+        (k / 2, k - k / 2)
+    }
+}
+
+/// Bytes of the rounded parts of a ciphertext (after the common fields and the seed flag).
+pub(super) fn rounded_parts_bytes(n: usize, q_bits: u32, drop: &[u32]) -> usize {
+    drop.len()
+        + drop
+            .iter()
+            .map(|&j| {
+                let (lo, hi) = streams(q_bits - j);
+                packed_len(n, lo) + if hi > 0 { packed_len(n, hi) } else { 0 }
+            })
+            .sum::<usize>()
+}
+
+/// Bit length of `Q` at `level` when a ciphertext there can be rounded.
+pub(super) fn rounded_q_bits(params: &CkksParams, level: usize) -> Option<u32> {
+    Crt::new(params, level).map(|c| c.bits)
+}
+
+/// Writes the seed flag, the dropped bits and the rounded parts of `ct` (see the module
+/// documentation). Fails when `Q` is too wide, when `drop` does not give one count per part, or
+/// when a count is not below `b_Q`.
+pub(super) fn write_rounded(
+    w: &mut Writer,
+    params: &CkksParams,
+    ct: &Ciphertext,
+    drop: &[u32],
+) -> Result<()> {
+    let bad = |reason: String| CkksError::InvalidOperand {
+        op: "round a ciphertext",
+        reason,
+    };
+    let crt = Crt::new(params, ct.level).ok_or_else(|| {
+        bad(format!(
+            "Q at level {} exceeds {MAX_ROUNDED_Q_BITS} bits",
+            ct.level
+        ))
+    })?;
+    if drop.len() != ct.parts.len() || drop.iter().any(|&j| j >= crt.bits) {
+        return Err(bad(format!(
+            "{drop:?}: one count per polynomial ({}), each below the {} bits of Q",
+            ct.parts.len(),
+            crt.bits
+        )));
+    }
+    let n = params.n();
+    w.u8(ROUNDED_FLAG);
+    for &j in drop {
+        w.u8(j as u8);
+    }
+    w.buf
+        .reserve(rounded_parts_bytes(n, crt.bits, drop) - drop.len());
+    let mut coeffs = vec![0u64; n * (ct.level + 1)];
+    let mut vals = vec![0u128; n];
+    let (mut lo_vals, mut hi_vals) = (vec![0u64; n], vec![0u64; n]);
+    for (p, &j) in ct.parts.iter().zip(drop) {
+        coeffs.copy_from_slice(p.data());
+        for (t, limb) in coeffs.chunks_exact_mut(n).enumerate() {
+            params.ntt(t).inverse(limb);
+        }
+        crt.compose(&coeffs, n, &mut vals);
+        let (lo, hi) = streams(crt.bits - j);
+        for ((v, l), h) in vals.iter().zip(&mut lo_vals).zip(&mut hi_vals) {
+            let x = v >> j;
+            *l = (x & ((1u128 << lo) - 1)) as u64;
+            *h = (x >> lo) as u64;
+        }
+        pack_residues(&lo_vals, lo, &mut w.buf);
+        if hi > 0 {
+            pack_residues(&hi_vals, hi, &mut w.buf);
+        }
+    }
+    Ok(())
+}
+
+/// Reads the dropped bits and the rounded parts of a ciphertext of `size` polynomials at
+/// `level` (after its seed flag), checking them (see the module documentation) and that part
+/// `i` drops at most `max_drop[i]` bits (an empty `max_drop`: no rounded ciphertext accepted).
+/// With `build`, returns the polynomials in evaluation form; otherwise only checks.
+pub(super) fn read_rounded(
+    r: &mut Reader<'_>,
+    params: &CkksParams,
+    level: usize,
+    size: usize,
+    max_drop: &[u32],
+    build: bool,
+) -> Result<Vec<RnsPoly>> {
+    if max_drop.is_empty() {
+        return Err(
+            r.err("a rounded ciphertext (low bits dropped) where only full ones are accepted")
+        );
+    }
+    let crt = Crt::new(params, level).ok_or_else(|| {
+        r.err(format!(
+            "a rounded ciphertext at level {level}, where Q exceeds {MAX_ROUNDED_Q_BITS} bits"
+        ))
+    })?;
+    let mut drop = Vec::with_capacity(size);
+    for i in 0..size {
+        let j = r.u8()? as u32;
+        let allowed = max_drop.get(i).copied().unwrap_or(0);
+        if j >= crt.bits || j > allowed {
+            return Err(r.err(format!(
+                "polynomial {i} drops {j} low bits (at most {allowed} allowed, Q has {} bits)",
+                crt.bits
+            )));
+        }
+        drop.push(j);
+    }
+    let n = params.n();
+    let need = rounded_parts_bytes(n, crt.bits, &drop) - size;
+    if r.remaining() < need {
+        return Err(r.err(format!("truncated: needed {need} more bytes")));
+    }
+    let mut polys = Vec::with_capacity(if build { size } else { 0 });
+    let (mut lo_vals, mut hi_vals) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for (i, &j) in drop.iter().enumerate() {
+        let (lo, hi) = streams(crt.bits - j);
+        lo_vals.clear();
+        hi_vals.clear();
+        read_stream(r, lo, n, &mut lo_vals, i)?;
+        if hi > 0 {
+            read_stream(r, hi, n, &mut hi_vals, i)?;
+        } else {
+            hi_vals.resize(n, 0);
+        }
+        let top = crt.top >> j;
+        let half = if j > 0 { 1u128 << (j - 1) } else { 0 };
+        let mut data = if build {
+            vec![0u64; n * (level + 1)]
+        } else {
+            Vec::new()
+        };
+        for k in 0..n {
+            let v = lo_vals[k] as u128 | (hi_vals[k] as u128) << lo;
+            if v > top {
+                return Err(r.err(format!(
+                    "polynomial {i}: a rounded coefficient is not below Q (not the canonical form)"
+                )));
+            }
+            if build {
+                let c = (v << j) + half;
+                for (t, md) in crt.moduli.iter().enumerate() {
+                    data[t * n + k] = md.reduce_u128(c);
+                }
+            }
+        }
+        if build {
+            for (t, limb) in data.chunks_exact_mut(n).enumerate() {
+                params.ntt(t).forward(limb);
+            }
+            polys.push(RnsPoly::from_data(data, n));
+        }
+    }
+    Ok(polys)
+}
+
+/// Unpacks one stream of `n` values of `bits` bits into `out`.
+fn read_stream(
+    r: &mut Reader<'_>,
+    bits: u32,
+    n: usize,
+    out: &mut Vec<u64>,
+    part: usize,
+) -> Result<()> {
+    let src = r.take(packed_len(n, bits))?;
+    unpack_residues(src, bits, 1u64 << bits, n, out).map_err(|e| match e {
+        Unpack::Residue { value, .. } => r.err(format!(
+            "polynomial {part}: value {value} exceeds {bits} bits"
+        )),
+        Unpack::Padding => r.err("non-zero padding bits"),
+    })
+}

@@ -1,0 +1,220 @@
+//! Rounded ciphertexts: exact composition of the residues, the error bound they promise, exact
+//! wire sizes, and refusal of every malformed or unexpected one.
+mod common;
+use common::*;
+use heinfer_ckks::serialize::*;
+use heinfer_ckks::*;
+use std::sync::OnceLock;
+
+fn fx() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    // q = 50 + 35 + 35 + 35 bits: levels 0–2 (50, 85, 120 bits) can be rounded, level 3 not
+    F.get_or_init(|| Fixture::new(presets::insecure_logn10().unwrap(), &[1]))
+}
+
+const MAX: usize = DEFAULT_MAX_BYTES;
+
+fn at_level(level: usize, seed: u64) -> Ciphertext {
+    let f = fx();
+    let mut ct = f.encrypt(&vector(f.params.slots(), seed));
+    ct = f.ev.drop_to_level(&ct, level).unwrap();
+    // an evaluated ciphertext (no seed), as a server sends
+    f.ev.add(&ct, &ct).unwrap()
+}
+
+/// Limb `t` of `p` in coefficient form.
+fn coeffs(p: &poly::RnsPoly, t: usize) -> Vec<u64> {
+    let mut v = p.limb(t).to_vec();
+    fx().params.ntt(t).inverse(&mut v);
+    v
+}
+
+/// Decrypted coefficients (limb 0, centered) of `ct`.
+fn decrypted(ct: &Ciphertext) -> Vec<f64> {
+    let f = fx();
+    let pt = f.decryptor.decrypt(ct).unwrap();
+    let q = f.params.q()[0];
+    coeffs(pt.poly(), 0)
+        .into_iter()
+        .map(|c| {
+            if c > q / 2 {
+                c as f64 - q as f64
+            } else {
+                c as f64
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn dropping_one_bit_moves_every_coefficient_by_zero_or_one_in_every_limb() {
+    let f = fx();
+    for level in 0..=2 {
+        let ct = at_level(level, 3 + level as u64);
+        let bytes = ciphertext_to_bytes_rounded(&f.params, &ct, &[1, 1]).unwrap();
+        let back = ciphertext_from_bytes_rounded(&f.params, &bytes, MAX, &[1, 1]).unwrap();
+        assert_eq!((back.level(), back.size()), (level, 2));
+        for (a, b) in ct.parts().iter().zip(back.parts()) {
+            let diffs: Vec<Vec<u64>> = (0..=level)
+                .map(|t| {
+                    let q = f.params.q()[t];
+                    let (x, y) = (coeffs(a, t), coeffs(b, t));
+                    x.iter().zip(&y).map(|(&x, &y)| (y + q - x) % q).collect()
+                })
+                .collect();
+            // c̃ = 2⌊c/2⌋ + 1: the same difference, 0 or 1, in every limb (Garner is exact)
+            assert!(diffs[0].iter().all(|&d| d <= 1), "level {level}");
+            assert!(diffs[0].iter().any(|&d| d == 1) && diffs[0].iter().any(|&d| d == 0));
+            for d in &diffs[1..] {
+                assert_eq!(d, &diffs[0], "level {level}: the limbs disagree");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_added_error_stays_within_the_requested_deviation() {
+    let f = fx();
+    let two = at_level(2, 7);
+    let three = f.ev.square(&at_level(2, 8)).unwrap();
+    for (label, ct) in [("2 parts", two), ("3 parts", three)] {
+        for &std in &[2f64.powi(12), 2f64.powi(30)] {
+            let drop = rounding_drop_bits(&f.params, 2, ct.size(), std).unwrap();
+            assert!(drop.iter().all(|&j| j > 0), "{label}: {drop:?}");
+            // c_1 is multiplied by s, c_2 by s²: they drop fewer bits
+            assert!(drop.windows(2).all(|w| w[0] > w[1]), "{label}: {drop:?}");
+            let bytes = ciphertext_to_bytes_rounded(&f.params, &ct, &drop).unwrap();
+            let full = ciphertext_to_bytes(&f.params, &ct).unwrap();
+            assert!(bytes.len() < full.len());
+            assert_eq!(
+                bytes.len(),
+                rounded_ciphertext_wire_bytes(&f.params, 2, ct.size(), &drop).unwrap()
+            );
+            let back = ciphertext_from_bytes_rounded(&f.params, &bytes, MAX, &drop).unwrap();
+            let (x, y) = (decrypted(&ct), decrypted(&back));
+            let var = x.iter().zip(&y).map(|(a, b)| (a - b).powi(2)).sum::<f64>() / x.len() as f64;
+            let got = var.sqrt();
+            // at most the bound (sampling slack), and not far below it (the bits are used)
+            assert!(
+                got <= 1.25 * std && got >= std / 16.0,
+                "{label}: std {got:e} for a bound of {std:e} ({drop:?})"
+            );
+        }
+    }
+}
+
+#[test]
+fn nothing_dropped_is_the_ordinary_form_and_a_wide_q_is_not_rounded() {
+    let f = fx();
+    let ct = at_level(1, 1);
+    assert_eq!(
+        ciphertext_to_bytes_rounded(&f.params, &ct, &[0, 0]).unwrap(),
+        ciphertext_to_bytes(&f.params, &ct).unwrap()
+    );
+    // level 3: Q has 155 bits
+    assert_eq!(
+        rounding_drop_bits(&f.params, 3, 2, 1e9).unwrap(),
+        vec![0, 0]
+    );
+    let top = at_level(3, 2);
+    assert!(matches!(
+        ciphertext_to_bytes_rounded(&f.params, &top, &[4, 4]),
+        Err(CkksError::InvalidOperand { .. })
+    ));
+    // a count per part, each below the bits of Q (50 at level 0)
+    let low = at_level(0, 2);
+    for bad in [&[3u32][..], &[3, 3, 3], &[50, 1]] {
+        assert!(matches!(
+            ciphertext_to_bytes_rounded(&f.params, &low, bad),
+            Err(CkksError::InvalidOperand { .. })
+        ));
+    }
+    assert!(rounding_drop_bits(&f.params, 0, 4, 1.0).is_err());
+    assert!(rounding_drop_bits(&f.params, 0, 2, f64::NAN).is_err());
+    assert!(rounding_drop_bits(&f.params, 9, 2, 1.0).is_err());
+    assert_eq!(
+        rounding_drop_bits(&f.params, 0, 2, 0.0).unwrap(),
+        vec![0, 0]
+    );
+}
+
+fn expect_deserialize<T: std::fmt::Debug>(r: Result<T>, needle: &str) {
+    match r {
+        Err(CkksError::Deserialize { reason, .. }) => {
+            assert!(reason.contains(needle), "{reason:?} lacks {needle:?}")
+        }
+        other => panic!("expected a Deserialize error with {needle:?}, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_rounded_ciphertext_is_refused_where_it_is_not_expected_or_malformed() {
+    let f = fx();
+    let p = &f.params;
+    let ct = at_level(0, 5);
+    let bytes = ciphertext_to_bytes_rounded(p, &ct, &[10, 4]).unwrap();
+    expect_deserialize(ciphertext_from_bytes(p, &bytes, MAX), "only full ones");
+    expect_deserialize(
+        ciphertext_check(p, &bytes, MAX, &mut Vec::new()),
+        "only full ones",
+    );
+    expect_deserialize(
+        ciphertext_from_bytes_rounded(p, &bytes, MAX, &[9, 4]),
+        "drops 10 low bits",
+    );
+    expect_deserialize(
+        ciphertext_from_bytes_rounded(p, &bytes, MAX, &[10]),
+        "polynomial 1 drops 4",
+    );
+    assert!(ciphertext_from_bytes_rounded(p, &bytes, MAX, &[10, 4]).is_ok());
+    // the fields: header 16, level 4, scale 8, size 1, flag 1, then the dropped bits
+    let first = 16 + 4 + 8 + 1 + 1;
+    let mut wide = bytes.clone();
+    wide[first] = 50;
+    expect_deserialize(
+        ciphertext_from_bytes_rounded(p, &wide, MAX, &[60, 60]),
+        "drops 50 low bits",
+    );
+    // a value above ⌊(Q−1)/2^j⌋: 40 bits all ones, while q_0 < 2^50
+    let mut forged = bytes.clone();
+    forged[first + 2..first + 7].fill(0xff);
+    expect_deserialize(
+        ciphertext_from_bytes_rounded(p, &forged, MAX, &[10, 4]),
+        "canonical",
+    );
+    expect_deserialize(
+        ciphertext_from_bytes_rounded(p, &bytes[..bytes.len() - 1], MAX, &[10, 4]),
+        "truncated",
+    );
+    let mut long = bytes.clone();
+    long.push(0);
+    expect_deserialize(
+        ciphertext_from_bytes_rounded(p, &long, MAX, &[10, 4]),
+        "trailing",
+    );
+    // level 3 cannot be rounded: a forged flag there is refused before any value is read
+    let top = ciphertext_to_bytes(p, &at_level(3, 2)).unwrap();
+    let mut flagged = top.clone();
+    flagged[first - 1] = 2;
+    expect_deserialize(
+        ciphertext_from_bytes_rounded(p, &flagged, MAX, &[4, 4]),
+        "exceeds 126 bits",
+    );
+}
+
+#[test]
+fn batches_round_trip_and_refuse_rounding_unless_allowed() {
+    let f = fx();
+    let cts: Vec<Ciphertext> = (0..3).map(|i| at_level(1, 20 + i)).collect();
+    let drop = rounding_drop_bits(&f.params, 1, 2, 2f64.powi(12)).unwrap();
+    let bytes = ciphertext_batch_to_bytes_rounded(&f.params, &cts, &drop).unwrap();
+    assert!(bytes.len() < ciphertext_batch_to_bytes(&f.params, &cts).unwrap().len());
+    expect_deserialize(
+        ciphertext_batch_from_bytes(&f.params, &bytes, MAX, 3),
+        "only full ones",
+    );
+    let back = ciphertext_batch_from_bytes_rounded(&f.params, &bytes, MAX, 3, &drop).unwrap();
+    for (a, b) in cts.iter().zip(&back) {
+        assert_precision("rounded batch", &f.decrypt(b), &f.decrypt(a), 14.0);
+    }
+}
