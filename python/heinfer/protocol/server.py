@@ -130,12 +130,15 @@ class Server(QueryTable):
     ``max_memory``:
     bytes of encoded plaintexts the in-process executor keeps (default:
     :func:`~heinfer.runtime.executor.plaintext_budget`, half of physical memory at most);
-    beyond it the largest segments are encoded during each query. ``seconds``: time spent
-    in ``begin``/``resume``, message parsing and serialization included."""
+    beyond it the largest segments are encoded during each query. ``round_outputs``: send
+    every step and result rounded (:mod:`heinfer.program.rounding`: a quarter to a third fewer
+    bytes back to the client on CryptoNets-ReLU and MobileNetV2, for an inverse NTT per polynomial here and a forward one on the
+    client; ``False`` when both parties share a machine and bytes cost nothing). ``seconds``:
+    time spent in ``begin``/``resume``, message parsing and serialization included."""
 
     def __init__(
         self, program: Program, max_sessions: int = 64, max_message_bytes: int | None = None, baseline: bool | None = None, executor=None,
-        max_memory: int | None = None,
+        max_memory: int | None = None, round_outputs: bool = True,
     ) -> None:
         if not isinstance(program, Program):
             raise ProtocolError("a Server needs the full program with its weights (heinfer.Program), not a PublicProgram")
@@ -152,7 +155,7 @@ class Server(QueryTable):
         self.params = native_params(program.params)
         self.limits = message_limits(program.public())
         #: Low bits each segment's output drops on the wire (the client only decrypts it).
-        self._drop = [output_drop_bits(self.params, program, k) for k in range(len(program.segments))]
+        self._drop = [output_drop_bits(self.params, program, k) if round_outputs else [0] * program.segments[k].output_parts for k in range(len(program.segments))]
         if max_message_bytes is not None:
             self.limits = {k: min(v, max_message_bytes) for k, v in self.limits.items()}
         # ``executor``: anything with Executor's ``run`` (heinfer.cluster.RayExecutor).

@@ -241,6 +241,16 @@ pub(super) fn write_rounded(
     w.buf
         .reserve(rounded_parts_bytes(n, crt.bits, drop) - drop.len());
     let mut coeffs = vec![0u64; n * (ct.level + 1)];
+    if ct.level == 0 {
+        // one prime: the coefficient is the residue, and every value fits one stream
+        for (p, &j) in ct.parts.iter().zip(drop) {
+            coeffs.copy_from_slice(p.data());
+            params.ntt(0).inverse(&mut coeffs);
+            coeffs.iter_mut().for_each(|c| *c >>= j);
+            pack_residues(&coeffs, crt.bits - j, &mut w.buf);
+        }
+        return Ok(());
+    }
     let mut vals = vec![0u128; n];
     let (mut lo_vals, mut hi_vals) = (vec![0u64; n], vec![0u64; n]);
     for (p, &j) in ct.parts.iter().zip(drop) {
@@ -309,13 +319,32 @@ pub(super) fn read_rounded(
         lo_vals.clear();
         hi_vals.clear();
         read_stream(r, lo, n, &mut lo_vals, i)?;
+        let top = crt.top >> j;
+        let half = if j > 0 { 1u128 << (j - 1) } else { 0 };
+        if level == 0 {
+            // one prime q: v·2^j ≤ q − 1 and the offset is below q, so c̃ < 2q
+            let (q, top, half) = (crt.moduli[0].q, top as u64, half as u64);
+            if lo_vals.iter().fold(false, |bad, &v| bad | (v > top)) {
+                return Err(r.err(format!(
+                    "polynomial {i}: a rounded coefficient is not below Q (not the canonical form)"
+                )));
+            }
+            if build {
+                let mut data = std::mem::take(&mut lo_vals);
+                for v in data.iter_mut() {
+                    let c = (*v << j) + half;
+                    *v = if c >= q { c - q } else { c };
+                }
+                params.ntt(0).forward(&mut data);
+                polys.push(RnsPoly::from_data(data, n));
+            }
+            continue;
+        }
         if hi > 0 {
             read_stream(r, hi, n, &mut hi_vals, i)?;
         } else {
             hi_vals.resize(n, 0);
         }
-        let top = crt.top >> j;
-        let half = if j > 0 { 1u128 << (j - 1) } else { 0 };
         let mut data = if build {
             vec![0u64; n * (level + 1)]
         } else {
