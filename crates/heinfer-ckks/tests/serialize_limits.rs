@@ -29,15 +29,6 @@ fn with_count(bytes: &[u8], at: usize, count: u32) -> Vec<u8> {
     b
 }
 
-fn expect_deserialize<T: std::fmt::Debug>(r: Result<T>, needle: &str) {
-    match r {
-        Err(CkksError::Deserialize { reason, .. }) => {
-            assert!(reason.contains(needle), "{reason:?} lacks {needle:?}")
-        }
-        other => panic!("expected a Deserialize error with {needle:?}, got {other:?}"),
-    }
-}
-
 #[test]
 fn batches_round_trip_and_refuse_mixed_levels() {
     let p = &fx().params;

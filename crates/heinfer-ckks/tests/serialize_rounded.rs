@@ -138,15 +138,6 @@ fn nothing_dropped_is_the_ordinary_form_and_a_wide_q_is_not_rounded() {
     );
 }
 
-fn expect_deserialize<T: std::fmt::Debug>(r: Result<T>, needle: &str) {
-    match r {
-        Err(CkksError::Deserialize { reason, .. }) => {
-            assert!(reason.contains(needle), "{reason:?} lacks {needle:?}")
-        }
-        other => panic!("expected a Deserialize error with {needle:?}, got {other:?}"),
-    }
-}
-
 #[test]
 fn a_rounded_ciphertext_is_refused_where_it_is_not_expected_or_malformed() {
     let f = fx();

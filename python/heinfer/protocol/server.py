@@ -125,15 +125,17 @@ class Server(QueryTable):
     compiled with ``lazy=False``). ``executor``: runs the segments instead of an in-process
     :class:`~heinfer.runtime.executor.Executor` (a :class:`heinfer.cluster.RayExecutor`; its
     ``forget_keys(relin, galois)``, if any, is called when a session closes; with
-    ``run_serialized(k, parts, count, relin, galois, drop_bits)`` it gets each input as the bytes that
-    arrived, validated here in full but not decoded, which the executor's workers decode).
+    ``run_serialized(k, parts, count, relin, galois, drop_bits)`` it gets each input as the
+    bytes that arrived, validated here in full but not decoded, which the executor's workers
+    decode, and has them round the output as this server would).
     ``max_memory``:
     bytes of encoded plaintexts the in-process executor keeps (default:
     :func:`~heinfer.runtime.executor.plaintext_budget`, half of physical memory at most);
     beyond it the largest segments are encoded during each query. ``round_outputs``: send
     every step and result rounded (:mod:`heinfer.program.rounding`: a quarter to a third fewer
-    bytes back to the client on CryptoNets-ReLU and MobileNetV2, for an inverse NTT per polynomial here and a forward one on the
-    client; ``False`` when both parties share a machine and bytes cost nothing). ``seconds``:
+    bytes back to the client on CryptoNets-ReLU and MobileNetV2, for an inverse NTT per
+    polynomial here and a forward one on the client; ``False`` when both parties share a
+    machine and bytes cost nothing). ``seconds``:
     time spent in ``begin``/``resume``, message parsing and serialization included."""
 
     def __init__(

@@ -113,3 +113,13 @@ pub fn assert_precision(label: &str, got: &[f64], want: &[f64], min_bits: f64) {
     eprintln!("{label}: precision min {min:.1} bits, mean {mean:.1} bits");
     assert!(min >= min_bits, "{label}: {min:.1} bits < floor {min_bits}");
 }
+
+/// Fails unless `r` is a `Deserialize` error whose reason contains `needle`.
+pub fn expect_deserialize<T: std::fmt::Debug>(r: Result<T>, needle: &str) {
+    match r {
+        Err(CkksError::Deserialize { reason, .. }) => {
+            assert!(reason.contains(needle), "{reason:?} lacks {needle:?}")
+        }
+        other => panic!("expected a Deserialize error with {needle:?}, got {other:?}"),
+    }
+}
