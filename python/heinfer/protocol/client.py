@@ -235,16 +235,21 @@ class Client:
     def _encrypted(self, key: _Key, seg: Segment, rows: np.ndarray, kind: str, fields: dict, max_bytes: int | None, ref: str) -> Iterator[bytes]:
         """The messages of ``kind`` carrying ``rows`` encrypted for ``seg``, in chunks of at
         most ``max_bytes``; encryption happens as they are asked for (a failure forgets the
-        query)."""
+        query). The rows are let go once the last chunk is encrypted, before it is handed over:
+        a server in the same process runs its segment on it while this generator waits."""
         n = len(rows)
         chunks = chunks_for(n, self.params.ciphertext_wire_bytes(seg.input_level, 2), max_bytes)
+        held = [rows]
+        del rows
 
         def messages() -> Iterator[bytes]:
             try:
                 for i in range(chunks):
                     start, stop = bounds(n, chunks, i)
-                    batch = encrypt_rows(key.kg, seg, rows[start:stop])
-                    yield encode(kind, **fields, ciphertexts=batch.to_bytes(), chunk=i, chunks=chunks)
+                    payload = encrypt_rows(key.kg, seg, held[0][start:stop]).to_bytes()
+                    if i == chunks - 1:
+                        held.clear()
+                    yield encode(kind, **fields, ciphertexts=payload, chunk=i, chunks=chunks)
             except Exception:
                 self._queries.pop(ref, None)
                 raise

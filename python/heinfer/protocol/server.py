@@ -373,11 +373,15 @@ class Server(QueryTable):
 
     def _messages(self, out: _native.CiphertextBatch, kind: str, fields: dict, chunks: int, drop: list[int]) -> Iterator[bytes]:
         """``out`` serialized as ``chunks`` messages of ``kind``, each when it is asked for,
-        rounded (``drop``: low bits per polynomial, :mod:`heinfer.program.rounding`)."""
+        rounded (``drop``: low bits per polynomial, :mod:`heinfer.program.rounding`). ``out``
+        is let go once the last chunk is serialized, before it is handed over: a client in the
+        same process answers the step while this generator waits."""
         n = len(out)
         for i in range(chunks):
             t0 = time.perf_counter()
             payload = out.to_bytes(i * n // chunks, (i + 1) * n // chunks, drop_bits=drop)
+            if i == chunks - 1:
+                del out
             chunk = {} if kind == "result" else {"chunk": i, "chunks": chunks}
             message = encode(kind, **fields, ciphertexts=payload, **chunk)
             self._count(t0)
