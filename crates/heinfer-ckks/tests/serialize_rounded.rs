@@ -209,3 +209,52 @@ fn batches_round_trip_and_refuse_rounding_unless_allowed() {
         assert_precision("rounded batch", &f.decrypt(b), &f.decrypt(a), 14.0);
     }
 }
+
+#[test]
+fn random_corruption_of_a_rounded_ciphertext_never_panics() {
+    let f = fx();
+    let p = &f.params;
+    let good = ciphertext_to_bytes_rounded(p, &at_level(1, 9), &[30, 24]).unwrap();
+    let mut s = 0x0bad_cafe_1234_5678u64;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    for _ in 0..400 {
+        let mut b = good.clone();
+        for _ in 0..(1 + next() % 4) {
+            let i = (next() as usize) % b.len();
+            b[i] ^= 1 << (next() % 8);
+        }
+        if next() % 3 == 0 {
+            b.truncate((next() as usize) % b.len());
+        }
+        // either a clean error or a valid ciphertext; never a panic
+        let _ = ciphertext_from_bytes_rounded(p, &b, MAX, &[126, 126, 126]);
+        let _ = ciphertext_check(p, &b, MAX, &mut Vec::new());
+    }
+}
+
+/// The rounded form is frozen with the rest of the format (see `serialize.rs`'s pin test): a
+/// fixed ciphertext at level 1 of `PN13_QP218` (89 bits), rounded by 20 and 12 bits.
+#[test]
+fn pin_the_rounded_encoding() {
+    use sha2::{Digest, Sha256};
+    let p = CkksParams::new(presets::pn13_qp218()).unwrap();
+    let enc = Encoder::new(&p);
+    let x: Vec<f64> = (0..64).map(|i| i as f64 / 64.0 - 0.5).collect();
+    let y: Vec<f64> = x.iter().map(|v| v * v).collect();
+    let part = |v: &[f64]| enc.encode_real(v, 2f64.powi(40), 1).unwrap().poly().clone();
+    let ct = Ciphertext::from_parts(&p, vec![part(&x), part(&y)], 1, 2f64.powi(40)).unwrap();
+    let bytes = ciphertext_to_bytes_rounded(&p, &ct, &[20, 12]).unwrap();
+    let hash: String = Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    eprintln!("rounded {hash}");
+    assert_eq!(hash, PINNED_ROUNDED);
+}
+
+const PINNED_ROUNDED: &str = "9031535236fedd53d88c95be0cb00ac5150271c6c9fd973dcac937c97a027655";
