@@ -170,13 +170,7 @@ fn random_corruption_never_panics() {
     let p = &f.params;
     let good = ciphertext_to_bytes(p, &f.encrypt(&vector(16, 3))).unwrap();
     let keys = galois_keys_to_bytes(p, &f.gks).unwrap();
-    let mut s = 0x1234_5678_9abc_def0u64;
-    let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
+    let mut next = xorshift(0x1234_5678_9abc_def0u64);
     for _ in 0..300 {
         for src in [&good, &keys] {
             let mut b = src.clone();

@@ -215,13 +215,7 @@ fn random_corruption_of_a_rounded_ciphertext_never_panics() {
     let f = fx();
     let p = &f.params;
     let good = ciphertext_to_bytes_rounded(p, &at_level(1, 9), &[30, 24]).unwrap();
-    let mut s = 0x0bad_cafe_1234_5678u64;
-    let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
+    let mut next = xorshift(0x0bad_cafe_1234_5678u64);
     for _ in 0..400 {
         let mut b = good.clone();
         for _ in 0..(1 + next() % 4) {

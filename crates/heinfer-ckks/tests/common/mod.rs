@@ -123,3 +123,13 @@ pub fn expect_deserialize<T: std::fmt::Debug>(r: Result<T>, needle: &str) {
         other => panic!("expected a Deserialize error with {needle:?}, got {other:?}"),
     }
 }
+
+/// A deterministic xorshift64 stream from `seed` (non-zero): corruption positions and bits.
+pub fn xorshift(mut s: u64) -> impl FnMut() -> u64 {
+    move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    }
+}
