@@ -11,8 +11,8 @@ from compiler import dag_models as dm
 from compiler import onnx_models as om
 from heinfer import _native
 from heinfer.protocol.messages import decode
-from protocol.forge import reencode as _forge
 from protocol.forge import ANY_ROUNDING
+from protocol.forge import reencode as _forge
 
 SHAPE = dm.DAG_MODELS["residual-block"][1]
 

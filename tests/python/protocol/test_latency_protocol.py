@@ -24,10 +24,10 @@ from compiler import onnx_models as om
 from compiler.onnx_models import ModelBuilder
 from heinfer import _native
 from heinfer.protocol.messages import decode, encode
+from protocol.forge import ANY_ROUNDING
 from protocol.forge import fields as _fields
 from protocol.forge import payload as _payload
 from protocol.forge import reencode as _reencode
-from protocol.forge import ANY_ROUNDING
 
 BAD = (heinfer.ProtocolError, heinfer.SerializationError)
 

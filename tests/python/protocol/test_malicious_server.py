@@ -15,8 +15,8 @@ import pytest
 import heinfer
 from heinfer import _native
 from heinfer.protocol.messages import decode, encode
-from protocol.forge import reencode as _forge
 from protocol.forge import ANY_ROUNDING
+from protocol.forge import reencode as _forge
 
 DIGITS = np.load("models/digits_test.npz")["x"]
 

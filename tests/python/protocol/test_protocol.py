@@ -26,12 +26,12 @@ from heinfer.program import Program
 from heinfer.protocol import Client, Server
 from heinfer.protocol.layouts import decrypt_segment_output
 from heinfer.protocol.messages import KINDS, decode, encode
+from protocol.forge import ANY_ROUNDING
 from protocol.forge import fields as _fields
 from protocol.forge import payload as _payload
 from protocol.forge import reencode as _reencode
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from protocol.forge import ANY_ROUNDING
 
 BAD = (heinfer.ProtocolError, heinfer.SerializationError)
 

@@ -13,6 +13,7 @@ import pytest
 import heinfer
 from heinfer import _native
 from heinfer.program.ops import Linear
+from heinfer.program.rounding import output_drop_bits
 from heinfer.protocol import Client, Server
 from heinfer.protocol.chunks import bounds
 from heinfer.runtime import tiles as tiles_mod
@@ -65,6 +66,11 @@ def test_tiles_give_the_whole_layers_bytes(program) -> None:
         assert tiled.to_bytes(a, b) == whole.to_bytes(a, b), f"chunk {i}"
     assert tiled.computed == len(parts)
     assert tiled.to_bytes() == whole.to_bytes()  # the whole output again (tiles recomputed)
+    # rounded as the protocol sends it: the same bytes too, across tile boundaries
+    drop = output_drop_bits(native_params(program.params), program, 0)
+    assert any(drop)
+    for a, b in [(0, 40), (30, 90), (200, 256)]:
+        assert tiled.to_bytes(a, b, drop_bits=drop) == whole.to_bytes(a, b, drop_bits=drop), (a, b)
     with pytest.raises(ValueError, match="ciphertexts 10:300 of 256"):
         tiled.to_bytes(10, 300)
 
