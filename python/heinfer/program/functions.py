@@ -189,10 +189,9 @@ class ClientFunction:
             return np.tanh(x)
         if kind == "square":
             return x * x
-        if kind == "clip":
+        if kind == "clip":  # one new array, not one per bound (a step's values can be GBs)
             lo, hi = self.attrs["min"], self.attrs["max"]
-            out = x if lo is None else np.maximum(x, lo)
-            return out if hi is None else np.minimum(out, hi)
+            return x if lo is None and hi is None else np.clip(x, lo, hi)
         assert self.groups is not None
         if kind == "sumpool":
             return x[:, self.groups].sum(axis=-1)
