@@ -56,8 +56,8 @@ CHUNK = 256 << 20
 #: Compile options of a run (default: none). MobileNetV2's throughput plan re-encrypts at every
 #: one of its 35 client steps; with the default input and weight bits (24 and 16) its relative
 #: logit error was 1.0e-2 (64 items, 2026-11-27), with 32 and 18 it is 3.9e-4 (two 50-bit primes
-#: instead of two 42-bit ones, the same ring), and 34 input bits brought the argmax agreement
-#: over 4,096 images from 4,091 to 4,093 (20 weight bits need more memory than this machine has).
+#: instead of two 42-bit ones, the same ring); 34 input bits moved the argmax agreement over
+#: 4,096 images from 4,090–4,091 to 4,091–4,093 (20 weight bits need more memory than we have).
 OPTIONS: dict[tuple[str, str], dict] = {
     ("mobilenetv2_035_96", "throughput"): {"input_bits": 34, "weight_bits": 18},
     ("mobilenetv2_035_224", "throughput"): {"input_bits": 32, "weight_bits": 18},
