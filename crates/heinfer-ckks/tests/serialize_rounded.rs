@@ -217,14 +217,7 @@ fn random_corruption_of_a_rounded_ciphertext_never_panics() {
     let good = ciphertext_to_bytes_rounded(p, &at_level(1, 9), &[30, 24]).unwrap();
     let mut next = xorshift(0x0bad_cafe_1234_5678u64);
     for _ in 0..400 {
-        let mut b = good.clone();
-        for _ in 0..(1 + next() % 4) {
-            let i = (next() as usize) % b.len();
-            b[i] ^= 1 << (next() % 8);
-        }
-        if next() % 3 == 0 {
-            b.truncate((next() as usize) % b.len());
-        }
+        let b = corrupt(&good, &mut next);
         // either a clean error or a valid ciphertext; never a panic
         let _ = ciphertext_from_bytes_rounded(p, &b, MAX, &[126, 126, 126]);
         let _ = ciphertext_check(p, &b, MAX, &mut Vec::new());

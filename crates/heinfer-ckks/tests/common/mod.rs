@@ -133,3 +133,16 @@ pub fn xorshift(mut s: u64) -> impl FnMut() -> u64 {
         s
     }
 }
+
+/// `bytes` with 1–4 random bits flipped and, one time in three, cut at a random length.
+pub fn corrupt(bytes: &[u8], next: &mut impl FnMut() -> u64) -> Vec<u8> {
+    let mut b = bytes.to_vec();
+    for _ in 0..(1 + next() % 4) {
+        let i = (next() as usize) % b.len();
+        b[i] ^= 1 << (next() % 8);
+    }
+    if next() % 3 == 0 {
+        b.truncate((next() as usize) % b.len());
+    }
+    b
+}
