@@ -25,6 +25,7 @@ from heinfer.compiler.cost import BATCH_UNITS
 from heinfer.errors import NotSupportedYetError
 from heinfer.program.model import Program
 from heinfer.program.ops import Linear
+from heinfer.program.rounding import output_drop_bits
 from heinfer.runtime.executor import native_params
 
 __all__ = ["SPLITS", "NetworkModel", "SegmentShards", "ShardPlan", "row_groups", "shard_plan"]
@@ -100,6 +101,17 @@ def batch_bytes(program: Program, count: int, level: int) -> int:
     return int(native_params(program.params).batch_wire_bytes(count, level, 2))
 
 
+def output_bytes(program: Program, k: int, count: int) -> int:
+    """Exact serialized size of ``count`` output ciphertexts of segment ``k`` as the server
+    sends them: rounded (:mod:`heinfer.program.rounding`), each with its length prefix, after
+    the batch header."""
+    params, seg = native_params(program.params), program.segments[k]
+    level, parts = seg.output_level, seg.output_parts
+    header = params.batch_wire_bytes(1, level, parts) - 4 - params.ciphertext_wire_bytes(level, parts)
+    one = params.rounded_ciphertext_wire_bytes(level, parts, output_drop_bits(params, program, k))
+    return int(header + count * (4 + one))
+
+
 def single_linear(program: Program, k: int) -> int | None:
     """The layer index of segment ``k``'s only linear op, if it is batch-axis and has exactly
     one (the segments that can be split into output-row groups); ``None`` otherwise."""
@@ -139,7 +151,7 @@ def shard_plan(program: Program, workers: int, split: str = "auto", network: Net
         step = program.layers[layer]
         nnz = step.matrix.nnz * step.digits
         compute = 1e-9 * n * limbs * (BATCH_UNITS["gemm_mac"] * nnz + BATCH_UNITS["gemm_io"] * (step.in_size + step.out_size))
-        out_bytes = batch_bytes(program, step.out_size, seg.input_level)
+        out_bytes = output_bytes(program, k, step.out_size)
         groups = row_groups(step.out_size, workers)
         saved = compute * (1 - 1 / len(groups))
         extra = network.seconds(in_bytes * (len(groups) - 1), len(groups) - 1)

@@ -8,9 +8,10 @@ import heinfer
 import numpy as np
 import pytest
 from heinfer.cluster import NetworkModel, shard_plan
-from heinfer.cluster.plan import row_groups
+from heinfer.cluster.plan import output_bytes, row_groups
 from heinfer.cluster.wire import join_batches
 from heinfer.cluster.worker import ShardWorker
+from heinfer.protocol.messages import decode
 from heinfer.runtime.executor import Executor, native_params
 
 from cluster.conftest import as_batch
@@ -35,6 +36,16 @@ def test_plan_splits_by_rows_only_when_the_network_pays(relu_net):
     assert [s.how for s in slow.segments] == ["queries"] * 3
     assert shard_plan(relu_net, 1).segments[0].how == "queries"
     assert all("segment" in line for line in fast.describe())
+
+
+def test_plan_prices_the_outputs_the_server_sends(relu_net, digits):
+    """A shard's output bytes are the rounded step the server sends, to the byte."""
+    client, server = heinfer.Client(relu_net.public()), heinfer.Server(relu_net)
+    session = server.open_session(client.keys_message())
+    step = server.begin(client.query_message(session, digits[0][:8]))
+    sent = len(decode(step)[1].ciphertexts)
+    assert output_bytes(relu_net, 0, relu_net.segments[0].n_output_cts) == sent
+    assert shard_plan(relu_net, 2, split="rows").segments[0].out_bytes == sent
 
 
 def test_plan_refuses_what_it_cannot_do(relu_net, squares):
