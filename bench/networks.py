@@ -50,9 +50,6 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from machine import ROOT, build_profile, cpu_model  # noqa: E402
 
-#: Largest message of a query's stream (queries, steps and replies travel in chunks).
-CHUNK = 256 << 20
-
 #: Compile options of a run (default: none). MobileNetV2's throughput plan re-encrypts at every
 #: one of its 35 client steps; with the default input and weight bits (24 and 16) its relative
 #: logit error was 1.0e-2 (64 items, 2026-11-27), with 32 and 18 it is 3.9e-4 (two 50-bit primes
@@ -97,7 +94,7 @@ def one(name: str, mode: str, n: int) -> dict:
     import onnxruntime as ort
 
     import heinfer
-    from heinfer.inference import run_query
+    from heinfer.inference import MESSAGE_CHUNK_BYTES, run_query
 
     model, inputs = _model(name)
     cal = inputs(32, 11)
@@ -121,7 +118,7 @@ def one(name: str, mode: str, n: int) -> dict:
     items = [x[i : i + 1] for i in range(n)] if mode == "latency" else [x]
     for item in items:
         t = time.perf_counter()
-        q = run_query(client, server, session, item, CHUNK)
+        q = run_query(client, server, session, item, MESSAGE_CHUNK_BYTES)
         times.append(time.perf_counter() - t)
         got.append(q.outputs)
         up, down = up + q.bytes_up, down + q.bytes_down

@@ -76,17 +76,20 @@ def test_forged_batch_counts_are_refused(tools) -> None:
     assert len(_native.CiphertextBatch.from_bytes(p, good, MAX, 2)) == 2
 
 
-def test_batches_decode_from_bytes_or_read_only_arrays_only(tools) -> None:
+def test_batches_decode_from_bytes_or_read_only_buffers_only(tools) -> None:
     p = tools[0]
     good = _native.CiphertextBatch.from_list([_ct(tools, 0.1, 0), _ct(tools, 0.2, 0)]).to_bytes()
     want = _native.CiphertextBatch.from_bytes(p, good, MAX, 2).to_bytes()
     view = np.frombuffer(good, np.uint8)  # read-only: what a Ray actor receives
     assert not view.flags.writeable
-    assert _native.CiphertextBatch.from_bytes(p, view, MAX, 2).to_bytes() == want
-    assert _native.CiphertextBatch.check_bytes(p, view, MAX, 2)[:3] == (2, 0, 2)
+    inside = memoryview(b"head" + good + b"tail")[4:-4]  # a message's field, read in place
+    for ok in (view, inside):
+        assert _native.CiphertextBatch.from_bytes(p, ok, MAX, 2).to_bytes() == want
+        assert _native.CiphertextBatch.check_bytes(p, ok, MAX, 2)[:3] == (2, 0, 2)
     writeable = np.frombuffer(bytearray(good), np.uint8)
     strided = np.frombuffer(good + good, np.uint8)[::2]
-    for bad in (writeable, strided, bytearray(good), view.astype(np.int16), view.reshape(1, -1), "text"):
+    bad_views = (memoryview(bytearray(good)), memoryview(good + good)[::2], memoryview(view.astype(np.int16)))
+    for bad in (writeable, strided, bytearray(good), view.astype(np.int16), view.reshape(1, -1), "text", *bad_views):
         for fn in (_native.CiphertextBatch.from_bytes, _native.CiphertextBatch.check_bytes):
             with pytest.raises((OperandError, TypeError)):
                 fn(p, bad, MAX, 2)

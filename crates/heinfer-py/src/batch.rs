@@ -11,7 +11,8 @@ use heinfer_ckks as ckks;
 use heinfer_ckks::{serialize, CkksParams, Encoder};
 use heinfer_kernels::KernelError;
 use num_complex::Complex64;
-use numpy::{PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::{PyArray2, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -37,12 +38,14 @@ pub(crate) fn run_k<T: Send, F: FnOnce() -> heinfer_kernels::Result<T> + Send>(
 }
 
 /// Serialized bytes handed in from Python: a `bytes` object, or a read-only, C-contiguous,
-/// one-dimensional `uint8` NumPy array (what a Ray actor receives, without a copy, for an
-/// array put in the object store). A writeable array is refused: its memory could change
-/// while the engine reads it with the GIL released.
+/// one-dimensional buffer of bytes — a `memoryview` of a message's ciphertext field (read in
+/// place: `heinfer.protocol.messages.decode_bulk`), or a read-only `uint8` NumPy array (what
+/// a Ray actor receives, without a copy, for an array put in the object store). A writeable
+/// buffer is refused: its memory could change while the engine reads it with the GIL
+/// released.
 enum ByteSource<'py> {
     Bytes(Bound<'py, PyBytes>),
-    Array(PyReadonlyArray1<'py, u8>),
+    Buffer(PyBuffer<u8>),
 }
 
 impl<'py> ByteSource<'py> {
@@ -50,27 +53,29 @@ impl<'py> ByteSource<'py> {
         if let Ok(b) = data.cast::<PyBytes>() {
             return Ok(Self::Bytes(b.clone()));
         }
-        let bad =
-            || {
-                OperandError::new_err(format!(
-                "serialized bytes must be bytes or a read-only contiguous 1-D uint8 array, got {}",
+        let bad = || {
+            OperandError::new_err(format!(
+                "serialized bytes must be bytes or a read-only contiguous 1-D buffer of bytes, got {}",
                 data.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
             ))
-            };
-        let arr = data
-            .extract::<PyReadonlyArray1<'py, u8>>()
-            .map_err(|_| bad())?;
-        let writeable: bool = data.getattr("flags")?.getattr("writeable")?.extract()?;
-        if writeable || arr.as_slice().is_err() {
+        };
+        let buf = PyBuffer::<u8>::get(data).map_err(|_| bad())?;
+        if !buf.readonly() || !buf.is_c_contiguous() || buf.dimensions() != 1 {
             return Err(bad());
         }
-        Ok(Self::Array(arr))
+        Ok(Self::Buffer(buf))
     }
 
     fn as_slice(&self) -> &[u8] {
         match self {
             Self::Bytes(b) => b.as_bytes(),
-            Self::Array(a) => a.as_slice().expect("contiguity checked in extract"),
+            Self::Buffer(b) if b.len_bytes() == 0 => &[],
+            // SAFETY: the buffer is held (and its exporter kept alive) as long as `self`; it
+            // is C-contiguous, of `len_bytes` bytes of u8 (checked by `PyBuffer::<u8>::get`),
+            // and read-only, so nothing writes it while the slice lives.
+            Self::Buffer(b) => unsafe {
+                std::slice::from_raw_parts(b.buf_ptr().cast::<u8>(), b.len_bytes())
+            },
         }
     }
 }

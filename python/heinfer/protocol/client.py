@@ -39,7 +39,7 @@ from heinfer.program.rounding import output_drop_bits
 from heinfer.protocol.chunks import Cursor, bounds, chunks_for
 from heinfer.protocol.layouts import decrypt_rows, encrypt_rows, input_rows, output_values
 from heinfer.protocol.limits import message_limits
-from heinfer.protocol.messages import decode, encode
+from heinfer.protocol.messages import decode_bulk, encode
 from heinfer.runtime.executor import native_params
 
 __all__ = ["Client", "check_input", "SCALE_TOLERANCE"]
@@ -172,7 +172,7 @@ class Client:
         its ciphertexts against the plan) and decrypts it. ``None`` until the last chunk;
         then the reply, as an iterator of chunks of at most ``max_bytes`` (``None``: one
         message), each encrypted when it is asked for."""
-        _, msg = decode(step_message, "step")
+        _, msg, payload = decode_bulk(step_message, "step")
         q = self._query(msg.ref, msg.query)
         p = self.program
         k = q.next_step
@@ -184,7 +184,8 @@ class Client:
             if q.cursor is None:
                 q.cursor, q.rows = Cursor(seg.n_output_cts, f"step {k}"), None
             start, stop = q.cursor.take(msg.chunk, msg.chunks)
-            part = self._decrypt(q, seg, msg.ciphertexts, stop - start, "step")
+            part = self._decrypt(q, seg, payload, stop - start, "step")
+            del payload
             if q.rows is None:  # every chunk's rows go straight to their place: no concatenation
                 q.rows = part if stop - start == seg.n_output_cts else np.empty((seg.n_output_cts, *part.shape[1:]), part.dtype)
             if part is not q.rows:
@@ -208,14 +209,14 @@ class Client:
     def decode_result(self, result_message: bytes) -> np.ndarray:
         """The outputs ``(n, *output_shape)`` of a finished query, released at the program's
         stated precision (values out of range clamped: see :attr:`last_out_of_range`)."""
-        _, msg = decode(result_message, "result")
+        _, msg, payload = decode_bulk(result_message, "result")
         q = self._query(msg.ref, msg.query)
         self._queries.pop(msg.ref, None)
         p = self.program
         if q.next_step != len(p.steps):
             raise ProtocolError(f"a result after {q.next_step} of {len(p.steps)} steps (forged or out of order)")
         seg = p.segments[-1]
-        y = _flood_and_round(self._open(q, seg, msg.ciphertexts), seg.precision)
+        y = _flood_and_round(self._open(q, seg, payload), seg.precision)
         for f in p.post:
             y = f.apply(y)
         self.last_out_of_range = q.out_of_range

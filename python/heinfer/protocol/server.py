@@ -29,7 +29,7 @@ from heinfer.program.model import Program
 from heinfer.program.rounding import output_drop_bits
 from heinfer.protocol.chunks import Cursor, chunks_for
 from heinfer.protocol.limits import message_limits
-from heinfer.protocol.messages import decode, encode, pb
+from heinfer.protocol.messages import decode, decode_bulk, encode, pb
 from heinfer.protocol.messages import size as message_size
 from heinfer.runtime.executor import Executor, bad_budget, native_params
 
@@ -236,7 +236,7 @@ class Server(QueryTable):
         t0 = time.perf_counter()
         kinds = (kinds,) if isinstance(kinds, str) else kinds
         self._check_size(message, max(kinds, key=self.limits.__getitem__))
-        _, msg = decode(message, kinds)
+        _, msg, payload = decode_bulk(message, kinds)
         if isinstance(msg, pb.Query):
             self._check_size(message, "query")
             qid, state = self._query_chunk(msg, session, max_bytes)
@@ -255,7 +255,6 @@ class Server(QueryTable):
             if state.cursor is None:
                 state.cursor, state.batches = Cursor(self.program.segments[k].n_input_cts, f"{kind} of query {qid[:16]}"), []
             start, stop = state.cursor.take(msg.chunk, msg.chunks)
-            payload = msg.ciphertexts
             if self._forwards:  # checked here, decoded where it runs
                 self._check_batch(payload, k, kind, stop - start)
                 state.batches.append(payload)

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from heinfer.protocol.messages import decode, encode, pb
+from heinfer.errors import ProtocolError
+from heinfer.protocol.messages import _IDS, decode, decode_bulk, encode, length_delimited, pb
 
 _HEX = st.text("0123456789abcdef", min_size=1, max_size=64)
 _U32 = st.integers(0, 2**32 - 1)
@@ -59,3 +60,88 @@ def test_encode_decodes_with_the_checks() -> None:
 def test_ciphertexts_must_be_bytes() -> None:
     with pytest.raises(TypeError, match="ciphertexts are bytes"):
         encode("reply", query="ab", step=0, ciphertexts="not bytes")
+
+
+# ---------------------------------------------------------------- decode_bulk: no copy, same answer
+_CT_KINDS = ("query", "step", "reply", "result")
+
+
+def _fields(body) -> dict:
+    return {f.name: v for f, v in body.ListFields() if f.name != "ciphertexts"}
+
+
+def _same_as_decode(data: bytes, kind: str) -> None:
+    """decode_bulk gives what decode gives (the same fields and ciphertexts), or both refuse
+    with a ProtocolError."""
+    try:
+        want = decode(data, kind)
+    except ProtocolError as e:
+        with pytest.raises(ProtocolError):
+            decode_bulk(data, kind)
+        return e
+    got = decode_bulk(data, kind)
+    assert got[0] == want[0] and _fields(got[1]) == _fields(want[1])
+    assert bytes(got[2]) == want[1].ciphertexts
+
+
+@given(_message().filter(lambda m: m[0] in _CT_KINDS), st.integers(1 << 16, 1 << 18))
+def test_decode_bulk_reads_the_ciphertexts_in_place(message, size) -> None:
+    kind, fields = message
+    fields.update({name: fields.get(name, "ab") for name in _IDS[kind]})  # valid ids: decoded
+    fields["ciphertexts"] = bytes(range(256)) * (size // 256)
+    for data in (encode(kind, **fields), _protobuf(kind, **fields)):  # bulk last, or in field order
+        _same_as_decode(data, kind)
+        got = decode_bulk(data, kind)[2]
+        assert isinstance(got, memoryview) and got.obj is data and got.readonly  # no copy
+
+
+@given(_message().filter(lambda m: m[0] in _CT_KINDS), st.data())
+def test_decode_bulk_on_damaged_messages_agrees_with_protobuf(message, data) -> None:
+    kind, fields = message
+    fields["ciphertexts"] = b"\x07" * (1 << 16)
+    good = encode(kind, **fields)
+    body_at = len(good) - (1 << 16)  # the header fields are before the ciphertexts
+    at = data.draw(st.integers(0, body_at + 4))
+    how = data.draw(st.sampled_from(["flip", "cut", "extend", "twice"]))
+    if how == "flip":
+        bad = good[:at] + bytes([good[at] ^ data.draw(st.integers(1, 255))]) + good[at + 1 :]
+    elif how == "cut":
+        bad = good[: len(good) - data.draw(st.integers(1, 1 << 16))]
+    elif how == "extend":
+        bad = good + data.draw(st.binary(min_size=1, max_size=8))
+    else:  # the ciphertext field twice: protobuf keeps the last one
+        twice = _protobuf(kind, **{**fields, "ciphertexts": b"\x01" * 10})
+        bad = good + twice  # two Message fields: protobuf merges them
+    _same_as_decode(bad, kind)
+
+
+def test_decode_bulk_checks_what_decode_checks() -> None:
+    m = encode("step", query="ab" * 16, ref="zz", step=1, ciphertexts=b"x" * (1 << 17), chunk=0, chunks=1)
+    with pytest.raises(ProtocolError, match="hex id"):
+        decode_bulk(m, "step")
+    with pytest.raises(ProtocolError, match="expected a 'reply'"):
+        decode_bulk(encode("step", query="ab", ref="cd", ciphertexts=b"x" * (1 << 17)), "reply")
+    parsed = pb.Message.FromString(encode("reply", query="ab", step=0, ciphertexts=b"y" * 9))
+    assert decode_bulk(parsed, "reply")[2] == b"y" * 9  # gRPC's parsed message: as decode
+
+
+def test_decode_bulk_with_the_ciphertexts_twice_keeps_the_last_as_protobuf_does() -> None:
+    head = pb.Step(query="ab", ref="cd", step=2).SerializeToString()
+    first, last = length_delimited(4, b"\x01" * (1 << 16)), length_delimited(4, b"\x02" * 7)
+    data = length_delimited(3, head + first + last)  # Message.step = 3, Step.ciphertexts = 4
+    assert decode(data, "step")[1].ciphertexts == b"\x02" * 7
+    _same_as_decode(data, "step")
+    wrong_type = length_delimited(3, head + b"\x20\x05" + first)  # field 4 as a varint, then bytes
+    _same_as_decode(wrong_type, "step")
+
+
+def test_decode_bulk_splits_what_it_should() -> None:
+    """The damaged-message property above must also exercise the in-place path: a message
+    with its fields in another order and unknown fields is still read in place."""
+    head = pb.Step(query="ab", ref="cd", step=2, chunk=1, chunks=3).SerializeToString()
+    unknown = length_delimited(15, b"zz") + b"\x80\x01\x05"  # field 15 (bytes), field 16 (varint)
+    data = length_delimited(3, length_delimited(4, b"\x03" * (1 << 16)) + unknown + head)
+    kind, body, ct = decode_bulk(data, "step")
+    assert ct.obj is data and bytes(ct) == b"\x03" * (1 << 16)
+    assert (body.step, body.chunk, body.chunks, body.query) == (2, 1, 3, "ab")
+    _same_as_decode(data, "step")
