@@ -10,13 +10,17 @@
 //! next query: measured 13–27 % less time per in-process batch (three interleaved pairs,
 //! AMD EPYC). `HEINFER_MALLOC_TUNING=0` in the environment leaves glibc's defaults.
 //!
-//! mimalloc's own purge delay (memory freed for 10 ms goes back to the OS) is left as it is,
-//! on measurement: a MobileNetV2-0.35-96 throughput query (4,096 images, client and server in
-//! one process) spends 32 % of its samples zeroing pages mimalloc had returned, and never
-//! purging (`MIMALLOC_PURGE_DELAY=-1`) cut its server part from 340 to 228 s (10 s: 283 s),
-//! but the process then kept mimalloc's peak beside NumPy's (glibc's) and passed 21 GB where
-//! the default peaks near 18 GB. Set `MIMALLOC_PURGE_DELAY` for a server process that runs
-//! nothing else.
+//! Blocks above the mmap threshold (at most 32 MiB in glibc) are still mapped afresh, which
+//! is why `heinfer.infer` cuts messages into 16 MiB chunks and the protocol reads ciphertexts
+//! in place: with 256 MiB chunks, 98 % of a MobileNetV2-0.35-96 throughput query's page
+//! faults were copies of its messages into fresh `bytes` (BENCHMARKS.md).
+//!
+//! mimalloc's own purge delay (memory freed for 1 s goes back to the OS) is left as it is,
+//! on measurement: that query (4,096 images, client and server in one process) still spends
+//! ~18 % of its worker threads' samples zeroing pages mimalloc had returned, but never purging
+//! (`MIMALLOC_PURGE_DELAY=-1`) keeps mimalloc's peak beside NumPy's (glibc's): 22.0 GB against
+//! 18.4 GB with the default (both with 256 MiB chunks). Set `MIMALLOC_PURGE_DELAY` for a
+//! server process that runs nothing else.
 
 /// Applies the tuning once, at import (glibc on Linux only; elsewhere nothing).
 pub(crate) fn tune() {
