@@ -95,6 +95,27 @@ def test_batches_decode_from_bytes_or_read_only_buffers_only(tools) -> None:
                 fn(p, bad, MAX, 2)
 
 
+def test_to_bytes_writes_after_a_frame(tools) -> None:
+    """``to_bytes(frame=f)`` is ``f(n) + to_bytes()`` (n: the batch's bytes), rounded or not;
+    a frame that does not return bytes, or raises, fails the call."""
+    p = tools[0]
+    batch = _native.CiphertextBatch.from_list([_ct(tools, 0.1, 0), _ct(tools, 0.2, 0), _ct(tools, 0.3, 0)])
+    seen = []
+
+    def frame(n: int) -> bytes:
+        seen.append(n)
+        return b"header:" + str(n).encode()
+
+    for args, kw in [((), {}), ((1, 3), {}), ((0, 2), {"drop_bits": p.rounding_drop_bits(0, 2, 1e-3)})]:
+        plain = batch.to_bytes(*args, **kw)
+        assert batch.to_bytes(*args, **kw, frame=frame) == b"header:%d" % len(plain) + plain
+        assert seen[-1] == len(plain)
+    with pytest.raises(TypeError, match="frame must return bytes"):
+        batch.to_bytes(frame=lambda n: "text")
+    with pytest.raises(ZeroDivisionError):
+        batch.to_bytes(frame=lambda n: 1 // 0)
+
+
 def test_from_list_to_list_and_indexing(tools) -> None:
     p, kg, enc, encryptor, ev = tools
     cts = [_ct(tools, v, 1) for v in (0.1, 0.2, 0.3)]

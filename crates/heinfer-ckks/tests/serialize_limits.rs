@@ -49,6 +49,27 @@ fn batches_round_trip_and_refuse_mixed_levels() {
 }
 
 #[test]
+fn batch_parts_write_the_batch_bytes_into_a_sized_buffer() {
+    let p = &fx().params;
+    let cts = batch(2, 4);
+    let drop = rounding_drop_bits(p, 2, 2, 1e-3).unwrap();
+    for d in [None, Some(drop.as_slice())] {
+        let want = match d {
+            None => ciphertext_batch_to_bytes(p, &cts).unwrap(),
+            Some(d) => ciphertext_batch_to_bytes_rounded(p, &cts, d).unwrap(),
+        };
+        let parts = ciphertext_batch_parts(p, &cts, d).unwrap();
+        assert_eq!(parts.len(), want.len());
+        assert!(!parts.is_empty());
+        let mut buf = vec![0xAA; parts.len()];
+        parts.write_into(&mut buf);
+        assert_eq!(buf, want);
+        assert_eq!(parts.to_vec(), want);
+    }
+    assert!(ciphertext_batch_parts(p, &[], None).is_err());
+}
+
+#[test]
 fn forged_batch_counts_are_refused_before_allocation() {
     let p = &fx().params;
     let bytes = ciphertext_batch_to_bytes(p, &batch(0, 2)).unwrap();

@@ -13,7 +13,7 @@ use heinfer_kernels::KernelError;
 use num_complex::Complex64;
 use numpy::{PyArray2, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::PyIndexError;
+use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rayon::prelude::*;
@@ -202,13 +202,20 @@ impl CiphertextBatch {
     /// `start < stop <= len`. `drop_bits` (one count per polynomial, from
     /// `Params.rounding_drop_bits`): the ciphertexts are only going to be decrypted and travel
     /// rounded, polynomial `i` without `drop_bits[i]` low bits of each coefficient.
-    #[pyo3(signature = (start = 0, stop = None, drop_bits = None))]
+    ///
+    /// `frame`: a callable taking the batch's length in bytes and returning the `bytes` that
+    /// go before it (a protocol message's header: `heinfer.protocol.messages.framing`); the
+    /// result is then `frame(n) + batch`, written once into the returned object instead of
+    /// serialized, copied into `bytes` and joined with the header (`TypeError` unless it
+    /// returns `bytes`).
+    #[pyo3(signature = (start = 0, stop = None, drop_bits = None, frame = None))]
     fn to_bytes<'py>(
         &self,
         py: Python<'py>,
         start: usize,
         stop: Option<usize>,
         drop_bits: Option<Vec<u32>>,
+        frame: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let stop = stop.unwrap_or(self.cts.len());
         if start >= stop || stop > self.cts.len() {
@@ -218,11 +225,34 @@ impl CiphertextBatch {
             )));
         }
         let cts = &self.cts[start..stop];
-        let out = run(py, "CiphertextBatch.to_bytes", || match &drop_bits {
-            Some(d) => serialize::ciphertext_batch_to_bytes_rounded(&self.params, cts, d),
-            None => serialize::ciphertext_batch_to_bytes(&self.params, cts),
+        let parts = run(py, "CiphertextBatch.to_bytes", || {
+            serialize::ciphertext_batch_parts(&self.params, cts, drop_bits.as_deref())
         })?;
-        Ok(PyBytes::new(py, &out))
+        let n = parts.len();
+        let head = match frame {
+            Some(f) => {
+                let h = f.call1((n,))?;
+                h.cast::<PyBytes>()
+                    .map_err(|_| {
+                        PyTypeError::new_err(format!(
+                            "frame must return bytes, got {}",
+                            h.get_type()
+                                .name()
+                                .map(|t| t.to_string())
+                                .unwrap_or_else(|_| "?".into())
+                        ))
+                    })?
+                    .clone()
+            }
+            None => PyBytes::new(py, b""),
+        };
+        let head = head.as_bytes();
+        PyBytes::new_with(py, head.len() + n, |buf| {
+            let (h, body) = buf.split_at_mut(head.len());
+            h.copy_from_slice(head);
+            parts.write_into(body);
+            Ok(())
+        })
     }
     /// Decodes and validates a batch: header, count ≤ `max_count` and against the bytes
     /// present, total ≤ `max_bytes`, every ciphertext (parameters, residues below moduli) and

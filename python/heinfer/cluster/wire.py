@@ -45,19 +45,29 @@ class JoinedBatch:
         self._drop = _dropped(drop_bits)
         self._batch: _native.CiphertextBatch | None = None
 
-    def to_bytes(self, start: int = 0, stop: int | None = None, drop_bits: list[int] | None = None) -> bytes:
+    def to_bytes(self, start: int = 0, stop: int | None = None, drop_bits: list[int] | None = None, frame=None) -> bytes:
         """The serialized ciphertexts ``[start, stop)`` (all by default): the workers' bytes
         as they are, or a batch of that range cut from them at the byte level (each
         ciphertext's length read from its prefix, bounds checked). ``drop_bits`` must be the
         rounding the workers applied (given to :func:`join_batches`); another one decodes
-        the ciphertexts and serializes them again."""
+        the ciphertexts and serializes them again. ``frame``: as a batch's ``to_bytes``, the
+        result is ``frame(n) + batch`` (a message's header, then these bytes)."""
         if _dropped(drop_bits) != self._drop:
-            return self.decoded().to_bytes(start, self._count if stop is None else stop, drop_bits=drop_bits)
+            return self.decoded().to_bytes(start, self._count if stop is None else stop, drop_bits=drop_bits, frame=frame)
         stop = self._count if stop is None else stop
         if not 0 <= start < stop <= self._count:
             raise IndexError(f"ciphertexts [{start}, {stop}) of a batch of {self._count}")
         if (start, stop) == (0, self._count):
-            return self._data
+            pieces: tuple = (self._data,)
+        else:
+            pieces = self._cut(start, stop)
+        if frame is None and len(pieces) == 1:
+            return pieces[0]
+        head = (frame(sum(len(p) for p in pieces)),) if frame is not None else ()
+        return b"".join(head + pieces)
+
+    def _cut(self, start: int, stop: int) -> tuple:
+        """A batch header for ciphertexts ``[start, stop)`` and a view of their bytes."""
         data, pos, begin = self._data, _HEAD.size, 0
         for i in range(stop):
             if i == start:
@@ -68,7 +78,7 @@ class JoinedBatch:
         if pos > len(data):
             raise ClusterError("the workers' answer ends inside a ciphertext")
         version = _HEAD.unpack_from(data)[1]
-        return b"".join((_HEAD.pack(_MAGIC, version, stop - start), memoryview(data)[begin:pos]))
+        return (_HEAD.pack(_MAGIC, version, stop - start), memoryview(data)[begin:pos])
 
     def __len__(self) -> int:
         return self._count

@@ -39,7 +39,7 @@ from heinfer.program.rounding import output_drop_bits
 from heinfer.protocol.chunks import Cursor, bounds, chunks_for
 from heinfer.protocol.layouts import decrypt_rows, encrypt_rows, input_rows, output_values
 from heinfer.protocol.limits import message_limits
-from heinfer.protocol.messages import decode_bulk, encode
+from heinfer.protocol.messages import decode_bulk, encode, framing
 from heinfer.runtime.executor import native_params
 
 __all__ = ["Client", "check_input", "SCALE_TOLERANCE"]
@@ -247,10 +247,13 @@ class Client:
             try:
                 for i in range(chunks):
                     start, stop = bounds(n, chunks, i)
-                    payload = encrypt_rows(key.kg, seg, held[0][start:stop]).to_bytes()
+                    batch = encrypt_rows(key.kg, seg, held[0][start:stop])
                     if i == chunks - 1:
                         held.clear()
-                    yield encode(kind, **fields, ciphertexts=payload, chunk=i, chunks=chunks)
+                    # serialized straight after the message's header: one buffer
+                    message = batch.to_bytes(frame=framing(kind, **fields, chunk=i, chunks=chunks))
+                    del batch
+                    yield message
             except Exception:
                 self._queries.pop(ref, None)
                 raise

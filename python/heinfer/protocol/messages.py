@@ -26,12 +26,14 @@ steps and results of queries it did not start.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from google.protobuf.message import DecodeError
 
 from heinfer.errors import ProtocolError
 from heinfer.v1 import protocol_pb2 as pb
 
-__all__ = ["KINDS", "encode", "decode", "decode_bulk", "length_delimited", "peek", "peek_kind", "pb", "size"]
+__all__ = ["KINDS", "encode", "decode", "decode_bulk", "framing", "length_delimited", "peek", "peek_kind", "pb", "size"]
 
 #: The kinds of message, in the order of the ``oneof``.
 KINDS = ("keys", "query", "step", "reply", "result")
@@ -47,29 +49,57 @@ def encode(kind: str, **fields) -> bytes:
     The bulk field (``ciphertexts``, or a keys message's ``galois_keys``: megabytes to
     hundreds of megabytes) is copied once: protobuf serializes the other fields, and the bulk
     field — a tag, a varint length and the bytes, as protobuf writes a ``bytes`` field — is
-    appended to them inside the ``Message`` envelope. Protobuf parses a message whose fields
-    come in any order (a field written last wins), so this is the same message as
-    ``SerializeToString`` gives, with that field last (``tests/python/protocol/test_messages.py``
-    checks it against protobuf)."""
+    appended to them inside the ``Message`` envelope (:func:`framing`). Protobuf parses a
+    message whose fields come in any order (a field written last wins), so this is the same
+    message as ``SerializeToString`` gives, with that field last
+    (``tests/python/protocol/test_messages.py`` checks it against protobuf)."""
+    bulk = _bulk_name(kind)
+    payload = fields.pop(bulk, None)
+    if payload is not None and not isinstance(payload, bytes):
+        raise TypeError(f"{bulk} are bytes, got {type(payload).__name__}")
+    if not payload:  # no field: protobuf omits an empty one
+        return _envelope(kind, fields)[0].SerializeToString()
+    return b"".join((framing(kind, **fields)(len(payload)), payload))
+
+
+def framing(kind: str, **fields) -> Callable[[int], bytes]:
+    """The start of a message of ``kind`` with ``fields``, as a function of its bulk field's
+    length ``n > 0``: everything :func:`encode` writes before that field's bytes, so that
+    ``framing(kind, **fields)(len(p)) + p == encode(kind, **fields, ciphertexts=p)``. A sender
+    that serializes the ciphertexts itself writes them right after it, in one buffer
+    (``CiphertextBatch.to_bytes(…, frame=…)``): no copy of a finished message."""
+    bulk = _bulk_name(kind)
+    if bulk in fields:
+        raise TypeError(f"framing takes the fields other than {bulk!r}")
+    _, body = _envelope(kind, fields)
+    head = body.SerializeToString()
+    tag = _varint(body.DESCRIPTOR.fields_by_name[bulk].number << 3 | _LEN)
+    outer = _varint(pb.Message.DESCRIPTOR.fields_by_name[kind].number << 3 | _LEN)
+
+    def frame(n: int) -> bytes:
+        if n <= 0:
+            raise ValueError(f"a framed {bulk} field has at least one byte, got {n}")
+        tail = tag + _varint(n)
+        return b"".join((outer, _varint(len(head) + len(tail) + n), head, tail))
+
+    return frame
+
+
+def _bulk_name(kind: str) -> str:
+    """The bulk field of a kind (checked)."""
     if kind not in KINDS:
         raise ProtocolError(f"unknown message kind {kind!r}")
-    bulk = "galois_keys" if kind == "keys" else "ciphertexts"
-    payload = fields.pop(bulk, None)
+    return "galois_keys" if kind == "keys" else "ciphertexts"
+
+
+def _envelope(kind: str, fields: dict):
+    """``(message, body)`` with ``fields`` set on the body of ``kind``."""
     m = pb.Message()
     body = getattr(m, kind)
     body.SetInParent()
     for name, value in fields.items():
         setattr(body, name, value)
-    if payload is not None and not isinstance(payload, bytes):
-        raise TypeError(f"{bulk} are bytes, got {type(payload).__name__}")
-    if not payload:  # no field: protobuf omits an empty one
-        return m.SerializeToString()
-    head = body.SerializeToString()
-    field = body.DESCRIPTOR.fields_by_name[bulk].number
-    tail = (_varint(field << 3 | _LEN), _varint(len(payload)))
-    inner = len(head) + sum(map(len, tail)) + len(payload)
-    outer = pb.Message.DESCRIPTOR.fields_by_name[kind].number
-    return b"".join((_varint(outer << 3 | _LEN), _varint(inner), head, *tail, payload))
+    return m, body
 
 
 #: Protobuf wire type of length-delimited fields (``bytes``, nested messages).

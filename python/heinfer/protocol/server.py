@@ -29,7 +29,7 @@ from heinfer.program.model import Program
 from heinfer.program.rounding import output_drop_bits
 from heinfer.protocol.chunks import Cursor, chunks_for
 from heinfer.protocol.limits import message_limits
-from heinfer.protocol.messages import decode, decode_bulk, encode, pb
+from heinfer.protocol.messages import decode, decode_bulk, framing, pb
 from heinfer.protocol.messages import size as message_size
 from heinfer.runtime.executor import Executor, bad_budget, native_params
 
@@ -378,10 +378,10 @@ class Server(QueryTable):
         n = len(out)
         for i in range(chunks):
             t0 = time.perf_counter()
-            payload = out.to_bytes(i * n // chunks, (i + 1) * n // chunks, drop_bits=drop)
+            chunk = {} if kind == "result" else {"chunk": i, "chunks": chunks}
+            # the ciphertexts serialized straight after the message's header: one buffer
+            message = out.to_bytes(i * n // chunks, (i + 1) * n // chunks, drop_bits=drop, frame=framing(kind, **fields, **chunk))
             if i == chunks - 1:
                 del out
-            chunk = {} if kind == "result" else {"chunk": i, "chunks": chunks}
-            message = encode(kind, **fields, ciphertexts=payload, **chunk)
             self._count(t0)
             yield message

@@ -101,10 +101,10 @@ class TiledOutput:
     def __len__(self) -> int:
         return self._tiles[-1][1]
 
-    def to_bytes(self, start: int = 0, stop: int | None = None, drop_bits: list[int] | None = None) -> bytes:
-        """Ciphertexts ``start:stop`` serialized (rounded with ``drop_bits``, as a batch's
-        ``to_bytes``); the tiles that end by ``stop`` are forgotten afterwards (the protocol
-        asks for its chunks in order)."""
+    def to_bytes(self, start: int = 0, stop: int | None = None, drop_bits: list[int] | None = None, frame=None) -> bytes:
+        """Ciphertexts ``start:stop`` serialized (rounded with ``drop_bits``, after
+        ``frame(n)``: as a batch's ``to_bytes``); the tiles that end by ``stop`` are forgotten
+        afterwards (the protocol asks for its chunks in order)."""
         stop = len(self) if stop is None else stop
         if not 0 <= start < stop <= len(self):
             raise ValueError(f"ciphertexts {start}:{stop} of {len(self)}")
@@ -114,9 +114,9 @@ class TiledOutput:
                 parts.append((self._tile(j), max(start, a) - a, min(stop, b) - a))
         if len(parts) == 1:
             tile, lo, hi = parts[0]
-            data = tile.to_bytes(lo, hi, drop_bits=drop_bits)
+            data = tile.to_bytes(lo, hi, drop_bits=drop_bits, frame=frame)
         else:
-            data = _native.CiphertextBatch.concat([t.take(list(range(lo, hi))) for t, lo, hi in parts], consume=True).to_bytes(drop_bits=drop_bits)
+            data = _native.CiphertextBatch.concat([t.take(list(range(lo, hi))) for t, lo, hi in parts], consume=True).to_bytes(drop_bits=drop_bits, frame=frame)
         for j in [j for j in self._done if self._tiles[j][1] <= stop]:
             del self._done[j]
         return data

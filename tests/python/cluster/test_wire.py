@@ -22,6 +22,10 @@ def test_a_range_of_a_joined_batch_is_the_engines_batch_of_that_range() -> None:
     for bad in [(3, 3), (5, 2), (0, 8), (-1, 2)]:
         with pytest.raises(IndexError):
             joined.to_bytes(*bad)
+    # after a message header (frame): the same bytes behind it, whole or cut
+    for start, stop in [(0, 7), (2, 5)]:
+        want = batch.to_bytes(start, stop)
+        assert joined.to_bytes(start, stop, frame=lambda n: b"h%d:" % n) == b"h%d:" % len(want) + want
 
 
 def test_a_batch_the_workers_rounded_travels_as_is_and_decodes_with_its_rounding() -> None:

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from heinfer.errors import ProtocolError
-from heinfer.protocol.messages import _IDS, decode, decode_bulk, encode, length_delimited, pb
+from heinfer.protocol.messages import _IDS, decode, decode_bulk, encode, framing, length_delimited, pb
 
 _HEX = st.text("0123456789abcdef", min_size=1, max_size=64)
 _U32 = st.integers(0, 2**32 - 1)
@@ -55,6 +55,23 @@ def test_encode_decodes_with_the_checks() -> None:
     m = encode("step", query="ab" * 16, ref="cd" * 16, step=1, ciphertexts=b"x" * 1000, chunk=2, chunks=3)
     kind, body = decode(m, "step")
     assert (kind, body.step, body.chunk, body.chunks, body.ciphertexts) == ("step", 1, 2, 3, b"x" * 1000)
+
+
+@given(_message())
+def test_framing_is_what_encode_writes_before_the_bulk(message) -> None:
+    kind, fields = message
+    bulk = _BULK.get(kind, "ciphertexts")
+    payload = fields.pop(bulk) or b"\x01"
+    assert framing(kind, **fields)(len(payload)) + payload == encode(kind, **fields, **{bulk: payload})
+
+
+def test_framing_refuses_the_bulk_field_and_empty_bulks() -> None:
+    with pytest.raises(TypeError, match="other than 'ciphertexts'"):
+        framing("reply", query="ab", ciphertexts=b"x")
+    with pytest.raises(ValueError, match="at least one byte"):
+        framing("reply", query="ab")(0)
+    with pytest.raises(ProtocolError, match="unknown message kind"):
+        framing("nope")
 
 
 def test_ciphertexts_must_be_bytes() -> None:

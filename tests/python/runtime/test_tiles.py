@@ -71,6 +71,10 @@ def test_tiles_give_the_whole_layers_bytes(program) -> None:
     assert any(drop)
     for a, b in [(0, 40), (30, 90), (200, 256)]:
         assert tiled.to_bytes(a, b, drop_bits=drop) == whole.to_bytes(a, b, drop_bits=drop), (a, b)
+    # after a message header (frame), in one tile and across two
+    for a, b in [(0, 40), (30, 90)]:
+        want = whole.to_bytes(a, b, drop_bits=drop)
+        assert tiled.to_bytes(a, b, drop_bits=drop, frame=lambda n: b"head%d" % n) == b"head%d" % len(want) + want
     with pytest.raises(ValueError, match="ciphertexts 10:300 of 256"):
         tiled.to_bytes(10, 300)
 

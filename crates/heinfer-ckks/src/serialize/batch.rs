@@ -98,7 +98,7 @@ pub fn ciphertext_batch_wire_bytes(
 /// Serializes ciphertexts (in parallel) as one batch message. Fails for an empty batch and
 /// for ciphertexts of other parameters.
 pub fn ciphertext_batch_to_bytes(params: &CkksParams, cts: &[Ciphertext]) -> Result<Vec<u8>> {
-    batch_to_bytes(cts, |c| ciphertext_to_bytes(params, c))
+    Ok(ciphertext_batch_parts(params, cts, None)?.to_vec())
 }
 
 /// [`ciphertext_batch_to_bytes`] with every ciphertext rounded
@@ -109,34 +109,92 @@ pub fn ciphertext_batch_to_bytes_rounded(
     cts: &[Ciphertext],
     drop: &[u32],
 ) -> Result<Vec<u8>> {
-    batch_to_bytes(cts, |c| ciphertext_to_bytes_rounded(params, c, drop))
+    Ok(ciphertext_batch_parts(params, cts, Some(drop))?.to_vec())
 }
 
-fn batch_to_bytes(
+/// A batch serialized ciphertext by ciphertext (in parallel) but not yet framed: its
+/// [`len`](Self::len) is known before it is written, so a caller can write it straight into
+/// a buffer it sizes itself (the protocol's message, after its header) instead of copying a
+/// finished batch. [`write_into`](Self::write_into) and [`to_vec`](Self::to_vec) give the
+/// bytes of [`ciphertext_batch_to_bytes`] (or its rounded form).
+pub struct BatchParts {
+    parts: Vec<Vec<u8>>,
+}
+
+/// Serializes every ciphertext of a batch (rounded with `drop` when given, see
+/// [`ciphertext_batch_to_bytes_rounded`]). Fails as [`ciphertext_batch_to_bytes`] does.
+pub fn ciphertext_batch_parts(
+    params: &CkksParams,
     cts: &[Ciphertext],
-    one: impl Fn(&Ciphertext) -> Result<Vec<u8>> + Sync + Send,
-) -> Result<Vec<u8>> {
+    drop: Option<&[u32]>,
+) -> Result<BatchParts> {
     if cts.is_empty() {
         return Err(CkksError::InvalidOperand {
             op: "serialize a ciphertext batch",
             reason: "the batch is empty".into(),
         });
     }
-    let count = u32::try_from(cts.len()).map_err(|_| CkksError::InvalidOperand {
-        op: "serialize a ciphertext batch",
-        reason: format!("{} ciphertexts exceed the format's u32 count", cts.len()),
-    })?;
-    let parts: Vec<Vec<u8>> = cts.par_iter().map(one).collect::<Result<_>>()?;
-    let total = BATCH_HEADER_BYTES + parts.iter().map(|p| 4 + p.len()).sum::<usize>();
-    let mut out = Vec::with_capacity(total);
-    out.extend_from_slice(BATCH_MAGIC);
-    out.extend_from_slice(&BATCH_VERSION.to_le_bytes());
-    out.extend_from_slice(&count.to_le_bytes());
-    for p in &parts {
-        out.extend_from_slice(&(p.len() as u32).to_le_bytes());
-        out.extend_from_slice(p);
+    if u32::try_from(cts.len()).is_err() {
+        return Err(CkksError::InvalidOperand {
+            op: "serialize a ciphertext batch",
+            reason: format!("{} ciphertexts exceed the format's u32 count", cts.len()),
+        });
     }
-    Ok(out)
+    let parts = cts
+        .par_iter()
+        .map(|c| match drop {
+            Some(d) => ciphertext_to_bytes_rounded(params, c, d),
+            None => ciphertext_to_bytes(params, c),
+        })
+        .collect::<Result<_>>()?;
+    Ok(BatchParts { parts })
+}
+
+impl BatchParts {
+    /// Bytes of the framed batch: header, then each ciphertext with its length prefix.
+    pub fn len(&self) -> usize {
+        BATCH_HEADER_BYTES + self.parts.iter().map(|p| 4 + p.len()).sum::<usize>()
+    }
+
+    /// Always false: a batch holds at least one ciphertext.
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    /// Writes the framed batch into `out`, which must be exactly [`len`](Self::len) bytes.
+    ///
+    /// # Panics
+    /// If `out.len() != self.len()` (a caller's sizing bug, not an input).
+    pub fn write_into(&self, out: &mut [u8]) {
+        assert_eq!(
+            out.len(),
+            self.len(),
+            "a batch's buffer must be sized by len()"
+        );
+        let count = self.parts.len() as u32; // checked against u32 when built
+        out[..4].copy_from_slice(BATCH_MAGIC);
+        out[4..6].copy_from_slice(&BATCH_VERSION.to_le_bytes());
+        out[6..BATCH_HEADER_BYTES].copy_from_slice(&count.to_le_bytes());
+        let mut pos = BATCH_HEADER_BYTES;
+        for p in &self.parts {
+            out[pos..pos + 4].copy_from_slice(&(p.len() as u32).to_le_bytes());
+            out[pos + 4..pos + 4 + p.len()].copy_from_slice(p);
+            pos += 4 + p.len();
+        }
+    }
+
+    /// The framed batch in a new vector.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len());
+        out.extend_from_slice(BATCH_MAGIC);
+        out.extend_from_slice(&BATCH_VERSION.to_le_bytes());
+        out.extend_from_slice(&(self.parts.len() as u32).to_le_bytes());
+        for p in &self.parts {
+            out.extend_from_slice(&(p.len() as u32).to_le_bytes());
+            out.extend_from_slice(p);
+        }
+        out
+    }
 }
 
 /// Checks a batch's framing — total ≤ `max_bytes`, header, `1 ≤ count ≤ max_count`, the count

@@ -26,9 +26,10 @@ mod wire;
 
 pub use batch::{
     check_uniform, ciphertext_batch_check, ciphertext_batch_from_bytes,
-    ciphertext_batch_from_bytes_rounded, ciphertext_batch_to_bytes,
+    ciphertext_batch_from_bytes_rounded, ciphertext_batch_parts, ciphertext_batch_to_bytes,
     ciphertext_batch_to_bytes_rounded, ciphertext_batch_wire_bytes, ciphertext_wire_bytes,
-    galois_keys_wire_bytes, relin_key_wire_bytes, BATCH_HEADER_BYTES, BATCH_MAGIC, BATCH_VERSION,
+    galois_keys_wire_bytes, relin_key_wire_bytes, BatchParts, BATCH_HEADER_BYTES, BATCH_MAGIC,
+    BATCH_VERSION,
 };
 pub use rounded::{
     ciphertext_to_bytes_rounded, rounded_ciphertext_wire_bytes, rounding_drop_bits,
