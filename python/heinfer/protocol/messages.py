@@ -74,7 +74,7 @@ def framing(kind: str, **fields) -> Callable[[int], bytes]:
     _, body = _envelope(kind, fields)
     head = body.SerializeToString()
     tag = _varint(body.DESCRIPTOR.fields_by_name[bulk].number << 3 | _LEN)
-    outer = _varint(pb.Message.DESCRIPTOR.fields_by_name[kind].number << 3 | _LEN)
+    outer = _varint(_tag_of(kind))
 
     def frame(n: int) -> bytes:
         if n <= 0:
