@@ -232,21 +232,21 @@ impl CiphertextBatch {
         let head = match frame {
             Some(f) => {
                 let h = f.call1((n,))?;
-                h.cast::<PyBytes>()
-                    .map_err(|_| {
-                        PyTypeError::new_err(format!(
-                            "frame must return bytes, got {}",
-                            h.get_type()
-                                .name()
-                                .map(|t| t.to_string())
-                                .unwrap_or_else(|_| "?".into())
-                        ))
-                    })?
-                    .clone()
+                let h = h.cast_into::<PyBytes>().map_err(|e| {
+                    PyTypeError::new_err(format!(
+                        "frame must return bytes, got {}",
+                        e.into_inner()
+                            .get_type()
+                            .name()
+                            .map(|t| t.to_string())
+                            .unwrap_or_else(|_| "?".into())
+                    ))
+                })?;
+                Some(h)
             }
-            None => PyBytes::new(py, b""),
+            None => None,
         };
-        let head = head.as_bytes();
+        let head = head.as_ref().map_or(&[][..], |h| h.as_bytes());
         PyBytes::new_with(py, head.len() + n, |buf| {
             let (h, body) = buf.split_at_mut(head.len());
             h.copy_from_slice(head);

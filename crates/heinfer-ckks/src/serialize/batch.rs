@@ -185,14 +185,8 @@ impl BatchParts {
 
     /// The framed batch in a new vector.
     pub fn to_vec(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.len());
-        out.extend_from_slice(BATCH_MAGIC);
-        out.extend_from_slice(&BATCH_VERSION.to_le_bytes());
-        out.extend_from_slice(&(self.parts.len() as u32).to_le_bytes());
-        for p in &self.parts {
-            out.extend_from_slice(&(p.len() as u32).to_le_bytes());
-            out.extend_from_slice(p);
-        }
+        let mut out = vec![0; self.len()];
+        self.write_into(&mut out);
         out
     }
 }
