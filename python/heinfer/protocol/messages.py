@@ -33,7 +33,20 @@ from google.protobuf.message import DecodeError
 from heinfer.errors import ProtocolError
 from heinfer.v1 import protocol_pb2 as pb
 
-__all__ = ["KINDS", "encode", "decode", "decode_bulk", "framing", "length_delimited", "peek", "peek_kind", "pb", "size"]
+__all__ = [
+    "KINDS",
+    "encode",
+    "decode",
+    "decode_bulk",
+    "framing",
+    "kind_of",
+    "length_delimited",
+    "peek",
+    "peek_kind",
+    "pb",
+    "read_varint",
+    "size",
+]
 
 #: The kinds of message, in the order of the ``oneof``.
 KINDS = ("keys", "query", "step", "reply", "result")
@@ -155,7 +168,8 @@ def decode(data, expect: str | tuple[str, ...] | None = None):
 def decode_bulk(data, expect: str | tuple[str, ...]):
     """``(kind, body, ciphertexts)`` of a message that carries ciphertexts (a query, step,
     reply or result): the checks of :func:`decode`, and the ciphertext bytes as a read-only
-    ``memoryview`` of ``data`` — no copy.
+    ``memoryview`` of ``data`` — no copy. ``data``: ``bytes``, a read-only ``memoryview`` of
+    bytes (the service's received messages), or a parsed ``heinfer.v1.Message``.
 
     Protobuf's parse copies a ``bytes`` field twice (into its arena, then into a new Python
     object when read): two buffers the size of the message, per message (a MobileNetV2
@@ -166,7 +180,7 @@ def decode_bulk(data, expect: str | tuple[str, ...]):
     Anything this walk does not recognize as one plain message with one ciphertext field
     (other orders of fields are fine; a repeated field, a group, a field of the wrong type,
     trailing bytes are not) is parsed by protobuf as :func:`decode` does, with its errors."""
-    split = _split_bulk(data) if isinstance(data, bytes) and len(data) >= _BULK_MIN else None
+    split = _split_bulk(data) if _in_place(data) else None
     if split is None:
         kind, body = decode(data, expect)
         return kind, body, body.ciphertexts
@@ -184,33 +198,61 @@ def decode_bulk(data, expect: str | tuple[str, ...]):
 _BULK_MIN = 1 << 16
 
 
-def _split_bulk(data: bytes) -> tuple[str, bytes, tuple[int, int]] | None:
+def _in_place(data) -> bool:
+    """Whether ``data`` is read in place: ``bytes``, or a read-only, contiguous ``memoryview``
+    of bytes (gRPC's received message, :func:`heinfer.serve.wire.deserializer`), of at least
+    :data:`_BULK_MIN` bytes."""
+    if isinstance(data, memoryview):
+        ok = data.readonly and data.c_contiguous and data.ndim == 1 and data.format == "B"
+        return ok and data.nbytes >= _BULK_MIN
+    return isinstance(data, bytes) and len(data) >= _BULK_MIN
+
+
+def kind_of(data) -> str | None:
+    """The kind of a serialized message that is exactly one field of the ``Message``
+    envelope (as every sender writes it), without parsing it; ``None`` for anything else
+    (empty, a second envelope field, a cut or overlong length, a wrong wire type) — such
+    bytes are for protobuf to judge."""
+    one = _one_field(data)
+    return None if one is None else one[0]
+
+
+def _one_field(data) -> tuple[str, int] | None:
+    """``(kind, start of the body)`` when ``data`` is exactly one length-delimited field of
+    the envelope; else ``None``."""
+    tag, pos = read_varint(data, 0)
+    if tag is None or tag & 7 != _LEN or not 1 <= tag >> 3 <= len(KINDS):
+        return None
+    n, pos = read_varint(data, pos)
+    if n is None or pos + n != len(data):
+        return None
+    return KINDS[(tag >> 3) - 1], pos
+
+
+def _split_bulk(data) -> tuple[str, bytes, tuple[int, int]] | None:
     """``(kind, the message without its ciphertext field, (start, stop) of that field's
     bytes)`` when ``data`` is exactly one ``Message`` field of a ciphertext-carrying kind
     whose body holds its ``ciphertexts`` field exactly once (wire type 2); else ``None``."""
-    tag, pos = _read_varint(data, 0)
-    if tag is None or tag & 7 != _LEN or not 2 <= tag >> 3 <= len(KINDS):
+    one = _one_field(data)
+    if one is None or one[0] == "keys":
         return None
-    kind = KINDS[(tag >> 3) - 1]
-    n, pos = _read_varint(data, pos)
-    if n is None or pos + n != len(data):
-        return None
+    kind, pos = one
     bulk = pb.Message.DESCRIPTOR.fields_by_name[kind].message_type.fields_by_name["ciphertexts"].number
     head, found, end = [], None, len(data)
     while pos < end:
         start = pos
-        tag, pos = _read_varint(data, pos)
+        tag, pos = read_varint(data, pos)
         if tag is None or tag >> 3 == 0:
             return None
         wire = tag & 7
         if wire == 0:
-            _, pos = _read_varint(data, pos)
+            _, pos = read_varint(data, pos)
         elif wire == 1:
             pos += 8
         elif wire == 5:
             pos += 4
         elif wire == _LEN:
-            ln, pos = _read_varint(data, pos)
+            ln, pos = read_varint(data, pos)
             if ln is None or (tag >> 3 == bulk and found is not None):
                 return None
             if tag >> 3 == bulk:
@@ -236,7 +278,7 @@ def _tag_of(kind: str) -> int:
     return pb.Message.DESCRIPTOR.fields_by_name[kind].number << 3 | _LEN
 
 
-def _read_varint(data: bytes, pos: int) -> tuple[int | None, int | None]:
+def read_varint(data: bytes, pos: int) -> tuple[int | None, int | None]:
     """``(value, next position)`` of the varint at ``pos``; ``(None, None)`` if it is cut
     short or longer than protobuf's 10 bytes."""
     v = shift = 0

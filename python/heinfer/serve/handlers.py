@@ -23,7 +23,7 @@ import grpc
 from heinfer.errors import ProtocolError, ServiceError
 from heinfer.program.model import Program
 from heinfer.protocol import Server
-from heinfer.protocol.messages import decode
+from heinfer.protocol.messages import decode, decode_bulk
 from heinfer.serve import wire
 from heinfer.serve.inbox import Inbox
 from heinfer.serve.limits import Limits, effective_limits
@@ -151,7 +151,7 @@ class Servicer:
                         name = "query message" if query is None else f"reply to step {step - 1}"
                         raise ProtocolError(f"{name}: expected a {want!r} message, got {kind!r}")
                     if ref is None:
-                        ref = decode(message, "query")[1].ref
+                        ref = decode_bulk(message, "query")[1].ref  # in place
                     t0 = time.perf_counter()
                     out = self.server.receive(message, part_bytes, session=session, query=query)
                     busy += time.perf_counter() - t0

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 
 from heinfer.errors import ProtocolError, ServiceError
 from heinfer.serve.parts import Assembler
+from heinfer.serve.wire import Typed
 
 __all__ = ["Expected", "Inbox"]
 
@@ -92,15 +93,20 @@ class Inbox:
         done = 0
         try:
             for request in requests:
-                # an Infer request may carry a whole message typed; an OpenSession one only parts
-                typed = "payload" in request.DESCRIPTOR.oneofs_by_name and request.WhichOneof("payload") == "message"
+                # an Infer request may carry a whole message typed (read in place by the
+                # deserializer, or parsed by protobuf); an OpenSession one only parts
+                if isinstance(request, Typed):
+                    n, typed = request.wire_bytes(), request.data
+                else:
+                    one = "payload" in request.DESCRIPTOR.oneofs_by_name and request.WhichOneof("payload") == "message"
+                    n, typed = request.ByteSize(), (request.message if one else None)  # no copy of the data
                 if self._on_bytes is not None:
-                    self._on_bytes(request.ByteSize())  # no copy of the data
+                    self._on_bytes(n)
                 if done == len(self._expected):
                     raise ProtocolError(
                         f"a part after the last message this stream carries ({a.what})"
                     )
-                message = a.take_typed(request.message) if typed else a.feed(request.part)
+                message = a.take_typed(typed) if typed is not None else a.feed(request.part)
                 if message is None:
                     continue
                 done += 1

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from heinfer.errors import ProtocolError, ServiceError
+from heinfer.protocol.messages import kind_of
 from heinfer.v1 import service_pb2 as pb
 
 __all__ = ["KINDS", "KIND_NAMES", "MIN_PART_BYTES", "Assembler", "split"]
@@ -95,16 +96,20 @@ class Assembler:
 
     def take_typed(self, message) -> tuple[str, object]:
         """A whole protocol message that came typed (``InferRequest.message`` /
-        ``InferResponse.message``, parsed by gRPC): ``(kind, message)`` after the same checks
-        as a message in parts — a kind the receiver expects, within its size limit — and only
-        between messages in parts."""
+        ``InferResponse.message``): parsed by gRPC (a ``heinfer.v1.Message``) or its bytes
+        read in place (a ``memoryview``, :func:`heinfer.serve.wire.deserializer`).
+        ``(kind, message)`` after the same checks as a message in parts — a kind the receiver
+        expects, within its size limit — and only between messages in parts."""
         if self._kind is not None:
             raise ProtocolError(f"{self.what}: a whole message inside a message in parts ({self.describe()})")
-        kind = message.WhichOneof("kind")
+        if isinstance(message, memoryview):
+            kind, n, none = kind_of(message), message.nbytes, "bytes that are not one protocol message"
+        else:
+            kind, n, none = message.WhichOneof("kind"), message.ByteSize(), "an empty message"
         if kind not in self.limits:
-            got = repr(kind) if kind else "an empty message"
+            got = repr(kind) if kind else none
             raise ProtocolError(f"{self.what}: expected a {' or '.join(map(repr, self.limits))} message, got {got}")
-        n, limit = message.ByteSize(), self.limits[kind]
+        limit = self.limits[kind]
         if n > limit:
             raise ServiceError(
                 f"{self.what}: a {kind} message of {n} bytes exceeds the limit of {limit} bytes",

@@ -338,10 +338,14 @@ class RemoteSession:
             "server message",
         )
         for response in call:
-            totals["wdown"] += response.ByteSize()
-            if response.WhichOneof("payload") == "message":
+            if isinstance(response, wire.Typed):  # a whole message, read in place
+                totals["wdown"] += response.wire_bytes()
+                done = assembler.take_typed(response.data)
+            elif response.WhichOneof("payload") == "message":
+                totals["wdown"] += response.ByteSize()
                 done = assembler.take_typed(response.message)
             else:
+                totals["wdown"] += response.ByteSize()
                 done = assembler.feed(response.part)
             if done is None:
                 continue

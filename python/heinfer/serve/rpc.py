@@ -7,14 +7,17 @@ grpcio-tools would also generate a client stub and a servicer base class whose m
 from ``heinfer.v1.service_pb2.DESCRIPTOR``, so they follow ``service.proto`` without a copy
 of it. Every message is serialized by :func:`heinfer.serve.wire.serialize`: protobuf for
 ordinary messages, and for a :class:`~heinfer.serve.wire.Typed` protocol message the
-``message`` field written around its bytes (no parse, one copy).
+``message`` field written around its bytes (no parse, one copy). ``Infer``'s requests and
+responses are read by :func:`heinfer.serve.wire.deserializer`: a whole protocol message
+arrives as a :class:`~heinfer.serve.wire.Typed` view of the received bytes (no parse, no
+copy); everything else is parsed by protobuf.
 """
 
 from __future__ import annotations
 
 import grpc
 
-from heinfer.serve.wire import serialize
+from heinfer.serve.wire import deserializer, serialize
 from heinfer.v1 import service_pb2 as pb
 
 __all__ = ["SERVICE", "InferenceStub", "add_servicer"]
@@ -39,6 +42,14 @@ def _message(descriptor) -> type:
     return getattr(pb, descriptor.name)
 
 
+def _deserializer(descriptor):
+    """How a received message of ``descriptor`` is read: a request or response that may
+    carry a whole protocol message (``InferRequest``, ``InferResponse``) through
+    :func:`~heinfer.serve.wire.deserializer` (in place), any other by protobuf."""
+    cls = _message(descriptor)
+    return deserializer(cls) if "message" in descriptor.fields_by_name else cls.FromString
+
+
 class InferenceStub:
     """A client of ``heinfer.v1.Inference`` on ``channel``: one attribute per RPC
     (``GetInfo``, ``OpenSession``, ``Infer``, ``CloseSession``), each a gRPC multi-callable."""
@@ -47,7 +58,7 @@ class InferenceStub:
         for m in SERVICE.methods:
             make = getattr(channel, _kind(m))
             path = f"/{SERVICE.full_name}/{m.name}"
-            setattr(self, m.name, make(path, request_serializer=serialize, response_deserializer=_message(m.output_type).FromString))
+            setattr(self, m.name, make(path, request_serializer=serialize, response_deserializer=_deserializer(m.output_type)))
 
 
 def add_servicer(servicer: object, server: grpc.Server) -> None:
@@ -59,7 +70,7 @@ def add_servicer(servicer: object, server: grpc.Server) -> None:
     handlers = {
         m.name: getattr(grpc, f"{_kind(m)}_rpc_method_handler")(
             getattr(servicer, m.name),
-            request_deserializer=_message(m.input_type).FromString,
+            request_deserializer=_deserializer(m.input_type),
             response_serializer=serialize,
         )
         for m in SERVICE.methods

@@ -20,15 +20,17 @@ method              kind              requests → responses
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from heinfer.errors import ProtocolError
-from heinfer.protocol.messages import MAX_ID_CHARS, length_delimited
+from heinfer.protocol.messages import MAX_ID_CHARS, kind_of, length_delimited, read_varint
 from heinfer.serve.limits import MAX_PART_BYTES, MIN_PART_BYTES, Limits
 from heinfer.v1 import service_pb2 as pb
 
 __all__ = [
     "KIND_ORDER",
     "Typed",
+    "deserializer",
     "serialize",
     "MAX_PART_METADATA",
     "SECRET_METADATA",
@@ -129,19 +131,23 @@ def parse_info(info: pb.GetInfoResponse) -> dict:
     }
 
 
+#: Protobuf wire type of length-delimited fields.
+_LEN = 2
 #: Field number of ``message`` in ``InferRequest`` and ``InferResponse``.
 _MESSAGE_FIELD = pb.InferRequest.DESCRIPTOR.fields_by_name["message"].number
 assert _MESSAGE_FIELD == pb.InferResponse.DESCRIPTOR.fields_by_name["message"].number
 
 
 class Typed:
-    """A serialized protocol message to send typed (``InferRequest.message`` or
-    ``InferResponse.message``) — :func:`serialize` writes the envelope around its bytes, so
-    it is neither parsed nor copied into a part on the way out."""
+    """A serialized protocol message that travels typed (``InferRequest.message`` or
+    ``InferResponse.message``). On the way out, :func:`serialize` writes the envelope around
+    its bytes, so it is neither parsed nor copied into a part; on the way in,
+    :func:`deserializer` gives one whose ``data`` is a read-only ``memoryview`` of the bytes
+    gRPC received, so it is neither parsed nor copied either."""
 
     __slots__ = ("data",)
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes | memoryview) -> None:
         self.data = data
 
     def wire_bytes(self) -> int:
@@ -158,3 +164,30 @@ def serialize(item) -> bytes:
     if isinstance(item, Typed):
         return length_delimited(_MESSAGE_FIELD, item.data)
     return item.SerializeToString()
+
+
+def deserializer(cls: type) -> Callable[[bytes], object]:
+    """gRPC deserializer of ``cls`` (``InferRequest`` or ``InferResponse``).
+
+    A request or response that is exactly its ``message`` field holding exactly one field
+    of the protocol envelope (as :func:`serialize` writes it, and protobuf too) becomes a
+    :class:`Typed` whose ``data`` is a read-only ``memoryview`` of the received bytes: the
+    ciphertexts are then read in place (:func:`heinfer.protocol.messages.decode_bulk`)
+    instead of being copied twice by protobuf (into its arena, then into a new ``bytes`` when
+    the field is read), and the body is checked by the receiver (``INVALID_ARGUMENT`` naming
+    the problem). Anything else — parts, other field layouts, bytes that are not one
+    envelope field — is parsed by protobuf (``cls.FromString``), with its errors."""
+
+    def parse(data: bytes):
+        if isinstance(data, bytes):
+            tag, pos = read_varint(data, 0)
+            if tag == _MESSAGE_FIELD << 3 | _LEN:
+                n, pos = read_varint(data, pos)
+                if n is not None and pos + n == len(data):
+                    view = memoryview(data)[pos:]
+                    if kind_of(view) is not None:
+                        return Typed(view)
+        return cls.FromString(data)
+
+    parse.__qualname__ = parse.__name__ = f"deserialize_{cls.__name__}"
+    return parse

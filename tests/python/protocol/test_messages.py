@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from heinfer.errors import ProtocolError
-from heinfer.protocol.messages import _IDS, decode, decode_bulk, encode, framing, length_delimited, pb
+from heinfer.protocol.messages import _IDS, decode, decode_bulk, encode, framing, kind_of, length_delimited, pb
 
 _HEX = st.text("0123456789abcdef", min_size=1, max_size=64)
 _U32 = st.integers(0, 2**32 - 1)
@@ -93,12 +93,15 @@ def _same_as_decode(data: bytes, kind: str) -> None:
     try:
         want = decode(data, kind)
     except ProtocolError as e:
-        with pytest.raises(ProtocolError):
-            decode_bulk(data, kind)
+        for given_as in (data, memoryview(data)):
+            with pytest.raises(ProtocolError):
+                decode_bulk(given_as, kind)
         return e
-    got = decode_bulk(data, kind)
-    assert got[0] == want[0] and _fields(got[1]) == _fields(want[1])
-    assert bytes(got[2]) == want[1].ciphertexts
+    # bytes, the service's read-only view of received bytes, a writeable buffer (copied)
+    for given_as in (data, memoryview(data), memoryview(bytearray(data))):
+        got = decode_bulk(given_as, kind)
+        assert got[0] == want[0] and _fields(got[1]) == _fields(want[1])
+        assert bytes(got[2]) == want[1].ciphertexts
 
 
 @given(_message().filter(lambda m: m[0] in _CT_KINDS), st.integers(1 << 16, 1 << 18))
@@ -108,8 +111,10 @@ def test_decode_bulk_reads_the_ciphertexts_in_place(message, size) -> None:
     fields["ciphertexts"] = bytes(range(256)) * (size // 256)
     for data in (encode(kind, **fields), _protobuf(kind, **fields)):  # bulk last, or in field order
         _same_as_decode(data, kind)
-        got = decode_bulk(data, kind)[2]
-        assert isinstance(got, memoryview) and got.obj is data and got.readonly  # no copy
+        for given_as in (data, memoryview(data)[:]):  # bytes, or a view of them (gRPC's)
+            got = decode_bulk(given_as, kind)[2]
+            assert isinstance(got, memoryview) and got.obj is data and got.readonly  # no copy
+        assert isinstance(decode_bulk(memoryview(bytearray(data)), kind)[2], bytes)  # writeable: copied
 
 
 @given(_message().filter(lambda m: m[0] in _CT_KINDS), st.data())
@@ -162,3 +167,15 @@ def test_decode_bulk_splits_what_it_should() -> None:
     assert ct.obj is data and bytes(ct) == b"\x03" * (1 << 16)
     assert (body.step, body.chunk, body.chunks, body.query) == (2, 1, 3, "ab")
     _same_as_decode(data, "step")
+
+
+def test_kind_of_names_only_one_envelope_field() -> None:
+    """The kind without a parse, for a message as every sender writes it; anything else is
+    left for protobuf to judge (``None``)."""
+    q = encode("query", session="ab", ref="cd", items=2, ciphertexts=b"x" * 70_000)
+    keys = encode("keys", program_id="ab", galois_keys=b"k" * 9)
+    for data in (q, memoryview(q)):
+        assert kind_of(data) == "query"
+    assert kind_of(keys) == "keys" and kind_of(encode("result", query="ab", ref="cd")) == "result"
+    for bad in (b"", q[:-1], q + b"\x00", q + keys, b"\x08\x01", b"\x32\x00", b"\x0a\xff"):
+        assert kind_of(bad) is None  # cut, trailing, two fields, a varint, field 6, overlong length

@@ -102,8 +102,8 @@ def answer_step(responses, client: Client) -> bytes:
     returns ``client``'s whole reply to it."""
     a = Assembler({"step": 1 << 30}, 1 << 30)
     for response in responses:
-        # a chunk that fits one part travels whole (InferResponse.message), others in parts
-        done = (None, response.message) if response.HasField("message") else a.feed(response.part)
+        # a chunk that fits one part travels whole (read in place: wire.Typed), others in parts
+        done = (None, response.data) if isinstance(response, wire.Typed) else a.feed(response.part)
         if done is not None:
             replies = client.receive_step(done[1])
             if replies is not None:

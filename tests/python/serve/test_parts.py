@@ -139,3 +139,26 @@ def test_the_receiver_chooses_the_kinds_and_limits_per_message() -> None:
 def test_not_a_part() -> None:
     with pytest.raises(ProtocolError, match="a part is a heinfer.v1.Part"):
         Assembler(LIMITS, K).feed(b"raw bytes")  # type: ignore[arg-type]
+
+
+def test_a_whole_message_read_in_place_is_checked_like_a_parsed_one() -> None:
+    """``take_typed`` on the received bytes of a message (the deserializer's view): its kind
+    and size checked without a parse, as for one protobuf parsed."""
+    from heinfer.protocol.messages import encode
+    from heinfer.v1 import protocol_pb2
+
+    q = encode("query", session="ab", ref="cd", items=1, ciphertexts=b"c" * (2 * K))
+    for given in (memoryview(q), protocol_pb2.Message.FromString(q)):
+        a = Assembler(LIMITS, 4 * K, "query message")
+        kind, got = a.take_typed(given)
+        assert kind == "query" and got is given
+        with pytest.raises(ServiceError, match="exceeds the limit"):
+            Assembler({"query": len(q) - 1}, 4 * K).take_typed(given)
+        with pytest.raises(ProtocolError, match="expected a 'reply' message, got 'query'"):
+            Assembler({"reply": 8 * K}, 4 * K).take_typed(given)
+    with pytest.raises(ProtocolError, match="got bytes that are not one protocol message"):
+        Assembler(LIMITS, 4 * K).take_typed(memoryview(q + q))
+    a = Assembler(LIMITS, 4 * K)
+    a.feed(next(split(b"q" * (2 * K), "query", K)))
+    with pytest.raises(ProtocolError, match="a whole message inside a message in parts"):
+        a.take_typed(memoryview(q))

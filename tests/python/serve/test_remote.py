@@ -174,3 +174,38 @@ def test_the_client_refuses_garbage_from_a_server(mlp, reply, error, text) -> No
             s.infer(mlp_input())
     finally:
         liar.server.stop(None)
+
+
+def test_whole_messages_are_received_in_place_on_both_sides(mlp, start, monkeypatch) -> None:
+    """Through a real gRPC call, the server's requests and the client's responses that carry
+    a whole protocol message arrive as views of the received bytes (no protobuf parse), and
+    the answer is the in-process one."""
+    from heinfer.serve import rpc
+
+    from .conftest import tolerance
+
+    seen: dict[str, list[str]] = {}
+    real = rpc.deserializer
+
+    def spy(cls):
+        parse = real(cls)
+
+        def counted(data):
+            out = parse(data)
+            seen.setdefault(cls.__name__, []).append(type(out).__name__ if isinstance(out, wire.Typed) else out.WhichOneof("payload"))
+            return out
+
+        return counted
+
+    monkeypatch.setattr(rpc, "deserializer", spy)
+    h = start(mlp)
+    x = mlp_input(6, seed=8)
+    with connect(h.address, mlp.public(), limits=SMALL) as s:
+        got = s.infer(x).outputs
+    want = heinfer.infer(mlp, x).outputs
+    assert np.array_equal(got.argmax(1), want.argmax(1))
+    np.testing.assert_allclose(got, want, atol=tolerance(mlp))
+    assert set(seen) == {"InferRequest", "InferResponse"}
+    # every whole message in place (none parsed by protobuf); a result above a part in parts
+    assert set(seen["InferRequest"]) == {"Typed"}, seen
+    assert "Typed" in seen["InferResponse"] and set(seen["InferResponse"]) <= {"Typed", "part"}, seen

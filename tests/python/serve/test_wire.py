@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from heinfer.errors import ProtocolError
 from heinfer.serve import Limits, wire
+from heinfer.v1 import protocol_pb2
 from heinfer.v1 import service_pb2 as pb
 
 LIMS = {"keys": 10, "query": 20, "step": 30, "reply": 40, "result": 50}
@@ -53,3 +54,76 @@ def _info(**kw) -> pb.GetInfoResponse:
 def test_bad_info_is_refused(info, text: str) -> None:
     with pytest.raises(ProtocolError, match=text):
         wire.parse_info(info)
+
+
+# ---------------------------------------------------------------- received in place
+
+def _messages() -> list[bytes]:
+    """One protocol message of each kind that travels typed, small and large."""
+    from heinfer.protocol.messages import encode
+
+    ids = {"session": "ab", "ref": "cd", "query": "ef"}
+    out = []
+    for n in (1, 70_000):
+        cts = bytes(range(256)) * (n // 256) + b"x" * (n % 256)
+        out += [
+            encode("query", session=ids["session"], ref=ids["ref"], items=3, ciphertexts=cts, chunk=0, chunks=1),
+            encode("step", query=ids["query"], ref=ids["ref"], step=1, ciphertexts=cts, chunk=1, chunks=2),
+            encode("reply", query=ids["query"], step=0, ciphertexts=cts, chunk=0, chunks=1),
+            encode("result", query=ids["query"], ref=ids["ref"], ciphertexts=cts),
+        ]
+    return out
+
+
+def _without_ciphertexts(body):
+    out = type(body)()
+    out.CopyFrom(body)
+    out.ClearField("ciphertexts")
+    return out
+
+
+@pytest.mark.parametrize("cls", [pb.InferRequest, pb.InferResponse])
+def test_a_typed_message_is_received_in_place_and_reads_as_protobufs_parse(cls) -> None:
+    """What the deserializer gives for a typed message is a view of the received bytes (no
+    copy) holding exactly the protocol message; protobuf parses the same bytes to it."""
+    from heinfer.protocol.messages import decode_bulk
+
+    parse = wire.deserializer(cls)
+    for m in _messages():
+        for data in (wire.serialize(wire.Typed(m)), cls(message=protocol_pb2.Message.FromString(m)).SerializeToString()):
+            got = parse(data)
+            assert isinstance(got, wire.Typed) and got.data.readonly and got.data.obj is data
+            assert got.wire_bytes() == len(data) and bytes(got.data) == bytes(memoryview(data)[-len(m):])
+            assert protocol_pb2.Message.FromString(bytes(got.data)) == protocol_pb2.Message.FromString(m)
+            want = cls.FromString(data).message
+            kind, body, cts = decode_bulk(got.data, ("query", "step", "reply", "result"))
+            assert (kind, bytes(cts)) == (want.WhichOneof("kind"), getattr(want, kind).ciphertexts)
+            assert _without_ciphertexts(body) == _without_ciphertexts(getattr(want, kind))
+            if len(m) > 1 << 16:  # the ciphertexts too: a view of what gRPC received
+                assert cts.obj is data
+
+
+@pytest.mark.parametrize("cls", [pb.InferRequest, pb.InferResponse])
+def test_anything_else_is_parsed_by_protobuf_with_its_verdict(cls) -> None:
+    """Parts, a message field twice (protobuf merges), bytes after the message, an envelope
+    that is not one field, a cut or garbled request: protobuf's parse or its error."""
+    from google.protobuf.message import DecodeError
+
+    parse = wire.deserializer(cls)
+    m = _messages()[-1]
+    typed = wire.serialize(wire.Typed(m))
+    part = cls(part=pb.Part(kind=pb.KIND_QUERY, index=0, total=1, size=3, data=b"abc")).SerializeToString()
+    for data in (
+        part,
+        typed + typed,  # protobuf merges the two messages
+        typed + part,  # the oneof's last field wins
+        wire.serialize(wire.Typed(m + _messages()[0])),  # two envelope fields
+        wire.serialize(wire.Typed(b"")),  # an empty message
+    ):
+        got = parse(data)
+        assert isinstance(got, cls) and got == cls.FromString(data)
+    for data in (typed[:-1], typed + b"\x07", b"\x12\xff"):  # cut, a field with no value
+        with pytest.raises(DecodeError):
+            cls.FromString(data)
+        with pytest.raises(DecodeError):
+            parse(data)
