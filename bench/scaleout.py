@@ -61,6 +61,7 @@ import heinfer
 from heinfer import _native
 from heinfer.cluster import NetworkModel, RayExecutor
 from heinfer.cluster.local import ensure_ray, release_ray
+from heinfer.protocol.messages import framing
 from heinfer.protocol.trace import segment_inputs
 from heinfer.runtime.executor import Executor, native_params
 from machine import build_profile, cpu_model
@@ -71,16 +72,18 @@ WORKERS_PER_FRONTEND = 16
 
 def one_query(ex, params, inputs: list[bytes]) -> list[bytes]:
     """The server's work for one query, as :class:`heinfer.Server` does it: every segment's
-    input validated, run and its output encoded. In-process the input is decoded; for the Ray
-    executor (``run_serialized``) it is checked without decoding and forwarded as it came."""
+    input validated, run and its output written into a message (a step's header, then the
+    ciphertexts). In-process the input is decoded; for the Ray executor (``run_serialized``)
+    it is checked without decoding and forwarded as it came."""
     outs = []
     for k, data in enumerate(inputs):
+        frame = framing("step", query="ab", ref="cd", step=k, chunk=0, chunks=1)
         if hasattr(ex, "run_serialized"):
             count = _native.CiphertextBatch.check_bytes(params, data, len(data), 1 << 20)[0]
-            outs.append(ex.run_serialized(k, [data], count, None, None).to_bytes())
+            outs.append(ex.run_serialized(k, [data], count, None, None).to_bytes(frame=frame))
         else:
             batch = _native.CiphertextBatch.from_bytes(params, data, len(data), 1 << 20)
-            outs.append(ex.run(k, batch, None, None).to_bytes())
+            outs.append(ex.run(k, batch, None, None).to_bytes(frame=frame))
     return outs
 
 

@@ -131,8 +131,8 @@ class RayExecutor:
         drop_bits: list[int] | None = None,
     ) -> JoinedBatch:
         """:meth:`run` on the input as serialized batches ``parts`` (in order, ``count``
-        ciphertexts in all), joined at the byte level and shipped as they are: the workers
-        decode them, with full validation. :class:`heinfer.Server` calls this with the chunks
+        ciphertexts in all), shipped as they are: the workers decode them, with full
+        validation. :class:`heinfer.Server` calls this with the chunks
         it received, having validated them without decoding them
         (``CiphertextBatch.check_bytes``): the front end never builds the ciphertexts.
         ``drop_bits``: the workers serialize the output rounded (``CiphertextBatch.to_bytes``),
@@ -141,9 +141,10 @@ class RayExecutor:
             raise ClusterError("this Ray executor was closed")
         if (held := sum(batch_count(p) for p in parts)) != count:
             raise ProtocolError(f"the input parts hold {held} ciphertexts, segment {k} takes {count}")
-        # as a read-only uint8 array: the object store holds it once and each worker reads
-        # it in place (bytes would be copied out of the store in every worker)
-        data = self._ray.put(np.frombuffer(join_batches(self.params, parts, count).to_bytes(), np.uint8))
+        # the parts as they are, each a uint8 array: Ray copies them into the object store
+        # once (no joined copy here) and each worker reads them there in place (bytes would
+        # be copied out of the store in every worker); the worker decodes them one by one
+        data = self._ray.put([np.frombuffer(p, np.uint8) for p in parts])
         key_id = self._key_id(relin, galois)
         shards = self.plan.segments[k]
         if shards.how == "rows":

@@ -62,7 +62,7 @@ class JoinedBatch:
         else:
             pieces = self._cut(start, stop)
         if frame is None and len(pieces) == 1:
-            return pieces[0]
+            return pieces[0] if isinstance(pieces[0], bytes) else bytes(pieces[0])
         head = (frame(sum(len(p) for p in pieces)),) if frame is not None else ()
         return b"".join(head + pieces)
 

@@ -2,7 +2,8 @@
 
 Layer: ``heinfer.cluster``. :class:`ShardWorker` is a plain class (testable without Ray);
 :mod:`heinfer.cluster.executor` turns it into a Ray actor. It receives only picklable data —
-the program as bytes, ciphertexts and keys as their serialized bytes — and answers bytes.
+the program as bytes, ciphertexts and keys as their serialized bytes — and answers the
+serialized output.
 It holds the server's weights and evaluation keys, never a secret key: a worker is part of
 the server (same trust, same threat model).
 """
@@ -12,7 +13,10 @@ from __future__ import annotations
 import os
 import time
 
+import numpy as np
+
 from heinfer import _native
+from heinfer.errors import ProtocolError
 from heinfer.program.format import load
 from heinfer.program.model import Program
 from heinfer.program.ops import Linear
@@ -73,14 +77,17 @@ class ShardWorker:
         encoding; the transfers are Ray's) and ``cpu_s`` the CPU time of the worker process in them."""
         return {"shards": self._shards, "busy_s": self._busy, "cpu_s": self._cpu}
 
-    def run(self, k: int, data, count: int, key_id: str | None, rows: tuple | None = None, drop_bits: list[int] | None = None) -> bytes:
-        """Segment ``k`` on ``count`` serialized ciphertexts (``bytes``, or the read-only
-        ``uint8`` array Ray hands over from its object store without a copy); with
+    def run(self, k: int, data, count: int, key_id: str | None, rows: tuple | None = None, drop_bits: list[int] | None = None) -> np.ndarray:
+        """Segment ``k`` on at most ``count`` serialized ciphertexts: one serialized batch or
+        a list of them, in order (``bytes``, or the read-only ``uint8`` arrays Ray hands over
+        from its object store without a copy), each decoded with full validation; with
         ``rows = (start, stop)`` only that output-row group of the segment's linear layer.
-        Returns the output bytes (rounded with ``drop_bits``, see ``CiphertextBatch.to_bytes``)."""
+        Returns the output batch serialized (rounded with ``drop_bits``, see
+        ``CiphertextBatch.to_bytes``) as a ``uint8`` array, which Ray stores out of band: the
+        front end reads it in the object store instead of unpickling a copy."""
         t0, c0 = time.perf_counter(), time.process_time()
         relin, galois = self._keys_of(key_id)
-        batch = _native.CiphertextBatch.from_bytes(self.params, data, len(data), count)
+        batch = self._decode(data if isinstance(data, (list, tuple)) else [data], count)
         if rows is None:
             out = self.executor.run(k, batch, relin, galois)
         else:
@@ -91,11 +98,23 @@ class ShardWorker:
             built = dict(self.executor.built)
             built[layer] = self._slice(layer, *rows)[1]
             out = run_batch_segment(seg, batch, layers, built, relin, self.baseline)
-        data = out.to_bytes(drop_bits=drop_bits)
+        data = np.frombuffer(out.to_bytes(drop_bits=drop_bits), np.uint8)
         self._busy += time.perf_counter() - t0
         self._cpu += time.process_time() - c0
         self._shards += 1
         return data
+
+    def _decode(self, parts: list, count: int) -> _native.CiphertextBatch:
+        """The batches ``parts`` decoded (at most ``count`` ciphertexts in all) and joined."""
+        if not parts:
+            raise ProtocolError("a shard needs at least one serialized batch")
+        batches = []
+        for p in parts:
+            if count <= 0:
+                raise ProtocolError("a shard's input holds more ciphertexts than its segment takes")
+            batches.append(_native.CiphertextBatch.from_bytes(self.params, p, len(p), count))
+            count -= len(batches[-1])
+        return batches[0] if len(batches) == 1 else _native.CiphertextBatch.concat(batches, True)
 
     def _keys_of(self, key_id: str | None) -> tuple:
         if key_id is None:

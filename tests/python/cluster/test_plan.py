@@ -80,7 +80,16 @@ def test_row_groups_on_a_worker_are_exactly_the_whole_segment(relu_net, digits):
         groups = row_groups(rows, 3)
         parts = [worker.run(k, data, len(as_batch(relu_net, data)), None, g) for g in groups]
         assert join_batches(params, parts, rows).to_bytes() == want
-        assert worker.run(k, data, 1 << 20, None, None) == want
+        assert worker.run(k, data, 1 << 20, None, None).tobytes() == want
+        # the input as the server's chunks (several batches, as Ray ships them): the same
+        b = as_batch(relu_net, data)
+        n = len(b)
+        chunks = [b.to_bytes(0, n // 3 or 1), *([b.to_bytes(n // 3 or 1, n)] if n > 1 else [])]
+        arrays = [np.frombuffer(c, np.uint8) for c in chunks]
+        assert worker.run(k, arrays, n, None, None).tobytes() == want
+        if n > 1:
+            with pytest.raises(heinfer.ProtocolError, match="more ciphertexts than its segment takes"):
+                worker.run(k, arrays, n // 3 or 1, None, None)
 
 
 def test_join_refuses_a_wrong_count(relu_net, digits):
