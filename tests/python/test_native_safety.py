@@ -116,6 +116,23 @@ def test_to_bytes_writes_after_a_frame(tools) -> None:
         batch.to_bytes(frame=lambda n: 1 // 0)
 
 
+def test_to_bytes_sets_every_byte_of_memory_that_held_garbage(tools) -> None:
+    """The batch is written into a new ``bytes`` that is not zeroed first: every byte must be
+    the batch's. Built independently (header, each ciphertext's length and own
+    serialization) and compared after the allocator was handed blocks of the same size full
+    of 0xAB (which it reuses), with and without a frame, many times."""
+    cts = [_ct(tools, 0.1 * (i + 1), 0) for i in range(40)]
+    batch = _native.CiphertextBatch.from_list(cts)
+    want = b"HEBT" + struct.pack("<HI", 1, len(cts)) + b"".join(struct.pack("<I", len(b)) + b for b in (c.to_bytes() for c in cts))
+    head = b"frame!"
+    for _ in range(20):
+        for size in (len(want), len(want) + len(head)):
+            garbage = [bytearray(b"\xab" * size) for _ in range(4)]
+            del garbage
+        assert batch.to_bytes() == want
+        assert batch.to_bytes(frame=lambda n: head) == head + want
+
+
 def test_from_list_to_list_and_indexing(tools) -> None:
     p, kg, enc, encryptor, ev = tools
     cts = [_ct(tools, v, 1) for v in (0.1, 0.2, 0.3)]

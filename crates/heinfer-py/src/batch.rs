@@ -3,6 +3,7 @@
 //! ciphertexts, and batch encryption and decryption. The kernels are in `kernels.rs`.
 
 use crate::errors::{check_max_bytes, to_py, OperandError};
+use crate::filled::filled_bytes;
 use crate::keygen::{Decryptor, KeyGenerator};
 use crate::objects::Ciphertext;
 use crate::params::Params;
@@ -247,9 +248,8 @@ impl CiphertextBatch {
             None => None,
         };
         let head = head.as_ref().map_or(&[][..], |h| h.as_bytes());
-        PyBytes::new_with(py, head.len() + n, |buf| {
-            let (h, body) = buf.split_at_mut(head.len());
-            h.copy_from_slice(head);
+        // every byte of the body is written (`write_into`: header, each length and ciphertext)
+        filled_bytes(py, "CiphertextBatch.to_bytes", head, n, |body| {
             parts.write_into(body);
             Ok(())
         })

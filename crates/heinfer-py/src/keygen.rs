@@ -1,6 +1,7 @@
 //! Key generation, encryption and decryption.
 
 use crate::errors::{guard, to_py};
+use crate::filled::filled_bytes;
 use crate::objects::{Ciphertext, GaloisKeys, Plaintext, PublicKey, RelinKey, SecretKey};
 use crate::params::Params;
 use crate::pool::run;
@@ -81,10 +82,9 @@ impl KeyGenerator {
         let len = run(py, OP, || {
             ckks::serialize::fresh_galois_keys_len(kg, &steps, conjugate)
         })?;
-        PyBytes::new_with(py, len, |buf| {
-            run(py, OP, || {
-                ckks::serialize::fresh_galois_keys_into(kg, &steps, conjugate, buf)
-            })
+        // every byte is written (the header, then each key's fixed-size record) or it fails
+        filled_bytes(py, OP, &[], len, |buf| {
+            ckks::serialize::fresh_galois_keys_into(kg, &steps, conjugate, buf)
         })
     }
     fn encrypt_symmetric(&self, py: Python<'_>, pt: &Plaintext) -> PyResult<Ciphertext> {

@@ -19,6 +19,7 @@ mod bfv;
 mod encoder;
 mod errors;
 mod evaluator;
+mod filled;
 mod kernels;
 mod keygen;
 mod malloc;
