@@ -263,3 +263,15 @@ def tolerance(program: Program) -> float:
     compiler's predicted error plus twice the stated output precision (outputs are
     noise-flooded and rounded to it)."""
     return 2 * program.meta["predicted_error"][-1] + 2 * program.segments[-1].precision
+
+
+def assert_served_like_in_process(handle: ServiceHandle, program: Program, x: np.ndarray) -> None:
+    """A session on ``handle`` answers ``x`` as ``heinfer.infer`` does in one process (the
+    same argmax, outputs within :func:`tolerance`)."""
+    from heinfer.serve import connect
+
+    with connect(handle.address, program.public(), limits=SMALL) as s:
+        got = s.infer(x).outputs
+    want = heinfer.infer(program, x).outputs
+    assert np.array_equal(got.argmax(1), want.argmax(1))
+    np.testing.assert_allclose(got, want, atol=tolerance(program))

@@ -27,6 +27,7 @@ from .conftest import (
     SMALL,
     answer_step,
     assert_idle,
+    assert_served_like_in_process,
     infer_requests,
     mlp_input,
     parts,
@@ -441,12 +442,7 @@ def test_random_garbage_for_a_while_then_a_good_query(mlp, start, raw) -> None:
     print(f"{n} bad calls: {codes}")
     assert n > 20 and len(codes) > 2
     assert_idle(h)
-    x = mlp_input(7, seed=5)
-    with connect(h.address, mlp.public(), limits=SMALL) as s:
-        got = s.infer(x).outputs
-    want = heinfer.infer(mlp, x).outputs
-    assert np.array_equal(got.argmax(1), want.argmax(1))
-    np.testing.assert_allclose(got, want, atol=tolerance(mlp))
+    assert_served_like_in_process(h, mlp, mlp_input(7, seed=5))
     assert h.stats()["queries_running"] == 0
 
 

@@ -182,7 +182,7 @@ def test_whole_messages_are_received_in_place_on_both_sides(mlp, start, monkeypa
     the answer is the in-process one."""
     from heinfer.serve import rpc
 
-    from .conftest import tolerance
+    from .conftest import assert_served_like_in_process
 
     seen: dict[str, list[str]] = {}
     real = rpc.deserializer
@@ -198,13 +198,7 @@ def test_whole_messages_are_received_in_place_on_both_sides(mlp, start, monkeypa
         return counted
 
     monkeypatch.setattr(rpc, "deserializer", spy)
-    h = start(mlp)
-    x = mlp_input(6, seed=8)
-    with connect(h.address, mlp.public(), limits=SMALL) as s:
-        got = s.infer(x).outputs
-    want = heinfer.infer(mlp, x).outputs
-    assert np.array_equal(got.argmax(1), want.argmax(1))
-    np.testing.assert_allclose(got, want, atol=tolerance(mlp))
+    assert_served_like_in_process(start(mlp), mlp, mlp_input(6, seed=8))
     assert set(seen) == {"InferRequest", "InferResponse"}
     # every whole message in place (none parsed by protobuf); a result above a part in parts
     assert set(seen["InferRequest"]) == {"Typed"}, seen
