@@ -44,8 +44,8 @@ __all__ = [
     "peek",
     "peek_kind",
     "pb",
-    "read_varint",
     "size",
+    "whole_field",
 ]
 
 #: The kinds of message, in the order of the ``oneof``.
@@ -220,13 +220,22 @@ def kind_of(data) -> str | None:
 def _one_field(data) -> tuple[str, int] | None:
     """``(kind, start of the body)`` when ``data`` is exactly one length-delimited field of
     the envelope; else ``None``."""
-    tag, pos = read_varint(data, 0)
-    if tag is None or tag & 7 != _LEN or not 1 <= tag >> 3 <= len(KINDS):
+    whole = whole_field(data)
+    if whole is None or not 1 <= whole[0] <= len(KINDS):
         return None
-    n, pos = read_varint(data, pos)
+    return KINDS[whole[0] - 1], whole[1]
+
+
+def whole_field(data) -> tuple[int, int] | None:
+    """``(field number, start of its value)`` when ``data`` is exactly one length-delimited
+    protobuf field (its tag, its length, then that many bytes to the end); else ``None``."""
+    tag, pos = _read_varint(data, 0)
+    if tag is None or tag & 7 != _LEN:
+        return None
+    n, pos = _read_varint(data, pos)
     if n is None or pos + n != len(data):
         return None
-    return KINDS[(tag >> 3) - 1], pos
+    return tag >> 3, pos
 
 
 def _split_bulk(data) -> tuple[str, bytes, tuple[int, int]] | None:
@@ -241,18 +250,18 @@ def _split_bulk(data) -> tuple[str, bytes, tuple[int, int]] | None:
     head, found, end = [], None, len(data)
     while pos < end:
         start = pos
-        tag, pos = read_varint(data, pos)
+        tag, pos = _read_varint(data, pos)
         if tag is None or tag >> 3 == 0:
             return None
         wire = tag & 7
         if wire == 0:
-            _, pos = read_varint(data, pos)
+            _, pos = _read_varint(data, pos)
         elif wire == 1:
             pos += 8
         elif wire == 5:
             pos += 4
         elif wire == _LEN:
-            ln, pos = read_varint(data, pos)
+            ln, pos = _read_varint(data, pos)
             if ln is None or (tag >> 3 == bulk and found is not None):
                 return None
             if tag >> 3 == bulk:
@@ -278,7 +287,7 @@ def _tag_of(kind: str) -> int:
     return pb.Message.DESCRIPTOR.fields_by_name[kind].number << 3 | _LEN
 
 
-def read_varint(data: bytes, pos: int) -> tuple[int | None, int | None]:
+def _read_varint(data: bytes, pos: int) -> tuple[int | None, int | None]:
     """``(value, next position)`` of the varint at ``pos``; ``(None, None)`` if it is cut
     short or longer than protobuf's 10 bytes."""
     v = shift = 0

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 
 from heinfer.errors import ProtocolError, ServiceError
 from heinfer.serve.parts import Assembler
-from heinfer.serve.wire import Typed
+from heinfer.serve.wire import received
 
 __all__ = ["Expected", "Inbox"]
 
@@ -93,13 +93,8 @@ class Inbox:
         done = 0
         try:
             for request in requests:
-                # an Infer request may carry a whole message typed (read in place by the
-                # deserializer, or parsed by protobuf); an OpenSession one only parts
-                if isinstance(request, Typed):
-                    n, typed = request.wire_bytes(), request.data
-                else:
-                    one = "payload" in request.DESCRIPTOR.oneofs_by_name and request.WhichOneof("payload") == "message"
-                    n, typed = request.ByteSize(), (request.message if one else None)  # no copy of the data
+                # an Infer request may carry a whole message typed; an OpenSession one only parts
+                n, typed = received(request)
                 if self._on_bytes is not None:
                     self._on_bytes(n)
                 if done == len(self._expected):

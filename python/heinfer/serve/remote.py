@@ -338,15 +338,9 @@ class RemoteSession:
             "server message",
         )
         for response in call:
-            if isinstance(response, wire.Typed):  # a whole message, read in place
-                totals["wdown"] += response.wire_bytes()
-                done = assembler.take_typed(response.data)
-            elif response.WhichOneof("payload") == "message":
-                totals["wdown"] += response.ByteSize()
-                done = assembler.take_typed(response.message)
-            else:
-                totals["wdown"] += response.ByteSize()
-                done = assembler.feed(response.part)
+            n, typed = wire.received(response)
+            totals["wdown"] += n
+            done = assembler.take_typed(typed) if typed is not None else assembler.feed(response.part)
             if done is None:
                 continue
             kind, message = done

@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable
 
 from heinfer.errors import ProtocolError
-from heinfer.protocol.messages import MAX_ID_CHARS, kind_of, length_delimited, read_varint
+from heinfer.protocol.messages import MAX_ID_CHARS, kind_of, length_delimited, whole_field
 from heinfer.serve.limits import MAX_PART_BYTES, MIN_PART_BYTES, Limits
 from heinfer.v1 import service_pb2 as pb
 
@@ -31,6 +31,7 @@ __all__ = [
     "KIND_ORDER",
     "Typed",
     "deserializer",
+    "received",
     "serialize",
     "MAX_PART_METADATA",
     "SECRET_METADATA",
@@ -131,8 +132,6 @@ def parse_info(info: pb.GetInfoResponse) -> dict:
     }
 
 
-#: Protobuf wire type of length-delimited fields.
-_LEN = 2
 #: Field number of ``message`` in ``InferRequest`` and ``InferResponse``.
 _MESSAGE_FIELD = pb.InferRequest.DESCRIPTOR.fields_by_name["message"].number
 assert _MESSAGE_FIELD == pb.InferResponse.DESCRIPTOR.fields_by_name["message"].number
@@ -157,6 +156,17 @@ class Typed:
         return 1 + max(1, -(-n.bit_length() // 7)) + n
 
 
+def received(item) -> tuple[int, object | None]:
+    """``(bytes on the wire, the whole protocol message it carries or None)`` of a received
+    request or response: a :class:`Typed` view (from :func:`deserializer`), the ``message``
+    field of one protobuf parsed, or ``None`` for a part (an ``OpenSession`` request has only
+    parts). Nothing is copied."""
+    if isinstance(item, Typed):
+        return item.wire_bytes(), item.data
+    typed = "payload" in item.DESCRIPTOR.oneofs_by_name and item.WhichOneof("payload") == "message"
+    return item.ByteSize(), (item.message if typed else None)
+
+
 def serialize(item) -> bytes:
     """gRPC serializer of every request and response of the service: a :class:`Typed`
     protocol message as the ``message`` field of an ``Infer`` request or response, around its
@@ -179,14 +189,11 @@ def deserializer(cls: type) -> Callable[[bytes], object]:
     envelope field — is parsed by protobuf (``cls.FromString``), with its errors."""
 
     def parse(data: bytes):
-        if isinstance(data, bytes):
-            tag, pos = read_varint(data, 0)
-            if tag == _MESSAGE_FIELD << 3 | _LEN:
-                n, pos = read_varint(data, pos)
-                if n is not None and pos + n == len(data):
-                    view = memoryview(data)[pos:]
-                    if kind_of(view) is not None:
-                        return Typed(view)
+        whole = whole_field(data) if isinstance(data, bytes) else None
+        if whole is not None and whole[0] == _MESSAGE_FIELD:
+            view = memoryview(data)[whole[1] :]
+            if kind_of(view) is not None:
+                return Typed(view)
         return cls.FromString(data)
 
     parse.__qualname__ = parse.__name__ = f"deserialize_{cls.__name__}"

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from heinfer.errors import ProtocolError
-from heinfer.protocol.messages import _IDS, decode, decode_bulk, encode, framing, kind_of, length_delimited, pb
+from heinfer.protocol.messages import _IDS, decode, decode_bulk, encode, framing, kind_of, length_delimited, pb, whole_field
 
 _HEX = st.text("0123456789abcdef", min_size=1, max_size=64)
 _U32 = st.integers(0, 2**32 - 1)
@@ -179,3 +179,11 @@ def test_kind_of_names_only_one_envelope_field() -> None:
     assert kind_of(keys) == "keys" and kind_of(encode("result", query="ab", ref="cd")) == "result"
     for bad in (b"", q[:-1], q + b"\x00", q + keys, b"\x08\x01", b"\x32\x00", b"\x0a\xff"):
         assert kind_of(bad) is None  # cut, trailing, two fields, a varint, field 6, overlong length
+
+
+def test_whole_field_is_one_length_delimited_field_to_the_end() -> None:
+    body = b"x" * 300
+    data = length_delimited(7, body)
+    assert whole_field(data) == (7, len(data) - 300)
+    for bad in (b"", data[:-1], data + b"\x00", b"\x38\x01", b"\x3a\xff"):
+        assert whole_field(bad) is None  # empty, cut, trailing, a varint field, overlong

@@ -127,3 +127,18 @@ def test_anything_else_is_parsed_by_protobuf_with_its_verdict(cls) -> None:
             cls.FromString(data)
         with pytest.raises(DecodeError):
             parse(data)
+
+
+def test_received_names_the_whole_message_of_every_kind_of_request() -> None:
+    """``received``: a view read in place, a message protobuf parsed, or a part (none) —
+    with the bytes each took on the wire."""
+    m = _messages()[-1]
+    data = wire.serialize(wire.Typed(m))
+    typed = wire.deserializer(pb.InferRequest)(data)
+    assert wire.received(typed) == (len(data), typed.data)
+    parsed = pb.InferRequest(message=protocol_pb2.Message.FromString(m))
+    n, got = wire.received(parsed)
+    assert n == parsed.ByteSize() and got == parsed.message
+    part = pb.OpenSessionRequest(part=pb.Part(kind=pb.KIND_KEYS, index=0, total=1, size=1, data=b"k"))
+    assert wire.received(part) == (part.ByteSize(), None)
+    assert wire.received(pb.InferRequest(part=part.part)) == (pb.InferRequest(part=part.part).ByteSize(), None)
