@@ -210,6 +210,27 @@ fn batches_round_trip_and_refuse_rounding_unless_allowed() {
     }
 }
 
+/// A rounded ciphertext can be smaller than the smallest full one (seed-compressed at level 0):
+/// a batch of them must not be refused as holding more ciphertexts than its bytes could.
+#[test]
+fn batches_of_ciphertexts_rounded_below_a_seeded_one_decode() {
+    let f = fx();
+    let cts: Vec<Ciphertext> = (0..40).map(|i| at_level(0, 60 + i)).collect();
+    let drop = [30, 30]; // 20 of q_0's 50 bits per polynomial: 40 bits against a seeded 50
+    let bytes = ciphertext_batch_to_bytes_rounded(&f.params, &cts, &drop).unwrap();
+    let seeded = ciphertext_to_bytes(&f.params, &f.encrypt(&vector(f.params.slots(), 1))).unwrap();
+    assert!(bytes.len() < cts.len() * seeded.len());
+    let back = ciphertext_batch_from_bytes_rounded(&f.params, &bytes, MAX, 40, &drop).unwrap();
+    assert_eq!(back.len(), 40);
+    // the count is still checked against the bytes present: a forged count is refused
+    let mut forged = bytes.clone();
+    forged[6..10].copy_from_slice(&10_000u32.to_le_bytes());
+    expect_deserialize(
+        ciphertext_batch_from_bytes_rounded(&f.params, &forged, MAX, 10_000, &drop),
+        "cannot fit",
+    );
+}
+
 #[test]
 fn random_corruption_of_a_rounded_ciphertext_never_panics() {
     let f = fx();

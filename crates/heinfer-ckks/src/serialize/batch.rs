@@ -68,10 +68,23 @@ pub fn ciphertext_wire_bytes(params: &CkksParams, level: usize, size: usize) -> 
     Ok(HEADER_BYTES + CIPHERTEXT_FIELDS_BYTES + size * poly)
 }
 
-/// The smallest valid serialized ciphertext of `params`: seed-compressed at level 0.
-fn min_ciphertext_bytes(params: &CkksParams) -> usize {
+/// The smallest valid serialized ciphertext of `params` whose polynomial `i` may drop at most
+/// `max_drop[i]` bits: seed-compressed at level 0, or — when rounding is allowed — rounded with
+/// two polynomials, each at least `max(1, b_0 − max_drop[i])` bits per coefficient (`b_0` the
+/// bit length of `q_0`; a higher level's `Q` only has more bits to keep).
+fn min_ciphertext_bytes(params: &CkksParams, max_drop: &[u32]) -> usize {
+    let n = params.n();
     let bits = 64 - params.q()[0].leading_zeros();
-    HEADER_BYTES + CIPHERTEXT_FIELDS_BYTES + packed_len(params.n(), bits) + SEED_BYTES
+    let seeded = packed_len(n, bits) + SEED_BYTES;
+    let rounded = if max_drop.len() >= 2 && max_drop[..2].iter().any(|&j| j > 0) {
+        2 + max_drop[..2]
+            .iter()
+            .map(|&j| packed_len(n, bits.saturating_sub(j).max(1)))
+            .sum::<usize>()
+    } else {
+        usize::MAX
+    };
+    HEADER_BYTES + CIPHERTEXT_FIELDS_BYTES + seeded.min(rounded)
 }
 
 /// Exact length of [`ciphertext_batch_to_bytes`] for `count` ciphertexts of `size`
@@ -199,6 +212,7 @@ fn batch_slices<'a>(
     bytes: &'a [u8],
     max_bytes: usize,
     max_count: usize,
+    max_drop: &[u32],
 ) -> Result<Vec<&'a [u8]>> {
     if bytes.len() > max_bytes {
         return Err(batch_err(format!(
@@ -222,7 +236,7 @@ fn batch_slices<'a>(
         )));
     }
     // every ciphertext takes its length prefix and at least the smallest valid body
-    let room = (bytes.len() - BATCH_HEADER_BYTES) / (4 + min_ciphertext_bytes(params));
+    let room = (bytes.len() - BATCH_HEADER_BYTES) / (4 + min_ciphertext_bytes(params, max_drop));
     if count > room {
         return Err(batch_err(format!(
             "{count} ciphertexts cannot fit in {} bytes (at most {room})",
@@ -272,7 +286,7 @@ pub fn ciphertext_batch_from_bytes_rounded(
     max_count: usize,
     max_drop: &[u32],
 ) -> Result<Vec<Ciphertext>> {
-    let slices = batch_slices(params, bytes, max_bytes, max_count)?;
+    let slices = batch_slices(params, bytes, max_bytes, max_count, max_drop)?;
     let cts: Vec<Ciphertext> = slices
         .par_iter()
         .map(|s| ciphertext_from_bytes_rounded(params, s, max_bytes, max_drop))
@@ -292,7 +306,7 @@ pub fn ciphertext_batch_check(
     max_bytes: usize,
     max_count: usize,
 ) -> Result<(usize, CiphertextShape)> {
-    let slices = batch_slices(params, bytes, max_bytes, max_count)?;
+    let slices = batch_slices(params, bytes, max_bytes, max_count, &[])?;
     let shapes: Vec<CiphertextShape> = slices
         .par_chunks(64)
         .map(|chunk| {
