@@ -107,7 +107,7 @@ impl Params {
     /// units: a value's error is about `max_std·√N / scale` in slots, `max_std / scale` in
     /// coefficients). Rounding drops `j` bits of each coefficient of part `i`, adding
     /// `δ_i·s^i` with `|δ_i| ≤ 2^{j−1}`; with the ternary secret the variance per coefficient
-    /// is `(4^{j_0} + (2N/3)·4^{j_1} + (4N²/9)·4^{j_2})/12`, split equally between the parts.
+    /// is `(4^{j_0} + (2N/3)·4^{j_1} + (8N²/9)·4^{j_2})/12`, split equally between the parts.
     /// All zeros when `Q` at `level` exceeds 126 bits.
     fn rounding_drop_bits(&self, level: usize, size: usize, max_std: f64) -> PyResult<Vec<u32>> {
         guard("Params.rounding_drop_bits", || {

@@ -8,11 +8,12 @@
 //! `v = ⌊c / 2^{j_i}⌋` in `K_i = b_Q − j_i` bits (`b_Q` the bit length of `Q`), and the receiver
 //! takes `c̃ = v·2^{j_i} + ⌊2^{j_i − 1}⌋`, so `c̃ − c = δ` with `|δ| ≤ 2^{j_i−1}`. Decryption
 //! gains `Σ_i δ_i·s^i`; with the uniform ternary secret (each coefficient of `s` has variance
-//! `2/3`, each of `s²` about `4N/9`) and `δ` uniform (the coefficients of a ciphertext are), the
+//! `2/3`, each of `s²` about `8N/9` — twice `N·(2/3)²`, since `s_a·s_b` and `s_b·s_a` are the
+//! same product — and `δ` uniform (the coefficients of a ciphertext are), the
 //! added error has, per coefficient, the variance
 //!
 //! ```text
-//! σ² = (4^{j_0} + (2N/3)·4^{j_1} + (4N²/9)·4^{j_2}) / 12.
+//! σ² = (4^{j_0} + (2N/3)·4^{j_1} + (8N²/9)·4^{j_2}) / 12.
 //! ```
 //!
 //! [`rounding_drop_bits`] picks the `j_i` for a bound on `σ`; the caller derives that bound from
@@ -124,7 +125,7 @@ pub fn rounding_drop_bits(
         return Ok(vec![0; size]);
     };
     let n = params.n() as f64;
-    let weights = [1.0, (2.0 * n / 3.0).sqrt(), 2.0 * n / 3.0];
+    let weights = [1.0, (2.0 * n / 3.0).sqrt(), (8.0 / 9.0f64).sqrt() * n];
     Ok(weights[..size]
         .iter()
         .map(|w| {
