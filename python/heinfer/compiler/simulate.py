@@ -1,0 +1,124 @@
+"""What an encrypted run of a throughput-mode program would return, simulated in the clear.
+
+Layer: ``heinfer.compiler`` (reads a :class:`~heinfer.program.Program`; no keys, no engine).
+A throughput plan fixes every rounding the encrypted run makes: the weights at each layer's
+scale ``Δ_w``, the inputs at each segment's scale ``Δ_in``, the rescales, the rounded wire
+format of each output, the released precision of the result. :func:`simulate` runs the
+program's layers in float64 with each of those errors drawn from its distribution, so the
+error a set of compile options gives (``input_bits``, ``weight_bits``, ``precision_bits``) can
+be read in seconds, where an encrypted run of a large network takes minutes. Per value, with
+``v`` the variance of an error per ring coefficient (in the integer units of its scale ``Δ``)
+and ``N`` the ring degree:
+
+* coefficient packing (one item per coefficient): ``std = √v / Δ``;
+* slot packing (real or complex; the canonical embedding sums ``N`` coefficients into each
+  slot): ``std = √(N·v/2) / Δ`` for each real value.
+
+The errors: encoding and fresh (secret-key) encryption ``v = 1/12 + σ²`` (``σ = 3.19``); a
+rescale's rounding of every part, ``v = (1 + h + h₂)/12`` with ``h = 2N/3`` (the variance of
+``s``'s coefficients summed: a uniform ternary secret) and, for the 3-part ciphertext a
+square leaves until it is relinearized, ``h₂ = 8N²/9`` (``‖s²‖²``); a relinearization's key switching ``v = σ²·N·ℓ/4`` (``ℓ`` limbs, one-prime
+digits, a prime-sized ``P``); a rounded output the budget ``σ`` of
+:func:`heinfer.program.rounding.output_rounding_std` (an upper bound: the dropped bits give
+at most that); the result flooded with Gaussian noise of deviation ``precision/2`` and
+rounded to ``precision``, as the client releases it. Weights are rounded exactly as the
+runtime quantizes them (``rint(W·Δ_w)/Δ_w``); biases, encoded at a layer's product scale,
+are taken as exact.
+
+What it does not model: the centred reduction of a value beyond its modulus (the encrypted
+run fails or wraps there; the simulation shows a plain number), and anything of the slot
+layout (latency mode) or of the two-party protocol (exact integers plus truncations), for
+which it raises :class:`~heinfer.errors.NotSupportedYetError`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from heinfer.compiler.throughput import SIGMA
+from heinfer.errors import CompileError, NotSupportedYetError
+from heinfer.program.model import Program, Segment
+from heinfer.program.ops import DropTo, Linear, Relinearize, Rescale, Square
+from heinfer.program.rounding import output_rounding_std
+
+__all__ = ["simulate"]
+
+
+def simulate(program: Program, x: np.ndarray, seed: int | None = 0) -> np.ndarray:
+    """The outputs ``(batch, *output_shape)`` an encrypted run of ``program`` on ``x``
+    ``(batch, *input_shape)`` would give, its rounding and noise drawn with ``seed`` (a
+    model of the errors, not a prediction of one run's digits: see the module
+    documentation). ``program``: the server's (it holds the weights), throughput mode."""
+    if not isinstance(program, Program):
+        raise CompileError(f"simulate needs the server's Program (with its weights), got {type(program).__name__}")
+    for k, seg in enumerate(program.segments):
+        if seg.layout.kind != "batch":
+            raise NotSupportedYetError(f"simulating segment {k}: only batch-axis (throughput-mode) segments are supported yet, not the {seg.layout.kind!r} layout")
+    for k, step in enumerate(program.steps):
+        if step.protocol != "client-aided":
+            raise NotSupportedYetError(f"simulating step {k}: only client-aided steps are supported yet, not {step.protocol!r}")
+    x = np.asarray(x, dtype=np.float64)
+    if x.shape[1:] != tuple(program.input_shape):
+        raise CompileError(f"simulate: input has shape {x.shape}, expected (batch, *{tuple(program.input_shape)})")
+    rng = np.random.default_rng(seed)
+    n = 1 << int(program.params["log_n"])
+    y = x.reshape(x.shape[0], -1)
+    for f in program.pre:
+        y = f.apply(y)
+    last = len(program.segments) - 1
+    for k, seg in enumerate(program.segments):
+        y = _segment(program, seg, y, n, rng)
+        if k < last:
+            y = _noisy(y, output_rounding_std(program, k) ** 2, seg.output_scale, seg, n, rng)
+            y = program.steps[k].apply(y)
+    seg = program.segments[-1]
+    y = _noisy(y, output_rounding_std(program, last) ** 2, seg.output_scale, seg, n, rng)
+    y = np.round((y + rng.normal(0.0, seg.precision / 2.0, y.shape)) / seg.precision) * seg.precision
+    for f in program.post:
+        y = f.apply(y)
+    return y.reshape((x.shape[0], *program.output_shape))
+
+
+def _segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """One segment: its input encrypted, then its ops with their roundings."""
+    log_q = [float(b) for b in program.params["log_q"]]
+    scale, level, parts = seg.input_scale, seg.input_level, 2
+    y = _noisy(y, 1.0 / 12.0 + SIGMA**2, scale, seg, n, rng)
+    yt = y.T  # (values, items): the layers' matrices act on the rows
+    for op in seg.ops:
+        if isinstance(op, Linear):
+            step = program.layers[op.layer]
+            m = step.matrix.copy()
+            m.data = np.rint(m.data * step.weight_scale) / step.weight_scale
+            yt = np.asarray(m @ yt)
+            if step.bias is not None:
+                yt = yt + step.bias[:, None]
+            scale *= step.weight_scale
+        elif isinstance(op, Square):
+            yt = yt * yt
+            scale *= scale
+            parts = 3
+        elif isinstance(op, Relinearize):
+            yt = _noisy(yt, SIGMA**2 * n * (level + 1) / 4.0, scale, seg, n, rng)
+            parts = 2
+        elif isinstance(op, Rescale):
+            scale /= 2.0 ** sum(log_q[level - op.primes + 1 : level + 1])
+            level -= op.primes
+            h2 = 8.0 * n * n / 9.0 if parts == 3 else 0.0
+            yt = _noisy(yt, (1.0 + 2.0 * n / 3.0 + h2) / 12.0, scale, seg, n, rng)
+        elif isinstance(op, DropTo):
+            level = op.level
+        else:
+            raise NotSupportedYetError(f"simulating a {type(op).__name__} op is not supported yet")
+    return yt.T
+
+
+def _noisy(y: np.ndarray, var: float, scale: float, seg: Segment, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``y`` plus the error of variance ``var`` per coefficient at ``scale`` (see the module
+    documentation for the embedding)."""
+    if var <= 0.0:
+        return y
+    per_value = var if seg.layout.packing == "coeff" else var * n / 2.0
+    return y + rng.normal(0.0, math.sqrt(per_value) / scale, y.shape)

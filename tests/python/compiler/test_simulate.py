@@ -1,0 +1,112 @@
+"""``heinfer.compiler.simulate``: the error of an encrypted throughput run, reproduced in the clear.
+
+Each test compares the simulation with a real encrypted run (``heinfer.infer``) of the same
+program on the same inputs: where the weights' rounding dominates, the simulation gives the
+encrypted outputs' digits (the rounding is deterministic); where the encryption noise does,
+it gives their spread. Both packings the batch axis uses are covered: coefficients (a
+client-aided ReLU6 network) and slots (squares, relinearization, rescales). The few-bit
+plans drop most of each output's bits on the wire: their encrypted runs are also the
+regression test of a batch of rounded ciphertexts smaller than a seed-compressed one (refused
+as "cannot fit" before 2026-11-27).
+"""
+
+from __future__ import annotations
+
+import heinfer
+import numpy as np
+import pytest
+from heinfer.compiler.simulate import simulate
+
+from compiler import onnx_models as om
+from compiler.onnx_models import ModelBuilder
+
+
+def _depthwise_relu6() -> bytes:
+    """conv 1→4, ReLU, depthwise 3×3 (stride 2), ReLU6, pointwise 4→6, global average pool, Gemm."""
+    b = ModelBuilder((1, 8, 8), seed=4)
+    b.node("Conv", [b.x, b.weight(4, 1, 3, 3), b.weight(4)], pads=[1, 1, 1, 1])
+    b.node("Relu", [b.last])
+    b.node("Conv", [b.last, b.weight(4, 1, 3, 3, fan_in=9), b.weight(4)], group=4, strides=[2, 2], pads=[1, 1, 1, 1])
+    b.node("Clip", [b.last, b.const(0.0), b.const(6.0)])
+    b.node("Conv", [b.last, b.weight(6, 4, 1, 1), b.weight(6)])
+    b.node("GlobalAveragePool", [b.last])
+    b.node("Flatten", [b.last], axis=1)
+    b.node("Gemm", [b.last, b.weight(5, 6), b.weight(5)], transB=1)
+    return b.build()
+
+
+MODELS = {
+    # name: (onnx bytes, per-item input shape, packing the plan uses)
+    "relu6": (_depthwise_relu6, (1, 8, 8), "coeff"),
+    "square": (lambda: om.mlp((16, 12, 8, 4), act="square"), (16,), "real"),
+}
+
+
+def _compiled(name: str, **options) -> tuple[heinfer.Program, np.ndarray, np.ndarray]:
+    """``(program, inputs, outputs of the plan without any rounding)``."""
+    build, shape, packing = MODELS[name]
+    prog = heinfer.compile(build(), mode="throughput", calibration=om.random_input(shape, 64, seed=11), **options)
+    assert {s.layout.packing for s in prog.segments} == {packing}
+    x = om.random_input(shape, 256, seed=3)
+    return prog, x, _plain(prog, x)
+
+
+def _plain(prog: heinfer.Program, x: np.ndarray) -> np.ndarray:
+    """The program's layers in float64 with nothing rounded (no noise, exact weights)."""
+    y = x.reshape(len(x), -1).astype(np.float64)
+    for f in prog.pre:
+        y = f.apply(y)
+    for k, seg in enumerate(prog.segments):
+        for op in seg.ops:
+            if hasattr(op, "layer"):
+                step = prog.layers[op.layer]
+                y = np.asarray(step.matrix @ y.T).T + (0.0 if step.bias is None else step.bias)
+            elif type(op).__name__ == "Square":
+                y = y * y
+        if k < len(prog.steps):
+            y = prog.steps[k].apply(y)
+    for f in prog.post:
+        y = f.apply(y)
+    return y
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_coarse_weights_give_the_encrypted_runs_digits(name: str) -> None:
+    # 7 weight bits: the weights' rounding is far above the noise and the released precision,
+    # and deterministic
+    prog, x, exact = _compiled(name, weight_bits=7, input_bits=30, precision_bits=24)
+    got = heinfer.infer(prog, x).outputs.reshape(len(x), -1)
+    sim = simulate(prog, x).reshape(len(x), -1)
+    moved = np.abs(got - exact).max()
+    assert moved > 100 * prog.segments[-1].precision  # the rounding shows
+    assert np.abs(sim - got).max() < 0.05 * moved
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_coarse_inputs_give_the_encrypted_runs_spread(name: str) -> None:
+    # few input bits and many weight bits: the encryption noise dominates, drawn afresh each
+    # run; after squares it is heavy-tailed (one run's spread moves by ±30 %): three of each
+    prog, x, exact = _compiled(name, weight_bits=24, input_bits=14 if name == "relu6" else 18, precision_bits=24)
+    enc = [np.std(heinfer.infer(prog, x).outputs.reshape(len(x), -1) - exact) for _ in range(3)]
+    sims = [simulate(prog, x, seed=s).reshape(len(x), -1) for s in range(3)]
+    assert min(enc) > 100 * prog.segments[-1].precision
+    assert 0.7 < np.mean([np.std(sim - exact) for sim in sims]) / np.mean(enc) < 1.4
+    assert not np.array_equal(sims[0], sims[1])  # seeds draw different errors
+    np.testing.assert_array_equal(sims[0], simulate(prog, x, seed=0).reshape(len(x), -1))
+
+
+def test_fine_plan_stays_within_the_stated_precision_of_the_plain_layers() -> None:
+    prog, x, exact = _compiled("relu6", weight_bits=24, input_bits=34)
+    sim = simulate(prog, x).reshape(len(x), -1)
+    assert np.abs(sim - exact).max() < 4 * prog.segments[-1].precision
+
+
+def test_refuses_what_it_does_not_model() -> None:
+    prog, x, _ = _compiled("relu6")
+    with pytest.raises(heinfer.CompileError, match="server's Program"):
+        simulate(prog.public(), x)
+    with pytest.raises(heinfer.CompileError, match="shape"):
+        simulate(prog, x[:, :, :4])
+    lat = heinfer.compile(MODELS["square"][0](), mode="latency", calibration=om.random_input((16,), 64, seed=11))
+    with pytest.raises(heinfer.NotSupportedYetError, match="layout"):
+        simulate(lat, om.random_input((16,), 4, seed=3))
