@@ -103,6 +103,28 @@ fn the_added_error_stays_within_the_requested_deviation() {
     }
 }
 
+/// The third polynomial of a square is multiplied by `s²`, whose coefficients have variance
+/// `8N/9` (not `4N/9`: `s_a·s_b` appears twice): rounding it alone stays within its third of
+/// the requested variance. A bound just above what `4N/9` would allow 20 bits for.
+#[test]
+fn rounding_the_square_part_alone_stays_within_its_share() {
+    let f = fx();
+    let n = f.params.n() as f64;
+    let ct = f.ev.square(&at_level(2, 11)).unwrap();
+    let std = 1.01 * 2f64.powi(20) * (2.0 * n / 3.0) * 3f64.sqrt() / 12f64.sqrt();
+    let drop = rounding_drop_bits(&f.params, 2, 3, std).unwrap();
+    let only = [0, 0, drop[2]];
+    let bytes = ciphertext_to_bytes_rounded(&f.params, &ct, &only).unwrap();
+    let back = ciphertext_from_bytes_rounded(&f.params, &bytes, MAX, &only).unwrap();
+    let (x, y) = (decrypted(&ct), decrypted(&back));
+    let got = (x.iter().zip(&y).map(|(a, b)| (a - b).powi(2)).sum::<f64>() / x.len() as f64).sqrt();
+    let share = std / 3f64.sqrt();
+    assert!(
+        got <= 1.1 * share,
+        "part 2 alone: std {got:e} against its share {share:e} ({drop:?})"
+    );
+}
+
 #[test]
 fn nothing_dropped_is_the_ordinary_form_and_a_wide_q_is_not_rounded() {
     let f = fx();
