@@ -11,7 +11,7 @@ use crate::convert::simd;
 use crate::error::{KernelError, Result};
 use crate::gemm::{self, MR, NR};
 use crate::linear::LinearLayer;
-use crate::output::{alloc_outputs, finish_outputs, Packing, SyncPtr};
+use crate::output::{alloc_outputs, finish_outputs, residue_of_integral, Packing, SyncPtr};
 use heinfer_ckks::{Ciphertext, CkksParams};
 use heinfer_math::vecops::{self, BarrettConst};
 use heinfer_math::Modulus;
@@ -66,8 +66,14 @@ pub fn square_chain(
         }
     }
     let mid_scale = head.scale() * first.weight_scale();
-    let b1: Option<Vec<i128>> =
-        bias1.map(|b| b.iter().map(|&v| (v * mid_scale).round() as i128).collect());
+    // rounded to integers here, reduced per prime in each task (any magnitude, see
+    // `residue_of_integral`)
+    let b1: Option<Vec<f64>> = bias1.map(|b| b.iter().map(|&v| (v * mid_scale).round()).collect());
+    if let Some(v) = b1.as_ref().and_then(|b| b.iter().find(|v| !v.is_finite())) {
+        return Err(KernelError::InvalidOperands(format!(
+            "the first bias at scale {mid_scale:e} is not a finite number ({v})"
+        )));
+    }
     let scale = mid_scale * mid_scale * second.weight_scale();
     let m2 = second.out_count();
     let (out, ptrs) = alloc_outputs(m2, 3, n, limbs);
@@ -96,7 +102,7 @@ struct Tile<'a> {
     m: &'a Modulus,
     off: usize,
     col: usize,
-    bias1: Option<&'a [i128]>,
+    bias1: Option<&'a [f64]>,
     bias_vector: Option<&'a [u64]>,
 }
 
@@ -160,7 +166,7 @@ fn chain_tile(
     }
     if let Some(b1) = t.bias1 {
         for (row, &v) in b1.iter().enumerate() {
-            let r = t.m.reduce_i128(v);
+            let r = residue_of_integral(v, t.m);
             let dst = &mut buf.u[0][row * NR..(row + 1) * NR];
             match t.bias_vector {
                 Some(v) => {

@@ -3,6 +3,7 @@
 use crate::error::{KernelError, Result};
 use heinfer_ckks::poly::RnsPoly;
 use heinfer_ckks::{Ciphertext, CkksParams};
+use heinfer_math::modulus::Modulus;
 use heinfer_math::vecops;
 use rayon::prelude::*;
 
@@ -98,16 +99,15 @@ pub(crate) fn add_bias(
                 return Ok(());
             }
             let v = (b * ct.scale()).round();
-            if v.abs() >= 2f64.powi(126) {
+            if !v.is_finite() {
                 return Err(KernelError::InvalidOperands(format!(
-                    "bias {b} at scale {:e} exceeds 126 bits",
+                    "bias {b} at scale {:e} is not a finite number",
                     ct.scale()
                 )));
             }
-            let v = v as i128;
             let c0 = &mut ct.parts_mut()[0];
             for (i, m) in moduli.iter().enumerate() {
-                let r = m.reduce_i128(v);
+                let r = residue_of_integral(v, m);
                 let limb = &mut c0.data_mut()[i * n..(i + 1) * n];
                 if let Some(v) = &vectors[i] {
                     vecops::mul_scalar_add_assign(limb, v, r, m.shoup(r), m);
@@ -117,6 +117,24 @@ pub(crate) fn add_bias(
             }
             Ok(())
         })
+}
+
+/// `v mod q` for an integral, finite `v` of any magnitude: exactly through `i128` below
+/// `2^126`, else as `±m·2^e` (its f64 mantissa and exponent), `m·(2^e mod q)` — a product
+/// scale past 126 bits (a deep lazy segment) still gets its bias.
+pub(crate) fn residue_of_integral(v: f64, m: &Modulus) -> u64 {
+    if v.abs() < 2f64.powi(126) {
+        return m.reduce_i128(v as i128);
+    }
+    let bits = v.to_bits();
+    let mantissa = (bits & ((1u64 << 52) - 1)) | (1u64 << 52);
+    let exp = ((bits >> 52) & 0x7ff) as u64 - 1075; // ≥ 73 here: |v| ≥ 2^126
+    let r = m.mul(m.reduce(mantissa), m.pow(2, exp));
+    if v < 0.0 {
+        m.neg(r)
+    } else {
+        r
+    }
 }
 
 /// A raw pointer to output data shared by the tasks of one [`LinearLayer::apply`], which

@@ -372,3 +372,50 @@ fn coefficient_packing_bias() {
         }
     }
 }
+
+/// A product scale past 126 bits (a deep lazy segment: here 2^22 inputs × 2^110 weights) still
+/// gets its bias: `round(b·Δ)` is reduced from its f64 mantissa and exponent.
+#[test]
+fn bias_at_a_product_scale_past_126_bits() {
+    let p = params(vec![60, 60, 60]);
+    let kg = KeyGenerator::new(&p).unwrap();
+    let enc = Encoder::new(&p);
+    let dec = Decryptor::new(&p, kg.secret_key()).unwrap();
+    let mut rng = Rng(5);
+    let x: Vec<Vec<Complex64>> = (0..3)
+        .map(|_| {
+            (0..p.slots())
+                .map(|_| Complex64::new(rng.next(), 0.0))
+                .collect()
+        })
+        .collect();
+    let cts: Vec<_> = x
+        .iter()
+        .map(|v| {
+            kg.encrypt_symmetric(&enc.encode(v, 2f64.powi(22), 2).unwrap())
+                .unwrap()
+        })
+        .collect();
+    let ws = 2f64.powi(110);
+    // weights 2^-108·{1, −2, 3}: a sum far below the bias at this precision
+    let layer = LinearLayer::new(
+        2,
+        3,
+        vec![GroupSpec {
+            rows: vec![0, 1],
+            cols: (0..3).collect(),
+            weights: vec![4.0, -8.0, 12.0, 0.0, 4.0, -4.0],
+        }],
+        ws,
+        2,
+    )
+    .unwrap();
+    let bias = [0.75, -2.5];
+    let out = layer.apply(&p, &cts, Some(&bias), Packing::Real).unwrap();
+    for (j, &b) in bias.iter().enumerate() {
+        assert!(out[j].scale() > 2f64.powi(126));
+        let got = enc.decode(&dec.decrypt(&out[j]).unwrap()).unwrap();
+        let worst = got.iter().map(|g| (g.re - b).abs()).fold(0.0, f64::max);
+        assert!(worst < 1e-6, "output {j}: off by {worst} from the bias {b}");
+    }
+}
