@@ -38,6 +38,11 @@ SIGMA = 3.19
 #: ternary secret has variance ≈ N/18 per coefficient and the embedding multiplies by √N, so
 #: its standard deviation is ≈ N/4.2; 6σ ≈ 1.5·N.
 RESCALE_NOISE = 1.5
+#: The same for a 3-part ciphertext (a square not yet relinearized), over N·√N: the rounding
+#: of ``c_2`` times ``s²`` (‖s²‖² ≈ 8N²/9) adds ≈ 2N²/27 per coefficient, so σ ≈ 0.27·N·√N in
+#: the slots; 6σ ≈ 1.65·N·√N — √N times the 2-part bound, and what a lazy plan pays for
+#: rescaling before it relinearizes.
+RESCALE_NOISE_SQUARE = 1.65
 #: Bits of fresh-noise advantage of coefficient packing over slot packing at the smallest
 #: secure ring (√2^11 ≈ 2^5.5), spent on a smaller input scale.
 COEFF_NOISE_BITS = 5
@@ -156,6 +161,12 @@ def compile_graph(graph: Graph, calibration: np.ndarray | None = None, input_bou
     return build_program(g, pre, seg_ops, step_fns, post, plans, b, log_n, p_bits, packing, seg_bounds, seg_in_bounds, options)
 
 
+def _rescale_noise(n: int, parts: int) -> float:
+    """Slot-domain bound of one rescale's rounding error (in units of the scale after it) for
+    a ciphertext of ``parts`` parts in a ring of degree ``n``."""
+    return RESCALE_NOISE * n if parts == 2 else RESCALE_NOISE_SQUARE * n * math.sqrt(n)
+
+
 def step_error(functions: list, err: float, bound: float) -> float:
     """Error bound after a client step's ``functions`` given ``err`` on values of ``|x| ≤
     bound``: every kind is 1-Lipschitz but ``square``, for which ``|(x+e)² − x²| ≤ 2·bound·e +
@@ -187,6 +198,7 @@ def build_program(g, pre, seg_ops, step_fns, post, plans, b, log_n, p_bits, pack
         instrs: list = []
         level = plan.top_limbs - 1
         in_b = seg_in_bounds[k]
+        parts = 2
         for t, op in enumerate(ops):
             if plan.limbs[t] - 1 < level:
                 level = plan.limbs[t] - 1
@@ -197,6 +209,7 @@ def build_program(g, pre, seg_ops, step_fns, post, plans, b, log_n, p_bits, pack
                 # ≈ σ·√N·√β per coefficient, ×√N in the slots (6σ bound)
                 s_now = plan.log_scales[t - 1] - plan.rescales[t - 1] * b
                 err += 6.0 * SIGMA * n * math.sqrt(plan.limbs[t]) / 2.0**s_now
+                parts = 2
             if isinstance(op, Linear):
                 lp = plan.layers[t]
                 bias = op.bias if np.any(op.bias) else None
@@ -207,15 +220,16 @@ def build_program(g, pre, seg_ops, step_fns, post, plans, b, log_n, p_bits, pack
                 per_row = float(np.diff(op.matrix.indptr).max()) if op.nnz else 0.0
                 err = l2 * err + math.sqrt(per_row) * in_b / 2.0**lp.exponent
                 if not options.lazy:  # one rescale per product, each adding rounding noise
-                    err += math.sqrt(per_row) * RESCALE_NOISE * n / 2.0 ** (plan.log_scales[t] - b)
+                    err += math.sqrt(per_row) * _rescale_noise(n, parts) / 2.0 ** (plan.log_scales[t] - b)
             else:
                 instrs.append(OpSquare((len(instrs),)))
                 err = 2 * in_b * err + err * err
+                parts = 3
             in_b = seg_bounds[k][t]
             if plan.rescales[t]:
                 instrs.append(Rescale(plan.rescales[t], (len(instrs),)))
                 level -= plan.rescales[t]
-                err += RESCALE_NOISE * n / 2.0 ** (plan.log_scales[t] - plan.rescales[t] * b)
+                err += _rescale_noise(n, parts) / 2.0 ** (plan.log_scales[t] - plan.rescales[t] * b)
         out_bound = seg_bounds[k][-1]
         segments.append(
             Segment(
