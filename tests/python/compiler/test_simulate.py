@@ -15,37 +15,24 @@ from __future__ import annotations
 import heinfer
 import numpy as np
 import pytest
+import test_inference as ti
 from heinfer.compiler.simulate import simulate
+from heinfer.program.ops import Linear, Square
 
 from compiler import onnx_models as om
-from compiler.onnx_models import ModelBuilder
-
-
-def _depthwise_relu6() -> bytes:
-    """conv 1→4, ReLU, depthwise 3×3 (stride 2), ReLU6, pointwise 4→6, global average pool, Gemm."""
-    b = ModelBuilder((1, 8, 8), seed=4)
-    b.node("Conv", [b.x, b.weight(4, 1, 3, 3), b.weight(4)], pads=[1, 1, 1, 1])
-    b.node("Relu", [b.last])
-    b.node("Conv", [b.last, b.weight(4, 1, 3, 3, fan_in=9), b.weight(4)], group=4, strides=[2, 2], pads=[1, 1, 1, 1])
-    b.node("Clip", [b.last, b.const(0.0), b.const(6.0)])
-    b.node("Conv", [b.last, b.weight(6, 4, 1, 1), b.weight(6)])
-    b.node("GlobalAveragePool", [b.last])
-    b.node("Flatten", [b.last], axis=1)
-    b.node("Gemm", [b.last, b.weight(5, 6), b.weight(5)], transB=1)
-    return b.build()
-
 
 MODELS = {
-    # name: (onnx bytes, per-item input shape, packing the plan uses)
-    "relu6": (_depthwise_relu6, (1, 8, 8), "coeff"),
-    "square": (lambda: om.mlp((16, 12, 8, 4), act="square"), (16,), "real"),
+    # name: (model of test_inference, packing the plan uses)
+    "relu6": ("depthwise-separable-relu6", "coeff"),  # client-aided ReLU and ReLU6
+    "square": ("mlp-gemm-square", "real"),  # squares, relinearization, rescales
 }
 
 
 def _compiled(name: str, **options) -> tuple[heinfer.Program, np.ndarray, np.ndarray]:
     """``(program, inputs, outputs of the plan without any rounding)``."""
-    build, shape, packing = MODELS[name]
-    prog = heinfer.compile(build(), mode="throughput", calibration=om.random_input(shape, 64, seed=11), **options)
+    model, packing = MODELS[name]
+    shape = ti.MODELS[model][1]
+    prog = heinfer.compile(ti._model(model), mode="throughput", calibration=om.random_input(shape, 64, seed=11), **options)
     assert {s.layout.packing for s in prog.segments} == {packing}
     x = om.random_input(shape, 256, seed=3)
     return prog, x, _plain(prog, x)
@@ -58,10 +45,10 @@ def _plain(prog: heinfer.Program, x: np.ndarray) -> np.ndarray:
         y = f.apply(y)
     for k, seg in enumerate(prog.segments):
         for op in seg.ops:
-            if hasattr(op, "layer"):
+            if isinstance(op, Linear):
                 step = prog.layers[op.layer]
                 y = np.asarray(step.matrix @ y.T).T + (0.0 if step.bias is None else step.bias)
-            elif type(op).__name__ == "Square":
+            elif isinstance(op, Square):
                 y = y * y
         if k < len(prog.steps):
             y = prog.steps[k].apply(y)
@@ -107,6 +94,6 @@ def test_refuses_what_it_does_not_model() -> None:
         simulate(prog.public(), x)
     with pytest.raises(heinfer.CompileError, match="shape"):
         simulate(prog, x[:, :, :4])
-    lat = heinfer.compile(MODELS["square"][0](), mode="latency", calibration=om.random_input((16,), 64, seed=11))
+    lat = heinfer.compile(ti._model("mlp-gemm-square"), mode="latency", calibration=om.random_input((16,), 64, seed=11))
     with pytest.raises(heinfer.NotSupportedYetError, match="layout"):
         simulate(lat, om.random_input((16,), 4, seed=3))
