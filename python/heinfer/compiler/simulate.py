@@ -42,6 +42,7 @@ from heinfer.errors import CompileError, NotSupportedYetError
 from heinfer.program.model import Program, Segment
 from heinfer.program.ops import DropTo, Linear, Relinearize, Rescale, Square
 from heinfer.program.rounding import output_rounding_std
+from heinfer.program.two_party import TwoPartyProgram
 
 __all__ = ["simulate"]
 
@@ -51,6 +52,8 @@ def simulate(program: Program, x: np.ndarray, seed: int | None = 0) -> np.ndarra
     ``(batch, *input_shape)`` would give, its rounding and noise drawn with ``seed`` (a
     model of the errors, not a prediction of one run's digits: see the module
     documentation). ``program``: the server's (it holds the weights), throughput mode."""
+    if isinstance(program, TwoPartyProgram):
+        raise NotSupportedYetError("simulating a two-party program (exact BFV integers, truncations in garbled circuits) is not supported yet")
     if not isinstance(program, Program):
         raise CompileError(f"simulate needs the server's Program (with its weights), got {type(program).__name__}")
     for k, seg in enumerate(program.segments):
@@ -87,7 +90,9 @@ def _segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.rand
     scale, level, parts = seg.input_scale, seg.input_level, 2
     y = _noisy(y, 1.0 / 12.0 + SIGMA**2, scale, seg, n, rng)
     yt = y.T  # (values, items): the layers' matrices act on the rows
-    for op in seg.ops:
+    for i, op in enumerate(seg.ops):
+        if tuple(op.inputs) != (i,):  # what the executor runs: each op on the value before it
+            raise NotSupportedYetError(f"simulating op {i} of a segment: it reads values {tuple(op.inputs)}, only chains are supported yet")
         if isinstance(op, Linear):
             step = program.layers[op.layer]
             m = step.matrix.copy()

@@ -97,3 +97,19 @@ def test_refuses_what_it_does_not_model() -> None:
     lat = heinfer.compile(ti._model("mlp-gemm-square"), mode="latency", calibration=om.random_input((16,), 64, seed=11))
     with pytest.raises(heinfer.NotSupportedYetError, match="layout"):
         simulate(lat, om.random_input((16,), 4, seed=3))
+    two = heinfer.compile(ti._model("relu-maxpool-2x2"), calibration=om.random_input((2, 6, 6), 64, seed=11), protocol="two-party")
+    with pytest.raises(heinfer.NotSupportedYetError, match="two-party"):
+        simulate(two, om.random_input((2, 6, 6), 2, seed=3))
+
+
+def test_graph_shaped_programs_are_simulated_like_their_encrypted_runs() -> None:
+    # residual additions and concatenations, lowered to chains of batch-axis layers
+    from compiler import dag_models as dm
+
+    build, shape = dm.DAG_MODELS["inverted-residual"][:2]
+    prog = heinfer.compile(build(), "throughput", calibration=om.random_input(shape, 64, seed=11))
+    x = om.random_input(shape, 64, seed=5)
+    want = om.run_onnxruntime(build(), x)
+    err = np.abs(heinfer.infer(prog, x).outputs - want).max()
+    sim = np.abs(simulate(prog, x) - want).max()
+    assert err / 3 < sim < 3 * err
