@@ -47,11 +47,13 @@ from heinfer.program.two_party import TwoPartyProgram
 __all__ = ["simulate"]
 
 
-def simulate(program: Program, x: np.ndarray, seed: int | None = 0) -> np.ndarray:
+def simulate(program: Program, x: np.ndarray, seed: int | None = 0, errors: bool = True) -> np.ndarray:
     """The outputs ``(batch, *output_shape)`` an encrypted run of ``program`` on ``x``
     ``(batch, *input_shape)`` would give, its rounding and noise drawn with ``seed`` (a
     model of the errors, not a prediction of one run's digits: see the module
-    documentation). ``program``: the server's (it holds the weights), throughput mode."""
+    documentation). ``program``: the server's (it holds the weights), throughput mode.
+    ``errors=False``: the plan's layers and steps exactly, nothing rounded (the reference the
+    errors are measured from)."""
     if isinstance(program, TwoPartyProgram):
         raise NotSupportedYetError("simulating a two-party program (exact BFV integers, truncations in garbled circuits) is not supported yet")
     if not isinstance(program, Program):
@@ -72,20 +74,23 @@ def simulate(program: Program, x: np.ndarray, seed: int | None = 0) -> np.ndarra
         y = f.apply(y)
     last = len(program.segments) - 1
     for k, seg in enumerate(program.segments):
-        y = _segment(program, seg, y, n, rng)
+        y = _segment(program, seg, y, n, rng if errors else None)
         if k < last:
-            y = _noisy(y, output_rounding_std(program, k) ** 2, seg.output_scale, seg, n, rng)
+            if errors:
+                y = _noisy(y, output_rounding_std(program, k) ** 2, seg.output_scale, seg, n, rng)
             y = program.steps[k].apply(y)
     seg = program.segments[-1]
-    y = _noisy(y, output_rounding_std(program, last) ** 2, seg.output_scale, seg, n, rng)
-    y = np.round((y + rng.normal(0.0, seg.precision / 2.0, y.shape)) / seg.precision) * seg.precision
+    if errors:
+        y = _noisy(y, output_rounding_std(program, last) ** 2, seg.output_scale, seg, n, rng)
+        y = np.round((y + rng.normal(0.0, seg.precision / 2.0, y.shape)) / seg.precision) * seg.precision
     for f in program.post:
         y = f.apply(y)
     return y.reshape((x.shape[0], *program.output_shape))
 
 
-def _segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """One segment: its input encrypted, then its ops with their roundings."""
+def _segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.random.Generator | None) -> np.ndarray:
+    """One segment: its input encrypted, then its ops with their roundings (none without
+    ``rng``)."""
     log_q = [float(b) for b in program.params["log_q"]]
     scale, level, parts = seg.input_scale, seg.input_level, 2
     y = _noisy(y, 1.0 / 12.0 + SIGMA**2, scale, seg, n, rng)
@@ -95,8 +100,10 @@ def _segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.rand
             raise NotSupportedYetError(f"simulating op {i} of a segment: it reads values {tuple(op.inputs)}, only chains are supported yet")
         if isinstance(op, Linear):
             step = program.layers[op.layer]
-            m = step.matrix.copy()
-            m.data = np.rint(m.data * step.weight_scale) / step.weight_scale
+            m = step.matrix
+            if rng is not None:
+                m = m.copy()
+                m.data = np.rint(m.data * step.weight_scale) / step.weight_scale
             yt = np.asarray(m @ yt)
             if step.bias is not None:
                 yt = yt + step.bias[:, None]
@@ -120,10 +127,10 @@ def _segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.rand
     return yt.T
 
 
-def _noisy(y: np.ndarray, var: float, scale: float, seg: Segment, n: int, rng: np.random.Generator) -> np.ndarray:
+def _noisy(y: np.ndarray, var: float, scale: float, seg: Segment, n: int, rng: np.random.Generator | None) -> np.ndarray:
     """``y`` plus the error of variance ``var`` per coefficient at ``scale`` (see the module
-    documentation for the embedding)."""
-    if var <= 0.0:
+    documentation for the embedding); ``y`` itself without ``rng``."""
+    if rng is None or var <= 0.0:
         return y
     per_value = var if seg.layout.packing == "coeff" else var * n / 2.0
     return y + rng.normal(0.0, math.sqrt(per_value) / scale, y.shape)

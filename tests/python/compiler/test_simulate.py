@@ -39,22 +39,25 @@ def _compiled(name: str, **options) -> tuple[heinfer.Program, np.ndarray, np.nda
 
 
 def _plain(prog: heinfer.Program, x: np.ndarray) -> np.ndarray:
-    """The program's layers in float64 with nothing rounded (no noise, exact weights)."""
+    """The program's layers in float64 with nothing rounded, flattened per item."""
+    return simulate(prog, x, errors=False).reshape(len(x), -1)
+
+
+def test_without_errors_it_is_the_plan_in_float64() -> None:
+    prog, x, exact = _compiled("relu6")
     y = x.reshape(len(x), -1).astype(np.float64)
-    for f in prog.pre:
-        y = f.apply(y)
-    for k, seg in enumerate(prog.segments):
+    for k, seg in enumerate(prog.segments):  # the chain of layers and steps, by hand
         for op in seg.ops:
             if isinstance(op, Linear):
                 step = prog.layers[op.layer]
                 y = np.asarray(step.matrix @ y.T).T + (0.0 if step.bias is None else step.bias)
             elif isinstance(op, Square):
                 y = y * y
-        if k < len(prog.steps):
-            y = prog.steps[k].apply(y)
+        y = prog.steps[k].apply(y) if k < len(prog.steps) else y
     for f in prog.post:
         y = f.apply(y)
-    return y
+    np.testing.assert_allclose(exact, y, rtol=1e-12, atol=1e-12)
+    assert np.abs(exact - om.run_onnxruntime(ti._model("depthwise-separable-relu6"), x).reshape(exact.shape)).max() < 1e-5
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
