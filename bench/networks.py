@@ -56,7 +56,8 @@ from machine import ROOT, build_profile, cpu_model  # noqa: E402
 #: fresh noise each, not ×√N), so the weights' rounding, not the inputs', sets the error: a
 #: float64 simulation of the plan (every weight rounded at its layer's scale, every input at its
 #: segment's scale plus fresh noise; 4,096 images) gives 3.5e-4 at 34/18 and 7.2e-5 at 31/21 —
-#: the same limbs everywhere (bytes and work unchanged): three input bits moved to the weights.
+#: the same limbs everywhere (bytes and work unchanged): three input bits moved to the weights
+#: (what heinfer.tune_precision returns from 34/18).
 #: At 224 px 31/21 would keep more values at two primes (+9 % limb-ciphertexts); 30/21 keeps
 #: the limbs of 32/18 (that run is refused before it starts: it needs input tiles).
 OPTIONS: dict[tuple[str, str], dict] = {
