@@ -116,6 +116,15 @@ def cli() -> None:
     help="A public feature extractor (ONNX): MODEL classifies its outputs (LoLa's deep features); "
     "--calibration then holds raw inputs of the extractor.",
 )
+@click.option("--input-bits", type=click.IntRange(1), help="Throughput mode: bits of the inputs' encryption scale (default 24).")
+@click.option("--weight-bits", type=click.IntRange(1), help="Throughput mode: bits of the largest weight (default 16).")
+@click.option(
+    "--tune-precision",
+    is_flag=True,
+    help="Throughput mode, with --calibration: move bits between --input-bits and "
+    "--weight-bits (±4) where the plan keeps its parameters and levels, and keep the split "
+    "whose simulated error on the calibration inputs is least (heinfer.tune_precision).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def compile_cmd(
     model: str,
@@ -128,6 +137,9 @@ def compile_cmd(
     batch_size: int,
     protocol: str,
     features: str | None,
+    input_bits: int | None,
+    weight_bits: int | None,
+    tune_precision: bool,
     as_json: bool,
 ) -> None:
     """Compiles an ONNX MODEL into a program for encrypted inference: the server's
@@ -147,7 +159,19 @@ def compile_cmd(
         if not os.path.isfile(features):
             raise CliError(f"feature extractor {features!r} does not exist")
         options["features"] = features
+    bits = {k: v for k, v in (("input_bits", input_bits), ("weight_bits", weight_bits)) if v is not None}
+    if (bits or tune_precision) and (mode != "throughput" or protocol != "client-aided" or features is not None):
+        raise CliError("--input-bits, --weight-bits and --tune-precision apply to --mode throughput, client-aided, without --features")
+    if tune_precision and calib is None:
+        raise CliError("--tune-precision needs --calibration (the inputs the splits are simulated on)")
+    options.update(bits)
     t0 = time.perf_counter()
+    tuned = None
+    if tune_precision:
+        with _Spinner("tuning the precision", enabled=not as_json):
+            found, table = heinfer.tune_precision(model, calib, input_bound=input_bound, security=int(security), **options)
+        options = {k: v for k, v in found.items() if k not in ("input_bound", "security")}
+        tuned = next(r for r in table if r["input_bits"] == options["input_bits"])
     with _Spinner("compiling", enabled=not as_json):
         program = heinfer.compile(
             model,
@@ -179,6 +203,8 @@ def compile_cmd(
         "key_manifest": program.key_manifest,
         "predicted_error": (program.meta.get("predicted_error") or [None])[-1],
     }
+    if tuned is not None:
+        summary["tuned"] = tuned
     if program.mode == "latency":
         summary["predicted_s"] = program.predicted_s
     if "auto" in program.meta:
@@ -193,6 +219,12 @@ def compile_cmd(
         f"  CKKS N = 2^{p['log_n']}, q = {p['log_q']} bits, P = {p['log_p'] or 'none'}, "
         f"{p['security']}-bit security; {len(program.segments)} server segment(s), "
         f"{len(program.steps)} client-aided step(s)"
+        + (
+            f"\n  precision tuned: input_bits={tuned['input_bits']}, weight_bits={tuned['weight_bits']} "
+            f"(simulated error {tuned['simulated_error']:.2g} of the largest output)"
+            if tuned
+            else ""
+        )
     )
 
 

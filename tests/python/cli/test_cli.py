@@ -120,6 +120,25 @@ def test_compile_options_reach_the_compiler(files: dict) -> None:
     assert heinfer.load_program(out.read_bytes()).batch_capacity == 1024
 
 
+def test_compile_precision_options_and_tuning(files: dict) -> None:
+    model = os.path.join(MODELS, "cryptonets_relu.onnx")
+    out = files["dir"] / "bits.hep"
+    r = invoke("compile", model, "-o", str(out), "--calibration", DIGITS, "--input-bits", "30", "--weight-bits", "6", "--json")
+    assert r.exit_code == 0, r.output
+    asked = heinfer.load_program(out.read_bytes())
+    r = invoke("compile", model, "-o", str(out), "--calibration", DIGITS, "--input-bits", "30", "--weight-bits", "6", "--tune-precision", "--json")
+    assert r.exit_code == 0, r.output
+    tuned = json.loads(r.stdout)["tuned"]
+    prog = heinfer.load_program(out.read_bytes())
+    # bits moved to the starved weights, the same parameters
+    assert tuned["weight_bits"] > 6 and tuned["input_bits"] + tuned["weight_bits"] == 36
+    assert prog.params == asked.params and prog.layers[0].weight_scale > asked.layers[0].weight_scale
+    r = invoke("compile", model, "-o", str(out), "--calibration", DIGITS, "--tune-precision")
+    assert r.exit_code == 0 and "precision tuned: input_bits=" in r.stdout, r.output
+    assert_user_error(invoke("compile", model, "-o", str(out), "--input-bound", "1", "--tune-precision"), "needs --calibration")
+    assert_user_error(invoke("compile", model, "-o", str(out), "--calibration", DIGITS, "--mode", "latency", "--weight-bits", "20"), "apply to --mode throughput")
+
+
 @pytest.mark.parametrize("mode", ["latency", "throughput"])
 def test_compile_serve_and_predict_two_party(files: dict, mode: str) -> None:
     out = files["dir"] / mode / "tp.hep"
