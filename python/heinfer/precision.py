@@ -36,6 +36,8 @@ def tune_precision(model: Any, calibration: np.ndarray, shift: int = 4, seeds: i
 
     if not isinstance(shift, int) or shift < 0 or not isinstance(seeds, int) or seeds < 1:
         raise CompileError(f"tune_precision: shift must be an integer ≥ 0 and seeds ≥ 1, got {shift!r}, {seeds!r}")
+    if options.pop("mode", "throughput") != "throughput" or options.pop("protocol", "client-aided") != "client-aided":
+        raise CompileError("tune_precision tunes throughput-mode, client-aided plans only")
     calibration = np.asarray(calibration)
     defaults = Options()
     ib = int(options.pop("input_bits", defaults.input_bits))

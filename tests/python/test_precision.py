@@ -48,3 +48,6 @@ def test_refusals() -> None:
         heinfer.tune_precision(ti._model("relu-maxpool-2x2"), cal, shift=-1)
     with pytest.raises(heinfer.CompileError):
         heinfer.tune_precision(ti._model("relu-maxpool-2x2"), cal, security=100)
+    for other in ({"mode": "latency"}, {"protocol": "two-party"}):
+        with pytest.raises(heinfer.CompileError, match="throughput-mode, client-aided"):
+            heinfer.tune_precision(ti._model("relu-maxpool-2x2"), cal, **other)
