@@ -17,32 +17,40 @@ import warnings
 import heinfer
 import numpy as np
 import test_inference as ti
+from compiler import dag_models as dm
 from compiler import onnx_models as om
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: name → (onnx bytes, per-item input shape)
+MODELS = {
+    **{name: (lambda name=name: ti._model(name), ti.MODELS[name][1]) for name in ti.MODELS},
+    **{f"dag:{name}": (build, shape) for name, (build, shape, *_) in dm.DAG_MODELS.items()},
+}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    name=st.sampled_from(sorted(ti.MODELS)),
+    name=st.sampled_from(sorted(MODELS)),
     input_bits=st.integers(8, 40),
     weight_bits=st.integers(4, 26),
     precision_bits=st.integers(4, 30),
     packing=st.sampled_from([None, "real", "complex", "coeff"]),
 )
 def test_a_compiled_plan_runs_within_its_predicted_error(name, input_bits, weight_bits, precision_bits, packing) -> None:
-    shape = ti.MODELS[name][1]
+    build, shape = MODELS[name]
     options = {"input_bits": input_bits, "weight_bits": weight_bits, "precision_bits": precision_bits}
     if packing:
         options["packing"] = packing
     try:
-        prog = heinfer.compile(ti._model(name), mode="throughput", calibration=om.random_input(shape, 64, seed=11), **options)
+        prog = heinfer.compile(build(), mode="throughput", calibration=om.random_input(shape, 64, seed=11), **options)
     except heinfer.CompileError:
         event("refused by the compiler")
         return  # refused with a message: allowed
     event("ran")
     x = om.random_input(shape, 32, seed=3)
-    want = om.run_onnxruntime(ti._model(name), x)
+    want = om.run_onnxruntime(build(), x)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", heinfer.OutOfRangeWarning)
         got = heinfer.infer(prog, x).outputs
