@@ -48,6 +48,9 @@ def tune_precision(model: Any, calibration: np.ndarray, shift: int = 4, seeds: i
 
     base = build(ib, wb)  # refuses (CompileError) what the requested options cannot compile
     shape = _limbs(base)
+    # the plan without any rounding: the splits differ only in their scales, so one reference
+    exact = simulate(base, calibration, errors=False)
+    top = float(np.abs(exact).max()) or 1.0
     candidates = []
     for d in range(-shift, shift + 1):
         i, w = ib - d, wb + d
@@ -62,8 +65,6 @@ def tune_precision(model: Any, calibration: np.ndarray, shift: int = 4, seeds: i
         if _limbs(prog) != shape:
             continue
         row["same_limbs"] = True
-        exact = simulate(prog, calibration, errors=False)
-        top = float(np.abs(exact).max()) or 1.0
         errs = [float(np.abs(simulate(prog, calibration, seed=s) - exact).max()) / top for s in range(seeds)]
         row["simulated_error"] = float(np.mean(errs))
     # the requested split unless another errs clearly less (5 %: draws of the same noise differ)
