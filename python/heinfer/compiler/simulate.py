@@ -25,10 +25,14 @@ rounded to ``precision``, as the client releases it. Weights are rounded exactly
 runtime quantizes them (``rint(W·Δ_w)/Δ_w``); biases, encoded at a layer's product scale,
 are taken as exact.
 
+Latency-mode (slot-layout) programs run exactly with ``errors=False``
+(:mod:`heinfer.compiler.simulate_slots`: the plan's layouts, diagonals and rotations in
+float64, a check of a compiled plan against its model without keys).
+
 What it does not model: the centred reduction of a value beyond its modulus (the encrypted
-run fails or wraps there; the simulation shows a plain number), and anything of the slot
-layout (latency mode) or of the two-party protocol (exact integers plus truncations), for
-which it raises :class:`~heinfer.errors.NotSupportedYetError`.
+run fails or wraps there; the simulation shows a plain number), the errors of the slot
+layout (latency mode: ``errors=True`` raises :class:`~heinfer.errors.NotSupportedYetError`)
+and the two-party protocol (exact integers plus truncations; refused the same way).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import math
 
 import numpy as np
 
+from heinfer.compiler.simulate_slots import slot_segment
 from heinfer.compiler.throughput import SIGMA
 from heinfer.errors import CompileError, NotSupportedYetError
 from heinfer.program.model import Program, Segment
@@ -51,16 +56,19 @@ def simulate(program: Program, x: np.ndarray, seed: int | None = 0, errors: bool
     """The outputs ``(batch, *output_shape)`` an encrypted run of ``program`` on ``x``
     ``(batch, *input_shape)`` would give, its rounding and noise drawn with ``seed`` (a
     model of the errors, not a prediction of one run's digits: see the module
-    documentation). ``program``: the server's (it holds the weights), throughput mode.
-    ``errors=False``: the plan's layers and steps exactly, nothing rounded (the reference the
-    errors are measured from)."""
+    documentation). ``program``: the server's (it holds the weights), throughput mode, or
+    latency mode with ``errors=False``. ``errors=False``: the plan's layers and steps exactly,
+    nothing rounded (the reference the errors are measured from)."""
     if isinstance(program, TwoPartyProgram):
         raise NotSupportedYetError("simulating a two-party program (exact BFV integers, truncations in garbled circuits) is not supported yet")
     if not isinstance(program, Program):
         raise CompileError(f"simulate needs the server's Program (with its weights), got {type(program).__name__}")
     for k, seg in enumerate(program.segments):
-        if seg.layout.kind != "batch":
-            raise NotSupportedYetError(f"simulating segment {k}: only batch-axis (throughput-mode) segments are supported yet, not the {seg.layout.kind!r} layout")
+        if seg.layout.kind != "batch" and errors:
+            raise NotSupportedYetError(
+                f"simulating the errors of segment {k}: the {seg.layout.kind!r} layout (latency mode) has no calibrated noise model yet; "
+                "errors=False runs its plan exactly"
+            )
     for k, step in enumerate(program.steps):
         if step.protocol != "client-aided":
             raise NotSupportedYetError(f"simulating step {k}: only client-aided steps are supported yet, not {step.protocol!r}")
@@ -74,7 +82,7 @@ def simulate(program: Program, x: np.ndarray, seed: int | None = 0, errors: bool
         y = f.apply(y)
     last = len(program.segments) - 1
     for k, seg in enumerate(program.segments):
-        y = _segment(program, seg, y, n, rng if errors else None)
+        y = _segment(program, seg, y, n, rng if errors else None) if seg.layout.kind == "batch" else slot_segment(program, seg, y)
         if k < last:
             if errors:
                 y = _noisy(y, output_rounding_std(program, k) ** 2, seg.output_scale, seg, n, rng)

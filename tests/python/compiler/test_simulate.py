@@ -105,6 +105,36 @@ def test_refuses_what_it_does_not_model() -> None:
         simulate(two, om.random_input((2, 6, 6), 2, seed=3))
 
 
+@pytest.mark.parametrize("model", ["mlp-gemm-square", "depthwise-separable-relu6", "conv-pow-global-avgpool"])
+def test_latency_plans_run_exactly_without_errors(model: str) -> None:
+    # the slot layout's gather maps, diagonals, baby and giant steps, folds and output
+    # placements in float64: the model's outputs, and the encrypted run's within its error
+    # (up to 2e-3 of the largest output on these small plans, measured; a wrong placement or
+    # step would be off by the outputs' own size)
+    shape = ti.MODELS[model][1]
+    prog = heinfer.compile(ti._model(model), mode="latency", calibration=om.random_input(shape, 64, seed=11))
+    assert {s.layout.kind for s in prog.segments} == {"slots"}
+    x = om.random_input(shape, 4, seed=3)
+    want = om.run_onnxruntime(ti._model(model), x).reshape(len(x), -1)
+    exact = simulate(prog, x, errors=False).reshape(len(x), -1)
+    scale = np.abs(want).max()
+    assert np.abs(exact - want).max() < 1e-5 * scale
+    got = heinfer.infer(prog, x).outputs.reshape(len(x), -1)
+    assert np.abs(got - exact).max() < 1e-2 * scale
+    with pytest.raises(heinfer.NotSupportedYetError, match="errors=False"):
+        simulate(prog, x)
+
+
+def test_latency_plan_of_a_graph_runs_exactly_without_errors() -> None:
+    from compiler import dag_models as dm
+
+    build, shape = dm.DAG_MODELS["inverted-residual"][:2]
+    prog = heinfer.compile(build(), "latency", calibration=om.random_input(shape, 64, seed=11))
+    x = om.random_input(shape, 3, seed=5)
+    want = om.run_onnxruntime(build(), x)
+    assert np.abs(simulate(prog, x, errors=False) - want).max() < 1e-5 * np.abs(want).max()
+
+
 def test_graph_shaped_programs_are_simulated_like_their_encrypted_runs() -> None:
     # residual additions and concatenations, lowered to chains of batch-axis layers
     from compiler import dag_models as dm
