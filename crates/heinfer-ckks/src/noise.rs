@@ -56,7 +56,11 @@ impl NoiseModel {
         self.slot_std((1.0 + self.h) / 12.0, scale_after)
     }
 
-    /// Error added by one key switch at `level`, at `scale`.
+    /// Error added by one key switch at `level`, at `scale`: `Σ_j D_j·e_j / P` plus ModDown's
+    /// rounding. ModUp's digits are balanced (`heinfer_math::rns`): digit `j`, of `α_j` primes,
+    /// is a sum of `α_j` independent terms uniform over `(−Q_j/2, Q_j/2]`, so
+    /// `E[D_j²] = α_j·Q_j²/12`, and its product with the key's error adds `N·σ²·α_j·Q_j²/(12·P²)`
+    /// per coefficient.
     pub fn key_switch(&self, level: usize, scale: f64) -> f64 {
         let s2 = ERROR_STDDEV * ERROR_STDDEV;
         let q = self.params.q();
@@ -65,7 +69,7 @@ impl NoiseModel {
             .chunks(self.params.alpha())
             .map(|c| {
                 let log_qj: f64 = c.iter().map(|&x| (x as f64).log2()).sum();
-                self.n * s2 * (2f64).powf(2.0 * (log_qj - log_p)) / 3.0
+                self.n * s2 * c.len() as f64 * (2f64).powf(2.0 * (log_qj - log_p)) / 12.0
             })
             .sum();
         self.slot_std(var + (1.0 + self.h) / 12.0, scale)

@@ -79,8 +79,9 @@ fn key_switch_noise_dominates_with_a_small_p_and_matches_the_model() {
     assert!(ks > 10.0 * model.fresh(scale));
     let predicted = (model.fresh(scale).powi(2) + ks.powi(2)).sqrt();
     eprintln!("small-P rotate: measured {measured:e}, model {predicted:e}");
-    // the mean of the digits times the key's error is fixed per key: runs scatter by key
-    assert!(measured > predicted / 3.0 && measured < predicted * 3.0);
+    // balanced digits: no term fixed per key (with digits in [0, Q_j) their mean times the
+    // key's error made runs scatter by 3x from one key to the next)
+    assert!(measured > predicted / 1.5 && measured < predicted * 1.5);
 }
 
 #[test]

@@ -10,6 +10,15 @@
 //! with a small integer `0 ≤ u < |Q|` (number of primes). Key switching tolerates the `u·Q`
 //! term: in ModUp it is multiplied by a key whose gadget vanishes mod `Q`, in ModDown it adds
 //! at most `|P|` to the rounding error.
+//!
+//! The *balanced* conversion ([`BasisConverter::convert_balanced_with_gap`], ModUp) takes each
+//! `y_i = [x_i·(Q/q_i)^{-1}]_{q_i}` in `(−q_i/2, q_i/2]` instead of `[0, q_i)`: the result is
+//! `x + u·Q` with `x` and `u` both centred (`|u| ≤ |Q|/2`). With `[0, q_i)`, every digit of a key
+//! switch has mean `≈ Q/2` in each coefficient, and its product with the key's error `e`
+//! carries the term `(Q/2)·(1 + X + … + X^{N−1})·e`: a random walk over `e`'s coefficients,
+//! whose size varies from key to key (measured, `N = 2^12`, one 39-bit prime per digit and a
+//! 39-bit `P`: a rotation's error 66–185 per coefficient over ten Galois keys) and which the
+//! balanced digits remove.
 
 use crate::modulus::Modulus;
 use crate::vecops;
@@ -27,6 +36,8 @@ pub struct BasisConverter {
     qhat_inv: Vec<(u64, u64)>,
     /// `[Q/q_i]_{p_j}` and its Shoup companion, indexed `[j][i]`.
     qhat_mod_p: Vec<Vec<(u64, u64)>>,
+    /// `qhat_mod_p[j]` followed by `[−Q]_{p_j}` (the balanced conversion's last term).
+    balanced_weights: Vec<Vec<(u64, u64)>>,
 }
 
 impl BasisConverter {
@@ -70,6 +81,19 @@ impl BasisConverter {
                 (v, pj.shoup(v))
             })
             .collect();
+        let balanced_weights = to
+            .iter()
+            .zip(&q_mod_p)
+            .zip(&qhat_mod_p)
+            .map(
+                |((pj, &(qm, _)), w): ((&Modulus, &(u64, u64)), &Vec<(u64, u64)>)| {
+                    let neg = if qm == 0 { 0 } else { pj.q - qm };
+                    let mut w = w.clone();
+                    w.push((neg, pj.shoup(neg)));
+                    w
+                },
+            )
+            .collect();
         Self {
             from: from.to_vec(),
             to: to.to_vec(),
@@ -77,6 +101,7 @@ impl BasisConverter {
             q_mod_p,
             qhat_inv,
             qhat_mod_p,
+            balanced_weights,
         }
     }
 
@@ -131,22 +156,83 @@ impl BasisConverter {
 }
 
 impl BasisConverter {
+    /// Like [`Self::convert_with_gap`], with each scaled input `y_i` taken in `(−q_i/2, q_i/2]`
+    /// (the module's *balanced* conversion): the result is `x + u·Q` with centred `x` and `u`.
+    /// `scratch` must hold `(from.len() + 1)·n` words.
+    pub fn convert_balanced_with_gap(
+        &self,
+        input: &[u64],
+        output: &mut [u64],
+        scratch: &mut [u64],
+        n: usize,
+        gap_at: usize,
+        gap_len: usize,
+    ) {
+        let k = self.from.len();
+        assert!(
+            input.len() >= k * n
+                && output.len() >= (self.to.len() + gap_len) * n
+                && scratch.len() >= (k + 1) * n
+        );
+        for i in 0..k {
+            let t = &mut scratch[i * n..(i + 1) * n];
+            t.copy_from_slice(&input[i * n..(i + 1) * n]);
+            self.scale_input(i, t);
+        }
+        let (ys, c) = scratch.split_at_mut(k * n);
+        self.balance(ys, &mut c[..n], n);
+        for j in 0..self.to.len() {
+            let limb = if j < gap_at { j } else { j + gap_len };
+            self.convert_one_balanced(ys, &c[..n], j, &mut output[limb * n..(limb + 1) * n], n);
+        }
+    }
+
+    /// The correction of the balanced conversion: `c ← #{i : y_i > q_i/2}` per coefficient, for
+    /// the scaled inputs `y_i` ([`Self::scale_input`], `from.len()` limbs of `n` in `scaled`).
+    pub fn balance(&self, scaled: &[u64], c: &mut [u64], n: usize) {
+        let k = self.from.len();
+        assert!(scaled.len() >= k * n && c.len() >= n);
+        let c = &mut c[..n];
+        c.fill(0);
+        for (i, m) in self.from.iter().enumerate() {
+            let half = m.q / 2;
+            for (ci, &y) in c.iter_mut().zip(&scaled[i * n..(i + 1) * n]) {
+                *ci += u64::from(y > half);
+            }
+        }
+    }
+
+    /// Target limb `j` of the balanced conversion alone: `out ← Σ_i y_i·[Q/q_i]_{p_j} −
+    /// c·Q mod p_j`, for the scaled inputs `y_i` (`from.len()` limbs of `n` in `scaled`) and
+    /// their correction `c` ([`Self::balance`]). Bit-identical to limb `j` of
+    /// [`Self::convert_balanced_with_gap`]; lets key switching convert one target limb at a time.
+    pub fn convert_one_balanced(
+        &self,
+        scaled: &[u64],
+        c: &[u64],
+        j: usize,
+        out: &mut [u64],
+        n: usize,
+    ) {
+        let k = self.from.len();
+        assert!(scaled.len() >= k * n && c.len() >= n && out.len() >= n && j < self.to.len());
+        let terms: Vec<&[u64]> = scaled[..k * n]
+            .chunks(n)
+            .chain(std::iter::once(&c[..n]))
+            .collect();
+        vecops::mul_scalar_sum_into(
+            &mut out[..n],
+            &terms,
+            &self.balanced_weights[j],
+            &self.to[j],
+        );
+    }
+
     /// The first step of [`Self::convert`] for source limb `i`, in place:
     /// `x_i ← [x_i·(Q/q_i)^{-1}]_{q_i}`.
     pub fn scale_input(&self, i: usize, limb: &mut [u64]) {
         let (w, ws) = self.qhat_inv[i];
         vecops::mul_scalar_assign(limb, w, ws, &self.from[i]);
-    }
-
-    /// The second step of [`Self::convert`] for target limb `j` alone:
-    /// `out ← Σ_i y_i·[Q/q_i]_{p_j} mod p_j` for the scaled inputs `y_i` ([`Self::scale_input`],
-    /// `from.len()` limbs of `n` concatenated in `scaled`). Bit-identical to limb `j` of
-    /// [`Self::convert`]; lets key switching convert one target limb at a time.
-    pub fn convert_one(&self, scaled: &[u64], j: usize, out: &mut [u64], n: usize) {
-        let k = self.from.len();
-        assert!(scaled.len() >= k * n && out.len() >= n && j < self.to.len());
-        let terms: Vec<&[u64]> = scaled[..k * n].chunks(n).collect();
-        vecops::mul_scalar_sum_into(&mut out[..n], &terms, &self.qhat_mod_p[j], &self.to[j]);
     }
 }
 
@@ -223,10 +309,37 @@ mod tests {
         for (i, limb) in scaled.chunks_mut(n).enumerate() {
             conv.scale_input(i, limb);
         }
-        for j in 0..to.len() {
+        // balanced: x + u·Q with x and u centred (|u| ≤ 1 for two primes), one target limb at
+        // a time the same as the whole, and the gap left untouched
+        let mut bal = vec![7u64; 4 * n];
+        let mut scratch3 = vec![0u64; 3 * n];
+        conv.convert_balanced_with_gap(&input, &mut bal, &mut scratch3, n, 1, 1);
+        assert!(
+            bal[n..2 * n].iter().all(|&v| v == 7),
+            "the gap is left as it was"
+        );
+        let mut c = vec![0u64; n];
+        conv.balance(&scaled, &mut c, n);
+        for (j, pj) in to.iter().enumerate() {
+            let limb = if j < 1 { j } else { j + 1 };
             let mut one = vec![0u64; n];
-            conv.convert_one(&scaled, j, &mut one, n);
-            assert_eq!(one, out[j * n..(j + 1) * n], "convert_one limb {j}");
+            conv.convert_one_balanced(&scaled, &c, j, &mut one, n);
+            assert_eq!(
+                one,
+                bal[limb * n..(limb + 1) * n],
+                "convert_one_balanced limb {j}"
+            );
+            for (cf, &x) in xs.iter().enumerate() {
+                let x = x as i128;
+                let xc = if x > (big_q / 2) as i128 {
+                    x - big_q as i128
+                } else {
+                    x
+                };
+                let ok = (-1..=1i128)
+                    .any(|u| (xc + u * big_q as i128).rem_euclid(pj.q as i128) as u64 == one[cf]);
+                assert!(ok, "balanced coefficient {cf} limb {j}");
+            }
         }
         for (j, pj) in to.iter().enumerate() {
             for c in 0..n {

@@ -55,10 +55,10 @@ impl Evaluator {
                 let lo = j * alpha;
                 let hi = ((j + 1) * alpha).min(level + 1);
                 let mut d = scratch::take(limbs * n);
-                let mut conv_scratch = scratch::take((hi - lo) * n);
+                let mut conv_scratch = scratch::take((hi - lo + 1) * n);
                 // converted limbs are (Q_ℓ without the digit) ‖ P: written around the digit's
-                // own limbs, which are copied in NTT form
-                inner.modup[level][j].convert_with_gap(
+                // own limbs, which are copied in NTT form; balanced (centred) digits
+                inner.modup[level][j].convert_balanced_with_gap(
                     &coeff[lo * n..hi * n],
                     &mut d,
                     &mut conv_scratch,
@@ -135,6 +135,12 @@ impl Evaluator {
             let j = i / alpha;
             inner.modup[level][j].scale_input(i - digit(j).0, l);
         });
+        // each digit's balancing correction (see heinfer_math::rns)
+        let mut centers = scratch::take(beta * n);
+        centers.par_chunks_mut(n).enumerate().for_each(|(j, c)| {
+            let (lo, hi) = digit(j);
+            inner.modup[level][j].balance(&coeff[lo * n..hi * n], c, n);
+        });
         let mut acc0 = scratch::take(limbs * n);
         let mut acc1 = scratch::take(limbs * n);
         acc0.par_chunks_mut(n)
@@ -148,7 +154,13 @@ impl Evaluator {
                     if i < lo || i >= hi {
                         // target index of limb i in the digit's converter: (Q_ℓ \ Q_j) ‖ P
                         let target = if i < lo { i } else { i - (hi - lo) };
-                        inner.modup[level][j].convert_one(&coeff[lo * n..hi * n], target, t, n);
+                        inner.modup[level][j].convert_one_balanced(
+                            &coeff[lo * n..hi * n],
+                            &centers[j * n..(j + 1) * n],
+                            target,
+                            t,
+                            n,
+                        );
                         inner.ntt[mi].forward(t);
                     }
                 }
@@ -169,6 +181,7 @@ impl Evaluator {
                 scratch::give(tmp);
             });
         scratch::give(coeff);
+        scratch::give(centers);
         (acc0, acc1)
     }
 
