@@ -17,22 +17,22 @@ and ``N`` the ring degree:
 The errors: encoding and fresh (secret-key) encryption ``v = 1/12 + σ²`` (``σ = 3.19``); a
 rescale's rounding of every part, ``v = (1 + h + h₂)/12`` with ``h = 2N/3`` (the variance of
 ``s``'s coefficients summed: a uniform ternary secret) and, for the 3-part ciphertext a
-square leaves until it is relinearized, ``h₂ = 8N²/9`` (``‖s²‖²``); a relinearization's key switching ``v = σ²·N·ℓ/4`` (``ℓ`` limbs, one-prime
-digits, a prime-sized ``P``); a rounded output the budget ``σ`` of
+square leaves until it is relinearized, ``h₂ = 8N²/9`` (``‖s²‖²``); a relinearization's key
+switching (:func:`~heinfer.compiler.simulate_slots.keyswitch_variance`: balanced digits, the
+key's error, ModDown's rounding); a rounded output the budget ``σ`` of
 :func:`heinfer.program.rounding.output_rounding_std` (an upper bound: the dropped bits give
 at most that); the result flooded with Gaussian noise of deviation ``precision/2`` and
 rounded to ``precision``, as the client releases it. Weights are rounded exactly as the
 runtime quantizes them (``rint(W·Δ_w)/Δ_w``); biases, encoded at a layer's product scale,
 are taken as exact.
 
-Latency-mode (slot-layout) programs run exactly with ``errors=False``
-(:mod:`heinfer.compiler.simulate_slots`: the plan's layouts, diagonals and rotations in
-float64, a check of a compiled plan against its model without keys).
+Latency-mode (slot-layout) segments are simulated by :mod:`heinfer.compiler.simulate_slots`
+(the same errors, plus each diagonal's encoding and the key switches of the rotations).
 
 What it does not model: the centred reduction of a value beyond its modulus (the encrypted
-run fails or wraps there; the simulation shows a plain number), the errors of the slot
-layout (latency mode: ``errors=True`` raises :class:`~heinfer.errors.NotSupportedYetError`)
-and the two-party protocol (exact integers plus truncations; refused the same way).
+run fails or wraps there; the simulation shows a plain number), and the two-party protocol
+(exact integers plus truncations), for which it raises
+:class:`~heinfer.errors.NotSupportedYetError`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import math
 
 import numpy as np
 
-from heinfer.compiler.simulate_slots import slot_segment
+from heinfer.compiler.simulate_slots import keyswitch_variance, rescale_variance, slot_segment
 from heinfer.compiler.throughput import SIGMA
 from heinfer.errors import CompileError, NotSupportedYetError
 from heinfer.program.model import Program, Segment
@@ -56,19 +56,13 @@ def simulate(program: Program, x: np.ndarray, seed: int | None = 0, errors: bool
     """The outputs ``(batch, *output_shape)`` an encrypted run of ``program`` on ``x``
     ``(batch, *input_shape)`` would give, its rounding and noise drawn with ``seed`` (a
     model of the errors, not a prediction of one run's digits: see the module
-    documentation). ``program``: the server's (it holds the weights), throughput mode, or
-    latency mode with ``errors=False``. ``errors=False``: the plan's layers and steps exactly,
-    nothing rounded (the reference the errors are measured from)."""
+    documentation). ``program``: the server's (it holds the weights), throughput or latency
+    mode. ``errors=False``: the plan's layers and steps exactly, nothing rounded (the reference
+    the errors are measured from)."""
     if isinstance(program, TwoPartyProgram):
         raise NotSupportedYetError("simulating a two-party program (exact BFV integers, truncations in garbled circuits) is not supported yet")
     if not isinstance(program, Program):
         raise CompileError(f"simulate needs the server's Program (with its weights), got {type(program).__name__}")
-    for k, seg in enumerate(program.segments):
-        if seg.layout.kind != "batch" and errors:
-            raise NotSupportedYetError(
-                f"simulating the errors of segment {k}: the {seg.layout.kind!r} layout (latency mode) has no calibrated noise model yet; "
-                "errors=False runs its plan exactly"
-            )
     for k, step in enumerate(program.steps):
         if step.protocol != "client-aided":
             raise NotSupportedYetError(f"simulating step {k}: only client-aided steps are supported yet, not {step.protocol!r}")
@@ -82,7 +76,8 @@ def simulate(program: Program, x: np.ndarray, seed: int | None = 0, errors: bool
         y = f.apply(y)
     last = len(program.segments) - 1
     for k, seg in enumerate(program.segments):
-        y = _segment(program, seg, y, n, rng if errors else None) if seg.layout.kind == "batch" else slot_segment(program, seg, y)
+        run = _segment if seg.layout.kind == "batch" else slot_segment
+        y = run(program, seg, y, n, rng if errors else None)
         if k < last:
             if errors:
                 y = _noisy(y, output_rounding_std(program, k) ** 2, seg.output_scale, seg, n, rng)
@@ -100,6 +95,7 @@ def _segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.rand
     """One segment: its input encrypted, then its ops with their roundings (none without
     ``rng``)."""
     log_q = [float(b) for b in program.params["log_q"]]
+    log_p = [float(b) for b in program.params["log_p"]]
     scale, level, parts = seg.input_scale, seg.input_level, 2
     y = _noisy(y, 1.0 / 12.0 + SIGMA**2, scale, seg, n, rng)
     yt = y.T  # (values, items): the layers' matrices act on the rows
@@ -121,13 +117,12 @@ def _segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.rand
             scale *= scale
             parts = 3
         elif isinstance(op, Relinearize):
-            yt = _noisy(yt, SIGMA**2 * n * (level + 1) / 4.0, scale, seg, n, rng)
+            yt = _noisy(yt, keyswitch_variance(log_q, log_p, level + 1, n), scale, seg, n, rng)
             parts = 2
         elif isinstance(op, Rescale):
             scale /= 2.0 ** sum(log_q[level - op.primes + 1 : level + 1])
             level -= op.primes
-            h2 = 8.0 * n * n / 9.0 if parts == 3 else 0.0
-            yt = _noisy(yt, (1.0 + 2.0 * n / 3.0 + h2) / 12.0, scale, seg, n, rng)
+            yt = _noisy(yt, rescale_variance(n, parts), scale, seg, n, rng)
         elif isinstance(op, DropTo):
             level = op.level
         else:

@@ -1,63 +1,141 @@
-"""The slot layout (latency mode) in :func:`heinfer.compiler.simulate.simulate`, exactly.
+"""The slot layout (latency mode) in :func:`heinfer.compiler.simulate.simulate`.
 
 Layer: ``heinfer.compiler`` (reads a :class:`~heinfer.program.Program`; no keys, no engine).
 One segment of a latency-mode program on every item at once, in float64, as
-:class:`heinfer.runtime.slots.PreparedSlots` runs it but with nothing rounded: the client
-places each item's values with the segment's gather map (as
-``heinfer.protocol.layouts.input_rows`` does), each linear layer runs its
-:class:`~heinfer.program.transform.Transform` (replications, baby and giant steps, folds,
-bias) on the slot vectors, squares square, and the outputs are read at the segment's output
-placement. It checks a compiled plan — its layouts, diagonals and rotations — against the
-model without keys, in milliseconds.
+:class:`heinfer.runtime.slots.PreparedSlots` runs it: the client places each item's values
+with the segment's gather map (as ``heinfer.protocol.layouts.input_rows`` does), each linear
+layer runs its :class:`~heinfer.program.transform.Transform` (replications, baby and giant
+steps, folds, bias) on the slot vectors, squares square, and the outputs are read at the
+segment's output placement. Without a random generator nothing is rounded: a check of a
+compiled plan against its model, without keys, in milliseconds.
 
-The errors of an encrypted run are not modelled for this layout yet: the diagonals' encoding,
-the key switches of the rotations and the rescales, drawn from a first model of them, gave
-the spread of the encrypted runs on CryptoNets and CryptoNets-ReLU within 2× but 4–10× too
-little on LoLa-Small (2026-11-27), so :func:`~heinfer.compiler.simulate.simulate` refuses
-``errors=True`` on such a program rather than understate its error.
+With one, each error of the encrypted run is drawn (an error of variance ``v`` per ring
+coefficient at scale ``Δ`` is ``√(N·v/2)/Δ`` in a slot's real part, as in
+:mod:`heinfer.compiler.simulate`):
+
+* the client's encoding and secret-key encryption, ``v = 1/12 + σ²``;
+* each diagonal, encoded once per program at the scale ``q_ℓ`` of the prime its layer's
+  rescale removes: ``v = 1/12`` at ``q_ℓ`` in each slot of each diagonal, the same for every
+  item (the slot layout's weight rounding);
+* each rotation (baby steps, giant steps, folds, replications) a key switch,
+  :func:`keyswitch_variance`, at the scale it runs at: baby steps and replications at the
+  input's ``Δ``; giant steps and folds at the product scale ``Δ·q_ℓ``, where it is ``q_ℓ``
+  times smaller. Double hoisting keeps the rotated inputs in ``Q·P`` and divides by ``P``
+  only after their products, but their key-switching error, multiplied by the same
+  plaintexts, is the same as single hoisting's to first order;
+* each rescale (a layer's and the squares'), :func:`rescale_variance`; a relinearization, a
+  key switch at ``Δ²``. Biases are taken as exact.
+
+The model was checked against encrypted runs of CryptoNets, LoLa-Small and CryptoNets-ReLU at
+22-bit scales, where the noise dominates (``tests/python/compiler/test_simulate.py`` on the
+small test networks). Slots are real here: the imaginary parts the noise gives each slot are
+not carried (a square mixes them in at second order only).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from heinfer.compiler.throughput import SIGMA
 from heinfer.errors import NotSupportedYetError
 from heinfer.program.model import Program, Segment
 from heinfer.program.ops import DropTo, Linear, Relinearize, Rescale, Square
 from heinfer.program.transform import Transform
 
-__all__ = ["slot_segment"]
+__all__ = ["keyswitch_variance", "rescale_variance", "slot_segment"]
 
 
-def slot_segment(program: Program, seg: Segment, y: np.ndarray) -> np.ndarray:
-    """Segment ``seg`` on values ``y`` ``(items, in_size)`` → ``(items, out_size)``, nothing
-    rounded."""
+def keyswitch_variance(log_q: list, log_p: list, limbs: int, n: int) -> float:
+    """Variance per ring coefficient a key switch adds at ``limbs`` limbs of ``Q`` (bit sizes
+    ``log_q``; special primes ``log_p``, as many per digit): ``Σ_j D_j·e_j / P`` with the
+    engine's balanced digits (``E[D_j²] = α_j·Q_j²/12``, ``heinfer_math::rns``) and the key's
+    Gaussian error, plus ModDown's rounding — the engine's ``NoiseModel::key_switch``."""
+    alpha = max(len(log_p), 1)
+    bits_p = float(sum(log_p))
+    var = 0.0
+    for j in range(0, limbs, alpha):
+        digit = log_q[j : min(j + alpha, limbs)]
+        var += n * SIGMA**2 * len(digit) * 2.0 ** (2.0 * (sum(digit) - bits_p)) / 12.0
+    return var + rescale_variance(n, 2)
+
+
+def rescale_variance(n: int, parts: int) -> float:
+    """Variance per ring coefficient a rescale's rounding adds to a ciphertext of ``parts``
+    parts: ``(1 + 2N/3)/12`` (the secret's coefficients summed: uniform ternary), plus
+    ``8N²/9``/12 for the third part of an unrelinearized square."""
+    return (1.0 + 2.0 * n / 3.0 + (8.0 * n * n / 9.0 if parts == 3 else 0.0)) / 12.0
+
+
+def slot_segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.random.Generator | None) -> np.ndarray:
+    """Segment ``seg`` on values ``y`` ``(items, in_size)`` → ``(items, out_size)``, its
+    errors drawn from ``rng`` (nothing rounded without it)."""
+    log_q = [float(b) for b in program.params["log_q"]]
+    log_p = [float(b) for b in program.params["log_p"]]
+    q = [2.0**b for b in log_q]
     g = seg.layout.gather
     x = np.where(g >= 0, y[:, np.maximum(g, 0)], 0.0)  # (items, input ciphertexts, S)
+    scale, level, parts = seg.input_scale, seg.input_level, 2
+    x = _noisy(x, 1.0 / 12.0 + SIGMA**2, scale, n, rng)
     for i, op in enumerate(seg.ops):
         if tuple(op.inputs) != (i,):
             raise NotSupportedYetError(f"simulating op {i} of a segment: it reads values {tuple(op.inputs)}, only chains are supported yet")
+        ks = keyswitch_variance(log_q, log_p, level + 1, n)
         if isinstance(op, Linear):
-            x = _transform(program.layers[op.layer], x)
+            x = _transform(program.layers[op.layer], x, scale, q[level], ks, n, rng)
+            level -= 1
         elif isinstance(op, Square):
             x = x * x
-        elif not isinstance(op, (Relinearize, Rescale, DropTo)):  # these change no value
+            scale *= scale
+            parts = 3
+        elif isinstance(op, Relinearize):
+            x = _noisy(x, ks, scale, n, rng)
+            parts = 2
+        elif isinstance(op, Rescale):
+            for _ in range(op.primes):
+                scale /= q[level]
+                level -= 1
+            x = _noisy(x, rescale_variance(n, parts), scale, n, rng)
+        elif isinstance(op, DropTo):
+            level = op.level
+        else:
             raise NotSupportedYetError(f"simulating a {type(op).__name__} op in the slot layout is not supported yet")
     return seg.output.gather(x)
 
 
-def _transform(t: Transform, x: np.ndarray) -> np.ndarray:
-    """:meth:`Transform.simulate` on every item of ``x`` ``(items, n_in, S)`` at once:
-    ``(items, n_out, S)``, fold and bias included."""
+def _transform(t: Transform, x: np.ndarray, scale: float, q_l: float, ks: float, n: int, rng: np.random.Generator | None) -> np.ndarray:
+    """One linear layer on ``x`` ``(items, n_in, S)`` at ``scale``, its rescale by ``q_l``
+    included: ``(items, n_out, S)`` at ``scale`` (see the module documentation)."""
+    product = scale * q_l
     for r in t.replicate:
-        x = x + np.roll(x, -r, axis=2)
+        x = x + _noisy(np.roll(x, -r, axis=2), ks, scale, n, rng)
+    vectors = t.vectors if rng is None else t.vectors + rng.normal(0.0, math.sqrt(n / 24.0) / q_l, t.vectors.shape)
+    rotated: dict[tuple[int, int], np.ndarray] = {}
+
+    def baby(a: int, b: int) -> np.ndarray:
+        if (a, b) not in rotated:
+            r = np.roll(x[:, a], -b, axis=1)
+            rotated[(a, b)] = _noisy(r, ks, scale, n, rng) if b else r
+        return rotated[(a, b)]
+
     out = np.zeros((x.shape[0], t.n_out, t.slots))
     for o, gs, ix in t.groups():
         acc = np.zeros((x.shape[0], t.slots))
         for i in ix:
             _, _, a, b = t.terms[i]
-            acc += t.vectors[i] * np.roll(x[:, int(a)], -int(b), axis=1)
-        out[:, o] += np.roll(acc, -int(gs), axis=1)
+            acc += vectors[i] * baby(int(a), int(b))
+        if gs:
+            acc = _noisy(np.roll(acc, -int(gs), axis=1), ks, product, n, rng)
+        out[:, o] += acc
     for s in t.fold:
-        out = out + np.roll(out, -s, axis=2)
+        out = out + _noisy(np.roll(out, -s, axis=2), ks, product, n, rng)
+    out = _noisy(out, rescale_variance(n, 2), scale, n, rng)
     return out if t.bias is None else out + t.bias
+
+
+def _noisy(x: np.ndarray, var: float, scale: float, n: int, rng: np.random.Generator | None) -> np.ndarray:
+    """``x`` plus, in each slot, an error of variance ``var`` per ring coefficient at ``scale``."""
+    if rng is None or var <= 0.0:
+        return x
+    return x + rng.normal(0.0, math.sqrt(var * n / 2.0) / scale, x.shape)
