@@ -118,47 +118,40 @@ impl BasisConverter {
     /// Converts `input` (`from.len()` limbs of `n` coefficients, concatenated, coefficient
     /// form) into `output` (`to.len()` limbs of `n`). `scratch` must hold `from.len()·n` words.
     pub fn convert(&self, input: &[u64], output: &mut [u64], scratch: &mut [u64], n: usize) {
-        self.convert_with_gap(input, output, scratch, n, 0, 0);
-    }
-
-    /// Like [`Self::convert`], but target limb `j` lands at limb `j` of `output` when
-    /// `j < gap_at` and at limb `j + gap_len` otherwise, leaving `gap_len` limbs untouched —
-    /// the ModUp output of a digit is written around the digit's own limbs without a copy.
-    pub fn convert_with_gap(
-        &self,
-        input: &[u64],
-        output: &mut [u64],
-        scratch: &mut [u64],
-        n: usize,
-        gap_at: usize,
-        gap_len: usize,
-    ) {
         let k = self.from.len();
         assert!(
-            input.len() >= k * n
-                && output.len() >= (self.to.len() + gap_len) * n
-                && scratch.len() >= k * n
+            input.len() >= k * n && output.len() >= self.to.len() * n && scratch.len() >= k * n
         );
-        for i in 0..k {
-            let t = &mut scratch[i * n..(i + 1) * n];
-            t.copy_from_slice(&input[i * n..(i + 1) * n]);
-            let (w, ws) = self.qhat_inv[i];
-            vecops::mul_scalar_assign(t, w, ws, &self.from[i]);
-        }
+        self.scale_inputs(input, scratch, n);
         for (j, pj) in self.to.iter().enumerate() {
-            let limb = if j < gap_at { j } else { j + gap_len };
-            let out = &mut output[limb * n..(limb + 1) * n];
             // Shoup's product is exact for any 64-bit multiplicand, so t_i ≥ p_j is fine.
             let terms: Vec<&[u64]> = scratch[..k * n].chunks(n).collect();
-            vecops::mul_scalar_sum_into(out, &terms, &self.qhat_mod_p[j], pj);
+            vecops::mul_scalar_sum_into(
+                &mut output[j * n..(j + 1) * n],
+                &terms,
+                &self.qhat_mod_p[j],
+                pj,
+            );
+        }
+    }
+
+    /// `scratch ← input` with every limb scaled ([`Self::scale_input`]).
+    fn scale_inputs(&self, input: &[u64], scratch: &mut [u64], n: usize) {
+        for i in 0..self.from.len() {
+            let t = &mut scratch[i * n..(i + 1) * n];
+            t.copy_from_slice(&input[i * n..(i + 1) * n]);
+            self.scale_input(i, t);
         }
     }
 }
 
 impl BasisConverter {
-    /// Like [`Self::convert_with_gap`], with each scaled input `y_i` taken in `(−q_i/2, q_i/2]`
-    /// (the module's *balanced* conversion): the result is `x + u·Q` with centred `x` and `u`.
-    /// `scratch` must hold `(from.len() + 1)·n` words.
+    /// Like [`Self::convert`], with each scaled input `y_i` taken in `(−q_i/2, q_i/2]` (the
+    /// module's *balanced* conversion): the result is `x + u·Q` with centred `x` and `u`. Target
+    /// limb `j` lands at limb `j` of `output` when `j < gap_at` and at limb `j + gap_len`
+    /// otherwise, leaving `gap_len` limbs untouched — the ModUp output of a digit is written
+    /// around the digit's own limbs without a copy. `scratch` must hold `(from.len() + 1)·n`
+    /// words.
     pub fn convert_balanced_with_gap(
         &self,
         input: &[u64],
@@ -174,11 +167,7 @@ impl BasisConverter {
                 && output.len() >= (self.to.len() + gap_len) * n
                 && scratch.len() >= (k + 1) * n
         );
-        for i in 0..k {
-            let t = &mut scratch[i * n..(i + 1) * n];
-            t.copy_from_slice(&input[i * n..(i + 1) * n]);
-            self.scale_input(i, t);
-        }
+        self.scale_inputs(input, scratch, n);
         let (ys, c) = scratch.split_at_mut(k * n);
         self.balance(ys, &mut c[..n], n);
         for j in 0..self.to.len() {
