@@ -31,6 +31,7 @@ from heinfer.compiler.cost import analytic_costs, predict_seconds
 from heinfer.compiler.dag import Dag, to_chain
 from heinfer.compiler.ir import Graph
 from heinfer.compiler.latency.compile import LatencyOptions, compile_latency
+from heinfer.compiler.latency.noise import MAX_ITEMS, state_noise
 from heinfer.compiler.onnx_import import from_torch, load_onnx
 from heinfer.compiler.throughput import Options, compile_graph
 from heinfer.errors import CompileError, NotSupportedYetError, OutOfRangeWarning, ProtocolError
@@ -176,7 +177,11 @@ def _compile_latency(graph: Graph, calibration, input_bound, security: int, opti
         opts = LatencyOptions(security=security, **options)
     except TypeError as e:
         raise CompileError(f"unknown latency-mode option: {e}") from None
-    return set_exact_scales(compile_latency(graph, calibration, input_bound, opts, measure_costs if measured else None))
+    prog = set_exact_scales(compile_latency(graph, calibration, input_bound, opts, measure_costs if measured else None))
+    if calibration is None:  # inputs for the simulation: uniform within the stated bound
+        bound = prog.input_bound
+        calibration = np.random.default_rng(0).uniform(-bound, bound, (MAX_ITEMS, *prog.input_shape))
+    return state_noise(prog, np.asarray(calibration, dtype=np.float64))
 
 
 def _compile_two_party(graph: Graph, calibration, input_bound, security: int, options: dict, mode: str, batch: int | None) -> TwoPartyProgram:

@@ -169,6 +169,7 @@ def describe(program: PublicProgram, size_bytes: int | None = None, ray_workers:
         "client_steps": [_step(i, st) for i, st in enumerate(program.steps)],
         "predicted_s": program.predicted_s,
         "predicted_error": (program.meta.get("predicted_error") or [None])[-1],
+        "predicted_error_source": program.meta.get("predicted_error_source", "bound" if program.meta.get("predicted_error") else None),
         "message_limits": message_limits(program.public()),
         "keys": _keys(program, raw),
     }
@@ -233,7 +234,11 @@ def render(desc: dict, console: Any) -> None:
         f"input {desc['input']['name']!r} {tuple(desc['input']['shape'])} "
         f"(|x| ≤ {desc['input']['bound']:.3g}) → output {desc['output']['name']!r} "
         f"{tuple(desc['output']['shape'])}"
-        + (f"; predicted error ≤ {err:.2e}" if err is not None else "")
+        + (
+            ""
+            if err is None
+            else f"; simulated error {err:.2e}" if desc.get("predicted_error_source") == "simulated" else f"; predicted error ≤ {err:.2e}"
+        )
         + (
             f"; predicted server time {1e3 * desc['predicted_s']:.1f} ms per query"
             if desc["predicted_s"]

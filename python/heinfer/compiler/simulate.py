@@ -49,7 +49,7 @@ from heinfer.program.ops import DropTo, Linear, Relinearize, Rescale, Square
 from heinfer.program.rounding import output_rounding_std
 from heinfer.program.two_party import TwoPartyProgram
 
-__all__ = ["simulate"]
+__all__ = ["output_noise", "simulate"]
 
 
 def simulate(program: Program, x: np.ndarray, seed: int | None = 0, errors: bool = True) -> np.ndarray:
@@ -59,6 +59,25 @@ def simulate(program: Program, x: np.ndarray, seed: int | None = 0, errors: bool
     documentation). ``program``: the server's (it holds the weights), throughput or latency
     mode. ``errors=False``: the plan's layers and steps exactly, nothing rounded (the reference
     the errors are measured from)."""
+    x = _checked(program, x)
+    y = _outputs(program, x, np.random.default_rng(seed) if errors else None, release=True)
+    for f in program.post:
+        y = f.apply(y)
+    return y.reshape((x.shape[0], *program.output_shape))
+
+
+def output_noise(program: Program, x: np.ndarray, seeds: tuple[int, ...] = (0, 1)) -> np.ndarray:
+    """The simulated errors ``(len(seeds), batch, out_size)`` of the last segment's outputs on
+    ``x`` as the client decrypts them — every error of :func:`simulate` up to the server's
+    rounding of the result, before the client's release (flooding and rounding to the stated
+    precision) and before the client's last functions. ``program`` as for :func:`simulate`."""
+    x = _checked(program, x)
+    exact = _outputs(program, x, None, release=False)
+    return np.stack([_outputs(program, x, np.random.default_rng(s), release=False) - exact for s in seeds])
+
+
+def _checked(program: Program, x: np.ndarray) -> np.ndarray:
+    """``x`` as float64, after checking that ``program`` can be simulated on it."""
     if isinstance(program, TwoPartyProgram):
         raise NotSupportedYetError("simulating a two-party program (exact BFV integers, truncations in garbled circuits) is not supported yet")
     if not isinstance(program, Program):
@@ -69,7 +88,12 @@ def simulate(program: Program, x: np.ndarray, seed: int | None = 0, errors: bool
     x = np.asarray(x, dtype=np.float64)
     if x.shape[1:] != tuple(program.input_shape):
         raise CompileError(f"simulate: input has shape {x.shape}, expected (batch, *{tuple(program.input_shape)})")
-    rng = np.random.default_rng(seed)
+    return x
+
+
+def _outputs(program: Program, x: np.ndarray, rng: np.random.Generator | None, release: bool) -> np.ndarray:
+    """The last segment's values ``(batch, out_size)`` on ``x``, errors drawn from ``rng``
+    (none without it), after the client's release when ``release``."""
     n = 1 << int(program.params["log_n"])
     y = x.reshape(x.shape[0], -1)
     for f in program.pre:
@@ -77,18 +101,17 @@ def simulate(program: Program, x: np.ndarray, seed: int | None = 0, errors: bool
     last = len(program.segments) - 1
     for k, seg in enumerate(program.segments):
         run = _segment if seg.layout.kind == "batch" else slot_segment
-        y = run(program, seg, y, n, rng if errors else None)
+        y = run(program, seg, y, n, rng)
         if k < last:
-            if errors:
+            if rng is not None:
                 y = _noisy(y, output_rounding_std(program, k) ** 2, seg.output_scale, seg, n, rng)
             y = program.steps[k].apply(y)
     seg = program.segments[-1]
-    if errors:
+    if rng is not None:
         y = _noisy(y, output_rounding_std(program, last) ** 2, seg.output_scale, seg, n, rng)
-        y = np.round((y + rng.normal(0.0, seg.precision / 2.0, y.shape)) / seg.precision) * seg.precision
-    for f in program.post:
-        y = f.apply(y)
-    return y.reshape((x.shape[0], *program.output_shape))
+        if release:
+            y = np.round((y + rng.normal(0.0, seg.precision / 2.0, y.shape)) / seg.precision) * seg.precision
+    return y
 
 
 def _segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.random.Generator | None) -> np.ndarray:

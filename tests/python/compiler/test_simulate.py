@@ -129,6 +129,9 @@ def test_latency_errors_have_the_encrypted_runs_spread(model: str) -> None:
     # rotations and the rescales dominate, drawn afresh each run (keys too): three of each
     # (32 items: one run's spread moves by ±30 %; measured ratios 0.94–1.22)
     prog, x, _ = _latency(model, 32, scale_bits=(22,), precision_bits=30)
+    # the compiler raised the released precision above this noise (compiler/latency/noise.py);
+    # back to the requested one, so that the release hides nothing of it here
+    prog.segments[-1].precision = prog.meta["precision_requested"]
     exact = simulate(prog, x, errors=False).reshape(len(x), -1)
     enc = [np.std(heinfer.infer(prog, x).outputs.reshape(len(x), -1) - exact) for _ in range(3)]
     sim = [np.std(simulate(prog, x, seed=s).reshape(len(x), -1) - exact) for s in range(3)]
