@@ -28,6 +28,15 @@ pub const MIN_LOG_N: u32 = 11;
 /// Each bit of excess adds a bit of key-switching noise.
 pub const MAX_DIGIT_EXCESS_BITS: f64 = 8.0;
 
+/// ModUp balances a digit (residues in `(−q/2, q/2]`, `heinfer_math::rns`) unless it is more
+/// than this many bits below `P`. Unbalanced, a digit's term in a key switch's error has about
+/// `N·σ²·(Q_j/P)²/3` of variance plus a random walk of the same order fixed per key; six bits
+/// below `P` that is under 1 % of ModDown's rounding (`(1 + 2N/3)/12`), so such digits skip the
+/// balancing term (one less in every converted limb's sum): with `PN13_QP218` (49-bit `q_0`
+/// and `P`, 40-bit others) only the first digit balances, with `PN14_QP438` (`P` of 100 bits,
+/// digits of 80–90) none.
+pub const UNBALANCED_DIGIT_BITS: f64 = 6.0;
+
 /// Unchecked parameters: plain data, as a user writes them. Turn them into [`CkksParams`]
 /// with [`CkksParams::new`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -393,6 +402,7 @@ fn precompute(
     let rescale_half = (0..lq)
         .map(|l| (0..l).map(|i| (q[l] / 2) % q[i]).collect())
         .collect();
+    let p_bits: f64 = pm.iter().map(|m| (m.q as f64).log2()).sum();
     let modup = if pm.is_empty() {
         Vec::new()
     } else {
@@ -409,7 +419,10 @@ fn precompute(
                             .map(|(_, m)| *m)
                             .chain(pm.iter().copied())
                             .collect();
+                        // balanced digits only where they matter (heinfer_math::rns)
+                        let digit_bits: f64 = qm[lo..hi].iter().map(|m| (m.q as f64).log2()).sum();
                         BasisConverter::new(&qm[lo..hi], &to)
+                            .balancing(digit_bits > p_bits - UNBALANCED_DIGIT_BITS)
                     })
                     .collect()
             })

@@ -18,7 +18,9 @@
 //! carries the term `(Q/2)·(1 + X + … + X^{N−1})·e`: a random walk over `e`'s coefficients,
 //! whose size varies from key to key (measured, `N = 2^12`, one 39-bit prime per digit and a
 //! 39-bit `P`: a rotation's error 66–185 per coefficient over ten Galois keys) and which the
-//! balanced digits remove.
+//! balanced digits remove. Balancing costs one more term in every converted limb's sum; a
+//! converter built with [`BasisConverter::balancing`]`(false)` skips it (the engine does so
+//! for digits far below the special primes, whose term is negligible either way).
 
 use crate::modulus::Modulus;
 use crate::vecops;
@@ -38,6 +40,8 @@ pub struct BasisConverter {
     qhat_mod_p: Vec<Vec<(u64, u64)>>,
     /// `qhat_mod_p[j]` followed by `[−Q]_{p_j}` (the balanced conversion's last term).
     balanced_weights: Vec<Vec<(u64, u64)>>,
+    /// Whether the balanced conversion balances (see [`BasisConverter::balancing`]).
+    balanced: bool,
 }
 
 impl BasisConverter {
@@ -102,7 +106,22 @@ impl BasisConverter {
             qhat_inv,
             qhat_mod_p,
             balanced_weights,
+            balanced: true,
         }
+    }
+
+    /// With `false`, the balanced conversion methods convert residues in `[0, q_i)` as
+    /// [`Self::convert`] does (and [`Self::balance`] is not needed): for a ModUp digit far
+    /// below the special primes, whose term in a key switch's error is negligible either way,
+    /// one term less in every converted limb's sum.
+    pub fn balancing(mut self, on: bool) -> Self {
+        self.balanced = on;
+        self
+    }
+
+    /// Whether the balanced conversion balances ([`Self::balancing`]).
+    pub fn balances(&self) -> bool {
+        self.balanced
     }
 
     /// Source basis.
@@ -169,7 +188,9 @@ impl BasisConverter {
         );
         self.scale_inputs(input, scratch, n);
         let (ys, c) = scratch.split_at_mut(k * n);
-        self.balance(ys, &mut c[..n], n);
+        if self.balanced {
+            self.balance(ys, &mut c[..n], n);
+        }
         for j in 0..self.to.len() {
             let limb = if j < gap_at { j } else { j + gap_len };
             self.convert_one_balanced(ys, &c[..n], j, &mut output[limb * n..(limb + 1) * n], n);
@@ -193,7 +214,8 @@ impl BasisConverter {
 
     /// Target limb `j` of the balanced conversion alone: `out ← Σ_i y_i·[Q/q_i]_{p_j} −
     /// c·Q mod p_j`, for the scaled inputs `y_i` (`from.len()` limbs of `n` in `scaled`) and
-    /// their correction `c` ([`Self::balance`]). Bit-identical to limb `j` of
+    /// their correction `c` ([`Self::balance`]; not read when the converter does not balance).
+    /// Bit-identical to limb `j` of
     /// [`Self::convert_balanced_with_gap`]; lets key switching convert one target limb at a time.
     pub fn convert_one_balanced(
         &self,
@@ -205,6 +227,11 @@ impl BasisConverter {
     ) {
         let k = self.from.len();
         assert!(scaled.len() >= k * n && c.len() >= n && out.len() >= n && j < self.to.len());
+        if !self.balanced {
+            let terms: Vec<&[u64]> = scaled[..k * n].chunks(n).collect();
+            vecops::mul_scalar_sum_into(&mut out[..n], &terms, &self.qhat_mod_p[j], &self.to[j]);
+            return;
+        }
         let terms: Vec<&[u64]> = scaled[..k * n]
             .chunks(n)
             .chain(std::iter::once(&c[..n]))
@@ -330,6 +357,11 @@ mod tests {
                 assert!(ok, "balanced coefficient {cf} limb {j}");
             }
         }
+        // a converter that does not balance converts as `convert` does
+        let plain = conv.clone().balancing(false);
+        let mut unbal = vec![0u64; 3 * n];
+        plain.convert_balanced_with_gap(&input, &mut unbal, &mut scratch3, n, 0, 0);
+        assert_eq!(unbal, out, "without balancing: the plain conversion");
         for (j, pj) in to.iter().enumerate() {
             for c in 0..n {
                 let ok = (0..2u128)

@@ -135,11 +135,14 @@ impl Evaluator {
             let j = i / alpha;
             inner.modup[level][j].scale_input(i - digit(j).0, l);
         });
-        // each digit's balancing correction (see heinfer_math::rns)
+        // each balanced digit's correction (see heinfer_math::rns; unread for the others)
         let mut centers = scratch::take(beta * n);
         centers.par_chunks_mut(n).enumerate().for_each(|(j, c)| {
             let (lo, hi) = digit(j);
-            inner.modup[level][j].balance(&coeff[lo * n..hi * n], c, n);
+            let conv = &inner.modup[level][j];
+            if conv.balances() {
+                conv.balance(&coeff[lo * n..hi * n], c, n);
+            }
         });
         let mut acc0 = scratch::take(limbs * n);
         let mut acc1 = scratch::take(limbs * n);
