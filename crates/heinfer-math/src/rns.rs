@@ -142,16 +142,16 @@ impl BasisConverter {
             input.len() >= k * n && output.len() >= self.to.len() * n && scratch.len() >= k * n
         );
         self.scale_inputs(input, scratch, n);
-        for (j, pj) in self.to.iter().enumerate() {
-            // Shoup's product is exact for any 64-bit multiplicand, so t_i ≥ p_j is fine.
-            let terms: Vec<&[u64]> = scratch[..k * n].chunks(n).collect();
-            vecops::mul_scalar_sum_into(
-                &mut output[j * n..(j + 1) * n],
-                &terms,
-                &self.qhat_mod_p[j],
-                pj,
-            );
+        for j in 0..self.to.len() {
+            self.convert_one(&scratch[..k * n], j, &mut output[j * n..(j + 1) * n], n);
         }
+    }
+
+    /// Target limb `j` of [`Self::convert`] from the scaled inputs: `out ← Σ_i y_i·[Q/q_i]_{p_j}
+    /// mod p_j` (Shoup's product is exact for any 64-bit multiplicand, so `y_i ≥ p_j` is fine).
+    fn convert_one(&self, scaled: &[u64], j: usize, out: &mut [u64], n: usize) {
+        let terms: Vec<&[u64]> = scaled[..self.from.len() * n].chunks(n).collect();
+        vecops::mul_scalar_sum_into(&mut out[..n], &terms, &self.qhat_mod_p[j], &self.to[j]);
     }
 
     /// `scratch ← input` with every limb scaled ([`Self::scale_input`]).
@@ -191,9 +191,10 @@ impl BasisConverter {
         if self.balanced {
             self.balance(ys, &mut c[..n], n);
         }
+        let c = &c[..n];
         for j in 0..self.to.len() {
             let limb = if j < gap_at { j } else { j + gap_len };
-            self.convert_one_balanced(ys, &c[..n], j, &mut output[limb * n..(limb + 1) * n], n);
+            self.convert_one_balanced(ys, c, j, &mut output[limb * n..(limb + 1) * n], n);
         }
     }
 
@@ -214,7 +215,8 @@ impl BasisConverter {
 
     /// Target limb `j` of the balanced conversion alone: `out ← Σ_i y_i·[Q/q_i]_{p_j} −
     /// c·Q mod p_j`, for the scaled inputs `y_i` (`from.len()` limbs of `n` in `scaled`) and
-    /// their correction `c` ([`Self::balance`]; not read when the converter does not balance).
+    /// their correction `c` ([`Self::balance`]; not read, and may be empty, when the converter
+    /// does not balance).
     /// Bit-identical to limb `j` of
     /// [`Self::convert_balanced_with_gap`]; lets key switching convert one target limb at a time.
     pub fn convert_one_balanced(
@@ -226,12 +228,11 @@ impl BasisConverter {
         n: usize,
     ) {
         let k = self.from.len();
-        assert!(scaled.len() >= k * n && c.len() >= n && out.len() >= n && j < self.to.len());
+        assert!(scaled.len() >= k * n && out.len() >= n && j < self.to.len());
         if !self.balanced {
-            let terms: Vec<&[u64]> = scaled[..k * n].chunks(n).collect();
-            vecops::mul_scalar_sum_into(&mut out[..n], &terms, &self.qhat_mod_p[j], &self.to[j]);
-            return;
+            return self.convert_one(scaled, j, out, n);
         }
+        assert!(c.len() >= n);
         let terms: Vec<&[u64]> = scaled[..k * n]
             .chunks(n)
             .chain(std::iter::once(&c[..n]))

@@ -135,13 +135,18 @@ impl Evaluator {
             let j = i / alpha;
             inner.modup[level][j].scale_input(i - digit(j).0, l);
         });
-        // each balanced digit's correction (see heinfer_math::rns; unread for the others)
-        let mut centers = scratch::take(beta * n);
+        // each balanced digit's correction (see heinfer_math::rns); none is allocated when no
+        // digit balances (e.g. two special primes of 50 bits), and the others' is not read
+        let balances = |j: usize| inner.modup[level][j].balances();
+        let mut centers = if (0..beta).any(balances) {
+            scratch::take(beta * n)
+        } else {
+            Vec::new()
+        };
         centers.par_chunks_mut(n).enumerate().for_each(|(j, c)| {
             let (lo, hi) = digit(j);
-            let conv = &inner.modup[level][j];
-            if conv.balances() {
-                conv.balance(&coeff[lo * n..hi * n], c, n);
+            if balances(j) {
+                inner.modup[level][j].balance(&coeff[lo * n..hi * n], c, n);
             }
         });
         let mut acc0 = scratch::take(limbs * n);
@@ -159,7 +164,7 @@ impl Evaluator {
                         let target = if i < lo { i } else { i - (hi - lo) };
                         inner.modup[level][j].convert_one_balanced(
                             &coeff[lo * n..hi * n],
-                            &centers[j * n..(j + 1) * n],
+                            centers.get(j * n..(j + 1) * n).unwrap_or(&[]),
                             target,
                             t,
                             n,
