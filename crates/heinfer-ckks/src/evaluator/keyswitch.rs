@@ -42,11 +42,12 @@ impl Evaluator {
         let alpha = params.alpha();
         let k = params.p().len();
         let mut coeff = scratch::take((level + 1) * n);
-        coeff.copy_from_slice(&c.data[..(level + 1) * n]);
-        coeff
-            .par_chunks_mut(n)
-            .enumerate()
-            .for_each(|(i, l)| inner.ntt[i].inverse(l));
+        // copied limb by limb on the workers (one serial copy of the whole would hold the
+        // other threads back)
+        coeff.par_chunks_mut(n).enumerate().for_each(|(i, l)| {
+            l.copy_from_slice(c.limb(i));
+            inner.ntt[i].inverse(l);
+        });
         let beta = params.beta_at(level);
         let limbs = level + 1 + k;
         let digits = (0..beta)
@@ -129,8 +130,8 @@ impl Evaluator {
         let digit = |j: usize| (j * alpha, ((j + 1) * alpha).min(level + 1));
         // coefficient form, each limb scaled by [(Q_j/q_i)^{-1}]_{q_i} for its digit j
         let mut coeff = scratch::take((level + 1) * n);
-        coeff.copy_from_slice(&c.data[..(level + 1) * n]);
         coeff.par_chunks_mut(n).enumerate().for_each(|(i, l)| {
+            l.copy_from_slice(c.limb(i));
             inner.ntt[i].inverse(l);
             let j = i / alpha;
             inner.modup[level][j].scale_input(i - digit(j).0, l);
