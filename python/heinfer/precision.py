@@ -23,7 +23,7 @@ from heinfer.compiler.simulate import simulate
 from heinfer.compiler.throughput import Options
 from heinfer.errors import CompileError
 
-__all__ = ["tune_precision"]
+__all__ = ["tune_precision", "tuned_program"]
 
 
 def tune_precision(model: Any, calibration: np.ndarray, shift: int = 4, seeds: int = 2, **options: Any) -> tuple[dict, list[dict]]:
@@ -32,6 +32,14 @@ def tune_precision(model: Any, calibration: np.ndarray, shift: int = 4, seeds: i
     ``input_bits``, ``weight_bits``, ``same_limbs`` and ``simulated_error`` (``None`` when it
     does not compile or changes the limbs). ``options``: as for :func:`heinfer.compile` in
     throughput mode; ``calibration`` sizes the scales and is what the errors are measured on."""
+    found, candidates, _ = tuned_program(model, calibration, shift, seeds, **options)
+    return found, candidates
+
+
+def tuned_program(model: Any, calibration: np.ndarray, shift: int = 4, seeds: int = 2, **options: Any) -> tuple[dict, list[dict], Any]:
+    """:func:`tune_precision` and the program it chose, compiled once (what
+    ``heinfer compile --tune-precision`` writes). Only the requested split's program and the
+    best one so far are kept while the others are tried."""
     from heinfer.inference import compile as compile_program
 
     if not isinstance(shift, int) or shift < 0 or not isinstance(seeds, int) or seeds < 1:
@@ -52,6 +60,7 @@ def tune_precision(model: Any, calibration: np.ndarray, shift: int = 4, seeds: i
     exact = simulate(base, calibration, errors=False)
     top = float(np.abs(exact).max()) or 1.0
     candidates = []
+    low, low_prog = None, None  # the least simulated error so far (ties: nearest the request)
     for d in range(-shift, shift + 1):
         i, w = ib - d, wb + d
         row: dict = {"input_bits": i, "weight_bits": w, "same_limbs": False, "simulated_error": None}
@@ -67,12 +76,13 @@ def tune_precision(model: Any, calibration: np.ndarray, shift: int = 4, seeds: i
         row["same_limbs"] = True
         errs = [float(np.abs(simulate(prog, calibration, seed=s) - exact).max()) / top for s in range(seeds)]
         row["simulated_error"] = float(np.mean(errs))
+        if low is None or (row["simulated_error"], abs(d)) < (low["simulated_error"], abs(low["input_bits"] - ib)):
+            low, low_prog = row, prog
     # the requested split unless another errs clearly less (5 %: draws of the same noise differ)
-    best = candidates[shift]
-    low = min((r for r in candidates if r["simulated_error"] is not None), key=lambda r: (r["simulated_error"], abs(r["input_bits"] - ib)))
+    best, best_prog = candidates[shift], base
     if low["simulated_error"] < 0.95 * best["simulated_error"]:
-        best = low
-    return {**options, "input_bits": best["input_bits"], "weight_bits": best["weight_bits"]}, candidates
+        best, best_prog = low, low_prog
+    return {**options, "input_bits": best["input_bits"], "weight_bits": best["weight_bits"]}, candidates, best_prog
 
 
 def _limbs(program) -> tuple:

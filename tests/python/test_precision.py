@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import test_inference as ti
 from compiler import onnx_models as om
-from heinfer.precision import _limbs
+from heinfer.precision import _limbs, tuned_program
 
 
 @pytest.mark.parametrize("name", ["depthwise-separable-relu6", "mlp-gemm-square"])
@@ -19,7 +19,7 @@ def test_tuned_split_keeps_the_limbs_and_errs_less_when_run(name: str) -> None:
     shape = ti.MODELS[name][1]
     cal, x = om.random_input(shape, 64, seed=11), om.random_input(shape, 256, seed=3)
     asked = {"input_bits": 30, "weight_bits": 8, "precision_bits": 24}
-    options, candidates = heinfer.tune_precision(ti._model(name), cal, **asked)
+    options, candidates, tuned = tuned_program(ti._model(name), cal, **asked)
     assert options["precision_bits"] == 24 and options["weight_bits"] > 8
     assert options["input_bits"] + options["weight_bits"] == 38  # bits moved, not added
     assert len(candidates) == 9 and [c["input_bits"] for c in candidates] == list(range(34, 25, -1))
@@ -28,6 +28,7 @@ def test_tuned_split_keeps_the_limbs_and_errs_less_when_run(name: str) -> None:
     a = heinfer.compile(ti._model(name), mode="throughput", calibration=cal, **asked)
     b = heinfer.compile(ti._model(name), mode="throughput", calibration=cal, **options)
     assert _limbs(a) == _limbs(b)
+    assert tuned.to_bytes() == b.to_bytes()  # the chosen program, compiled once while tuning
     want = om.run_onnxruntime(ti._model(name), x)
     err_a = np.abs(heinfer.infer(a, x).outputs - want).max()
     err_b = np.abs(heinfer.infer(b, x).outputs - want).max()
@@ -39,6 +40,9 @@ def test_a_balanced_request_is_kept() -> None:
     shape = ti.MODELS["relu-maxpool-2x2"][1]
     options, _ = heinfer.tune_precision(ti._model("relu-maxpool-2x2"), om.random_input(shape, 64, seed=11))
     assert (options["input_bits"], options["weight_bits"]) == (24, 16)
+    _, _, prog = tuned_program(ti._model("relu-maxpool-2x2"), om.random_input(shape, 64, seed=11))
+    asked = heinfer.compile(ti._model("relu-maxpool-2x2"), mode="throughput", calibration=om.random_input(shape, 64, seed=11))
+    assert prog.to_bytes() == asked.to_bytes()
 
 
 def test_refusals() -> None:

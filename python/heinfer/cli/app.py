@@ -168,21 +168,24 @@ def compile_cmd(
     t0 = time.perf_counter()
     tuned = None
     if tune_precision:
+        from heinfer.precision import tuned_program
+
         with _Spinner("tuning the precision", enabled=not as_json):
-            found, table = heinfer.tune_precision(model, calib, input_bound=input_bound, security=int(security), **options)
+            found, table, program = tuned_program(model, calib, input_bound=input_bound, security=int(security), **options)
         options = {k: v for k, v in found.items() if k not in ("input_bound", "security")}
         tuned = next(r for r in table if r["input_bits"] == options["input_bits"])
-    with _Spinner("compiling", enabled=not as_json):
-        program = heinfer.compile(
-            model,
-            mode=mode,
-            calibration=calib,
-            input_bound=input_bound,
-            security=int(security),
-            batch_size=batch_size,
-            protocol=protocol,
-            **options,
-        )
+    else:
+        with _Spinner("compiling", enabled=not as_json):
+            program = heinfer.compile(
+                model,
+                mode=mode,
+                calibration=calib,
+                input_bound=input_bound,
+                security=int(security),
+                batch_size=batch_size,
+                protocol=protocol,
+                **options,
+            )
     seconds = time.perf_counter() - t0
     data = program.to_bytes()
     public_path = public_name(output)
