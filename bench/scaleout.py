@@ -32,7 +32,11 @@ min(compute: n × items ÷ the CPU time per query measured inside the actors; fr
 links × 1.25 GB/s ÷ bytes a query moves each way; front-end CPU: cores ÷ the driver's measured
 CPU per query) × items per query. CPU times are also printed for the single-machine runs:
 unlike wall-clock ratios they do not move with the load other processes put on the machine. The plot (``bench/figures/scaleout.png``) shows the projection
-and its three bounds. The last line is one JSON object.
+and its three bounds. **Latency mode** (``latency`` in the JSON; ``--no-latency`` skips it): one
+query of MiniONN's CIFAR network (client-aided) in-process, on one Ray worker, and on two
+workers that split each layer by groups of output ciphertexts (``split="channels"``), in
+interleaved rounds; ``speedup_2`` there = one worker's time / two workers'. The last line is
+one JSON object.
 """
 
 from __future__ import annotations
@@ -70,21 +74,77 @@ NODES = (8, 64, 512)
 WORKERS_PER_FRONTEND = 16
 
 
-def one_query(ex, params, inputs: list[bytes]) -> list[bytes]:
+def one_query(ex, params, inputs: list, keys: tuple = (None, None)) -> list[bytes]:
     """The server's work for one query, as :class:`heinfer.Server` does it: every segment's
-    input validated, run and its output written into a message (a step's header, then the
-    ciphertexts). In-process the input is decoded; for the Ray executor (``run_serialized``)
-    it is checked without decoding and forwarded as it came."""
+    input validated, run (with the session's evaluation ``keys``) and its output written into
+    a message (a step's header, then the ciphertexts). In-process the input is decoded; for
+    the Ray executor (``run_serialized``) it is checked without decoding and forwarded as it
+    came."""
     outs = []
     for k, data in enumerate(inputs):
         frame = framing("step", query="ab", ref="cd", step=k, chunk=0, chunks=1)
         if hasattr(ex, "run_serialized"):
             count = _native.CiphertextBatch.check_bytes(params, data, len(data), 1 << 20)[0]
-            outs.append(ex.run_serialized(k, [data], count, None, None).to_bytes(frame=frame))
+            outs.append(ex.run_serialized(k, [data], count, *keys).to_bytes(frame=frame))
         else:
             batch = _native.CiphertextBatch.from_bytes(params, data, len(data), 1 << 20)
-            outs.append(ex.run(k, batch, None, None).to_bytes(frame=frame))
+            outs.append(ex.run(k, batch, *keys).to_bytes(frame=frame))
     return outs
+
+
+def latency_split(rounds: int) -> dict:
+    """One latency-mode query (MiniONN's CIFAR network, client-aided, the server's work as in
+    :func:`one_query`) in-process, on Ray with one query on one worker (``split="queries"``)
+    and on two workers splitting each layer by output ciphertexts (``split="channels"``);
+    rounds interleaved (order rotated), medians of per-round ratios. Ray must be running with
+    four free logical CPUs."""
+    sys.path.insert(0, os.path.join(ROOT, "models"))
+    import cifar
+
+    t0 = time.perf_counter()
+    prog = heinfer.compile(cifar.build("minionn_cifar"), mode="latency", calibration=cifar.random_inputs(32, 11))
+    compile_s = time.perf_counter() - t0
+    params = native_params(prog.params)
+    recorded = segment_inputs(prog, cifar.random_inputs(1, 3), keys=True)
+    inputs, keys = [d for d, _, _ in recorded], recorded[0][1:]
+    local = Executor(prog)
+    want = one_query(local, params, inputs, keys)
+    # one executor of two workers (each holds the program's plaintexts: two executors would
+    # not fit in memory), its plan switched between rounds; one query at a time, so with
+    # split="queries" it runs on one worker
+    ray = RayExecutor(prog, workers=2, split="channels")
+    print(f"# latency mode: MiniONN CIFAR, params {prog.params} (compiled in {compile_s:.0f} s); plan with split='channels':")
+    for line in ray.plan.describe():
+        print(f"#   {line}")
+    try:
+        backends = [("inproc", None), ("ray1", "queries"), ("ray2", "channels")]
+        for _, split in backends[1:]:
+            ray.replan(split)
+            assert one_query(ray, params, inputs, keys) == want, "the Ray backend answered differently"
+        runs: dict = {name: [] for name, _ in backends}
+        for r in range(rounds):
+            for name, split in backends[r % 3 :] + backends[: r % 3]:
+                if split is not None:
+                    ray.replan(split)
+                t = time.perf_counter()
+                one_query(ray if split else local, params, inputs, keys)
+                runs[name].append(time.perf_counter() - t)
+    finally:
+        ray.close()
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    speedup = statistics.median(a / b for a, b in zip(runs["ray1"], runs["ray2"]))
+    vs_inproc = statistics.median(a / b for a, b in zip(runs["inproc"], runs["ray2"]))
+    print(f"latency mode, one query (server's work): in-process {med['inproc'] * 1e3:.0f} ms, Ray 1 worker "
+          f"{med['ray1'] * 1e3:.0f} ms, Ray 2 workers split by output ciphertexts {med['ray2'] * 1e3:.0f} ms: "
+          f"{speedup:.2f}× over one worker, {vs_inproc:.2f}× over in-process ({rounds} rounds)")
+    return {
+        "network": "minionn_cifar",
+        "inproc_s": round(med["inproc"], 4),
+        "ray1_s": round(med["ray1"], 4),
+        "ray2_channels_s": round(med["ray2"], 4),
+        "speedup_2": round(speedup, 3),
+        "speedup_vs_inproc": round(vs_inproc, 3),
+    }
 
 
 def throughput(ex, params, inputs, queries: int, threads: int) -> tuple[float, float]:
@@ -192,6 +252,7 @@ def main() -> None:
     ap.add_argument("--frontend-cores", type=int, default=16)
     ap.add_argument("--submit", type=int, default=1, help="front-end threads per worker, ×2 (queries in flight)")
     ap.add_argument("--plot", default=os.path.join(ROOT, "bench", "figures", "scaleout.png"))
+    ap.add_argument("--no-latency", action="store_true", help="skip the latency-mode split (MiniONN CIFAR)")
     args = ap.parse_args()
     rounds = args.rounds or (3 if args.quick else 7)
     queries = args.queries or (4 if args.quick else 8)
@@ -264,6 +325,7 @@ def main() -> None:
         bad, reruns, notes = fault_runs(faults, params, inputs, want, args.fault_runs, seed=14)
         fault_s = time.perf_counter() - t0
         faults.close()
+        latency = latency_split(5 if args.quick else 9) if not args.no_latency else None
     finally:
         if owned:
             release_ray()
@@ -323,6 +385,7 @@ def main() -> None:
         "fault_wrong_or_lost": bad,
         "fault_reruns": reruns,
         "projection": {str(n): round(proj[n]["images_s"]) for n in NODES},
+        "latency": latency,
     }))
 
 

@@ -185,7 +185,7 @@ def describe(program: PublicProgram, size_bytes: int | None = None, ray_workers:
             "workers": ray_workers,
             "network": {"bandwidth_bytes_s": sp.network.bandwidth, "latency_s": sp.network.latency},
             "segments": [
-                {"segment": s.segment, "how": s.how, "row_groups": [list(g) for g in s.groups], "why": s.why}
+                {"segment": s.segment, "how": s.how, "output_groups": [list(g) for g in s.groups], "why": s.why}
                 for s in sp.segments
             ],
             "text": sp.describe(),

@@ -161,10 +161,11 @@ def _limits(given: dict[str, Any]) -> Any:
 )
 @click.option(
     "--ray-split",
-    type=click.Choice(["auto", "queries", "rows"]),
+    type=click.Choice(["auto", "queries", "rows", "channels"]),
     default="auto",
     show_default=True,
-    help="With --ray: whole queries per actor, output-row groups of a layer, or chosen per segment.",
+    help="With --ray: whole queries per actor, output-row groups of a throughput-mode layer, groups of "
+    "output ciphertexts of a latency-mode layer, or chosen per segment.",
 )
 @click.option(
     "--max-memory-gb",

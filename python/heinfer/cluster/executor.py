@@ -27,7 +27,7 @@ import numpy as np
 
 from heinfer import _native
 from heinfer.cluster.local import ensure_ray, release_ray, require_ray
-from heinfer.cluster.plan import NetworkModel, ShardPlan, shard_plan, single_linear
+from heinfer.cluster.plan import NetworkModel, ShardPlan, shard_plan, single_linear, split_outputs
 from heinfer.cluster.wire import JoinedBatch, batch_count, join_batches
 from heinfer.cluster.worker import ShardWorker
 from heinfer.errors import ClusterError, HeinferError, NotSupportedYetError, ProtocolError
@@ -42,7 +42,7 @@ class RayExecutor:
 
     ``address``: a running cluster (``"host:port"`` or ``"auto"``); ``None`` uses the Ray
     initialized in this process or starts a local one on 127.0.0.1. ``split``: ``"auto"``,
-    ``"queries"`` or ``"rows"`` (:func:`heinfer.cluster.plan.shard_plan`). ``baseline`` as
+    ``"queries"``, ``"rows"`` or ``"channels"`` (:func:`heinfer.cluster.plan.shard_plan`). ``baseline`` as
     for :class:`heinfer.Server`. ``max_worker_bytes``: the most program bytes one worker may
     hold (every worker holds the whole program: beyond it,
     :class:`~heinfer.errors.NotSupportedYetError`, as layer tiles are not implemented yet).
@@ -147,12 +147,23 @@ class RayExecutor:
         data = self._ray.put([np.frombuffer(p, np.uint8) for p in parts])
         key_id = self._key_id(relin, galois)
         shards = self.plan.segments[k]
-        if shards.how == "rows":
+        if shards.groups:  # rows or channels: one group of the outputs per worker
             outs = self._run_shards(k, data, count, key_id, list(shards.groups), drop_bits)
-            rows = self.program.layers[single_linear(self.program, k)].out_size
-            return join_batches(self.params, outs, rows, drop_bits)
+            return join_batches(self.params, outs, split_outputs(self.program, k), drop_bits)
         (part,) = self._run_shards(k, data, count, key_id, [None], drop_bits)
         return join_batches(self.params, [part], batch_count(part), drop_bits)
+
+    def replan(self, split: str, network: NetworkModel | None = None) -> ShardPlan:
+        """Changes how segments are split (:func:`~heinfer.cluster.plan.shard_plan` on the
+        same workers) without restarting the actors; they prepare the new plan's output
+        groups before this returns. A segment already running finishes under the plan it
+        started with. Returns the new plan."""
+        plan = shard_plan(self.program, len(self._actors), split, network or self.plan.network)
+        with self._lock:
+            self.plan = plan
+        for i in range(len(self._actors)):
+            self._ready(i, self._actors[i])
+        return plan
 
     def forget_keys(self, relin: _native.RelinKey | None, galois: _native.GaloisKeys | None) -> None:
         """Drops a session's keys from every actor (called when the session closes)."""
@@ -231,7 +242,7 @@ class RayExecutor:
 
     def _ready(self, i: int, actor: Any) -> None:
         """Waits until actor ``i`` is up and has prepared its row slices."""
-        groups = [(single_linear(self.program, s.segment), a, b) for s in self.plan.segments if s.how == "rows" for a, b in s.groups]
+        groups = [(single_linear(self.program, s.segment), a, b) for s in self.plan.segments for a, b in s.groups]
         try:
             self._ray.get(actor.prepare.remote(groups), timeout=self.timeout_s)
         except self._ray.exceptions.GetTimeoutError:
@@ -351,7 +362,7 @@ def _identity(relin: Any, galois: Any) -> str | None:
 
 
 def _rows(shard: tuple | None) -> str:
-    return "whole segment" if shard is None else f"rows {shard[0]}–{shard[1]}"
+    return "whole segment" if shard is None else f"outputs {shard[0]}–{shard[1]}"
 
 
 def _short(e: BaseException) -> str:

@@ -11,32 +11,43 @@ inputs as in-process, so the results are bit-for-bit those of :class:`heinfer.Se
   after it on each group's ciphertexts; the driver concatenates the groups. Bytes moved:
   the input to every worker, the output once.
 
-``split="auto"`` picks ``rows`` for a segment when the compute it saves on one query exceeds
-the extra input it ships, under the stated :class:`NetworkModel` and the analytic costs of
-:mod:`heinfer.compiler.cost`; ``queries`` otherwise. Slot-layout (latency) segments run as
-``queries``: splitting them by output-channel groups or giant steps is not supported yet.
+* ``channels`` — a slot-layout (latency-mode) segment with exactly one linear layer is
+  split into groups of its output ciphertexts (each holds some output channels), one per
+  worker: every worker receives the whole input, runs the baby steps its outputs' terms use
+  (hoisted), and computes its outputs' products, giant steps, folds, rescale and bias
+  (:meth:`~heinfer.program.transform.Transform.outputs`), then the element-wise ops after
+  the layer; the driver concatenates the groups. A single query's latency is divided, at
+  the price of baby steps repeated on each worker. Bytes moved: as ``rows``.
+
+``split="auto"`` picks ``rows`` or ``channels`` for a segment when the compute it saves on
+one query exceeds the extra input it ships, under the stated :class:`NetworkModel` and the
+analytic costs of :mod:`heinfer.compiler.cost`; ``queries`` otherwise. ``split="rows"`` and
+``split="channels"`` force the split on every segment of their kind that allows it (the
+others run as ``queries``). Splitting by giant steps is not supported yet.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from heinfer.compiler.cost import BATCH_UNITS
+from heinfer.compiler.cost import BATCH_UNITS, analytic_costs, square_cost, transform_cost
 from heinfer.errors import NotSupportedYetError
 from heinfer.program.model import Program
-from heinfer.program.ops import Linear
+from heinfer.program.ops import Linear, Relinearize, Rescale, Square
 from heinfer.program.rounding import output_drop_bits
 from heinfer.runtime.executor import native_params
 
-__all__ = ["SPLITS", "NetworkModel", "SegmentShards", "ShardPlan", "row_groups", "shard_plan"]
+__all__ = ["SPLITS", "NetworkModel", "SegmentShards", "ShardPlan", "output_groups", "row_groups", "shard_plan", "single_linear"]
 
 #: The sharding choices of :func:`shard_plan`.
-SPLITS = ("auto", "queries", "rows")
+SPLITS = ("auto", "queries", "rows", "channels")
 #: Sharding modes of the roadmap that are named but not implemented yet.
 NOT_YET = {
-    "channels": "latency-mode sharding by output-channel groups or giant steps of a slot-layout layer",
+    "giant-steps": "latency-mode sharding by the giant steps of a slot-layout layer",
     "layers": "large models by layer tiles (each worker holding only some layers' weights)",
 }
+#: The split of each segment kind (``SegmentShards.how`` when a segment is split).
+SPLIT_OF = {"batch": "rows", "slots": "channels"}
 
 
 @dataclass(frozen=True)
@@ -80,7 +91,10 @@ class ShardPlan:
         """One line per segment (for ``heinfer inspect`` and logs)."""
         out = []
         for s in self.segments:
-            what = f"{len(s.groups)} output-row groups" if s.how == "rows" else "whole, one worker per query"
+            what = {
+                "rows": f"{len(s.groups)} output-row groups",
+                "channels": f"{len(s.groups)} groups of output ciphertexts",
+            }.get(s.how, "whole, one worker per query")
             out.append(
                 f"segment {s.segment}: {s.how} ({what}); ≈{s.compute_s * 1e3:.1f} ms compute/query, "
                 f"{s.in_bytes / 1e6:.1f} MB in, {s.out_bytes / 1e6:.1f} MB out — {s.why}"
@@ -113,60 +127,118 @@ def output_bytes(program: Program, k: int, count: int) -> int:
 
 
 def single_linear(program: Program, k: int) -> int | None:
-    """The layer index of segment ``k``'s only linear op, if it is batch-axis and has exactly
-    one (the segments that can be split into output-row groups); ``None`` otherwise."""
+    """The layer index of segment ``k``'s only linear op when the segment can be split into
+    groups of its outputs: a batch-axis segment with exactly one linear layer (output rows),
+    or a slot-layout one with exactly one transform whose other ops are element-wise
+    (output ciphertexts); ``None`` otherwise."""
     seg = program.segments[k]
-    if seg.layout.kind != "batch":
-        return None
     lin = [op for op in seg.ops if isinstance(op, Linear)]
-    return lin[0].layer if len(lin) == 1 else None
+    if len(lin) != 1:
+        return None
+    if seg.layout.kind == "slots" and not all(isinstance(op, (Linear, Square, Relinearize, Rescale)) for op in seg.ops):
+        return None
+    return lin[0].layer
+
+
+def split_outputs(program: Program, k: int) -> int:
+    """How many outputs a split of segment ``k`` divides: its layer's output rows (batch
+    axis, one ciphertext each) or output ciphertexts (slot layout)."""
+    layer = program.layers[single_linear(program, k)]
+    return layer.n_out if program.segments[k].layout.kind == "slots" else layer.out_size
+
+
+def output_groups(program: Program, k: int, parts: int) -> tuple:
+    """The groups segment ``k``'s outputs are split into on ``parts`` workers
+    (:func:`row_groups` of :func:`split_outputs`)."""
+    return row_groups(split_outputs(program, k), parts)
 
 
 def shard_plan(program: Program, workers: int, split: str = "auto", network: NetworkModel = NetworkModel()) -> ShardPlan:
     """The shard plan of ``program`` on ``workers`` workers (see the module documentation).
 
-    Raises :class:`ValueError` for an unknown ``split`` and
-    :class:`~heinfer.errors.NotSupportedYetError` for ``split="rows"`` on a program with a
-    slot-layout (latency-mode) segment and for the modes of :data:`NOT_YET`."""
+    Raises :class:`ValueError` for an unknown ``split``, and
+    :class:`~heinfer.errors.NotSupportedYetError` for ``split="rows"`` on a program without a
+    batch-axis segment, ``split="channels"`` on one without a slot-layout segment, and the
+    modes of :data:`NOT_YET`."""
     if split in NOT_YET:
         raise NotSupportedYetError(f"split={split!r}: {NOT_YET[split]} is not supported yet on the Ray backend")
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    if split == "rows" and any(s.layout.kind != "batch" for s in program.segments):
-        raise NotSupportedYetError(
-            "latency-mode sharding (output-channel groups or giant steps of a slot-layout layer) "
-            "is not supported yet on the Ray backend: use split='queries' (whole queries per worker)"
-        )
-    n = 1 << int(program.params["log_n"])
+    kinds = {seg.layout.kind for seg in program.segments}
+    for kind, how in SPLIT_OF.items():
+        if split == how and kind not in kinds:
+            other = "latency-mode (slot-layout) segments split by output ciphertexts: split='channels'" if how == "rows" else (
+                "throughput-mode (batch-axis) segments split by output rows: split='rows'"
+            )
+            raise NotSupportedYetError(f"split={split!r} splits {kind} segments and this program has none ({other})")
     out = []
     for k, seg in enumerate(program.segments):
-        limbs = seg.input_level + 1
         in_bytes = batch_bytes(program, seg.n_input_cts, seg.input_level)
         layer = single_linear(program, k)
         if layer is None:
             out.append(SegmentShards(k, "queries", (), 0.0, in_bytes, 0, _why_whole(program, k)))
             continue
-        step = program.layers[layer]
-        nnz = step.matrix.nnz * step.digits
-        compute = 1e-9 * n * limbs * (BATCH_UNITS["gemm_mac"] * nnz + BATCH_UNITS["gemm_io"] * (step.in_size + step.out_size))
-        out_bytes = output_bytes(program, k, step.out_size)
-        groups = row_groups(step.out_size, workers)
-        saved = compute * (1 - 1 / len(groups))
+        how = SPLIT_OF[seg.layout.kind]
+        groups = output_groups(program, k, workers)
+        compute, part = _compute(program, k, layer, groups)
+        out_bytes = output_bytes(program, k, split_outputs(program, k))
+        saved = compute - part
         extra = network.seconds(in_bytes * (len(groups) - 1), len(groups) - 1)
-        if split == "rows" or (split == "auto" and len(groups) > 1 and saved > extra):
-            why = "forced" if split == "rows" else f"saves {saved * 1e3:.1f} ms for {extra * 1e3:.1f} ms more transfer"
-            out.append(SegmentShards(k, "rows", groups, compute, in_bytes, out_bytes, why))
+        if len(groups) > 1 and (split == how or (split == "auto" and saved > extra)):
+            why = "forced" if split == how else f"saves {saved * 1e3:.1f} ms for {extra * 1e3:.1f} ms more transfer"
+            out.append(SegmentShards(k, how, groups, compute, in_bytes, out_bytes, why))
         else:
             why = "forced" if split == "queries" else (
-                "one worker" if len(groups) == 1 else f"would save {saved * 1e3:.1f} ms for {extra * 1e3:.1f} ms more transfer"
+                "one worker" if workers == 1 else
+                "one output ciphertext" if len(groups) == 1 else
+                f"split={split!r} does not apply to {seg.layout.kind} segments" if split in SPLIT_OF.values() else
+                f"would save {saved * 1e3:.1f} ms for {extra * 1e3:.1f} ms more transfer"
             )
             out.append(SegmentShards(k, "queries", (), compute, in_bytes, out_bytes, why))
     return ShardPlan(workers, split, tuple(out), network)
 
 
+def _compute(program: Program, k: int, layer: int, groups: tuple) -> tuple[float, float]:
+    """``(whole, largest group)``: seconds of one query of segment ``k`` on one thread, whole
+    and the largest of its output ``groups``. Batch axis: the GEMM's analytic units. Slot
+    layout: the segment's predicted time from the compiler's measured costs
+    (``Segment.predicted_s``), the group's share of it priced by the analytic costs of its
+    transform (:meth:`~heinfer.program.transform.Transform.outputs`: its own baby steps, the
+    products, giant steps and folds of its outputs) and of the element-wise ops after it."""
+    seg = program.segments[k]
+    n = 1 << int(program.params["log_n"])
+    step = program.layers[layer]
+    if seg.layout.kind == "batch":
+        limbs = seg.input_level + 1
+        nnz = step.matrix.nnz * step.digits
+        compute = 1e-9 * n * limbs * (BATCH_UNITS["gemm_mac"] * nnz + BATCH_UNITS["gemm_io"] * (step.in_size + step.out_size))
+        return compute, compute / len(groups) if groups else compute
+    costs = analytic_costs(int(program.params["log_n"]), len(program.params["log_q"]), len(program.params["log_p"]))
+    level, at = seg.input_level, None
+    squares = 0
+    for op in seg.ops:
+        if isinstance(op, Linear):
+            at = level
+        elif isinstance(op, Rescale):
+            level -= op.primes
+        elif isinstance(op, Square):
+            squares += 1
+    square_level = max(at - 1, 0)
+
+    def analytic(t, outs: int) -> float:
+        return transform_cost(t, at, costs) + squares * square_cost(outs, square_level, costs)
+
+    whole = analytic(step, step.n_out)
+    part = max(analytic(step.outputs(a, b), b - a) for a, b in groups)
+    compute = float(seg.predicted_s or 0.0) or whole
+    return compute, compute * part / whole if whole > 0 else compute
+
+
 def _why_whole(program: Program, k: int) -> str:
-    if program.segments[k].layout.kind != "batch":
-        return "slot layout: split by output channels not supported yet"
+    if not any(isinstance(op, Linear) for op in program.segments[k].ops):
+        return "no linear layer"
+    if program.segments[k].layout.kind == "slots":
+        return "more than one transform, or an op that is not element-wise (a split would need a gather between them)"
     return "more than one linear layer (a row split would need a gather between them)"

@@ -16,20 +16,24 @@ import time
 import numpy as np
 
 from heinfer import _native
+from heinfer.cluster.plan import single_linear
 from heinfer.errors import ProtocolError
 from heinfer.program.format import load
 from heinfer.program.model import Program
 from heinfer.program.ops import Linear
+from heinfer.program.transform import Transform
 from heinfer.runtime.batch import run_batch_segment
 from heinfer.runtime.executor import Executor, native_params
 from heinfer.runtime.linear import PreparedLinear
+from heinfer.runtime.slots import PreparedSlots
 
 __all__ = ["ShardWorker"]
 
 
 class ShardWorker:
-    """One worker: the program prepared once (``threads`` native threads), row slices
-    prepared on demand, and evaluation keys by key id until dropped."""
+    """One worker: the program prepared once (``threads`` native threads), output slices
+    (row groups, groups of output ciphertexts) prepared on demand, and evaluation keys by
+    key id until dropped."""
 
     def __init__(self, program_bytes: bytes, baseline: bool, threads: int = 1) -> None:
         _native.set_num_threads(int(threads))
@@ -41,6 +45,7 @@ class ShardWorker:
         self.executor = Executor(program, baseline)
         self.baseline = baseline
         self._slices: dict[tuple, tuple] = {}
+        self._ev: _native.Evaluator | None = None
         self._keys: dict[str, tuple] = {}
         self._busy = 0.0
         self._cpu = 0.0
@@ -51,7 +56,8 @@ class ShardWorker:
         return os.getpid()
 
     def prepare(self, groups: list[tuple[int, int, int]]) -> int:
-        """Prepares the row slices ``(layer, start, stop)`` ahead of the first query."""
+        """Prepares the output slices ``(layer, start, stop)`` (row groups, groups of output
+        ciphertexts) ahead of the first query."""
         for g in groups:
             self._slice(*g)
         return len(self._slices)
@@ -81,7 +87,8 @@ class ShardWorker:
         """Segment ``k`` on at most ``count`` serialized ciphertexts: one serialized batch or
         a list of them, in order (``bytes``, or the read-only ``uint8`` arrays Ray hands over
         from its object store without a copy), each decoded with full validation; with
-        ``rows = (start, stop)`` only that output-row group of the segment's linear layer.
+        ``rows = (start, stop)`` only that group of the outputs of the segment's linear layer
+        (output rows on the batch axis, output ciphertexts in a slot layout).
         Returns the output batch serialized (rounded with ``drop_bits``, see
         ``CiphertextBatch.to_bytes``) as a ``uint8`` array, which Ray stores out of band: the
         front end reads it in the object store instead of unpickling a copy."""
@@ -90,9 +97,13 @@ class ShardWorker:
         batch = self._decode(data if isinstance(data, (list, tuple)) else [data], count)
         if rows is None:
             out = self.executor.run(k, batch, relin, galois)
+        elif self.program.segments[k].layout.kind == "slots":
+            layer = _only_linear(self.program, k)
+            prepared = self._slice(layer, *rows)[1]
+            out = _native.CiphertextBatch.from_list(prepared.run(self._evaluator(), batch.to_list(consume=True), galois, relin))
         else:
             seg = self.program.segments[k]
-            layer = _only_linear(seg)
+            layer = _only_linear(self.program, k)
             layers = list(self.program.layers)
             layers[layer] = self._slice(layer, *rows)[0]
             built = dict(self.executor.built)
@@ -124,15 +135,31 @@ class ShardWorker:
         return self._keys[key_id]
 
     def _slice(self, layer: int, start: int, stop: int) -> tuple:
+        """``(layer slice, prepared)`` for outputs ``start:stop`` of ``layer``: a batch-axis
+        layer's rows with its built kernel, or a transform's output ciphertexts with its
+        segment prepared (:class:`~heinfer.runtime.slots.PreparedSlots`, plaintexts encoded)."""
         key = (layer, start, stop)
         if key not in self._slices:
-            step = self.program.layers[layer].rows(start, stop)
-            self._slices[key] = (step, PreparedLinear(step).build() if not self.baseline else None)
+            lay = self.program.layers[layer]
+            if isinstance(lay, Transform):
+                part = lay.outputs(start, stop)
+                (seg,) = [s for s in self.program.segments if any(isinstance(op, Linear) and op.layer == layer for op in s.ops)]
+                layers = list(self.program.layers)
+                layers[layer] = part
+                self._slices[key] = (part, PreparedSlots(self.params, seg, layers))
+            else:
+                step = lay.rows(start, stop)
+                self._slices[key] = (step, PreparedLinear(step).build() if not self.baseline else None)
         return self._slices[key]
 
+    def _evaluator(self) -> _native.Evaluator:
+        if self._ev is None:
+            self._ev = _native.Evaluator(self.params)
+        return self._ev
 
-def _only_linear(seg) -> int:
-    lin = [op.layer for op in seg.ops if isinstance(op, Linear)]
-    if seg.layout.kind != "batch" or len(lin) != 1:
-        raise ValueError(f"segment {seg} cannot be split into output-row groups")
-    return lin[0]
+
+def _only_linear(program: Program, k: int) -> int:
+    layer = single_linear(program, k)
+    if layer is None:
+        raise ValueError(f"segment {k} cannot be split into groups of its outputs")
+    return layer

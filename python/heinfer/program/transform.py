@@ -145,6 +145,28 @@ class Transform:
         c["replicate"] = len(self.replicate) * self.n_in
         return single_hoisting(c) if self.hoisting == "single" else c
 
+    def outputs(self, start: int, stop: int) -> Transform:
+        """The transform restricted to output ciphertexts ``start:stop`` (renumbered from 0):
+        their terms, diagonals and bias, the same inputs, replication and folds. Run on the same
+        inputs it computes exactly those ciphertexts of the whole (a shard of a slot-layout
+        layer on a cluster: :mod:`heinfer.cluster`); its baby steps are those its terms use."""
+        if not 0 <= start < stop <= self.n_out:
+            raise CompileError(f"transform: outputs {start}:{stop} of {self.n_out}")
+        keep = (self.terms[:, 0] >= start) & (self.terms[:, 0] < stop)
+        terms = self.terms[keep].copy()
+        terms[:, 0] -= start
+        return Transform(
+            n_in=self.n_in,
+            n_out=stop - start,
+            slots=self.slots,
+            terms=terms,
+            vectors=self.vectors[keep],
+            bias=None if self.bias is None else self.bias[start:stop],
+            fold=self.fold,
+            replicate=self.replicate,
+            hoisting=self.hoisting,
+        )
+
     def simulate(self, x: np.ndarray) -> np.ndarray:
         """The transform on slot values ``x`` ``(n_in, S)`` in float64 (no noise), before the
         fold and bias: ``(n_out, S)``. :meth:`finish` applies fold and bias."""

@@ -18,16 +18,18 @@ from heinfer.protocol.server import Server
 __all__ = ["segment_inputs"]
 
 
-def segment_inputs(program: Program, x: np.ndarray) -> list[bytes]:
+def segment_inputs(program: Program, x: np.ndarray, keys: bool = False) -> list:
     """The serialized input ciphertexts of every segment of one query on ``x`` (items of the
-    program's input shape), in segment order."""
+    program's input shape), in segment order; with ``keys=True`` each as
+    ``(bytes, relin key, Galois keys)``, the session's evaluation keys the server ran it with
+    (latency programs rotate)."""
     client, server = Client(program.public()), Server(program)
     session = server.open_session(client.keys_message())
-    seen: list[bytes] = []
+    seen: list = []
     run = server.executor.run
 
     def record(k, batch, relin, galois):
-        seen.append(batch.to_bytes())
+        seen.append((batch.to_bytes(), relin, galois) if keys else batch.to_bytes())
         return run(k, batch, relin, galois)
 
     server.executor.run = record

@@ -1,5 +1,6 @@
 """Fixtures of the cluster tests: CryptoNets-ReLU (throughput mode, no evaluation keys), a
-tiny network that needs a relinearization key, and the inputs of each segment as the
+tiny network that needs a relinearization key, a latency-mode network whose first layer
+splits by output ciphertexts, and the inputs of each segment as the
 in-process server sees them (so that Ray's outputs can be compared byte for byte)."""
 
 from __future__ import annotations
@@ -18,6 +19,17 @@ ROOT = Path(__file__).resolve().parents[3]
 def relu_net(digits) -> Program:
     """CryptoNets-ReLU compiled in throughput mode."""
     return heinfer.compile(str(ROOT / "models" / "cryptonets_relu.onnx"), mode="throughput", calibration=digits[0][:64])
+
+
+@pytest.fixture(scope="session")
+def latency_net() -> Program:
+    """A latency-mode MLP (32 → 2,500 → 10, ReLU) at N = 2^12: its first transform has two
+    output ciphertexts (2,048 slots each), so it can be split by output ciphertexts."""
+    from compiler import onnx_models as om
+
+    return heinfer.compile(
+        om.mlp((32, 2500, 10), act="relu", seed=1), mode="latency", calibration=om.random_input((32,), 64, seed=11), log_n=12
+    )
 
 
 def as_batch(program: Program, data: bytes) -> _native.CiphertextBatch:

@@ -58,14 +58,42 @@ def test_plan_refuses_what_it_cannot_do(relu_net, squares):
     assert plan.segments[0].how == "queries" and "more than one linear" in plan.segments[0].why
 
 
-def test_latency_sharding_is_not_supported_yet():
+def test_latency_segments_split_by_output_ciphertexts_when_it_pays(latency_net, relu_net):
+    assert [latency_net.layers[s.ops[0].layer].n_out for s in latency_net.segments] == [2, 1]
+    fast = shard_plan(latency_net, 2, network=NetworkModel(bandwidth=1e12, latency=0.0))
+    assert [s.how for s in fast.segments] == ["channels", "queries"]
+    assert fast.segments[0].groups == ((0, 1), (1, 2)) and "one output ciphertext" in fast.segments[1].why
+    assert "2 groups of output ciphertexts" in fast.describe()[0]
+    # the larger group's share of the compute, not half of it: the baby steps run on each worker
+    s0 = fast.segments[0]
+    assert 0 < s0.compute_s and "saves" in s0.why
+    slow = shard_plan(latency_net, 2, network=NetworkModel(bandwidth=1e6))
+    assert [s.how for s in slow.segments] == ["queries"] * 2
+    assert [s.how for s in shard_plan(latency_net, 2, split="channels").segments] == ["channels", "queries"]
+    assert [s.how for s in shard_plan(latency_net, 1, split="channels").segments] == ["queries"] * 2
+    # each split applies to its own kind of segment, and refuses a program without any
+    with pytest.raises(heinfer.NotSupportedYetError, match="split='channels'"):
+        shard_plan(latency_net, 2, split="rows")
+    with pytest.raises(heinfer.NotSupportedYetError, match="split='rows'"):
+        shard_plan(relu_net, 2, split="channels")
+
+
+def test_output_ciphertext_groups_on_a_worker_are_exactly_the_whole_segment(latency_net, digits):
+    """Each output ciphertext of a group is bit-for-bit the in-process one (the same baby
+    steps, products, giant steps, folds, rescale and bias), and the groups join to the whole."""
     from compiler import onnx_models as om
 
-    prog = heinfer.compile(om.mlp((8, 16, 4), act="relu", seed=1), mode="latency", calibration=om.random_input((8,), 64, seed=11))
-    assert any(s.layout.kind == "slots" for s in prog.segments)
-    with pytest.raises(heinfer.NotSupportedYetError, match="latency-mode sharding"):
-        shard_plan(prog, 2, split="rows")
-    assert all(s.how == "queries" for s in shard_plan(prog, 2).segments)
+    x = om.random_input((32,), 1, seed=5)
+    (data, relin, galois), (data1, _, _) = segment_inputs(latency_net, x, keys=True)
+    worker = ShardWorker(latency_net.to_bytes(), False, 1)
+    worker.put_keys("s", (relin.to_bytes() if relin is not None else None, galois.to_bytes()))
+    want = Executor(latency_net).run(0, as_batch(latency_net, data), relin, galois).to_bytes()
+    parts = [worker.run(0, data, 1 << 20, "s", g) for g in ((0, 1), (1, 2))]
+    assert join_batches(native_params(latency_net.params), parts, 2).to_bytes() == want
+    assert worker.run(0, data, 1 << 20, "s", None).tobytes() == want
+    # a group of all outputs is the whole segment
+    want1 = Executor(latency_net).run(1, as_batch(latency_net, data1), relin, galois).to_bytes()
+    assert worker.run(1, data1, 1 << 20, "s", (0, 1)).tobytes() == want1
 
 
 def test_row_groups_on_a_worker_are_exactly_the_whole_segment(relu_net, digits):
@@ -132,7 +160,7 @@ def test_inspect_shows_the_shard_plan(tmp_path, relu_net):
     assert shards["workers"] == 3 and len(shards["segments"]) == 3
 
 
-@pytest.mark.parametrize("split,named", [("channels", "output-channel groups"), ("layers", "layer tiles")])
+@pytest.mark.parametrize("split,named", [("giant-steps", "giant steps"), ("layers", "layer tiles")])
 def test_roadmap_modes_are_named_as_not_supported_yet(relu_net, split, named):
     with pytest.raises(heinfer.NotSupportedYetError, match=named):
         shard_plan(relu_net, 2, split=split)

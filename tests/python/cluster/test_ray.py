@@ -61,6 +61,32 @@ def test_outputs_are_those_of_the_in_process_executor(cluster, relu_net, digits,
         assert (got.outputs.argmax(1) == y).mean() > 0.9
 
 
+def test_latency_outputs_split_by_output_ciphertexts_are_those_of_the_in_process_executor(cluster, latency_net):
+    """A latency-mode layer split over two workers (``split="channels"``): the segment's
+    output is the in-process executor's, byte for byte, and whole queries through the
+    protocol server give the in-process answers."""
+    from compiler import onnx_models as om
+
+    x = om.random_input((32,), 1, seed=5)
+    inputs = segment_inputs(latency_net, x, keys=True)
+    local = Executor(latency_net)
+    with RayExecutor(latency_net, workers=2, split="channels", timeout_s=60) as ex:
+        assert [s.how for s in ex.plan.segments] == ["channels", "queries"]
+        for k, (data, relin, galois) in enumerate(inputs):
+            want = local.run(k, as_batch(latency_net, data), relin, galois).to_bytes()
+            assert ex.run(k, as_batch(latency_net, data), relin, galois).to_bytes() == want
+        assert sorted(s["shards"] for s in ex.worker_stats()) == [1, 2]  # a group each, then the whole
+        # the same actors under another plan: whole queries, the same bytes
+        assert [s.how for s in ex.replan("queries").segments] == ["queries"] * 2
+        data, relin, galois = inputs[0]
+        assert ex.run(0, as_batch(latency_net, data), relin, galois).to_bytes() == local.run(0, as_batch(latency_net, data), relin, galois).to_bytes()
+        ex.replan("channels")
+        xs = om.random_input((32,), 3, seed=6)
+        got = heinfer.infer(latency_net, xs, server=Server(latency_net, executor=ex))
+        ref = heinfer.infer(latency_net, xs)
+        np.testing.assert_allclose(got.outputs, ref.outputs, atol=1e-2 * np.abs(ref.outputs).max())
+
+
 def _kill_while_running(ex: RayExecutor, k: int, batch_bytes: bytes, program, victim: int, delay: float, repeat: int = 5):
     """Runs segment ``k`` ``repeat`` times in a thread and SIGKILLs worker ``victim`` after
     ``delay`` s: the kill lands while a shard runs, or between runs, where the next shard

@@ -224,6 +224,32 @@ def test_every_giant_modulus_gives_the_same_slots(data, slots: int) -> None:
 
 @settings(max_examples=30, deadline=None)
 @given(data=st.data(), slots=SLOTS)
+def test_a_range_of_outputs_computes_those_outputs_of_the_whole(data, slots: int) -> None:
+    """``Transform.outputs`` (a cluster shard): the same slots for its outputs as the whole,
+    and the groups of the whole are its groups with ``o`` shifted."""
+    a = data.draw(sparse_matrices(slots), "matrix")
+    rows, cols = a.shape
+    inp = data.draw(placements(cols, slots), "input placement")
+    out = data.draw(placements(rows, slots), "output placement")
+    m = data.draw(moduli(slots), "giant modulus")
+    r, c = np.repeat(np.arange(rows), np.diff(a.indptr)), a.indices
+    bias = np.random.default_rng(5).normal(size=(out.n_cts, slots))
+    t = build_transform(inp.n_cts, out.n_cts, slots, inp.ct[c], inp.slot[c], out.ct[r], out.slot[r], a.data, m, bias, fold=(1,))
+    start = data.draw(st.integers(0, t.n_out - 1), "start")
+    stop = data.draw(st.integers(start + 1, t.n_out), "stop")
+    part = t.outputs(start, stop)
+    xs = slot_values(np.random.default_rng(3).normal(size=cols), inp, seed=4)
+    np.testing.assert_array_equal(part.simulate(xs), t.simulate(xs)[start:stop])
+    whole = [(o - start, g, t.terms[ix].tolist()) for o, g, ix in t.groups() if start <= o < stop]
+    mine = [(o, g, (part.terms[ix] + [start, 0, 0, 0]).tolist()) for o, g, ix in part.groups()]
+    assert mine == whole
+    assert part.rotation_steps() <= t.rotation_steps()
+    with pytest.raises(CompileError, match="outputs"):
+        t.outputs(stop, stop)
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), slots=SLOTS)
 @example(data=None, slots=16).via("M = 1 rotates outputs only, M ≥ S inputs only")
 def test_giant_modulus_splits_diagonals_into_baby_and_giant_steps(data, slots: int) -> None:
     """``d = g + b`` with ``b = d mod M``: ``M = 1`` leaves no baby step (output rotations),
