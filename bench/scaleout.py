@@ -35,8 +35,9 @@ unlike wall-clock ratios they do not move with the load other processes put on t
 and its three bounds. **Latency mode** (``latency`` in the JSON; ``--no-latency`` skips it): one
 query of MiniONN's CIFAR network (client-aided) in-process, on one Ray worker, and on two
 workers that split each layer by groups of output ciphertexts (``split="channels"``), in
-interleaved rounds; ``speedup_2`` there = one worker's time / two workers'. The last line is
-one JSON object.
+interleaved rounds; ``speedup_2`` there = one worker's time / two workers'. Then the same
+query on two workers holding a block of the layers each (``split="layers"``), with each
+worker's peak resident memory under both plans. The last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -129,14 +130,33 @@ def latency_split(rounds: int) -> dict:
                 t = time.perf_counter()
                 one_query(ray if split else local, params, inputs, keys)
                 runs[name].append(time.perf_counter() - t)
+        whole_rss = [w["peak_rss_bytes"] for w in ray.worker_stats()]
     finally:
         ray.close()
+    # layer tiles: each worker prepares its block of segments (the large-model plan)
+    tiles = RayExecutor(prog, workers=2, split="layers")
+    try:
+        assert one_query(tiles, params, inputs, keys) == want, "the Ray backend answered differently"
+        layer_runs = []
+        for _ in range(rounds):
+            t = time.perf_counter()
+            one_query(tiles, params, inputs, keys)
+            layer_runs.append(time.perf_counter() - t)
+        tile_rss = [w["peak_rss_bytes"] for w in tiles.worker_stats()]
+        blocks = [tiles.plan.held_by(i) for i in range(2)]
+    finally:
+        tiles.close()
     med = {k: statistics.median(v) for k, v in runs.items()}
     speedup = statistics.median(a / b for a, b in zip(runs["ray1"], runs["ray2"]))
     vs_inproc = statistics.median(a / b for a, b in zip(runs["inproc"], runs["ray2"]))
     print(f"latency mode, one query (server's work): in-process {med['inproc'] * 1e3:.0f} ms, Ray 1 worker "
           f"{med['ray1'] * 1e3:.0f} ms, Ray 2 workers split by output ciphertexts {med['ray2'] * 1e3:.0f} ms: "
           f"{speedup:.2f}× over one worker, {vs_inproc:.2f}× over in-process ({rounds} rounds)")
+    gb = [round(b / 1e9, 2) if b else None for b in whole_rss + tile_rss]
+    print(f"layer tiles (split='layers', blocks {blocks}): one query {statistics.median(layer_runs) * 1e3:.0f} ms; "
+          f"worker peak RSS {gb[2]} / {gb[3]} GB, against {gb[0]} / {gb[1]} GB for the two workers above (each "
+          f"prepares the groups of its split layers and the unsplit layers; the first also ran the one-worker rounds, "
+          f"so it prepared the split layers whole as well)")
     return {
         "network": "minionn_cifar",
         "inproc_s": round(med["inproc"], 4),
@@ -144,6 +164,9 @@ def latency_split(rounds: int) -> dict:
         "ray2_channels_s": round(med["ray2"], 4),
         "speedup_2": round(speedup, 3),
         "speedup_vs_inproc": round(vs_inproc, 3),
+        "layers_s": round(statistics.median(layer_runs), 4),
+        "layers_blocks": blocks,
+        "worker_peak_rss_gb": {"channels": gb[:2], "layers": gb[2:]},
     }
 
 

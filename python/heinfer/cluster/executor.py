@@ -27,7 +27,7 @@ import numpy as np
 
 from heinfer import _native
 from heinfer.cluster.local import ensure_ray, release_ray, require_ray
-from heinfer.cluster.plan import NetworkModel, ShardPlan, shard_plan, single_linear, split_outputs
+from heinfer.cluster.plan import NetworkModel, ShardPlan, prepared_bytes, shard_plan, single_linear, split_outputs
 from heinfer.cluster.wire import JoinedBatch, batch_count, join_batches
 from heinfer.cluster.worker import ShardWorker
 from heinfer.errors import ClusterError, HeinferError, NotSupportedYetError, ProtocolError
@@ -42,10 +42,12 @@ class RayExecutor:
 
     ``address``: a running cluster (``"host:port"`` or ``"auto"``); ``None`` uses the Ray
     initialized in this process or starts a local one on 127.0.0.1. ``split``: ``"auto"``,
-    ``"queries"``, ``"rows"`` or ``"channels"`` (:func:`heinfer.cluster.plan.shard_plan`). ``baseline`` as
-    for :class:`heinfer.Server`. ``max_worker_bytes``: the most program bytes one worker may
-    hold (every worker holds the whole program: beyond it,
-    :class:`~heinfer.errors.NotSupportedYetError`, as layer tiles are not implemented yet).
+    ``"queries"``, ``"rows"``, ``"channels"`` or ``"layers"`` (:func:`heinfer.cluster.plan.shard_plan`). ``baseline`` as
+    for :class:`heinfer.Server`. ``max_worker_bytes``: the most bytes of prepared weights
+    (:func:`~heinfer.cluster.plan.prepared_bytes`) one worker may hold: every worker prepares
+    the whole program, except with ``split="layers"`` (a block of segments each); beyond it
+    :class:`~heinfer.errors.NotSupportedYetError` naming ``split="layers"``, or under it
+    :class:`~heinfer.errors.ClusterError` asking for more workers.
     ``setup_seconds``: the time to start and prepare the actors.
     """
 
@@ -73,15 +75,12 @@ class RayExecutor:
             raise ValueError("timeout_s must be positive and retries non-negative")
         t0 = time.perf_counter()
         program_bytes = program.to_bytes()
-        if max_worker_bytes is not None and len(program_bytes) > max_worker_bytes:
-            raise NotSupportedYetError(
-                f"the program's weights ({len(program_bytes)} bytes) exceed what one worker may hold "
-                f"({max_worker_bytes}): large models by layer tiles are not supported yet on the Ray backend"
-            )
         self.program = program
         self.params = native_params(program.params)
         self.baseline = (not bool(program.meta.get("lazy", True))) if baseline is None else baseline
         self.plan: ShardPlan = shard_plan(program, workers, split, network)
+        if max_worker_bytes is not None:
+            _check_worker_bytes(program, self.plan, max_worker_bytes)
         self.timeout_s = float(timeout_s)
         self.retries = int(retries)
         self.threads = threads
@@ -95,7 +94,7 @@ class RayExecutor:
             self._wait_for_cpus(workers * threads)
             self._program_ref = self._ray.put(program_bytes)
             self._cls = self._ray.remote(num_cpus=threads, max_restarts=0, max_task_retries=0)(ShardWorker)
-            self._actors: list[Any] = [self._spawn() for _ in range(workers)]
+            self._actors: list[Any] = [self._spawn(i) for i in range(workers)]
             self._inflight = [0] * workers
             self._has_keys: list[set] = [set() for _ in range(workers)]
             self._keys: dict[str, tuple] = {}
@@ -150,7 +149,7 @@ class RayExecutor:
         if shards.groups:  # rows or channels: one group of the outputs per worker
             outs = self._run_shards(k, data, count, key_id, list(shards.groups), drop_bits)
             return join_batches(self.params, outs, split_outputs(self.program, k), drop_bits)
-        (part,) = self._run_shards(k, data, count, key_id, [None], drop_bits)
+        (part,) = self._run_shards(k, data, count, key_id, [None], drop_bits, shards.worker)
         return join_batches(self.params, [part], batch_count(part), drop_bits)
 
     def replan(self, split: str, network: NetworkModel | None = None) -> ShardPlan:
@@ -159,6 +158,8 @@ class RayExecutor:
         groups before this returns. A segment already running finishes under the plan it
         started with. Returns the new plan."""
         plan = shard_plan(self.program, len(self._actors), split, network or self.plan.network)
+        if "layers" in (split, self.plan.split) and split != self.plan.split:
+            raise NotSupportedYetError("switching to or from split='layers' changes what each actor holds: start a new RayExecutor")
         with self._lock:
             self.plan = plan
         for i in range(len(self._actors)):
@@ -237,11 +238,15 @@ class RayExecutor:
                 )
             time.sleep(0.1)
 
-    def _spawn(self) -> Any:
-        return self._cls.remote(self._program_ref, self.baseline, self.threads)
+    def _spawn(self, i: int) -> Any:
+        """A fresh actor for worker slot ``i`` (under ``layers``, holding that slot's block;
+        the segments the plan splits prepared by groups of outputs, not whole)."""
+        split = tuple(s.segment for s in self.plan.segments if s.groups)
+        return self._cls.remote(self._program_ref, self.baseline, self.threads, self.plan.held_by(i), split)
 
     def _ready(self, i: int, actor: Any) -> None:
-        """Waits until actor ``i`` is up and has prepared its row slices."""
+        """Waits until actor ``i`` is up and has prepared its output slices (and under
+        ``layers``, holds the block of slot ``i``)."""
         groups = [(single_linear(self.program, s.segment), a, b) for s in self.plan.segments for a, b in s.groups]
         try:
             self._ray.get(actor.prepare.remote(groups), timeout=self.timeout_s)
@@ -277,17 +282,23 @@ class RayExecutor:
             self._inflight[i] += 1
         return actor, actor.run.remote(k, data, count, key_id, rows, drop)
 
-    def _pick(self, n: int) -> list[int]:
-        """``n`` actor indices: the least busy first (queries), all of them in order (rows)."""
+    def _pick(self, n: int, owner: int | None = None) -> list[int]:
+        """``n`` actor indices: the segment's ``owner`` (layers), the least busy first
+        (queries), all of them in order (rows, channels)."""
+        if owner is not None:
+            return [owner]
         with self._lock:
             order = sorted(range(len(self._actors)), key=lambda i: self._inflight[i])
         return order[:n] if n == 1 else [j % len(self._actors) for j in range(n)]
 
-    def _run_shards(self, k: int, data: Any, count: int, key_id: str | None, shards: list, drop: list[int] | None) -> list[bytes]:
-        """Runs every shard (a row group, or ``None`` for the whole segment) to completion,
-        replacing dead actors and re-running their shards; answers in shard order."""
+    def _run_shards(
+        self, k: int, data: Any, count: int, key_id: str | None, shards: list, drop: list[int] | None, owner: int | None = None
+    ) -> list[bytes]:
+        """Runs every shard (a group of outputs, or ``None`` for the whole segment; on worker
+        ``owner`` when one holds the segment) to completion, replacing dead actors and
+        re-running their shards; answers in shard order."""
         deadline = time.monotonic() + self.timeout_s
-        slots = self._pick(len(shards))
+        slots = self._pick(len(shards), owner)
         pending = {j: (slots[j], *self._submit(slots[j], k, data, count, key_id, shards[j], drop)) for j in range(len(shards))}
         out: list[bytes | None] = [None] * len(shards)
         tries = [0] * len(shards)
@@ -348,10 +359,31 @@ class RayExecutor:
                 self._ray.kill(dead)
             except Exception:  # noqa: BLE001, S110 - already gone
                 pass
-            fresh = self._spawn()
+            fresh = self._spawn(i)
             self._actors[i] = fresh
             self._has_keys[i] = set()
         self._ready(i, fresh)
+
+
+def _check_worker_bytes(program: Program, plan: ShardPlan, limit: int) -> None:
+    """Refuses a plan whose workers would prepare more than ``limit`` bytes of weights each
+    (:func:`~heinfer.cluster.plan.prepared_bytes`: every worker prepares the whole program,
+    except under ``layers``, where each prepares its block)."""
+    sizes = [prepared_bytes(program, k) for k in range(len(program.segments))]
+    held = [plan.held_by(i) for i in range(plan.workers)]
+    need = max(sum(sizes[k] for k in h) if h is not None else sum(sizes) for h in held)
+    if need <= limit:
+        return
+    if plan.split != "layers":
+        raise NotSupportedYetError(
+            f"each worker would prepare the program's whole weights ({sum(sizes)} bytes), more than one may hold "
+            f"({limit}): split the program by layer tiles (split='layers') over enough workers"
+        )
+    raise ClusterError(
+        f"with split='layers' on {plan.workers} worker(s) the largest block prepares {need} bytes of weights, more than "
+        f"one worker may hold ({limit}): use more workers (a block is at least one segment: the largest takes "
+        f"{max(sizes)} bytes)"
+    )
 
 
 def _identity(relin: Any, galois: Any) -> str | None:

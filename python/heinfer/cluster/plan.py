@@ -19,11 +19,18 @@ inputs as in-process, so the results are bit-for-bit those of :class:`heinfer.Se
   the layer; the driver concatenates the groups. A single query's latency is divided, at
   the price of baby steps repeated on each worker. Bytes moved: as ``rows``.
 
+* ``layers`` — large models by layer tiles: the segments are cut into contiguous blocks of
+  about equal prepared weights (quantized matrices, encoded plaintexts), one block per
+  worker; a worker prepares only its block (a fraction of the model's memory) and runs
+  every query's segments of it, so concurrent queries move through the workers as through a
+  pipeline. Bytes moved: each segment's input and output once, as ``queries``.
+
 ``split="auto"`` picks ``rows`` or ``channels`` for a segment when the compute it saves on
 one query exceeds the extra input it ships, under the stated :class:`NetworkModel` and the
 analytic costs of :mod:`heinfer.compiler.cost`; ``queries`` otherwise. ``split="rows"`` and
 ``split="channels"`` force the split on every segment of their kind that allows it (the
-others run as ``queries``). Splitting by giant steps is not supported yet.
+others run as ``queries``); ``split="layers"`` is never chosen by ``auto``. Splitting by
+giant steps is not supported yet.
 """
 
 from __future__ import annotations
@@ -36,15 +43,18 @@ from heinfer.program.model import Program
 from heinfer.program.ops import Linear, Relinearize, Rescale, Square
 from heinfer.program.rounding import output_drop_bits
 from heinfer.runtime.executor import native_params
+from heinfer.runtime.slots import plaintext_bytes
 
-__all__ = ["SPLITS", "NetworkModel", "SegmentShards", "ShardPlan", "output_groups", "row_groups", "shard_plan", "single_linear"]
+__all__ = [
+    "SPLITS", "NetworkModel", "SegmentShards", "ShardPlan", "contiguous_blocks", "output_groups", "prepared_bytes", "row_groups",
+    "shard_plan", "single_linear",
+]
 
 #: The sharding choices of :func:`shard_plan`.
-SPLITS = ("auto", "queries", "rows", "channels")
+SPLITS = ("auto", "queries", "rows", "channels", "layers")
 #: Sharding modes of the roadmap that are named but not implemented yet.
 NOT_YET = {
     "giant-steps": "latency-mode sharding by the giant steps of a slot-layout layer",
-    "layers": "large models by layer tiles (each worker holding only some layers' weights)",
 }
 #: The split of each segment kind (``SegmentShards.how`` when a segment is split).
 SPLIT_OF = {"batch": "rows", "slots": "channels"}
@@ -65,9 +75,10 @@ class NetworkModel:
 
 @dataclass(frozen=True)
 class SegmentShards:
-    """How one segment runs: ``how`` (``"queries"`` or ``"rows"``), the row ``groups``
-    (``(start, stop)`` per worker, for ``rows``), the analytic ``compute_s`` of one query on
-    one thread, its ``in_bytes``/``out_bytes``, and ``why`` the choice was made."""
+    """How one segment runs: ``how`` (``"queries"``, ``"rows"``, ``"channels"`` or
+    ``"layers"``), the output ``groups`` (``(start, stop)`` per worker, for ``rows`` and
+    ``channels``), the ``compute_s`` of one query on one thread, its ``in_bytes``/``out_bytes``,
+    ``why`` the choice was made, and for ``layers`` the ``worker`` that holds it."""
 
     segment: int
     how: str
@@ -76,6 +87,8 @@ class SegmentShards:
     in_bytes: int = 0
     out_bytes: int = 0
     why: str = ""
+    #: The worker that holds this segment (``layers``), else None (any worker).
+    worker: int | None = None
 
 
 @dataclass(frozen=True)
@@ -94,12 +107,20 @@ class ShardPlan:
             what = {
                 "rows": f"{len(s.groups)} output-row groups",
                 "channels": f"{len(s.groups)} groups of output ciphertexts",
+                "layers": f"held and run by worker {s.worker}",
             }.get(s.how, "whole, one worker per query")
             out.append(
                 f"segment {s.segment}: {s.how} ({what}); ≈{s.compute_s * 1e3:.1f} ms compute/query, "
                 f"{s.in_bytes / 1e6:.1f} MB in, {s.out_bytes / 1e6:.1f} MB out — {s.why}"
             )
         return out
+
+    def held_by(self, worker: int) -> list[int] | None:
+        """The segments worker ``worker`` prepares: its block under ``layers``, else None
+        (the whole program)."""
+        if self.split != "layers":
+            return None
+        return [s.segment for s in self.segments if s.worker == worker]
 
 
 def row_groups(rows: int, parts: int) -> tuple:
@@ -166,6 +187,8 @@ def shard_plan(program: Program, workers: int, split: str = "auto", network: Net
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if split == "layers":
+        return _layer_tiles(program, workers, network)
     kinds = {seg.layout.kind for seg in program.segments}
     for kind, how in SPLIT_OF.items():
         if split == how and kind not in kinds:
@@ -200,6 +223,84 @@ def shard_plan(program: Program, workers: int, split: str = "auto", network: Net
     return ShardPlan(workers, split, tuple(out), network)
 
 
+def prepared_bytes(program: Program, k: int) -> int:
+    """Bytes segment ``k``'s prepared weights take in a worker: its slot-layout plaintexts
+    (:func:`~heinfer.runtime.slots.plaintext_bytes`) or its batch-axis layers quantized (one
+    64-bit word per stored weight and digit, with the row and column indices)."""
+    seg = program.segments[k]
+    if seg.layout.kind == "slots":
+        return plaintext_bytes(int(program.params["log_n"]), len(program.params["log_p"]), seg, program.layers)
+    total = 0
+    for op in seg.ops:
+        if isinstance(op, Linear):
+            step = program.layers[op.layer]
+            total += step.matrix.nnz * (8 * step.digits + 4) + 8 * step.out_size
+    return total
+
+
+def contiguous_blocks(sizes: list[int], blocks: int) -> list[int]:
+    """The block (``0 … blocks − 1``) of each item when ``sizes`` is cut into ``blocks``
+    non-empty runs of consecutive items whose largest total is least (linear partition,
+    dynamic programming over the cut points; ``blocks ≤ len(sizes)``)."""
+    n = len(sizes)
+    prefix = [0]
+    for b in sizes:
+        prefix.append(prefix[-1] + b)
+    inf = float("inf")
+    # best[j][i]: least largest total cutting the first i items into j runs; cut[j][i]: where the last starts
+    best = [[inf] * (n + 1) for _ in range(blocks + 1)]
+    cut = [[0] * (n + 1) for _ in range(blocks + 1)]
+    best[0][0] = 0
+    for j in range(1, blocks + 1):
+        for i in range(j, n + 1):
+            for m in range(j - 1, i):
+                v = max(best[j - 1][m], prefix[i] - prefix[m])
+                if v < best[j][i]:
+                    best[j][i], cut[j][i] = v, m
+    owner = [0] * n
+    i = n
+    for j in range(blocks, 0, -1):
+        m = cut[j][i]
+        for k in range(m, i):
+            owner[k] = j - 1
+        i = m
+    return owner
+
+
+def _layer_tiles(program: Program, workers: int, network: NetworkModel) -> ShardPlan:
+    """``split="layers"``: the segments in contiguous blocks of about equal
+    :func:`prepared_bytes`, one block per worker (fewer blocks than workers when there are
+    fewer segments)."""
+    sizes = [prepared_bytes(program, k) for k in range(len(program.segments))]
+    total = sum(sizes) or 1
+    owner = contiguous_blocks(sizes, min(workers, len(sizes)))
+    out = []
+    for k, seg in enumerate(program.segments):
+        in_bytes = batch_bytes(program, seg.n_input_cts, seg.input_level)
+        out.append(SegmentShards(
+            k, "layers", (), segment_seconds(program, k), in_bytes, output_bytes(program, k, seg.n_output_cts),
+            f"worker {owner[k]} holds it ({sizes[k] / 1e6:.1f} MB of {total / 1e6:.1f} MB prepared)", owner[k],
+        ))
+    return ShardPlan(workers, "layers", tuple(out), network)
+
+
+def _gemm_seconds(program: Program, k: int, step) -> float:
+    """Analytic seconds of batch-axis layer ``step`` in segment ``k`` (one query, one thread)."""
+    n = 1 << int(program.params["log_n"])
+    limbs = program.segments[k].input_level + 1
+    nnz = step.matrix.nnz * step.digits
+    return 1e-9 * n * limbs * (BATCH_UNITS["gemm_mac"] * nnz + BATCH_UNITS["gemm_io"] * (step.in_size + step.out_size))
+
+
+def segment_seconds(program: Program, k: int) -> float:
+    """Seconds of one query of segment ``k`` on one thread: the compiler's prediction for a
+    slot layout (``Segment.predicted_s``), the GEMMs' analytic units on the batch axis."""
+    seg = program.segments[k]
+    if seg.layout.kind == "slots":
+        return float(seg.predicted_s or 0.0)
+    return sum(_gemm_seconds(program, k, program.layers[op.layer]) for op in seg.ops if isinstance(op, Linear))
+
+
 def _compute(program: Program, k: int, layer: int, groups: tuple) -> tuple[float, float]:
     """``(whole, largest group)``: seconds of one query of segment ``k`` on one thread, whole
     and the largest of its output ``groups``. Batch axis: the GEMM's analytic units. Slot
@@ -208,12 +309,9 @@ def _compute(program: Program, k: int, layer: int, groups: tuple) -> tuple[float
     transform (:meth:`~heinfer.program.transform.Transform.outputs`: its own baby steps, the
     products, giant steps and folds of its outputs) and of the element-wise ops after it."""
     seg = program.segments[k]
-    n = 1 << int(program.params["log_n"])
     step = program.layers[layer]
     if seg.layout.kind == "batch":
-        limbs = seg.input_level + 1
-        nnz = step.matrix.nnz * step.digits
-        compute = 1e-9 * n * limbs * (BATCH_UNITS["gemm_mac"] * nnz + BATCH_UNITS["gemm_io"] * (step.in_size + step.out_size))
+        compute = _gemm_seconds(program, k, step)
         return compute, compute / len(groups) if groups else compute
     costs = analytic_costs(int(program.params["log_n"]), len(program.params["log_q"]), len(program.params["log_p"]))
     level, at = seg.input_level, None

@@ -31,18 +31,25 @@ __all__ = ["ShardWorker"]
 
 
 class ShardWorker:
-    """One worker: the program prepared once (``threads`` native threads), output slices
-    (row groups, groups of output ciphertexts) prepared on demand, and evaluation keys by
-    key id until dropped."""
+    """One worker: the program prepared once (``threads`` native threads; with ``segments``
+    only those, a tile of its layers), output slices (row groups, groups of output
+    ciphertexts) prepared on demand, and evaluation keys by key id until dropped."""
 
-    def __init__(self, program_bytes: bytes, baseline: bool, threads: int = 1) -> None:
+    def __init__(
+        self, program_bytes: bytes, baseline: bool, threads: int = 1, segments: list[int] | None = None, split: tuple = ()
+    ) -> None:
         _native.set_num_threads(int(threads))
         program = load(program_bytes)
         if not isinstance(program, Program):
             raise TypeError("a worker needs the full program with its weights")
         self.program = program
         self.params = native_params(program.params)
-        self.executor = Executor(program, baseline)
+        #: The segments this worker may run: a tile of the layers (split="layers"), or all.
+        self.segments = list(range(len(program.segments))) if segments is None else sorted(segments)
+        # segments the plan splits into output groups are prepared group by group (see
+        # _slice), and whole only if asked to run them whole (after a change of plan)
+        self.executor = Executor(program, baseline, segments=[k for k in self.segments if k not in set(split)])
+        self._whole: dict[int, Executor] = {}
         self.baseline = baseline
         self._slices: dict[tuple, tuple] = {}
         self._ev: _native.Evaluator | None = None
@@ -54,6 +61,11 @@ class ShardWorker:
     def ping(self) -> int:
         """The worker's process id (a liveness check)."""
         return os.getpid()
+
+    def held(self) -> list[int]:
+        """The segments this worker runs (their weights prepared whole or by groups of
+        outputs, or on first use)."""
+        return list(self.segments)
 
     def prepare(self, groups: list[tuple[int, int, int]]) -> int:
         """Prepares the output slices ``(layer, start, stop)`` (row groups, groups of output
@@ -80,8 +92,10 @@ class ShardWorker:
 
     def stats(self) -> dict:
         """``shards`` run, ``busy_s`` the seconds spent in them (decoding, computing and
-        encoding; the transfers are Ray's) and ``cpu_s`` the CPU time of the worker process in them."""
-        return {"shards": self._shards, "busy_s": self._busy, "cpu_s": self._cpu}
+        encoding; the transfers are Ray's), ``cpu_s`` the CPU time of the worker process in
+        them, and ``peak_rss_bytes`` the process's peak resident memory (``VmHWM``; None
+        where ``/proc`` has none)."""
+        return {"shards": self._shards, "busy_s": self._busy, "cpu_s": self._cpu, "peak_rss_bytes": _peak_rss()}
 
     def run(self, k: int, data, count: int, key_id: str | None, rows: tuple | None = None, drop_bits: list[int] | None = None) -> np.ndarray:
         """Segment ``k`` on at most ``count`` serialized ciphertexts: one serialized batch or
@@ -96,7 +110,7 @@ class ShardWorker:
         relin, galois = self._keys_of(key_id)
         batch = self._decode(data if isinstance(data, (list, tuple)) else [data], count)
         if rows is None:
-            out = self.executor.run(k, batch, relin, galois)
+            out = self._executor_of(k).run(k, batch, relin, galois)
         elif self.program.segments[k].layout.kind == "slots":
             layer = _only_linear(self.program, k)
             prepared = self._slice(layer, *rows)[1]
@@ -152,10 +166,33 @@ class ShardWorker:
                 self._slices[key] = (step, PreparedLinear(step).build() if not self.baseline else None)
         return self._slices[key]
 
+    def _executor_of(self, k: int) -> Executor:
+        """The executor that runs segment ``k`` whole: the worker's, or for a segment the plan
+        splits, one prepared for it on first use."""
+        if k in self.executor.segments:
+            return self.executor
+        if k not in self.segments:
+            raise ProtocolError(f"this worker holds segments {self.segments} of the program (a layer tile), not segment {k}")
+        if k not in self._whole:
+            self._whole[k] = Executor(self.program, self.baseline, segments=[k])
+        return self._whole[k]
+
     def _evaluator(self) -> _native.Evaluator:
         if self._ev is None:
             self._ev = _native.Evaluator(self.params)
         return self._ev
+
+
+def _peak_rss() -> int | None:
+    """This process's peak resident memory (``VmHWM`` of ``/proc/self/status``), or None."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _only_linear(program: Program, k: int) -> int:

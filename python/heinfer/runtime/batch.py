@@ -74,9 +74,10 @@ def run_batch_segment(
     return batch
 
 
-def build_layers(layers: list) -> dict[int, tuple]:
-    """Every batch-axis layer quantized for the native kernel, once per program."""
-    return {i: PreparedLinear(lay).build() for i, lay in enumerate(layers) if isinstance(lay, LinearStep)}
+def build_layers(layers: list, which: set[int] | None = None) -> dict[int, tuple]:
+    """Every batch-axis layer (of the indices ``which``, default all) quantized for the
+    native kernel, once per program."""
+    return {i: PreparedLinear(lay).build() for i, lay in enumerate(layers) if isinstance(lay, LinearStep) and (which is None or i in which)}
 
 
 def _is_chain(layers: list, ops: list, i: int) -> bool:

@@ -9,10 +9,12 @@ dispatching on the segment's layout (data, not a class per mode).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 from heinfer import _native
 from heinfer.errors import NotSupportedYetError, ProtocolError
 from heinfer.program.model import Program
+from heinfer.program.ops import Linear
 from heinfer.runtime.batch import build_layers, peak_ciphertext_bytes, run_batch_segment
 from heinfer.runtime.slots import PreparedSlots, plaintext_bytes
 from heinfer.runtime.tiles import TiledOutput, plan_tiles
@@ -99,22 +101,39 @@ class Executor:
     (``tiles``; :func:`~heinfer.runtime.batch.peak_ciphertext_bytes`); a program whose largest
     segment needs more than ``ciphertext_memory`` (default: the memory available now) is refused
     with :class:`~heinfer.errors.NotSupportedYetError` here, before any query, instead of
-    running the machine out of memory (``ciphertext_bytes`` records the need)."""
+    running the machine out of memory (``ciphertext_bytes`` records the need).
 
-    def __init__(self, program: Program, baseline: bool = False, max_memory: int | None = None, ciphertext_memory: int | None = None) -> None:
+    ``segments``: prepare and run only these segments (a cluster worker holding a tile of
+    the program's layers, :mod:`heinfer.cluster`); :meth:`run` refuses the others."""
+
+    def __init__(
+        self,
+        program: Program,
+        baseline: bool = False,
+        max_memory: int | None = None,
+        ciphertext_memory: int | None = None,
+        segments: Iterable[int] | None = None,
+    ) -> None:
         if not isinstance(program, Program):
             raise ProtocolError("executing a program needs its weights: give the server the full program, not the public one")
         t0 = time.perf_counter()
+        every = range(len(program.segments))
+        held = set(every) if segments is None else {int(k) for k in segments}
+        if not held <= set(every):
+            raise ProtocolError(f"segments {sorted(held - set(every))} do not exist: the program has {len(every)}")
+        #: The segments this executor runs (all of them unless ``segments`` was given).
+        self.segments = sorted(held)
+        mine = [(k, seg) for k, seg in enumerate(program.segments) if k in held]
         needs = {
             k: plaintext_bytes(int(program.params["log_n"]), len(program.params["log_p"]), seg, program.layers)
-            for k, seg in enumerate(program.segments)
+            for k, seg in mine
             if seg.layout.kind == "slots"
         }
         need = sum(needs.values())
         avail = available_memory()
         if max_memory is None:
             max_memory = plaintext_budget()
-        self.ciphertext_bytes = _check_tensors(program, avail if ciphertext_memory is None else ciphertext_memory, tiled=not baseline)
+        self.ciphertext_bytes = _check_tensors(program, avail if ciphertext_memory is None else ciphertext_memory, tiled=not baseline, held=held)
         # over budget: the largest segments encode lazily (per query, group by group) until the
         # plaintexts kept in memory fit
         lazy = lazy_until_fits(needs, max_memory)
@@ -124,15 +143,16 @@ class Executor:
         self.program = program
         self.params = native_params(program.params)
         self.baseline = baseline
-        self.built = build_layers(program.layers) if not baseline else {}
+        layers = {op.layer for _, seg in mine if seg.layout.kind == "batch" for op in seg.ops if isinstance(op, Linear)}
+        self.built = build_layers(program.layers, layers) if not baseline else {}
         log_n = int(program.params["log_n"])
         #: Segment → its last linear layer in tiles (:func:`~heinfer.runtime.tiles.plan_tiles`).
         self.tiles = {} if baseline else {
-            k: t for k, seg in enumerate(program.segments) if seg.layout.kind == "batch" and (t := plan_tiles(seg, program.layers, log_n)) is not None
+            k: t for k, seg in mine if seg.layout.kind == "batch" and (t := plan_tiles(seg, program.layers, log_n)) is not None
         }
         self.slots = {
             k: PreparedSlots(self.params, seg, program.layers, lazy=k in lazy)
-            for k, seg in enumerate(program.segments)
+            for k, seg in mine
             if seg.layout.kind == "slots"
         }
         self._ev = _native.Evaluator(self.params) if self.slots else None
@@ -143,6 +163,8 @@ class Executor:
         for a batch-axis segment whose output exceeds :data:`~heinfer.runtime.tiles.TILE_BYTES`
         a :class:`~heinfer.runtime.tiles.TiledOutput` that computes them tile by tile as they
         are serialized (``len()`` and ``to_bytes(start, stop)`` as a batch's)."""
+        if k not in self.segments:
+            raise ProtocolError(f"this executor runs segments {self.segments} of the program, not segment {k}")
         seg = self.program.segments[k]
         if seg.layout.kind == "batch":
             return run_batch_segment(seg, batch, self.program.layers, self.built, relin, self.baseline, self.tiles.get(k))
@@ -150,11 +172,15 @@ class Executor:
         return _native.CiphertextBatch.from_list(out)
 
 
-def _check_tensors(program: Program, budget: int | None, tiled: bool) -> int:
+def _check_tensors(program: Program, budget: int | None, tiled: bool, held: set[int] | None = None) -> int:
     """The largest batch-axis segment's ciphertext bytes (last layers in tiles when
-    ``tiled``); refuses a program over ``budget``."""
+    ``tiled``; of the segments ``held``, default all); refuses a program over ``budget``."""
     log_n = int(program.params["log_n"])
-    peaks = {k: peak_ciphertext_bytes(seg, program.layers, log_n, tiled) for k, seg in enumerate(program.segments) if seg.layout.kind == "batch"}
+    peaks = {
+        k: peak_ciphertext_bytes(seg, program.layers, log_n, tiled)
+        for k, seg in enumerate(program.segments)
+        if seg.layout.kind == "batch" and (held is None or k in held)
+    }
     if not peaks:
         return 0
     k = max(peaks, key=peaks.get)

@@ -8,7 +8,7 @@ import heinfer
 import numpy as np
 import pytest
 from heinfer.cluster import NetworkModel, shard_plan
-from heinfer.cluster.plan import output_bytes, row_groups
+from heinfer.cluster.plan import contiguous_blocks, output_bytes, prepared_bytes, row_groups
 from heinfer.cluster.wire import join_batches
 from heinfer.cluster.worker import ShardWorker
 from heinfer.protocol.messages import decode
@@ -91,6 +91,15 @@ def test_output_ciphertext_groups_on_a_worker_are_exactly_the_whole_segment(late
     parts = [worker.run(0, data, 1 << 20, "s", g) for g in ((0, 1), (1, 2))]
     assert join_batches(native_params(latency_net.params), parts, 2).to_bytes() == want
     assert worker.run(0, data, 1 << 20, "s", None).tobytes() == want
+    # a worker told that segment 0 is split prepares it by groups only, and whole on demand
+    lean = ShardWorker(latency_net.to_bytes(), False, 1, None, (0,))
+    lean.put_keys("s", (relin.to_bytes() if relin is not None else None, galois.to_bytes()))
+    assert lean.executor.segments == [1] and lean.held() == [0, 1]
+    assert join_batches(native_params(latency_net.params), [lean.run(0, data, 1 << 20, "s", g) for g in ((0, 1), (1, 2))], 2).to_bytes() == want
+    assert lean.run(0, data, 1 << 20, "s", None).tobytes() == want
+    tile = ShardWorker(latency_net.to_bytes(), False, 1, [1])
+    with pytest.raises(heinfer.ProtocolError, match="not segment 0"):
+        tile.run(0, data, 1 << 20, None, None)
     # a group of all outputs is the whole segment
     want1 = Executor(latency_net).run(1, as_batch(latency_net, data1), relin, galois).to_bytes()
     assert worker.run(1, data1, 1 << 20, "s", (0, 1)).tobytes() == want1
@@ -160,17 +169,53 @@ def test_inspect_shows_the_shard_plan(tmp_path, relu_net):
     assert shards["workers"] == 3 and len(shards["segments"]) == 3
 
 
-@pytest.mark.parametrize("split,named", [("giant-steps", "giant steps"), ("layers", "layer tiles")])
+@pytest.mark.parametrize("split,named", [("giant-steps", "giant steps")])
 def test_roadmap_modes_are_named_as_not_supported_yet(relu_net, split, named):
     with pytest.raises(heinfer.NotSupportedYetError, match=named):
         shard_plan(relu_net, 2, split=split)
 
 
-def test_a_program_too_large_for_one_worker_is_not_supported_yet(relu_net):
+def test_a_program_too_large_for_one_worker_needs_layer_tiles(relu_net):
     from heinfer.cluster import RayExecutor
 
-    with pytest.raises(heinfer.NotSupportedYetError, match="layer tiles"):
-        RayExecutor(relu_net, workers=2, max_worker_bytes=1000)
+    sizes = [prepared_bytes(relu_net, k) for k in range(3)]
+    with pytest.raises(heinfer.NotSupportedYetError, match="split='layers'"):
+        RayExecutor(relu_net, workers=2, max_worker_bytes=sum(sizes) - 1)
+    with pytest.raises(heinfer.ClusterError, match="more workers"):
+        RayExecutor(relu_net, workers=2, split="layers", max_worker_bytes=max(sizes) - 1)
+
+
+@pytest.mark.parametrize(
+    "sizes,blocks,want",
+    [([5, 1, 1, 1, 5], 2, [0, 0, 1, 1, 1]), ([1, 2, 3], 3, [0, 1, 2]), ([10, 1, 1, 1], 2, [0, 1, 1, 1]), ([3], 1, [0]), ([0, 0, 0], 2, [0, 1, 1])],
+)
+def test_contiguous_blocks_cut_the_largest_block_least(sizes, blocks, want):
+    assert contiguous_blocks(sizes, blocks) == want
+
+
+def test_layer_tiles_give_each_worker_a_contiguous_block(relu_net, latency_net):
+    sizes = [prepared_bytes(relu_net, k) for k in range(3)]
+    plan = shard_plan(relu_net, 2, split="layers")
+    owners = [s.worker for s in plan.segments]
+    assert owners == contiguous_blocks(sizes, 2) and set(owners) == {0, 1}
+    assert all(s.how == "layers" for s in plan.segments)
+    assert plan.held_by(0) + plan.held_by(1) == [0, 1, 2]
+    assert "held and run by worker" in plan.describe()[0]
+    # more workers than segments: one segment each, the others hold nothing
+    many = shard_plan(latency_net, 5, split="layers")
+    assert [s.worker for s in many.segments] == [0, 1] and many.held_by(4) == []
+    assert shard_plan(relu_net, 2).held_by(0) is None  # other splits: the whole program
+
+
+def test_an_executor_of_some_segments_runs_those_alone(relu_net, digits):
+    inputs = segment_inputs(relu_net, digits[0][:16])
+    whole, part = Executor(relu_net), Executor(relu_net, segments=[1])
+    assert part.segments == [1] and set(part.built) == {1} and whole.built.keys() == {0, 1, 2}
+    assert part.run(1, as_batch(relu_net, inputs[1]), None, None).to_bytes() == whole.run(1, as_batch(relu_net, inputs[1]), None, None).to_bytes()
+    with pytest.raises(heinfer.ProtocolError, match="not segment 0"):
+        part.run(0, as_batch(relu_net, inputs[0]), None, None)
+    with pytest.raises(heinfer.ProtocolError, match="do not exist"):
+        Executor(relu_net, segments=[3])
 
 
 def test_a_server_refuses_an_executor_of_another_program(relu_net, squares):

@@ -87,6 +87,28 @@ def test_latency_outputs_split_by_output_ciphertexts_are_those_of_the_in_process
         np.testing.assert_allclose(got.outputs, ref.outputs, atol=1e-2 * np.abs(ref.outputs).max())
 
 
+def test_layer_tiles_hold_a_block_each_and_answer_as_in_process(cluster, relu_net, digits):
+    """``split="layers"``: each actor prepares only its block of segments; every segment runs
+    on its holder with the in-process bytes; a holder killed mid-query is replaced by an
+    actor holding the same block, and the query still gets the right answer."""
+    inputs = segment_inputs(relu_net, digits[0][:64])
+    local = Executor(relu_net)
+    with RayExecutor(relu_net, workers=2, split="layers", timeout_s=60) as ex:
+        blocks = [ex.plan.held_by(i) for i in range(2)]
+        assert ray.get([a.held.remote() for a in ex._actors]) == blocks and sorted(blocks[0] + blocks[1]) == [0, 1, 2]
+        want = [local.run(k, as_batch(relu_net, d), None, None).to_bytes() for k, d in enumerate(inputs)]
+        assert [ex.run(k, as_batch(relu_net, d), None, None).to_bytes() for k, d in enumerate(inputs)] == want
+        stats = ex.worker_stats()
+        assert [s["shards"] for s in stats] == [len(b) for b in blocks]  # each ran its own segments
+        k = blocks[1][0]
+        box = _kill_while_running(ex, k, inputs[k], relu_net, victim=1, delay=0.02, repeat=3)
+        assert "err" not in box, box.get("err")
+        assert box["out"] == [want[k]] * 3
+        assert ray.get(ex._actors[1].held.remote()) == blocks[1]
+        with pytest.raises(heinfer.NotSupportedYetError, match="new RayExecutor"):
+            ex.replan("queries")
+
+
 def _kill_while_running(ex: RayExecutor, k: int, batch_bytes: bytes, program, victim: int, delay: float, repeat: int = 5):
     """Runs segment ``k`` ``repeat`` times in a thread and SIGKILLs worker ``victim`` after
     ``delay`` s: the kill lands while a shard runs, or between runs, where the next shard
