@@ -10,9 +10,10 @@
 //!   (SEAL's method): only the rounding `r_0 + r_1·s` remains: `v = (1 + h)/12`;
 //! * rescale rounding `r_0 + r_1·s`, `r` uniform in `[−½, ½]`: `v = (1 + h)/12`;
 //! * encoding rounding: `v = 1/12`;
-//! * hybrid key switching at level `ℓ`: `Σ_j D_j·e_j / P` with `D_j` uniform in `[0, Q_j)`
-//!   (`E[D²] = Q_j²/3`, its mean included: that part is fixed per key, so single runs scatter
-//!   below the expectation): `v = Σ_j N·σ²·Q_j²/(3·P²)`, plus the ModDown error.
+//! * hybrid key switching at level `ℓ`: `Σ_j D_j·e_j / P` with ModUp's balanced digits
+//!   (`heinfer_math::rns`: digit `j` of `α_j` primes is a sum of `α_j` terms uniform over
+//!   `(−Q_j/2, Q_j/2]`, `E[D_j²] = α_j·Q_j²/12`, no mean left to be fixed per key):
+//!   `v = Σ_j N·σ²·α_j·Q_j²/(12·P²)`, plus the ModDown error.
 //!
 //! These are the formulas the compiler budgets with; tests compare them with measurements.
 

@@ -114,6 +114,33 @@ impl Params {
             serialize::rounding_drop_bits(&self.inner, level, size, max_std).map_err(to_py)
         })
     }
+    /// The engine's noise model (`heinfer_ckks::noise::NoiseModel`) at `level` and `scale`:
+    /// the predicted standard deviation of the error one operation adds to each slot (real
+    /// part, message units) — `fresh` (public-key encryption), `fresh_symmetric`,
+    /// `rescale` (its rounding, `scale` being the scale after it) and `key_switch` (balanced
+    /// ModUp digits, ModDown's rounding). What the Python simulation restates; its tests
+    /// compare the two.
+    fn noise_model(
+        &self,
+        level: usize,
+        scale: f64,
+    ) -> PyResult<std::collections::HashMap<&'static str, f64>> {
+        guard("Params.noise_model", || {
+            if level > self.inner.max_level() || !(scale.is_finite() && scale > 0.0) {
+                return Err(to_py(CkksError::InvalidParameters(format!(
+                    "noise_model: level {level} (at most {}) and a positive scale, got {scale}",
+                    self.inner.max_level()
+                ))));
+            }
+            let m = heinfer_ckks::noise::NoiseModel::new(&self.inner);
+            Ok(std::collections::HashMap::from([
+                ("fresh", m.fresh(scale)),
+                ("fresh_symmetric", m.fresh_symmetric(scale)),
+                ("rescale", m.rescale(scale)),
+                ("key_switch", m.key_switch(level, scale)),
+            ]))
+        })
+    }
     /// Exact length of `CiphertextBatch.to_bytes()` for `count` (≥ 1) ciphertexts of `size`
     /// polynomials at `level`, none seed-compressed (an upper bound otherwise).
     fn batch_wire_bytes(&self, count: usize, level: usize, size: usize) -> PyResult<usize> {

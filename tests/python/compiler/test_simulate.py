@@ -160,3 +160,26 @@ def test_graph_shaped_programs_are_simulated_like_their_encrypted_runs() -> None
     err = np.abs(heinfer.infer(prog, x).outputs - want).max()
     sim = np.abs(simulate(prog, x) - want).max()
     assert err / 3 < sim < 3 * err
+
+
+@pytest.mark.parametrize(
+    "log_n,log_q,log_p",
+    [(13, [39, 28, 28, 28, 28, 28], [39]), (13, [46, 40], [46]), (14, [50, 40, 40, 40, 40], [50, 50]), (12, [39, 30], [39])],
+)
+def test_the_simulated_key_switch_and_rescale_are_the_engines_noise_model(log_n: int, log_q: list, log_p: list) -> None:
+    """``simulate_slots`` restates the engine's noise model in Python (on the program's bit
+    sizes instead of its primes): the same per-slot error at every level, within 1 %."""
+    from heinfer import _native
+    from heinfer.compiler.simulate_slots import keyswitch_variance, rescale_variance
+    from heinfer.compiler.throughput import SIGMA
+
+    params = _native.Params(log_n, log_q, log_p, log_q[-1], None, 128)
+    n, scale = 1 << log_n, 2.0**40
+    slot = lambda v: np.sqrt(n * v / 2) / scale  # noqa: E731 - a coefficient variance in slots
+    for level in range(len(log_q)):
+        model = params.noise_model(level, scale)
+        assert slot(keyswitch_variance([float(b) for b in log_q], [float(b) for b in log_p], level + 1, n)) == pytest.approx(model["key_switch"], rel=0.01)
+        assert slot(rescale_variance(n, 2)) == pytest.approx(model["rescale"], rel=1e-9)
+        assert slot(1.0 / 12.0 + SIGMA**2) == pytest.approx(model["fresh_symmetric"], rel=1e-3)
+    with pytest.raises(heinfer.ParameterError):
+        params.noise_model(len(log_q), scale)
