@@ -191,13 +191,14 @@ def test_a_closed_executor_refuses_work(cluster, relu_net, digits):
         ex.run(2, as_batch(relu_net, data), None, None)
 
 
-def test_the_grpc_service_on_the_ray_backend(cluster, relu_net, digits):
+@pytest.mark.parametrize("split", ["queries", "layers"])
+def test_the_grpc_service_on_the_ray_backend(cluster, relu_net, digits, split):
     """``serve(program, backend="ray")``: clients see the same service; answers match."""
     from heinfer.serve import connect, serve
 
     x = digits[0][:50]
     ref = heinfer.infer(relu_net, x)
-    handle = serve(relu_net, "127.0.0.1:0", backend="ray", ray_workers=2, ray_split="queries")
+    handle = serve(relu_net, "127.0.0.1:0", backend="ray", ray_workers=2, ray_split=split)
     with handle, connect(handle.address, relu_net.public(), timeout_s=120) as s:
         out = s.infer(x).outputs
     assert np.abs(out - ref.outputs).max() < 0.05
