@@ -113,7 +113,7 @@ def compile_two_party_throughput(
     or its flooding does not fit the ciphertext modulus."""
     bfv = dict(bfv or DEFAULT_BFV)
     p, log_n = int(bfv["plain_modulus"]), int(bfv["log_n"])
-    input_bound, seg_ops, post, plan = fixed_point_front(graph, calibration, input_bound, options.headroom, p)
+    input_bound, pre, seg_ops, post, plan = fixed_point_front(graph, calibration, input_bound, options.headroom, p)
     limit, l1_cap = max_flood_bits(bfv), exact_l1_limit(bfv["log_q"])
     segments, layers, plans = [], [], {}
     for k, (ops, fl) in enumerate(zip(seg_ops, plan.layers)):
@@ -142,5 +142,6 @@ def compile_two_party_throughput(
             f"({1 << log_n} slots, {most} circuits per item in its largest step)"
         )
     return two_party_program(
-        graph, bfv, plan, float(input_bound) * options.headroom, segments, post, layers, plans, [], mode="throughput", batch_capacity=cap
+        graph, bfv, plan, float(input_bound) * options.headroom, segments, post, layers, plans, [], mode="throughput", batch_capacity=cap,
+        pre=pre,
     )

@@ -13,6 +13,7 @@ import numpy as np
 
 from heinfer.errors import SerializationError
 from heinfer.program.codec import _arr, _f, _fn, _fn_to_json, _i, gemm_from_json, gemm_to_json
+from heinfer.program.validate import check_io
 from heinfer.program.placement import Placement
 from heinfer.program.transform import Transform
 from heinfer.program.two_party import TwoPartyProgram, TwoPartySegment, TwoPartyStep
@@ -51,6 +52,7 @@ def two_party_public_to_json(p: TwoPartyProgram) -> tuple[dict, dict]:
         "input_bound": p.input_bound,
         "segments": segs,
         "steps": steps,
+        "pre": [_fn_to_json(f, arrays, f"pre{i}.groups") for i, f in enumerate(p.pre)],
         "post": [_fn_to_json(f, arrays, f"post{i}.groups") for i, f in enumerate(p.post)],
         "rotation_steps": list(p.rotation_steps),
     }
@@ -122,7 +124,7 @@ def two_party_public_from_json(m: dict, arrays) -> TwoPartyProgram:
         steps.append(step)
     if len(steps) != len(segments) - 1:
         raise SerializationError(f"cannot read program: {len(steps)} steps between {len(segments)} segments")
-    return TwoPartyProgram(
+    prog = TwoPartyProgram(
         bfv=bfv,
         input_name=str(m["input_name"]),
         input_shape=tuple(_i(d) for d in m["input_shape"]),
@@ -131,7 +133,7 @@ def two_party_public_from_json(m: dict, arrays) -> TwoPartyProgram:
         input_frac=_i(m["input_frac"]),
         output_frac=_i(m["output_frac"]),
         input_bound=_f(m["input_bound"]),
-        pre=[],
+        pre=[_fn(f, arrays) for f in m.get("pre", [])],  # none in programs written before they ran
         segments=segments,
         steps=steps,
         post=[_fn(f, arrays) for f in m["post"]],
@@ -139,6 +141,9 @@ def two_party_public_from_json(m: dict, arrays) -> TwoPartyProgram:
         mode=mode,
         batch_capacity=capacity,
     )
+    # the client functions chain from the input to the first layer and from the last to the output
+    check_io(prog, segments[0].in_size, segments[-1].out_size)
+    return prog
 
 
 def two_party_weights_to_json(p: TwoPartyProgram) -> tuple[dict, dict]:

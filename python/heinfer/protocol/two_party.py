@@ -167,6 +167,8 @@ class TwoPartyInferenceClient(Party):
         if len(x) != self._items:
             raise ProtocolError(f"{len(x)} items in a query announced with {self._items}")
         x = x.reshape(len(x), -1)
+        for f in self.prog.pre:  # client functions before the first layer, in the clear
+            x = f.apply(x)
         check_input(x, self.prog.input_bound)  # RangeError: the plan's integers would wrap mod p
         v = np.rint(x * 2.0**self.prog.input_frac).astype(np.int64)
         self._k = 0

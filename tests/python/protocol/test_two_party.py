@@ -333,3 +333,39 @@ def test_shared_pool_inputs_give_the_server_independent_choice_bits() -> None:
                 first[e] = i
         agree = np.concatenate(same)
         assert abs(agree.mean() - 0.5) < 5 * 0.5 / np.sqrt(agree.size), agree.mean()
+
+
+def _leading_functions_net() -> bytes:
+    """Sigmoid, then max-pooling of the 8×8 image to 4×4, then dense layers with a ReLU: the
+    first two are client functions before the first linear layer."""
+    b = om.ModelBuilder((1, 8, 8), seed=4)
+    b.node("Sigmoid", [b.last])
+    b.node("MaxPool", [b.last], kernel_shape=[2, 2], strides=[2, 2])
+    b.node("Flatten", [b.last])
+    b.node("Gemm", [b.last, b.weight(12, 16), b.weight(12, fan_in=16)], transB=1)
+    b.node("Relu", [b.last])
+    b.node("Gemm", [b.last, b.weight(4, 12), b.weight(4, fan_in=12)], transB=1)
+    return b.build()
+
+
+@pytest.mark.parametrize("mode", ["latency", "throughput"])
+def test_client_functions_before_the_first_layer_run_on_the_client(mode: str) -> None:
+    """The client applies them in the clear before encoding; the plan starts at the first
+    layer on the calibration inputs passed through them, and both parties agree with
+    onnxruntime. The public program carries them (and nothing it decodes may break the chain)."""
+    import heinfer
+    from heinfer.program.format import load
+
+    model = _leading_functions_net()
+    rng = np.random.default_rng(7)
+    cal, x = rng.normal(0, 2, (64, 1, 8, 8)), rng.normal(0, 2, (6, 1, 8, 8))
+    prog = heinfer.compile(model, mode=mode, protocol="two-party", calibration=cal)
+    assert [f.kind for f in prog.pre] == ["sigmoid", "maxpool"]
+    public = load(prog.public().to_bytes())
+    assert [f.kind for f in public.pre] == ["sigmoid", "maxpool"] and public.id == prog.id
+    out = heinfer.infer(prog, x).outputs
+    want = om.run_onnxruntime(model, x.astype(np.float32))
+    np.testing.assert_array_equal(out.argmax(1), want.argmax(1))
+    assert np.abs(out - want).max() / np.abs(want).max() < 0.02
+    # the input bound guards the first layer's input: sigmoid keeps it below 1 whatever x is
+    assert prog.input_bound <= 4.0

@@ -19,9 +19,9 @@ A square activation is a step too: a truncation circuit, then GAZELLE's AHE squa
 so no product adds noise to the input).
 
 Max-pooling windows may overlap and be padded (a padded entry repeats a value of its window;
-inputs that read one value share its mask). Not supported yet (a clear error names them): a
-max-pool without a ReLU before or after it, a square next to another function, client
-functions before the first layer.
+inputs that read one value share its mask). Client functions before the first layer run on
+the client in the clear before it encodes its input. Not supported yet (a clear error names
+them): a max-pool without a ReLU before or after it, a square next to another function.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def compile_two_party(
         raise CompileError(f"bandwidth must be positive bytes per second, got {bandwidth!r}")
     bfv = dict(bfv or DEFAULT_BFV)
     p, log_n = int(bfv["plain_modulus"]), int(bfv["log_n"])
-    input_bound, seg_ops, post, plan = fixed_point_front(graph, calibration, input_bound, options.headroom, p)
+    input_bound, pre, seg_ops, post, plan = fixed_point_front(graph, calibration, input_bound, options.headroom, p)
     slots = 1 << (log_n - 1)
     costs = analytic_costs(log_n, len(bfv["log_q"]), len(bfv["log_p"]))
     limit = max_flood_bits(bfv)
@@ -138,36 +138,47 @@ def compile_two_party(
         plans[str(k)] = {**steps[0].plan, "flood_bits": b, "in_frac": fl.in_frac, "weight_frac": fl.weight_frac}
         segments.append(TwoPartySegment(np.asarray(gather), int(np.prod(lin.in_shape)), int(np.prod(lin.out_shape)), placement, b))
     rotations = sorted({s for t in layers for s in t.rotation_steps()})
-    return two_party_program(graph, bfv, plan, float(input_bound) * options.headroom, segments, post, layers, plans, rotations)
+    return two_party_program(graph, bfv, plan, float(input_bound) * options.headroom, segments, post, layers, plans, rotations, pre=pre)
 
 
 def fixed_point_front(graph: Graph, calibration: np.ndarray | None, input_bound: float | None, headroom: float, p: int) -> tuple:
     """The passes both modes share: pools after ReLUs to the circuit steps, linear layers folded
     and merged (one per step), squares as steps, calibrated bounds and the fixed-point plan.
-    Returns ``(input_bound, segment ops, trailing client functions, plan)``."""
+    Returns ``(input bound, leading client functions, segment ops, trailing client functions,
+    plan)``. Client functions before the first linear layer run on the client in the clear,
+    before it encodes its input (as in the CKKS modes): the plan starts at the first layer,
+    on the calibration inputs passed through them, and the input bound is the planned bound
+    of the first layer's input."""
     g = _merge_all_linear(fold_linear(pools_to_client(graph, after=frozenset({"relu"}))))
     g = replace(g, ops=[as_client_square(op) for op in g.ops])  # squares are steps between layers
     calibration, input_bound, bounds = calibrated_bounds(g, calibration, input_bound, headroom)
     pre, seg_ops, _, post = split_segments(g.ops)
-    if pre:
-        raise NotSupportedYetError("two-party protocol: client functions before the first linear layer are not supported yet")
     assert all(len(ops) == 1 and isinstance(ops[0], Linear) for ops in seg_ops)  # merged above
-    return input_bound, seg_ops, post, plan_fixed_point(g, bounds, p, calibration)
+    if pre:
+        bounds = bounds[len(pre) :]  # the first layer's input onwards
+        input_bound = bounds[0]
+        if calibration is not None:
+            calibration = calibration.reshape(len(calibration), -1)
+            for f in pre:
+                calibration = f.apply(calibration)
+        g = replace(g, ops=g.ops[len(pre) :], input_shape=tuple(pre[-1].out_shape))
+    return input_bound, pre, seg_ops, post, plan_fixed_point(g, bounds, p, calibration)
 
 
 def two_party_program(
     graph: Graph, bfv: dict, plan, input_bound: float, segments: list, post: list, layers: list, plans: dict,
-    rotation_steps: list[int], mode: str = "latency", batch_capacity: int = 1,
+    rotation_steps: list[int], mode: str = "latency", batch_capacity: int = 1, pre: list | None = None,
 ) -> TwoPartyProgram:
     """The program of either mode: the graph's names and shapes, the plan's fractions, the
-    segments with the circuit steps between them (:func:`two_party_steps`) and the layers."""
+    client functions before the first layer (``pre``), the segments with the circuit steps
+    between them (:func:`two_party_steps`) and the layers."""
     return TwoPartyProgram(
         bfv=bfv,
         **graph.io(),
         input_frac=plan.input_frac,
         output_frac=plan.layers[-1].out_frac,
         input_bound=input_bound,
-        pre=[],
+        pre=list(pre or []),
         segments=segments,
         steps=two_party_steps(plan, segments),
         post=list(post),
