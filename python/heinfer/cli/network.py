@@ -202,14 +202,14 @@ def serve(
 
     prog = load_program(program)
     if isinstance(prog, TwoPartyProgram):
-        if ray_address:
-            raise CliError("the two-party service runs in this process: --ray is not supported yet for it")
         if threads is not None:
             heinfer.set_num_threads(threads)
         tls2 = _server_tls(tls_cert, tls_key, tls_client_ca)
+        ray = _ray_options(ray_address, ray_workers, ray_split)
+        ray.pop("ray_split", None)  # whole sessions per actor: the protocol keeps state per session
         _serve_two_party(
             prog, program, host, port, grace, as_json, tls2, read_token(token_file), insecure,
-            None if max_memory_gb is None else int(max_memory_gb * 1e9), _limits(limits),
+            None if max_memory_gb is None else int(max_memory_gb * 1e9), _limits(limits), ray,
         )
         return
     prog = load_server_program(program)
@@ -269,10 +269,12 @@ def serve(
 
 def _serve_two_party(
     prog: TwoPartyProgram, path: str, host: str, port: int, grace: float, as_json: bool, tls: Any, token: str | None, insecure: bool,
-    max_memory: int | None = None, limits: Any = None,
+    max_memory: int | None = None, limits: Any = None, ray: dict | None = None,
 ) -> None:
     """``heinfer serve`` for a two-party program: the ``TwoParty`` service (its session caps and
-    idle timeout from the same limit options as the CKKS service)."""
+    idle timeout from the same limit options as the CKKS service); with ``--ray``, whole
+    sessions on Ray actors."""
+    import heinfer
     from heinfer.serve.two_party import serve_two_party
 
     if prog.is_public:
@@ -282,17 +284,24 @@ def _serve_two_party(
     try:
         try:
             handle = serve_two_party(prog, f"{_host(host)}:{port}", tls=tls, token=token, insecure=insecure, max_memory=max_memory,
-                                     limits=limits)
+                                     limits=limits, **(ray or {}))
         except ValueError as e:
             raise CliError(f"cannot serve: {e}") from None
+        except heinfer.ClusterError as e:
+            raise CliError(f"cannot start the Ray backend: {e}") from None
+        if ray:  # ray.init installs its own SIGTERM handler: ours must win
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
         address = f"{_host(host)}:{handle.port}"
         if as_json:
             facts = {"tls": tls is not None, "token": token is not None}
+            if ray:
+                facts["ray"] = {"address": ray["ray_address"] or "local", "workers": ray["ray_workers"]}
             click.echo(to_json({"event": "listening", "address": address, "port": handle.port, "protocol": "two-party", **facts, "pid": os.getpid()}))
         else:
             security = "TLS" if tls else "no TLS (plaintext)"
+            where = f"; Ray backend, {ray['ray_workers']} actor(s) holding whole sessions" if ray else ""
             click.echo(f"listening on {address}\n  program {path}: two-party protocol (GAZELLE), one item per query; {security}; "
-                       f"token {'required' if token else 'not required'}. Stop with Ctrl-C or SIGTERM.")
+                       f"token {'required' if token else 'not required'}{where}. Stop with Ctrl-C or SIGTERM.")
         sys.stdout.flush()
         while not stop.wait(0.5):
             pass

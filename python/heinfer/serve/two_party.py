@@ -22,13 +22,14 @@ import queue
 import threading
 import time
 from collections import Counter
+from typing import Any
 from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
 
 import grpc
 import numpy as np
 
-from heinfer.errors import HeinferError, ProtocolError, ServiceError
+from heinfer.errors import ClusterError, HeinferError, ProtocolError, ServiceError
 from heinfer.program.two_party import TwoPartyProgram
 from heinfer.protocol.two_party import TwoPartyInferenceClient, TwoPartyInferenceServer, _params, prepare_server_layers, queries
 from heinfer.runtime.executor import bad_budget
@@ -37,6 +38,7 @@ from heinfer.serve.service import is_loopback
 from heinfer.serve.sessions import check_query_cap, check_session_caps, peer_address, release
 from heinfer.serve.tls import TlsConfig
 from heinfer.serve.two_party_limits import client_limits, items_per_query, server_limits
+from heinfer.serve.two_party_ray import RayTwoParty, RemoteParty
 from heinfer.v1 import service_pb2 as pb
 
 __all__ = ["Kind", "Reassembler", "TwoPartyService", "connect_two_party", "serve_two_party"]
@@ -136,13 +138,16 @@ class TwoPartyService:
     (``DEADLINE_EXCEEDED``), so idle clients cannot hold the server's threads."""
 
     def __init__(self, program: TwoPartyProgram, token: str | None = None, max_memory: int | None = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, backend: Any = None) -> None:
         if program.is_public:
             raise ProtocolError("the server needs the program with its weights")
         self.program = program
         self.limits = limits or Limits()
         self._bearer = None if token is None else f"Bearer {token}".encode()
-        self.layers = prepare_server_layers(_params(program), program, max_memory)
+        #: Where the sessions run: None in this process, else a
+        #: :class:`~heinfer.serve.two_party_ray.RayTwoParty` (whole sessions per actor).
+        self.backend = backend
+        self.layers = prepare_server_layers(_params(program), program, max_memory) if backend is None else None
         self._limit = client_limits(program)  # what a client of this program may send
         self._lock = threading.Lock()
         self._open: Counter[str] = Counter()  # calls open per peer
@@ -233,7 +238,8 @@ class TwoPartyService:
                 if kind == Kind.KEYS:
                     if party is not None or len(blobs) != 3:
                         raise ProtocolError("keys are sent once, as three blobs (public key, rotation keys, base OT)")
-                    party = TwoPartyInferenceServer(self.program, dict(zip(("pk", "galois", "ot"), blobs)), self.layers)
+                    keys = dict(zip(("pk", "galois", "ot"), blobs))
+                    party = TwoPartyInferenceServer(self.program, keys, self.layers) if self.backend is None else self.backend.open(keys)
                     self.sessions += 1
                     yield from frames(Kind.SETUP, 0, [party.setup_reply])
                     continue
@@ -256,12 +262,18 @@ class TwoPartyService:
         except ServiceError as e:
             self.errors += 1
             context.abort(getattr(grpc.StatusCode, e.code, grpc.StatusCode.UNKNOWN), str(e))
+        except ClusterError as e:  # the Ray backend lost the session's worker or its deadline
+            self.errors += 1
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"{type(e).__name__}: {e}")
         except HeinferError as e:
             self.errors += 1
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{type(e).__name__}: {e}")
         except ValueError as e:  # errors of the garbled-circuit state machines
             self.errors += 1
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        finally:
+            if isinstance(party, RemoteParty):  # a session on a Ray actor ends there too
+                party.close()
 
 
 class TwoPartyHandle:
@@ -272,8 +284,11 @@ class TwoPartyHandle:
         self.address = f"{host}:{port}"
 
     def stop(self, grace: float = 5.0) -> None:
-        """Stops accepting calls and waits up to ``grace`` seconds for running ones."""
+        """Stops accepting calls and waits up to ``grace`` seconds for running ones; the Ray
+        actors of a ``backend="ray"`` service stop with it."""
         self._server.stop(grace).wait()
+        if self.service.backend is not None:
+            self.service.backend.close()
 
     def __enter__(self) -> TwoPartyHandle:
         return self
@@ -296,12 +311,18 @@ def serve_two_party(
     insecure: bool = False,
     max_memory: int | None = None,
     limits: Limits | None = None,
+    backend: str = "local",
+    ray_address: str | None = None,
+    ray_workers: int = 2,
 ) -> TwoPartyHandle:
     """Serves ``program`` on ``address`` until :meth:`TwoPartyHandle.stop`. ``tls``, ``token``
     and ``insecure`` as for :func:`heinfer.serve.serve`: without TLS only loopback, unless
     ``insecure=True``. ``max_memory``: bytes of encoded layer diagonals kept (default: half of
     physical memory at most, as for :func:`heinfer.serve.serve`); beyond it the largest layers
-    are encoded during each query."""
+    are encoded during each query. ``backend="ray"``: the sessions run on ``ray_workers``
+    Ray actors, whole sessions per actor (:class:`~heinfer.serve.two_party_ray.RayTwoParty`;
+    on the cluster at ``ray_address`` or a local Ray on 127.0.0.1); the actors stop with the
+    service."""
     host, _, port = address.rpartition(":")
     if (why := bad_budget(max_memory)) is not None:
         raise ValueError(why)
@@ -312,8 +333,16 @@ def serve_two_party(
             f"refusing to listen on {host} without TLS: the token and every message would travel in clear; "
             "give tls=TlsConfig(...), listen on 127.0.0.1, or pass insecure=True"
         )
+    if backend not in ("local", "ray"):
+        raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
     limits = limits or Limits()
-    service = TwoPartyService(program, token, max_memory, limits)
+    pool = RayTwoParty(program, workers=ray_workers, address=ray_address, max_memory=max_memory) if backend == "ray" else None
+    try:
+        service = TwoPartyService(program, token, max_memory, limits, pool)
+    except BaseException:
+        if pool is not None:
+            pool.close()
+        raise
     # one thread per open call, and one more so that a refusal is answered at once
     workers = max(max_workers, limits.max_sessions + 1)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), options=_options())
@@ -323,9 +352,11 @@ def serve_two_party(
     where = f"{host}:{port or 0}"
     bound = server.add_insecure_port(where) if tls is None else server.add_secure_port(where, tls.server_credentials())
     if bound == 0:
+        if pool is not None:
+            pool.close()
         raise ServiceError(f"cannot listen on {address}", code="UNAVAILABLE")
     server.start()
-    _LOG.info("two-party service on %s:%d", host, bound)
+    _LOG.info("two-party service on %s:%d%s", host, bound, f" ({ray_workers} Ray actors)" if pool is not None else "")
     return TwoPartyHandle(server, service, host, bound)
 
 

@@ -31,3 +31,22 @@ def test_serve_with_ray_and_predict(tmp_path: Path, relu_net, digits):
     assert report["items"] == 10
     out = np.load(tmp_path / "out.npy")
     assert (out.argmax(1) == heinfer.infer(relu_net, x).outputs.argmax(1)).all()
+
+
+def test_serve_a_two_party_program_with_ray_and_predict(tmp_path: Path, digits):
+    """A two-party program on Ray (whole sessions per actor) through the command line."""
+    prog = heinfer.compile(Path(__file__).resolve().parents[3] / "models" / "cryptonets_relu.onnx", mode="latency",
+                           protocol="two-party", calibration=digits[0][:64])
+    (tmp_path / "tp.hep").write_bytes(prog.to_bytes())
+    (tmp_path / "tp.public.hep").write_bytes(prog.public().to_bytes())
+    x = digits[0][:2]
+    np.save(tmp_path / "x.npy", x)
+    with ServerProcess(str(tmp_path / "tp.hep"), "--ray", "--ray-workers", "1", "--json", startup_timeout=120) as server:
+        ok = run_cli(
+            "predict", "--server", server.address, "--model", str(tmp_path / "tp.public.hep"),
+            str(tmp_path / "x.npy"), "-o", str(tmp_path / "out.npy"), "--timeout", "120", "--json", timeout=180,
+        )
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(timeout=60) == 0
+    assert ok.returncode == 0, ok.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), heinfer.infer(prog, x).outputs)
