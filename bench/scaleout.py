@@ -37,7 +37,9 @@ query of MiniONN's CIFAR network (client-aided) in-process, on one Ray worker, a
 workers that split each layer by groups of output ciphertexts (``split="channels"``), in
 interleaved rounds; ``speedup_2`` there = one worker's time / two workers'. Then the same
 query on two workers holding a block of the layers each (``split="layers"``), with each
-worker's peak resident memory under both plans. The last line is one JSON object.
+worker's peak resident memory under both plans. **Two-party** (``two_party``): GAZELLE's
+service with its sessions on one and on two actors, two clients querying at once. The last
+line is one JSON object.
 """
 
 from __future__ import annotations
@@ -91,6 +93,41 @@ def one_query(ex, params, inputs: list, keys: tuple = (None, None)) -> list[byte
             batch = _native.CiphertextBatch.from_bytes(params, data, len(data), 1 << 20)
             outs.append(ex.run(k, batch, *keys).to_bytes(frame=frame))
     return outs
+
+
+def two_party_sessions(rounds: int, queries: int = 6) -> dict:
+    """GAZELLE's two-party service (network C: CryptoNets-ReLU, latency mode) over gRPC on
+    127.0.0.1 with its sessions on Ray actors (whole sessions per actor): two clients at once,
+    ``queries`` one-image queries each, against one and two actors; rounds interleaved,
+    medians. Ray must be running with two free logical CPUs."""
+    from heinfer.serve.two_party import connect_two_party, serve_two_party
+
+    d = np.load(os.path.join(ROOT, "models", "digits_test.npz"))
+    prog = heinfer.compile(os.path.join(ROOT, "models", "cryptonets_relu.onnx"), mode="latency", protocol="two-party",
+                           calibration=d["x"][100:164])
+    x = d["x"][:queries]
+    runs: dict = {1: [], 2: []}
+    for r in range(rounds):
+        for workers in (1, 2) if r % 2 == 0 else (2, 1):
+            with serve_two_party(prog, backend="ray", ray_workers=workers) as handle:
+                conns = [connect_two_party(handle.address, prog.public()) for _ in range(2)]
+                try:
+                    t0 = time.perf_counter()
+                    ts = [threading.Thread(target=lambda c=c: [c.infer(x[i : i + 1]) for i in range(queries)]) for c in conns]
+                    for t in ts:
+                        t.start()
+                    for t in ts:
+                        t.join()
+                    runs[workers].append(time.perf_counter() - t0)
+                finally:
+                    for c in conns:
+                        c.close()
+                assert handle.service.errors == 0
+    ips = {w: 2 * queries / statistics.median(v) for w, v in runs.items()}
+    speedup = statistics.median(a / b for a, b in zip(runs[1], runs[2]))
+    print(f"two-party service (network C, latency mode), 2 clients × {queries} queries at once: 1 actor "
+          f"{ips[1]:.1f} images/s, 2 actors {ips[2]:.1f} images/s: {speedup:.2f}× ({rounds} rounds)")
+    return {"network": "cryptonets_relu", "images_s": {"1": round(ips[1], 2), "2": round(ips[2], 2)}, "speedup_2": round(speedup, 3)}
 
 
 def latency_split(rounds: int) -> dict:
@@ -275,7 +312,7 @@ def main() -> None:
     ap.add_argument("--frontend-cores", type=int, default=16)
     ap.add_argument("--submit", type=int, default=1, help="front-end threads per worker, ×2 (queries in flight)")
     ap.add_argument("--plot", default=os.path.join(ROOT, "bench", "figures", "scaleout.png"))
-    ap.add_argument("--no-latency", action="store_true", help="skip the latency-mode split (MiniONN CIFAR)")
+    ap.add_argument("--no-latency", action="store_true", help="skip the latency-mode split (MiniONN CIFAR) and the two-party sessions")
     args = ap.parse_args()
     rounds = args.rounds or (3 if args.quick else 7)
     queries = args.queries or (4 if args.quick else 8)
@@ -349,6 +386,7 @@ def main() -> None:
         fault_s = time.perf_counter() - t0
         faults.close()
         latency = latency_split(5 if args.quick else 9) if not args.no_latency else None
+        two_party = two_party_sessions(3 if args.quick else 5) if not args.no_latency else None
     finally:
         if owned:
             release_ray()
@@ -409,6 +447,7 @@ def main() -> None:
         "fault_reruns": reruns,
         "projection": {str(n): round(proj[n]["images_s"]) for n in NODES},
         "latency": latency,
+        "two_party": two_party,
     }))
 
 
