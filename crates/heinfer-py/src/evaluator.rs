@@ -3,7 +3,7 @@
 
 use crate::objects::{Ciphertext, ExtendedCiphertext, GaloisKeys, Plaintext, RelinKey};
 use crate::params::Params;
-use crate::pool::run;
+use crate::pool::{run, run_sized};
 use heinfer_ckks as ckks;
 use heinfer_ckks::CkksParams;
 use pyo3::prelude::*;
@@ -45,6 +45,33 @@ impl Evaluator {
     ) -> PyResult<()> {
         run(py, op, || f(&self.inner))
     }
+    /// [`Self::ct`] for an element-wise op on `ct`'s words: a small one runs on the calling
+    /// thread ([`run_sized`]).
+    fn ct_small(
+        &self,
+        py: Python<'_>,
+        op: &'static str,
+        on: &ckks::Ciphertext,
+        f: impl FnOnce(&ckks::Evaluator) -> ckks::Result<ckks::Ciphertext> + Send,
+    ) -> PyResult<Ciphertext> {
+        let inner = run_sized(py, op, words(on, &self.params), || f(&self.inner))?;
+        Ok(Ciphertext::wrap(inner, &self.params))
+    }
+    /// [`Self::assign`] for an element-wise op on `words` residue words.
+    fn assign_small(
+        &self,
+        py: Python<'_>,
+        op: &'static str,
+        words: usize,
+        f: impl FnOnce(&ckks::Evaluator) -> ckks::Result<()> + Send,
+    ) -> PyResult<()> {
+        run_sized(py, op, words, || f(&self.inner))
+    }
+}
+
+/// Residue words of `ct`: `N` × limbs × polynomials.
+fn words(ct: &ckks::Ciphertext, params: &CkksParams) -> usize {
+    params.n() * (ct.level() + 1) * ct.size()
 }
 
 #[pymethods]
@@ -58,7 +85,7 @@ impl Evaluator {
     }
 
     fn add(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.add", |e| e.add(&a.inner, &b.inner))
+        self.ct_small(py, "Evaluator.add", &a.inner, |e| e.add(&a.inner, &b.inner))
     }
     fn add_assign(
         &self,
@@ -66,11 +93,12 @@ impl Evaluator {
         mut a: PyRefMut<'_, Ciphertext>,
         b: &Ciphertext,
     ) -> PyResult<()> {
+        let w = words(&a.inner, &self.params);
         let a = &mut a.inner;
-        self.assign(py, "Evaluator.add_assign", |e| e.add_assign(a, &b.inner))
+        self.assign_small(py, "Evaluator.add_assign", w, |e| e.add_assign(a, &b.inner))
     }
     fn sub(&self, py: Python<'_>, a: &Ciphertext, b: &Ciphertext) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.sub", |e| e.sub(&a.inner, &b.inner))
+        self.ct_small(py, "Evaluator.sub", &a.inner, |e| e.sub(&a.inner, &b.inner))
     }
     fn sub_assign(
         &self,
@@ -78,18 +106,20 @@ impl Evaluator {
         mut a: PyRefMut<'_, Ciphertext>,
         b: &Ciphertext,
     ) -> PyResult<()> {
+        let w = words(&a.inner, &self.params);
         let a = &mut a.inner;
-        self.assign(py, "Evaluator.sub_assign", |e| e.sub_assign(a, &b.inner))
+        self.assign_small(py, "Evaluator.sub_assign", w, |e| e.sub_assign(a, &b.inner))
     }
     fn neg(&self, py: Python<'_>, a: &Ciphertext) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.neg", |e| e.neg(&a.inner))
+        self.ct_small(py, "Evaluator.neg", &a.inner, |e| e.neg(&a.inner))
     }
     fn neg_assign(&self, py: Python<'_>, mut a: PyRefMut<'_, Ciphertext>) -> PyResult<()> {
+        let w = words(&a.inner, &self.params);
         let a = &mut a.inner;
-        self.assign(py, "Evaluator.neg_assign", |e| e.neg_assign(a))
+        self.assign_small(py, "Evaluator.neg_assign", w, |e| e.neg_assign(a))
     }
     fn add_plain(&self, py: Python<'_>, ct: &Ciphertext, pt: &Plaintext) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.add_plain", |e| {
+        self.ct_small(py, "Evaluator.add_plain", &ct.inner, |e| {
             e.add_plain(&ct.inner, &pt.inner)
         })
     }
@@ -99,18 +129,19 @@ impl Evaluator {
         mut ct: PyRefMut<'_, Ciphertext>,
         pt: &Plaintext,
     ) -> PyResult<()> {
+        let w = words(&ct.inner, &self.params);
         let ct = &mut ct.inner;
-        self.assign(py, "Evaluator.add_plain_assign", |e| {
+        self.assign_small(py, "Evaluator.add_plain_assign", w, |e| {
             e.add_plain_assign(ct, &pt.inner)
         })
     }
     fn sub_plain(&self, py: Python<'_>, ct: &Ciphertext, pt: &Plaintext) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.sub_plain", |e| {
+        self.ct_small(py, "Evaluator.sub_plain", &ct.inner, |e| {
             e.sub_plain(&ct.inner, &pt.inner)
         })
     }
     fn mul_plain(&self, py: Python<'_>, ct: &Ciphertext, pt: &Plaintext) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.mul_plain", |e| {
+        self.ct_small(py, "Evaluator.mul_plain", &ct.inner, |e| {
             e.mul_plain(&ct.inner, &pt.inner)
         })
     }
@@ -120,8 +151,9 @@ impl Evaluator {
         mut ct: PyRefMut<'_, Ciphertext>,
         pt: &Plaintext,
     ) -> PyResult<()> {
+        let w = words(&ct.inner, &self.params);
         let ct = &mut ct.inner;
-        self.assign(py, "Evaluator.mul_plain_assign", |e| {
+        self.assign_small(py, "Evaluator.mul_plain_assign", w, |e| {
             e.mul_plain_assign(ct, &pt.inner)
         })
     }
@@ -132,7 +164,7 @@ impl Evaluator {
         c: f64,
         scale: f64,
     ) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.mul_const", |e| {
+        self.ct_small(py, "Evaluator.mul_const", &ct.inner, |e| {
             e.mul_const(&ct.inner, c, scale)
         })
     }
@@ -143,8 +175,9 @@ impl Evaluator {
         c: f64,
         scale: f64,
     ) -> PyResult<()> {
+        let w = words(&ct.inner, &self.params);
         let ct = &mut ct.inner;
-        self.assign(py, "Evaluator.mul_const_assign", |e| {
+        self.assign_small(py, "Evaluator.mul_const_assign", w, |e| {
             e.mul_const_assign(ct, c, scale)
         })
     }
@@ -156,12 +189,14 @@ impl Evaluator {
         im: f64,
         scale: f64,
     ) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.mul_const_complex", |e| {
+        self.ct_small(py, "Evaluator.mul_const_complex", &ct.inner, |e| {
             e.mul_const_complex(&ct.inner, re, im, scale)
         })
     }
     fn add_const(&self, py: Python<'_>, ct: &Ciphertext, c: f64) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.add_const", |e| e.add_const(&ct.inner, c))
+        self.ct_small(py, "Evaluator.add_const", &ct.inner, |e| {
+            e.add_const(&ct.inner, c)
+        })
     }
     fn add_const_complex(
         &self,
@@ -170,7 +205,7 @@ impl Evaluator {
         re: f64,
         im: f64,
     ) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.add_const_complex", |e| {
+        self.ct_small(py, "Evaluator.add_const_complex", &ct.inner, |e| {
             e.add_const_complex(&ct.inner, re, im)
         })
     }
@@ -208,11 +243,12 @@ impl Evaluator {
         })
     }
     fn rescale(&self, py: Python<'_>, ct: &Ciphertext) -> PyResult<Ciphertext> {
-        self.ct(py, "Evaluator.rescale", |e| e.rescale(&ct.inner))
+        self.ct_small(py, "Evaluator.rescale", &ct.inner, |e| e.rescale(&ct.inner))
     }
     fn rescale_assign(&self, py: Python<'_>, mut ct: PyRefMut<'_, Ciphertext>) -> PyResult<()> {
+        let w = words(&ct.inner, &self.params);
         let ct = &mut ct.inner;
-        self.assign(py, "Evaluator.rescale_assign", |e| e.rescale_assign(ct))
+        self.assign_small(py, "Evaluator.rescale_assign", w, |e| e.rescale_assign(ct))
     }
     fn drop_level(&self, py: Python<'_>, ct: &Ciphertext, levels: usize) -> PyResult<Ciphertext> {
         self.ct(py, "Evaluator.drop_level", |e| {

@@ -10,7 +10,10 @@
 //! thread there is nothing to hand over, so each calling thread runs its calls itself, on a
 //! one-thread pool whose only worker is that thread ([`local`], rayon's
 //! `use_current_thread`): the same work, in the same order. Those calls take [`ONE`] first,
-//! so calls from several Python threads still run one at a time, as on the one worker.
+//! so calls from several Python threads still run one at a time, as on the one worker. With
+//! several threads, element-wise calls on fewer than [`INLINE_WORDS`] residue words
+//! (additions, plaintext and constant products, rescales at small rings) also run on their
+//! calling thread's own pool ([`run_sized`]): the hand-over would cost more than they take.
 
 use crate::errors;
 use pyo3::exceptions::PyValueError;
@@ -85,6 +88,39 @@ fn pool_for_call() -> PyResult<(Arc<ThreadPool>, bool)> {
         }
     }
     Ok((pool, false))
+}
+
+/// Residue words (`N` × limbs × polynomials) below which an element-wise call runs on its
+/// calling thread even when the pool has several threads ([`run_sized`]). Handing a call to a
+/// pool worker and waiting for it costs 15–50 µs (more when the worker has parked between
+/// calls); an addition of 2^16 words takes about that long on one core, so below it the
+/// hand-over costs more than the second thread saves (measured: CryptoNets-ReLU in latency
+/// mode, N = 2^12 with two primes, ran its segments in 4.0 ms on two threads and 3.2 ms on
+/// one).
+pub const INLINE_WORDS: usize = 1 << 16;
+
+/// [`run`] for an element-wise call touching `words` residue words: below [`INLINE_WORDS`]
+/// it runs on the caller's own one-thread pool (no hand-over), whatever the pool's size.
+pub fn run_sized<T, F>(py: Python<'_>, op: &str, words: usize, f: F) -> PyResult<T>
+where
+    F: FnOnce() -> heinfer_ckks::Result<T> + Send,
+    T: Send,
+{
+    let pool = current()?;
+    if words >= INLINE_WORDS
+        || pool.current_num_threads() == 1
+        || pool.current_thread_index().is_some()
+    {
+        return run(py, op, f);
+    }
+    let Some(own) = local() else {
+        return run(py, op, f);
+    };
+    let caught = py.detach(move || catch_unwind(AssertUnwindSafe(|| own.install(f))));
+    match caught {
+        Ok(r) => r.map_err(errors::to_py),
+        Err(payload) => Err(errors::panic_to_py(op, payload)),
+    }
 }
 
 /// Runs `f` on the pool with the GIL released and maps its error onto a Python exception.
