@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from heinfer import _native
-from heinfer.cluster.local import ensure_ray, release_ray, require_ray
+from heinfer.cluster.local import ensure_ray, kill_quietly, release_ray, require_ray
 from heinfer.cluster.plan import NetworkModel, ShardPlan, prepared_bytes, shard_plan, single_linear, split_outputs
 from heinfer.cluster.wire import JoinedBatch, batch_count, join_batches
 from heinfer.cluster.worker import ShardWorker
@@ -208,10 +208,7 @@ class RayExecutor:
             return
         self._closed = True
         for a in getattr(self, "_actors", []):
-            try:
-                self._ray.kill(a)
-            except Exception:  # noqa: BLE001, S110 - already gone
-                pass
+            kill_quietly(self._ray, a)
         if getattr(self, "_owns_ray", False):
             release_ray()
 
@@ -355,10 +352,7 @@ class RayExecutor:
         with self._lock:
             if self._closed or self._actors[i] is not dead:
                 return
-            try:
-                self._ray.kill(dead)
-            except Exception:  # noqa: BLE001, S110 - already gone
-                pass
+            kill_quietly(self._ray, dead)
             fresh = self._spawn(i)
             self._actors[i] = fresh
             self._has_keys[i] = set()

@@ -83,6 +83,14 @@ def ensure_ray(address: str | None, workers: int) -> bool:
         return True
 
 
+def kill_quietly(ray: Any, actor: Any) -> None:
+    """Kills a Ray actor; one that is already gone is fine."""
+    try:
+        ray.kill(actor)
+    except Exception:  # noqa: BLE001, S110 - already gone
+        pass
+
+
 def release_ray() -> None:
     """Undoes one :func:`ensure_ray` that returned ``True``: the last one shuts Ray down in
     this process (a local cluster stops; a joined cluster keeps running)."""

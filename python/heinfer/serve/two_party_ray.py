@@ -23,7 +23,7 @@ import threading
 from typing import Any
 
 from heinfer import _native
-from heinfer.cluster.local import ensure_ray, release_ray, require_ray
+from heinfer.cluster.local import ensure_ray, kill_quietly, release_ray, require_ray
 from heinfer.errors import ClusterError, HeinferError, ProtocolError
 from heinfer.program.format import load
 from heinfer.program.two_party import TwoPartyProgram
@@ -160,10 +160,7 @@ class RayTwoParty:
             return
         self._closed = True
         for a in getattr(self, "_actors", []):
-            try:
-                self._ray.kill(a)
-            except Exception:  # noqa: BLE001, S110 - already gone
-                pass
+            kill_quietly(self._ray, a)
         if getattr(self, "_owns", False):
             release_ray()
 
@@ -197,10 +194,7 @@ class RayTwoParty:
         with self._lock:
             if self._closed or self._actors[i] is not dead:
                 return
-            try:
-                self._ray.kill(dead)
-            except Exception:  # noqa: BLE001, S110 - already gone
-                pass
+            kill_quietly(self._ray, dead)
             self._actors[i] = self._cls.remote(self._ref, self._threads, self._max_memory)
             self._open[i] = 0
 

@@ -32,6 +32,18 @@ def latency_net() -> Program:
     )
 
 
+@pytest.fixture(scope="module")
+def cluster():
+    """A local Ray with two CPUs on 127.0.0.1, for the whole module (skipped without Ray)."""
+    pytest.importorskip("ray")
+    from heinfer.cluster.local import ensure_ray, release_ray
+
+    owned = ensure_ray(None, 2)
+    yield
+    if owned:
+        release_ray()
+
+
 def as_batch(program: Program, data: bytes) -> _native.CiphertextBatch:
     """Decodes serialized ciphertexts of ``program``."""
     from heinfer.runtime.executor import native_params

@@ -25,16 +25,7 @@ from heinfer.protocol.trace import segment_inputs
 ray = pytest.importorskip("ray")
 
 from heinfer.cluster import RayExecutor
-from heinfer.cluster.local import LOOPBACK, ensure_ray, release_ray
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """A local Ray with two CPUs on 127.0.0.1, for the whole module."""
-    owned = ensure_ray(None, 2)
-    yield
-    if owned:
-        release_ray()
+from heinfer.cluster.local import LOOPBACK
 
 
 def test_the_local_cluster_is_on_loopback_only(cluster):

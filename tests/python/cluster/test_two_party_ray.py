@@ -45,19 +45,6 @@ def test_a_worker_hosts_whole_sessions_and_refuses_unknown_ones(prog) -> None:
         TwoPartySessions(prog.public().to_bytes())
 
 
-ray = pytest.importorskip("ray")
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    from heinfer.cluster.local import ensure_ray, release_ray
-
-    owned = ensure_ray(None, 2)
-    yield
-    if owned:
-        release_ray()
-
-
 def _wait_for(f, want, seconds: float = 20.0):
     deadline = time.monotonic() + seconds
     while (got := f()) != want and time.monotonic() < deadline:
