@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from heinfer import _native
-from heinfer.cluster.local import ensure_ray, kill_quietly, release_ray, require_ray
+from heinfer.cluster.local import ensure_ray, kill_quietly, require_ray, stop_actors
 from heinfer.cluster.plan import NetworkModel, ShardPlan, prepared_bytes, shard_plan, single_linear, split_outputs
 from heinfer.cluster.wire import JoinedBatch, batch_count, join_batches
 from heinfer.cluster.worker import ShardWorker
@@ -207,10 +207,7 @@ class RayExecutor:
         if self._closed:
             return
         self._closed = True
-        for a in getattr(self, "_actors", []):
-            kill_quietly(self._ray, a)
-        if getattr(self, "_owns_ray", False):
-            release_ray()
+        stop_actors(self._ray, getattr(self, "_actors", []), getattr(self, "_owns_ray", False))
 
     def __enter__(self) -> RayExecutor:  # noqa: PYI034
         return self

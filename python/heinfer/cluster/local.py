@@ -91,6 +91,15 @@ def kill_quietly(ray: Any, actor: Any) -> None:
         pass
 
 
+def stop_actors(ray: Any, actors: list, owned: bool) -> None:
+    """Kills ``actors`` and, when ``owned`` (this backend's :func:`ensure_ray` started or joined
+    Ray), releases it with :func:`release_ray`."""
+    for a in actors:
+        kill_quietly(ray, a)
+    if owned:
+        release_ray()
+
+
 def release_ray() -> None:
     """Undoes one :func:`ensure_ray` that returned ``True``: the last one shuts Ray down in
     this process (a local cluster stops; a joined cluster keeps running)."""

@@ -23,7 +23,7 @@ import threading
 from typing import Any
 
 from heinfer import _native
-from heinfer.cluster.local import ensure_ray, kill_quietly, release_ray, require_ray
+from heinfer.cluster.local import ensure_ray, kill_quietly, require_ray, stop_actors
 from heinfer.errors import ClusterError, HeinferError, ProtocolError
 from heinfer.program.format import load
 from heinfer.program.two_party import TwoPartyProgram
@@ -159,10 +159,7 @@ class RayTwoParty:
         if self._closed:
             return
         self._closed = True
-        for a in getattr(self, "_actors", []):
-            kill_quietly(self._ray, a)
-        if getattr(self, "_owns", False):
-            release_ray()
+        stop_actors(self._ray, getattr(self, "_actors", []), getattr(self, "_owns", False))
 
     def _settle(self, i: int) -> None:
         with self._lock:
