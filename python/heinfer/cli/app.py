@@ -286,8 +286,15 @@ def _two_party_summary(program: Any, output: str, public_path: str, data: bytes,
     type=click.IntRange(1, 4096),
     help="Also show how `heinfer serve --ray` would shard a server's program on this many workers.",
 )
+@click.option(
+    "--ray-split",
+    type=click.Choice(["auto", "queries", "rows", "channels", "layers"]),
+    default="auto",
+    show_default=True,
+    help="With --ray-workers: the split to show (as `heinfer serve --ray-split`).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def inspect_cmd(program: str, ray_workers: int | None, as_json: bool) -> None:
+def inspect_cmd(program: str, ray_workers: int | None, ray_split: str, as_json: bool) -> None:
     """Shows a compiled PROGRAM: parameters, levels, client steps, plan, keys and sizes."""
     from heinfer.cli.describe import describe, render
 
@@ -305,7 +312,7 @@ def inspect_cmd(program: str, ray_workers: int | None, as_json: bool) -> None:
         }
         click.echo(to_json(desc2) if as_json else "\n".join(f"{k}: {v}" for k, v in desc2.items()))
         return
-    desc = describe(prog, size_bytes=os.path.getsize(program), ray_workers=ray_workers)
+    desc = describe(prog, size_bytes=os.path.getsize(program), ray_workers=ray_workers, ray_split=ray_split)
     if as_json:
         click.echo(to_json(desc))
         return

@@ -140,11 +140,11 @@ def _step(i: int, st: Any) -> dict:
     }
 
 
-def describe(program: PublicProgram, size_bytes: int | None = None, ray_workers: int | None = None) -> dict:
+def describe(program: PublicProgram, size_bytes: int | None = None, ray_workers: int | None = None, ray_split: str = "auto") -> dict:
     """Everything ``heinfer inspect`` reports about ``program`` (either kind, either mode),
     as a JSON-ready dict. A full program adds ``plan``: the text of :func:`heinfer.explain`,
     and with ``ray_workers`` ``shards``: its shard plan on that many Ray workers
-    (:func:`heinfer.cluster.shard_plan`, split ``auto``)."""
+    (:func:`heinfer.cluster.shard_plan` with ``ray_split``, default ``auto``)."""
     from heinfer.protocol.limits import message_limits
 
     params, raw = _params(program)
@@ -180,12 +180,13 @@ def describe(program: PublicProgram, size_bytes: int | None = None, ray_workers:
     if full and ray_workers:
         from heinfer.cluster import shard_plan
 
-        sp = shard_plan(program, ray_workers)
+        sp = shard_plan(program, ray_workers, ray_split)
         desc["shards"] = {
             "workers": ray_workers,
+            "split": ray_split,
             "network": {"bandwidth_bytes_s": sp.network.bandwidth, "latency_s": sp.network.latency},
             "segments": [
-                {"segment": s.segment, "how": s.how, "output_groups": [list(g) for g in s.groups], "why": s.why}
+                {"segment": s.segment, "how": s.how, "output_groups": [list(g) for g in s.groups], "worker": s.worker, "why": s.why}
                 for s in sp.segments
             ],
             "text": sp.describe(),

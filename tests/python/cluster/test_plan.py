@@ -167,6 +167,12 @@ def test_inspect_shows_the_shard_plan(tmp_path, relu_net):
 
     shards = json.loads(r.stdout)["shards"]
     assert shards["workers"] == 3 and len(shards["segments"]) == 3
+    r = CliRunner().invoke(cli, ["inspect", str(path), "--ray-workers", "2", "--ray-split", "layers", "--json"])
+    assert r.exit_code == 0, r.output
+    tiles = json.loads(r.stdout)["shards"]
+    assert tiles["split"] == "layers" and {s["worker"] for s in tiles["segments"]} == {0, 1}
+    r = CliRunner().invoke(cli, ["inspect", str(path), "--ray-workers", "2", "--ray-split", "channels"])
+    assert r.exit_code == 2 and "split='rows'" in r.output  # no latency-mode segment to split
 
 
 @pytest.mark.parametrize("split,named", [("giant-steps", "giant steps")])
