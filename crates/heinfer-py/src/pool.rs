@@ -79,12 +79,15 @@ fn local() -> Option<Arc<ThreadPool>> {
 /// time, whichever Python thread makes it.
 static ONE: Mutex<()> = Mutex::new(());
 
-/// The pool `f` runs on, and whether it is the caller's own ([`local`]: with one thread).
-fn pool_for_call() -> PyResult<(Arc<ThreadPool>, bool)> {
+/// The pool a call touching `words` residue words runs on, and whether it must take [`ONE`]:
+/// the caller's own one-thread pool ([`local`]) with one engine thread (taking [`ONE`]) or,
+/// with several, for an element-wise call under [`INLINE_WORDS`]; the shared pool otherwise.
+fn pool_for_call(words: usize) -> PyResult<(Arc<ThreadPool>, bool)> {
     let pool = current()?;
-    if pool.current_num_threads() == 1 && pool.current_thread_index().is_none() {
+    let single = pool.current_num_threads() == 1;
+    if pool.current_thread_index().is_none() && (single || words < INLINE_WORDS) {
         if let Some(own) = local() {
-            return Ok((own, true));
+            return Ok((own, single));
         }
     }
     Ok((pool, false))
@@ -99,30 +102,6 @@ fn pool_for_call() -> PyResult<(Arc<ThreadPool>, bool)> {
 /// one).
 pub const INLINE_WORDS: usize = 1 << 16;
 
-/// [`run`] for an element-wise call touching `words` residue words: below [`INLINE_WORDS`]
-/// it runs on the caller's own one-thread pool (no hand-over), whatever the pool's size.
-pub fn run_sized<T, F>(py: Python<'_>, op: &str, words: usize, f: F) -> PyResult<T>
-where
-    F: FnOnce() -> heinfer_ckks::Result<T> + Send,
-    T: Send,
-{
-    let pool = current()?;
-    if words >= INLINE_WORDS
-        || pool.current_num_threads() == 1
-        || pool.current_thread_index().is_some()
-    {
-        return run(py, op, f);
-    }
-    let Some(own) = local() else {
-        return run(py, op, f);
-    };
-    let caught = py.detach(move || catch_unwind(AssertUnwindSafe(|| own.install(f))));
-    match caught {
-        Ok(r) => r.map_err(errors::to_py),
-        Err(payload) => Err(errors::panic_to_py(op, payload)),
-    }
-}
-
 /// Runs `f` on the pool with the GIL released and maps its error onto a Python exception.
 ///
 /// A panic anywhere in `f` — on this thread or on a pool worker, which rayon propagates to
@@ -133,7 +112,17 @@ where
     F: FnOnce() -> heinfer_ckks::Result<T> + Send,
     T: Send,
 {
-    run_with(py, op, f, errors::to_py)
+    run_on(py, op, usize::MAX, f, errors::to_py)
+}
+
+/// [`run`] for an element-wise call touching `words` residue words: below [`INLINE_WORDS`]
+/// it runs on the caller's own one-thread pool (no hand-over), whatever the pool's size.
+pub fn run_sized<T, F>(py: Python<'_>, op: &str, words: usize, f: F) -> PyResult<T>
+where
+    F: FnOnce() -> heinfer_ckks::Result<T> + Send,
+    T: Send,
+{
+    run_on(py, op, words, f, errors::to_py)
 }
 
 /// [`run`] for any error type, mapped onto Python by `map`.
@@ -148,10 +137,26 @@ where
     T: Send,
     E: Send,
 {
-    let (pool, own) = pool_for_call()?;
+    run_on(py, op, usize::MAX, f, map)
+}
+
+/// The one body of [`run`], [`run_sized`] and [`run_with`].
+fn run_on<T, E, F>(
+    py: Python<'_>,
+    op: &str,
+    words: usize,
+    f: F,
+    map: impl FnOnce(E) -> PyErr,
+) -> PyResult<T>
+where
+    F: FnOnce() -> Result<T, E> + Send,
+    T: Send,
+    E: Send,
+{
+    let (pool, one) = pool_for_call(words)?;
     let caught = py.detach(move || {
         // a panic is caught below, so the guard is never poisoned by this call's work
-        let _one = own.then(|| ONE.lock().unwrap_or_else(|e| e.into_inner()));
+        let _one = one.then(|| ONE.lock().unwrap_or_else(|e| e.into_inner()));
         catch_unwind(AssertUnwindSafe(|| pool.install(f)))
     });
     match caught {
