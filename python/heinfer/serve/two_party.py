@@ -22,7 +22,6 @@ import queue
 import threading
 import time
 from collections import Counter
-from typing import Any
 from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
 
@@ -138,7 +137,7 @@ class TwoPartyService:
     (``DEADLINE_EXCEEDED``), so idle clients cannot hold the server's threads."""
 
     def __init__(self, program: TwoPartyProgram, token: str | None = None, max_memory: int | None = None,
-                 limits: Limits | None = None, backend: Any = None) -> None:
+                 limits: Limits | None = None, backend: RayTwoParty | None = None) -> None:
         if program.is_public:
             raise ProtocolError("the server needs the program with its weights")
         self.program = program
