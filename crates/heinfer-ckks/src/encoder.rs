@@ -19,12 +19,14 @@ use crate::params::CkksParams;
 use crate::poly::RnsPoly;
 use num_complex::Complex64;
 use rayon::prelude::*;
+use std::sync::Arc;
 
 /// Encodes and decodes vectors of up to `N/2` complex values.
 pub struct Encoder {
     params: CkksParams,
-    /// The special FFT of the embedding (vectorized, [`crate::fft`]).
-    fft: SpecialFft,
+    /// The special FFT of the embedding (vectorized, [`crate::fft`]; shared by every encoder
+    /// of the same parameters).
+    fft: Arc<SpecialFft>,
 }
 
 impl Encoder {
@@ -32,7 +34,7 @@ impl Encoder {
     pub fn new(params: &CkksParams) -> Self {
         Self {
             params: params.clone(),
-            fft: SpecialFft::new(params.n()),
+            fft: params.special_fft(),
         }
     }
 
