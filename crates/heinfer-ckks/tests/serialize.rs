@@ -106,6 +106,29 @@ fn fresh_galois_keys_bytes_are_galois_keys_to_bytes_of_fresh_keys() {
     assert_eq!(galois_keys_from_bytes(p, &none, MAX).unwrap().len(), 0);
 }
 
+#[test]
+fn galois_key_sets_have_one_encoding() {
+    // keys listed by increasing Galois element: swapped or repeated records are refused, not
+    // re-ordered (a decoder that accepted them would make two byte strings for one key set)
+    let f = fx();
+    let p = &f.params;
+    let bytes = galois_keys_to_bytes(p, &f.gks).unwrap();
+    let n = f.gks.len();
+    assert!(n >= 2);
+    let one = (bytes.len() - 20) / n;
+    let (head, body) = bytes.split_at(20);
+    let mut swapped = head.to_vec();
+    swapped.extend_from_slice(&body[one..2 * one]);
+    swapped.extend_from_slice(&body[..one]);
+    swapped.extend_from_slice(&body[2 * one..]);
+    expect_deserialize(galois_keys_from_bytes(p, &swapped, MAX), "out of order");
+    let mut repeated = head.to_vec();
+    repeated.extend_from_slice(&body[..one]);
+    repeated.extend_from_slice(&body[..one]);
+    repeated.extend_from_slice(&body[2 * one..]);
+    expect_deserialize(galois_keys_from_bytes(p, &repeated, MAX), "duplicate");
+}
+
 fn expect_deserialize_error<T: std::fmt::Debug>(r: Result<T>, label: &str) {
     match r {
         Err(CkksError::Deserialize { .. }) => {}

@@ -651,14 +651,23 @@ pub fn galois_keys_from_bytes(
             })
             .collect::<Result<_>>()?
     };
+    // one encoding per key set: every writer lists the keys by increasing Galois element, so
+    // anything else (a duplicate, or keys out of order) is refused rather than re-ordered
     let mut keys = GaloisKeys::new();
+    let mut last = 0u64;
     for k in parsed {
-        if keys.get(k.galois_element).is_some() {
+        if k.galois_element <= last {
+            let what = if k.galois_element == last {
+                "duplicate key for"
+            } else {
+                "keys out of order at"
+            };
             return Err(r.err(format!(
-                "duplicate key for Galois element {}",
+                "{what} Galois element {} (after {last})",
                 k.galois_element
             )));
         }
+        last = k.galois_element;
         keys.insert(k);
     }
     Ok(keys)
