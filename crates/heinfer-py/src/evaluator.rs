@@ -399,4 +399,68 @@ impl Evaluator {
             e.dot_plain_extended(&x, &p)
         })
     }
+    /// One sum per group over the shared ciphertexts ``xs``: output ``g`` is
+    /// ``Σ_t xs[terms[g][t]] · pts[g][t]``, every group in one pass over the ciphertexts'
+    /// columns (bit-identical to one ``dot_plain`` per group).
+    fn dot_plain_groups(
+        &self,
+        py: Python<'_>,
+        xs: Vec<PyRef<'_, Ciphertext>>,
+        terms: Vec<Vec<usize>>,
+        pts: Vec<Vec<PyRef<'_, Plaintext>>>,
+    ) -> PyResult<Vec<Ciphertext>> {
+        let x: Vec<&ckks::Ciphertext> = xs.iter().map(|c| &c.inner).collect();
+        let p: Vec<Vec<&ckks::Plaintext>> = pts
+            .iter()
+            .map(|g| g.iter().map(|p| &p.inner).collect())
+            .collect();
+        let groups = groups_of(&terms, &p)?;
+        let v = run(py, "Evaluator.dot_plain_groups", || {
+            self.inner.dot_plain_groups(&x, &groups)
+        })?;
+        Ok(v.into_iter()
+            .map(|c| Ciphertext::wrap(c, &self.params))
+            .collect())
+    }
+    /// ``dot_plain_groups`` over extended ciphertexts and extended plaintexts: each group's
+    /// sum in ``Q_ℓ ∪ P``, then one ModDown per group (as ``dot_plain_extended``).
+    fn dot_plain_extended_groups(
+        &self,
+        py: Python<'_>,
+        xs: Vec<PyRef<'_, ExtendedCiphertext>>,
+        terms: Vec<Vec<usize>>,
+        pts: Vec<Vec<PyRef<'_, Plaintext>>>,
+    ) -> PyResult<Vec<Ciphertext>> {
+        let x: Vec<&ckks::ExtendedCiphertext> = xs.iter().map(|c| &c.inner).collect();
+        let p: Vec<Vec<&ckks::Plaintext>> = pts
+            .iter()
+            .map(|g| g.iter().map(|p| &p.inner).collect())
+            .collect();
+        let groups = groups_of(&terms, &p)?;
+        let v = run(py, "Evaluator.dot_plain_extended_groups", || {
+            self.inner.dot_plain_extended_groups(&x, &groups)
+        })?;
+        Ok(v.into_iter()
+            .map(|c| Ciphertext::wrap(c, &self.params))
+            .collect())
+    }
+}
+
+/// `(terms, plaintexts)` of each group, refusing lists of different lengths.
+fn groups_of<'a>(
+    terms: &'a [Vec<usize>],
+    pts: &'a [Vec<&'a ckks::Plaintext>],
+) -> PyResult<Vec<(&'a [usize], &'a [&'a ckks::Plaintext])>> {
+    if terms.len() != pts.len() {
+        return Err(crate::errors::OperandError::new_err(format!(
+            "{} groups of terms but {} groups of plaintexts",
+            terms.len(),
+            pts.len()
+        )));
+    }
+    Ok(terms
+        .iter()
+        .zip(pts)
+        .map(|(t, p)| (t.as_slice(), p.as_slice()))
+        .collect())
 }

@@ -13,6 +13,8 @@ step comes back to ``Q`` at once and the plaintexts carry no special primes.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from heinfer import _native
@@ -21,11 +23,16 @@ from heinfer.program.model import Segment
 from heinfer.program.ops import Linear, Relinearize, Rescale, Square
 from heinfer.program.transform import Transform
 
-__all__ = ["GIANT_BATCH", "PreparedSlots", "plaintext_bytes"]
+__all__ = ["DOT_BATCH", "GIANT_BATCH", "PreparedSlots", "plaintext_bytes"]
 
 #: Giant-step rotations run together (:meth:`PreparedSlots._transform`): enough to keep two
 #: to eight cores busy, few enough that the waiting products stay small (16 ciphertexts).
 GIANT_BATCH = 16
+
+#: Groups (output ciphertext × giant step) whose plaintext sums one engine call makes in one
+#: pass over their shared baby steps: their outputs (and, when plaintexts are encoded per
+#: query, their plaintexts) are held at once.
+DOT_BATCH = 32
 
 
 def plaintext_bytes(log_n: int, special_primes: int, seg: Segment, layers: list) -> int:
@@ -56,17 +63,39 @@ def _extended(t: Transform, ix) -> bool:
 class _Schedule:
     """What :meth:`PreparedSlots._transform` walks for one transform, derived once per
     program instead of on every query: the baby steps of each input ciphertext and, per
-    output ciphertext and giant step, the term indices, their ``(input, baby step)`` pairs
-    and whether they multiply extended (rotated) ciphertexts."""
+    output ciphertext and giant step, the term indices, whether they multiply extended
+    (rotated) ciphertexts, and which ciphertexts: indices into the list
+    :meth:`PreparedSlots._transform` builds — for extended groups the baby steps in
+    :attr:`babies` order; otherwise the inputs, then (single hoisting) the rotated baby
+    steps in that order."""
 
     def __init__(self, t: Transform) -> None:
         self.babies = list(t.babies().items())
         if t.hoisting == "single":  # a term with b = 0 multiplies x_a itself
             self.babies = [(a, [b for b in bs if b]) for a, bs in self.babies if any(bs)]
+        rotated = [(a, b) for a, bs in self.babies for b in bs]
+        ext_index = {ab: i for i, ab in enumerate(rotated)}
+        q_index = {(a, 0): a for a in range(t.n_in)}
+        if t.hoisting == "single":
+            q_index.update({ab: t.n_in + i for i, ab in enumerate(rotated)})
         self.groups = []
         for o, g, ix in t.groups():
             terms = [(int(t.terms[i, 2]), int(t.terms[i, 3])) for i in ix]
-            self.groups.append((o, g, [int(i) for i in ix], terms, _extended(t, ix)))
+            extended = _extended(t, ix)
+            where = ext_index if extended else q_index
+            self.groups.append((o, g, [int(i) for i in ix], [where[ab] for ab in terms], extended))
+
+
+def _batches(groups: list) -> Iterator[tuple[bool, list]]:
+    """Consecutive runs of at most :data:`DOT_BATCH` groups of one kind (extended or not)."""
+    run: list = []
+    for grp in groups:
+        if run and (len(run) == DOT_BATCH or run[0][4] != grp[4]):
+            yield run[0][4], run
+            run = []
+        run.append(grp)
+    if run:
+        yield run[0][4], run
 
 
 class PreparedSlots:
@@ -154,7 +183,10 @@ class PreparedSlots:
         # double hoisting: the baby steps stay in Q·P (ModDown once per group below);
         # single: each comes back to Q now, and the products need no special primes
         rotate = ev.rotate_hoisted_extended if t.hoisting == "double" else ev.rotate_hoisted
-        ext = {a: dict(zip(bs, rotate(x[a], bs, galois))) for a, bs in plan.babies}
+        rotated = [c for a, bs in plan.babies for c in rotate(x[a], bs, galois)]
+        # the ciphertexts the groups index (see _Schedule): extended baby steps, or the inputs
+        # and (single hoisting) the baby steps already back in Q
+        sources = {True: rotated, False: x if t.hoisting == "double" else x + rotated}
         out: list = [None] * t.n_out
 
         def add(o: int, acc) -> None:
@@ -163,21 +195,22 @@ class PreparedSlots:
             else:
                 ev.add_assign(out[o], acc)
 
-        # the giant-step rotations are independent: they run GIANT_BATCH at a time, spread
-        # over the cores (one rotation at a low level has too few limbs to use them all)
+        # the groups' sums DOT_BATCH at a time, in one pass over the shared ciphertexts (each
+        # stays in cache across the groups); the giant-step rotations are independent: they
+        # run GIANT_BATCH at a time, spread over the cores (one rotation at a low level has
+        # too few limbs to use them all)
         pending: list = []
-        for o, g, ix, terms, extended in plan.groups:
-            group_pts = [pts[i] for i in ix] if pts is not None else self._encode_group(k, ix)
-            if extended:
-                acc = ev.dot_plain_extended([ext[a][b] for a, b in terms], group_pts)
-            else:  # rotated terms come back in Q under single hoisting
-                acc = ev.dot_plain([ext[a][b] if b else x[a] for a, b in terms], group_pts)
-            if not g:
-                add(o, acc)
-                continue
-            pending.append((o, g, acc))
-            if len(pending) == GIANT_BATCH:
-                self._rotate_pending(ev, pending, galois, add)
+        for kind, batch in _batches(plan.groups):
+            terms = [idx for _, _, _, idx, _ in batch]
+            group_pts = [[pts[i] for i in ix] if pts is not None else self._encode_group(k, ix) for _, _, ix, _, _ in batch]
+            dot = ev.dot_plain_extended_groups if kind else ev.dot_plain_groups
+            for (o, g, _, _, _), acc in zip(batch, dot(sources[kind], terms, group_pts)):
+                if not g:
+                    add(o, acc)
+                    continue
+                pending.append((o, g, acc))
+                if len(pending) == GIANT_BATCH:
+                    self._rotate_pending(ev, pending, galois, add)
         self._rotate_pending(ev, pending, galois, add)
         for o in range(t.n_out):
             if out[o] is None:  # no weight reaches this ciphertext: an encryption of zero
