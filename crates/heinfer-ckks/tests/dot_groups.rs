@@ -27,34 +27,54 @@ fn group_terms(xs: usize) -> Vec<Vec<usize>> {
     ]
 }
 
+/// One plaintext per term of each group, distinct values, at `level` (with the `P` limbs when
+/// `extended`).
+fn plaintexts(
+    f: &Fixture,
+    terms: &[Vec<usize>],
+    seed: u64,
+    level: usize,
+    extended: bool,
+) -> Vec<Vec<Plaintext>> {
+    let (n, scale) = (f.params.slots(), f.params.default_scale());
+    let one = |g: usize, t: usize| {
+        let v = cplx(&vector(n, seed + 100 * g as u64 + t as u64));
+        if extended {
+            f.enc.encode_extended(&v, scale, level).unwrap()
+        } else {
+            f.enc.encode(&v, scale, level).unwrap()
+        }
+    };
+    terms
+        .iter()
+        .enumerate()
+        .map(|(g, idx)| (0..idx.len()).map(|t| one(g, t)).collect())
+        .collect()
+}
+
+/// `(terms, plaintexts)` pairs as the engine takes them.
+fn pairs<'a>(
+    terms: &'a [Vec<usize>],
+    refs: &'a [Vec<&'a Plaintext>],
+) -> Vec<(&'a [usize], &'a [&'a Plaintext])> {
+    terms
+        .iter()
+        .zip(refs)
+        .map(|(t, p)| (t.as_slice(), p.as_slice()))
+        .collect()
+}
+
 #[test]
 fn grouped_sums_equal_one_sum_per_group() {
     let f = fx();
     let n = f.params.slots();
-    let scale = f.params.default_scale();
     let two: Vec<_> = (0..5).map(|k| f.encrypt(&vector(n, 10 + k))).collect();
     let three: Vec<_> = two[..3].iter().map(|c| f.ev.square(c).unwrap()).collect();
     for xs in [&two[..], &three[..]] {
-        let level = xs[0].level();
         let terms = group_terms(xs.len());
-        let pts: Vec<Vec<_>> = terms
-            .iter()
-            .enumerate()
-            .map(|(g, idx)| {
-                (0..idx.len())
-                    .map(|t| {
-                        let v = cplx(&vector(n, 100 * g as u64 + t as u64));
-                        f.enc.encode(&v, scale, level).unwrap()
-                    })
-                    .collect()
-            })
-            .collect();
+        let pts = plaintexts(f, &terms, 0, xs[0].level(), false);
         let refs: Vec<Vec<&Plaintext>> = pts.iter().map(|g| g.iter().collect()).collect();
-        let groups: Vec<(&[usize], &[&Plaintext])> = terms
-            .iter()
-            .zip(&refs)
-            .map(|(t, p)| (t.as_slice(), p.as_slice()))
-            .collect();
+        let groups = pairs(&terms, &refs);
         let xr: Vec<&Ciphertext> = xs.iter().collect();
         let got = f.ev.dot_plain_groups(&xr, &groups).unwrap();
         assert_eq!(got.len(), groups.len());
@@ -70,31 +90,14 @@ fn grouped_sums_equal_one_sum_per_group() {
 #[test]
 fn grouped_extended_sums_equal_one_sum_per_group() {
     let f = fx();
-    let n = f.params.slots();
-    let scale = f.params.default_scale();
-    let ct = f.encrypt(&vector(n, 3));
+    let ct = f.encrypt(&vector(f.params.slots(), 3));
     let xs =
         f.ev.rotate_hoisted_extended(&ct, &[0, 1, 2, 3, 5], &f.gks)
             .unwrap();
     let terms = group_terms(xs.len());
-    let pts: Vec<Vec<_>> = terms
-        .iter()
-        .enumerate()
-        .map(|(g, idx)| {
-            (0..idx.len())
-                .map(|t| {
-                    let v = cplx(&vector(n, 500 + 100 * g as u64 + t as u64));
-                    f.enc.encode_extended(&v, scale, ct.level()).unwrap()
-                })
-                .collect()
-        })
-        .collect();
+    let pts = plaintexts(f, &terms, 500, ct.level(), true);
     let refs: Vec<Vec<&Plaintext>> = pts.iter().map(|g| g.iter().collect()).collect();
-    let groups: Vec<(&[usize], &[&Plaintext])> = terms
-        .iter()
-        .zip(&refs)
-        .map(|(t, p)| (t.as_slice(), p.as_slice()))
-        .collect();
+    let groups = pairs(&terms, &refs);
     let xr: Vec<&ExtendedCiphertext> = xs.iter().collect();
     let got = f.ev.dot_plain_extended_groups(&xr, &groups).unwrap();
     for (g, (idx, p)) in groups.iter().enumerate() {

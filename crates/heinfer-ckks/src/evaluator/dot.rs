@@ -100,6 +100,40 @@ fn grouped_sums<'a>(
     acc
 }
 
+/// What a grouped sum reads of its ciphertexts, plain or extended.
+trait Summand: Sync {
+    /// Checks it against the evaluator's parameters.
+    fn check(&self, ev: &Evaluator) -> Result<()>;
+    /// Parameters id, level and scale.
+    fn head(&self) -> (u64, usize, f64);
+    /// Its polynomials.
+    fn parts(&self) -> &[RnsPoly];
+}
+
+impl Summand for Ciphertext {
+    fn check(&self, ev: &Evaluator) -> Result<()> {
+        ev.check_ct(self)
+    }
+    fn head(&self) -> (u64, usize, f64) {
+        (self.params_id, self.level, self.scale)
+    }
+    fn parts(&self) -> &[RnsPoly] {
+        &self.parts
+    }
+}
+
+impl Summand for ExtendedCiphertext {
+    fn check(&self, ev: &Evaluator) -> Result<()> {
+        ev.params.check_id(self.params_id)
+    }
+    fn head(&self) -> (u64, usize, f64) {
+        (self.params_id, self.level, self.scale)
+    }
+    fn parts(&self) -> &[RnsPoly] {
+        &self.parts
+    }
+}
+
 /// The checks of a grouped sum: at least one group, each with as many plaintexts as term
 /// indices (at least one, each naming one of `xs` ciphertexts), plaintexts of these parameters
 /// sharing one scale; `limbs_ok(pt)` checks a plaintext's level and limbs.
@@ -144,7 +178,7 @@ impl Evaluator {
     /// plaintexts share a scale and are at the ciphertexts' level or above.
     pub fn dot_plain(&self, cts: &[&Ciphertext], pts: &[&Plaintext]) -> Result<Ciphertext> {
         let idx: Vec<usize> = (0..cts.len()).collect();
-        let mut out = self.dot_plain_groups_op("dot_plain", cts, &[(&idx, pts)])?;
+        let mut out = self.grouped("dot_plain", cts, &[(&idx, pts)], false)?;
         Ok(out.remove(0))
     }
 
@@ -158,58 +192,7 @@ impl Evaluator {
         xs: &[&Ciphertext],
         groups: &[(&[usize], &[&Plaintext])],
     ) -> Result<Vec<Ciphertext>> {
-        self.dot_plain_groups_op("dot_plain_groups", xs, groups)
-    }
-
-    fn dot_plain_groups_op(
-        &self,
-        op: &'static str,
-        xs: &[&Ciphertext],
-        groups: &[(&[usize], &[&Plaintext])],
-    ) -> Result<Vec<Ciphertext>> {
-        let c0 = match xs.first() {
-            Some(c) => *c,
-            None => return Err(invalid(op, "needs at least one ciphertext")),
-        };
-        for ct in xs {
-            self.check_ct(ct)?;
-            same_level(op, c0.level, ct.level)?;
-            same_scale(op, c0.scale, ct.scale)?;
-            if ct.parts.len() != c0.parts.len() {
-                return Err(invalid(op, "ciphertexts of different sizes"));
-            }
-        }
-        let level = c0.level;
-        let pscale = check_groups(
-            self,
-            op,
-            xs.len(),
-            groups,
-            |pt| pt.level >= level && pt.poly.limbs() == pt.level + 1,
-            "a plaintext is below the ciphertexts' level or extended",
-        )?;
-        let scale = c0.scale * pscale;
-        check_scale(scale)?;
-        let (n, inner) = (self.params.n(), self.params.inner());
-        let acc = grouped_sums(
-            c0.parts.len(),
-            level + 1,
-            n,
-            xs.len(),
-            groups,
-            |t, j, i| xs[t].parts[j].limb(i),
-            |i| &inner.barrett[i],
-        );
-        Ok(acc
-            .into_iter()
-            .map(|g| Ciphertext {
-                params_id: c0.params_id,
-                parts: g.into_iter().map(|a| RnsPoly::from_data(a, n)).collect(),
-                level,
-                scale,
-                seed: None,
-            })
-            .collect())
+        self.grouped("dot_plain_groups", xs, groups, false)
     }
 
     /// `ModDown(Σ_t exts[t] · pts[t])`: the products of extended ciphertexts (from
@@ -221,8 +204,7 @@ impl Evaluator {
         pts: &[&Plaintext],
     ) -> Result<Ciphertext> {
         let idx: Vec<usize> = (0..exts.len()).collect();
-        let mut out =
-            self.dot_plain_extended_groups_op("dot_plain_extended", exts, &[(&idx, pts)])?;
+        let mut out = self.grouped("dot_plain_extended", exts, &[(&idx, pts)], true)?;
         Ok(out.remove(0))
     }
 
@@ -234,54 +216,72 @@ impl Evaluator {
         xs: &[&ExtendedCiphertext],
         groups: &[(&[usize], &[&Plaintext])],
     ) -> Result<Vec<Ciphertext>> {
-        self.dot_plain_extended_groups_op("dot_plain_extended_groups", xs, groups)
+        self.grouped("dot_plain_extended_groups", xs, groups, true)
     }
 
-    fn dot_plain_extended_groups_op(
+    /// The grouped sums of [`Evaluator::dot_plain_groups`] (`extended = false`: ciphertexts
+    /// and plaintexts over `Q_ℓ`, plaintexts at the level or above) and
+    /// [`Evaluator::dot_plain_extended_groups`] (`true`: over `Q_ℓ ∪ P`, plaintexts at the level
+    /// with the `P` limbs, each sum brought down to `Q_ℓ`).
+    fn grouped<T: Summand>(
         &self,
         op: &'static str,
-        xs: &[&ExtendedCiphertext],
-        groups: &[(&[usize], &[&Plaintext])],
+        xs: &[&T],
+        groups: &[Group<'_>],
+        extended: bool,
     ) -> Result<Vec<Ciphertext>> {
-        let e0 = match xs.first() {
-            Some(e) => *e,
+        let x0 = match xs.first() {
+            Some(x) => *x,
             None => return Err(invalid(op, "needs at least one ciphertext")),
         };
-        let k = self.params.p().len();
-        for e in xs {
-            self.params.check_id(e.params_id)?;
-            same_level(op, e0.level, e.level)?;
-            same_scale(op, e0.scale, e.scale)?;
-            if e.parts.len() != e0.parts.len() {
+        let (id, level, xscale) = x0.head();
+        for x in xs {
+            x.check(self)?;
+            let (_, l, sc) = x.head();
+            same_level(op, level, l)?;
+            same_scale(op, xscale, sc)?;
+            if x.parts().len() != x0.parts().len() {
                 return Err(invalid(op, "ciphertexts of different sizes"));
             }
         }
-        let level = e0.level;
-        let pscale = check_groups(
-            self,
-            op,
-            xs.len(),
-            groups,
-            |pt| pt.level == level && pt.poly.limbs() == level + 1 + k,
-            "a plaintext is not at the ciphertexts' level or has no P limbs (encode it with encode_extended)",
-        )?;
-        let scale = e0.scale * pscale;
+        let k = if extended { self.params.p().len() } else { 0 };
+        let pscale = if extended {
+            check_groups(self, op, xs.len(), groups, |pt| pt.level == level && pt.poly.limbs() == level + 1 + k,
+                "a plaintext is not at the ciphertexts' level or has no P limbs (encode it with encode_extended)")?
+        } else {
+            check_groups(
+                self,
+                op,
+                xs.len(),
+                groups,
+                |pt| pt.level >= level && pt.poly.limbs() == pt.level + 1,
+                "a plaintext is below the ciphertexts' level or extended",
+            )?
+        };
+        let scale = xscale * pscale;
         check_scale(scale)?;
         let (n, inner) = (self.params.n(), self.params.inner());
         let acc = grouped_sums(
-            e0.parts.len(),
+            x0.parts().len(),
             level + 1 + k,
             n,
             xs.len(),
             groups,
-            |t, j, i| xs[t].parts[j].limb(i),
+            |t, j, i| xs[t].parts()[j].limb(i),
             |i| &inner.barrett[modulus_index(&self.params, level, i)],
         );
+        let finish = |a: Vec<u64>| {
+            if extended {
+                self.mod_down(a, level)
+            } else {
+                RnsPoly::from_data(a, n)
+            }
+        };
         Ok(acc
             .into_iter()
             .map(|g| Ciphertext {
-                params_id: e0.params_id,
-                parts: g.into_iter().map(|a| self.mod_down(a, level)).collect(),
+                params_id: id,
+                parts: g.into_iter().map(finish).collect(),
                 level,
                 scale,
                 seed: None,
