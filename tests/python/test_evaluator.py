@@ -184,6 +184,28 @@ def test_hoisted_equals_plain(kit: Kit) -> None:
         assert_precision(f"hoisted {k_}", kit.decrypt(h), np.roll(x, -k_), 18.0)
 
 
+def test_grouped_sums_are_one_sum_per_group(kit: Kit) -> None:
+    """dot_plain_groups / dot_plain_extended_groups: the same bits as one dot_plain /
+    dot_plain_extended per group, and the values of the sums."""
+    ct = kit.encrypt(kit.vector(20))
+    xs = [kit.encrypt(kit.vector(21 + i)) for i in range(3)]
+    terms = [[0, 1, 2], [2], [1, 1, 0]]
+    pts = [[kit.enc.encode(kit.vector(40 + 10 * g + t)) for t in range(len(ts))] for g, ts in enumerate(terms)]
+    got = kit.ev.dot_plain_groups(xs, terms, pts)
+    for ts, ps, out in zip(terms, pts, got, strict=True):
+        assert out.to_bytes() == kit.ev.dot_plain([xs[t] for t in ts], ps).to_bytes()
+    want = sum(kit.vector(21 + t) * kit.vector(60 + i) for i, t in enumerate(terms[2]))
+    assert_precision("grouped sum", kit.decrypt(kit.ev.rescale(got[2])), want, 16.0)
+    exts = kit.ev.rotate_hoisted_extended(ct, [0, 1, 2], kit.gks)
+    epts = [[kit.enc.encode_extended(kit.vector(70 + 10 * g + t), level=ct.level) for t in range(len(ts))] for g, ts in enumerate(terms)]
+    for ts, ps, out in zip(terms, epts, kit.ev.dot_plain_extended_groups(exts, terms, epts), strict=True):
+        assert out.to_bytes() == kit.ev.dot_plain_extended([exts[t] for t in ts], ps).to_bytes()
+    with pytest.raises(OperandError, match="names a ciphertext that is not in the list"):
+        kit.ev.dot_plain_groups(xs, [[3]], [pts[1]])
+    with pytest.raises(OperandError, match="2 groups of terms but 1 groups of plaintexts"):
+        kit.ev.dot_plain_groups(xs, terms[:2], pts[:1])
+
+
 def test_rotate_many_is_rotate_on_each(kit: Kit) -> None:
     xs = [kit.vector(50 + i) for i in range(4)]
     cts = [kit.encrypt(x) for x in xs]

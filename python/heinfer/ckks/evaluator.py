@@ -312,5 +312,35 @@ class Evaluator:
             )
         )
 
+    def dot_plain_groups(
+        self, xs: Sequence[Ciphertext], terms: Sequence[Sequence[int]], pts: Sequence[Sequence[Plaintext]]
+    ) -> list[Ciphertext]:
+        """One :meth:`dot_plain` per group over shared ciphertexts: output ``g`` is
+        ``Σ_t xs[terms[g][t]] · pts[g][t]``. Every group is summed in one pass over the
+        ciphertexts' columns, so ciphertexts that several groups use (a transform's baby steps)
+        are read from memory once; bit-identical to one :meth:`dot_plain` per group."""
+        return [
+            self._wrap(c)
+            for c in self._raw.dot_plain_groups(
+                [_r(c, Ciphertext, "xs") for c in xs],
+                [[int(t) for t in g] for g in terms],
+                [[_r(p, Plaintext, "pts") for p in g] for g in pts],
+            )
+        ]
+
+    def dot_plain_extended_groups(
+        self, xs: Sequence[ExtendedCiphertext], terms: Sequence[Sequence[int]], pts: Sequence[Sequence[Plaintext]]
+    ) -> list[Ciphertext]:
+        """:meth:`dot_plain_groups` over extended ciphertexts and extended plaintexts: each
+        group's sum is brought down to ``Q_ℓ`` (one :meth:`dot_plain_extended` per group)."""
+        return [
+            self._wrap(c)
+            for c in self._raw.dot_plain_extended_groups(
+                [_r(e, ExtendedCiphertext, "xs") for e in xs],
+                [[int(t) for t in g] for g in terms],
+                [[_r(p, Plaintext, "pts") for p in g] for g in pts],
+            )
+        ]
+
     def __repr__(self) -> str:
         return f"Evaluator(params_id={self._params.id:#018x})"
