@@ -23,7 +23,13 @@ limit) is reported with its message. Timers, per network:
   ``mb_per_image_full_batch`` divide by ``batch_capacity`` instead — every ciphertext
   carries that many items whatever their number, so a full batch costs the same ciphertext
   work and bytes (a full run sends a full batch; ``--quick`` 64 items);
-* ``agreement`` / ``rel_logit_error``: against onnxruntime on the same random inputs.
+* ``agreement`` / ``rel_logit_error``: against onnxruntime on the same random inputs;
+* ``--scaling PAIRS`` (latency mode): ``PAIRS`` more queries at one engine thread and at every
+  thread, alternated in the same process after the timed ones — ``latency_1t_s``,
+  ``latency_2t_s`` (medians, client included) and ``scaling``, their ratio: the engine's thread
+  scaling with both sides of the ratio under the same machine state (two runs with
+  ``--threads 1`` and without compare processes minutes apart on a machine whose speed moves
+  by ±30 % between minutes).
 
 Networks: LoLa's CIFAR network (latency, non-interactive), MiniONN's CIFAR net and ResNet-20
 (latency, client-aided), MobileNetV2-0.35 at 96 and 224 px (throughput and latency) and at
@@ -43,6 +49,7 @@ import argparse
 import gc
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -93,8 +100,10 @@ def _model(name: str):
     return cifar.build(name), cifar.random_inputs
 
 
-def one(name: str, mode: str, n: int) -> dict:
-    """Runs one network in this process; returns its figures."""
+def one(name: str, mode: str, n: int, scaling: int = 0) -> dict:
+    """Runs one network in this process; returns its figures. ``scaling`` (latency mode, a
+    process with several engine threads): that many more queries at one thread and at all,
+    alternated, after the timed ones (:func:`paired_scaling`)."""
     import numpy as np
     import onnxruntime as ort
 
@@ -132,6 +141,8 @@ def one(name: str, mode: str, n: int) -> dict:
         got.append(q.outputs)
         up, down = up + q.bytes_up, down + q.bytes_down
     got = np.concatenate(got)
+    if mode == "latency" and scaling and heinfer.get_num_threads() > 1:
+        out.update(paired_scaling(client, server, session, items, scaling))
     if mode == "latency":  # the encoding again, into memory the first server frees
         # the same plan as the first server (its budget kept these plaintexts): the default
         # budget, a share of the memory available now, may not see the first one's memory back
@@ -156,6 +167,29 @@ def one(name: str, mode: str, n: int) -> dict:
     out["rel_logit_error"] = float(np.abs(got - want).max() / np.abs(want).max())
     out["mb_per_image"] = round((up + down) / 1e6 / n, 2)
     return out
+
+
+def paired_scaling(client, server, session: str, items: list, rounds: int) -> dict:
+    """The engine's thread scaling like for like: ``rounds`` pairs of one query at one thread
+    and one at every thread, alternated (the first pair's order swapped each round) on the
+    same inputs in this process, so both see the same machine state. ``scaling`` = median
+    one-thread latency ÷ median all-thread latency (client included in both)."""
+    import heinfer
+    from heinfer.inference import MESSAGE_CHUNK_BYTES, run_query
+
+    threads = heinfer.get_num_threads()
+    times: dict[int, list[float]] = {1: [], threads: []}
+    try:
+        for r in range(rounds):
+            for t in ((1, threads) if r % 2 == 0 else (threads, 1)):
+                heinfer.set_num_threads(t)
+                start = time.perf_counter()
+                run_query(client, server, session, items[r % len(items)], MESSAGE_CHUNK_BYTES)
+                times[t].append(time.perf_counter() - start)
+    finally:
+        heinfer.set_num_threads(threads)
+    one_t, all_t = statistics.median(times[1]), statistics.median(times[threads])
+    return {"latency_1t_s": round(one_t, 3), f"latency_{threads}t_s": round(all_t, 3), "scaling": round(one_t / all_t, 2), "scaling_pairs": rounds}
 
 
 def deep_features() -> dict:
@@ -236,12 +270,13 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--only", help="comma-separated NAME/MODE runs (default: all)")
     ap.add_argument("--threads", type=int, help="the engine's threads in each run (default: every core); 1 against the default measures the scaling")
-    ap.add_argument("--one", nargs=3, metavar=("NAME", "MODE", "N"), help=argparse.SUPPRESS)
+    ap.add_argument("--scaling", type=int, default=0, metavar="PAIRS", help="latency runs: PAIRS more queries at one engine thread and at every thread, alternated in the same process (thread scaling like for like)")
+    ap.add_argument("--one", nargs=4, metavar=("NAME", "MODE", "N", "PAIRS"), help=argparse.SUPPRESS)
     ap.add_argument("--deep-features", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        name, mode, n = args.one
-        print(json.dumps(one(name, mode, int(n))))
+        name, mode, n, pairs = args.one
+        print(json.dumps(one(name, mode, int(n), int(pairs))))
         return
     if args.deep_features:
         print(json.dumps(deep_features()))
@@ -251,7 +286,7 @@ def main() -> None:
     runs = [r for r in RUNS if not args.only or f"{r[0]}/{r[1]}" in args.only.split(",")]
     for name, mode in runs:
         n = (2 if args.quick else 20) if mode == "latency" else (64 if args.quick else 0)  # 0: a full batch
-        r = watched(["--one", name, mode, str(n)], int(args.max_rss_gb * 1e6), args.timeout, args.threads)
+        r = watched(["--one", name, mode, str(n), str(args.scaling)], int(args.max_rss_gb * 1e6), args.timeout, args.threads)
         result[f"{name}/{mode}"] = r
         print(f"{name:22s} {mode:10s} " + ", ".join(f"{k}={v}" for k, v in r.items()), flush=True)
     if not args.only or "deep_features" in args.only.split(","):

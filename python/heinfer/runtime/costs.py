@@ -20,10 +20,11 @@ import numpy as np
 
 from heinfer import _native
 from heinfer.compiler.cost import BATCH_KINDS, DEFAULT_LLC, KINDS, SIZES, CostTable, analytic_costs, operand_sizes
+from heinfer.runtime.slots import DOT_BATCH
 
 __all__ = ["measure_costs", "cpu_model", "llc_bytes"]
 
-_VERSION = 13
+_VERSION = 14
 
 
 def cpu_model() -> str:
@@ -124,6 +125,10 @@ def measure_costs(params: dict, reps: int = 5, use_cache: bool = True) -> CostTa
 #: ciphertexts and rotation keys, so timing one cached operand under-prices them by ~30%.
 DISTINCT = 16
 
+#: Groups per grouped-sum call when a plaintext product's per-term cost is measured: as many
+#: as the executor sums in one pass over shared ciphertexts (:data:`heinfer.runtime.slots.DOT_BATCH`).
+GROUPS = DOT_BATCH
+
 
 def _measure(params: dict, reps: int) -> CostTable:
     p = _native.Params(int(params["log_n"]), list(params["log_q"]), list(params["log_p"]), int(params["log_scale"]), None, int(params["security"]))
@@ -207,11 +212,13 @@ def _measure_slots(p: _native.Params, kg: _native.KeyGenerator, params: dict, re
         pts = [enc.encode_real(x, float(p.q[lvl]), lvl, False) for x in xs]
         ptes = [enc.encode_real(x, float(p.q[lvl]), lvl, True) for x in xs]
         exts = ev.rotate_hoisted_extended(ct, steps, gk)
-        # per-term and per-call parts of the dot products, from n terms against one
+        # per-term and per-call parts of the dot products, from n terms against one; the n
+        # terms as the executor sums them: GROUPS groups over the same ciphertexts in one call
+        # (dot_plain_groups), per group
         d1 = _median(lambda: ev.dot_plain_extended(exts[:1], ptes[:1]), reps)
-        dn = _median(lambda: ev.dot_plain_extended(exts, ptes), reps)
+        dn = _median(lambda: ev.dot_plain_extended_groups(exts, [list(range(n))] * GROUPS, [ptes] * GROUPS), reps) / GROUPS
         p1 = _median(lambda: ev.dot_plain(cts[:1], pts[:1]), reps)
-        pn = _median(lambda: ev.dot_plain(cts, pts), reps)
+        pn = _median(lambda: ev.dot_plain_groups(cts, [list(range(n))] * GROUPS, [pts] * GROUPS), reps) / GROUPS
         t1 = _median(lambda: ev.rotate_hoisted_extended(ct, steps[:1], gk), reps)
         tn = _median(lambda: ev.rotate_hoisted_extended(ct, steps, gk), reps)
         t01 = _median(lambda: ev.rotate_hoisted_extended(ct, [0, 1], gk), reps)
@@ -294,10 +301,21 @@ def _measure_streamed(enc, ev, cts, exts, many, sizes: dict, lvl: int, reps: int
     for name, ext, size in (("mul_plain_ext_mem", True, "pt_ext_bytes"), ("mul_plain_mem", False, "pt_bytes")):
         count = int(min(max(DISTINCT + 1, -(-2 * int(llc) // int(sizes[size][lvl]))), STREAM_BUDGET // int(sizes[size][lvl]), 4096))
         pts = [enc.encode_real(rng.uniform(-1, 1, slots), q, lvl, ext) for _ in range(count)]
-        ops = [exts[i % len(exts)] for i in range(count)] if ext else [cts[i % len(cts)] for i in range(count)]
+        base_ops = exts if ext else cts
+        ops = [base_ops[i % len(base_ops)] for i in range(count)]
         dot = ev.dot_plain_extended if ext else ev.dot_plain
         one = _median(lambda: dot(ops[:1], pts[:1]), reps)
-        all_ = _median(lambda: dot(ops, pts), max(2, reps // 2))
+        # every plaintext distinct (streamed), in groups of DISTINCT terms over the shared
+        # operands, GROUPS groups per call, as the executor sums them
+        grouped = ev.dot_plain_extended_groups if ext else ev.dot_plain_groups
+        terms = [[i % len(base_ops) for i in range(g, min(g + DISTINCT, count))] for g in range(0, count, DISTINCT)]
+        chunks = [pts[g:g + DISTINCT] for g in range(0, count, DISTINCT)]
+
+        def stream() -> None:
+            for c in range(0, len(terms), GROUPS):
+                grouped(base_ops, terms[c:c + GROUPS], chunks[c:c + GROUPS])
+
+        all_ = _median(stream, max(2, reps // 2)) - (len(terms) - 1) * row["dot" if not ext else "mod_down"]
         base = row["mul_plain_ext" if ext else "mul_plain"]
         out[name] = max((all_ - one) / (count - 1), base)
         del pts, ops

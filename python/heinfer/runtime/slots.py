@@ -23,16 +23,19 @@ from heinfer.program.model import Segment
 from heinfer.program.ops import Linear, Relinearize, Rescale, Square
 from heinfer.program.transform import Transform
 
-__all__ = ["DOT_BATCH", "GIANT_BATCH", "PreparedSlots", "plaintext_bytes"]
+__all__ = ["DOT_BATCH", "GIANT_BATCH", "LAZY_BATCH_BYTES", "PreparedSlots", "plaintext_bytes"]
 
 #: Giant-step rotations run together (:meth:`PreparedSlots._transform`): enough to keep two
 #: to eight cores busy, few enough that the waiting products stay small (16 ciphertexts).
 GIANT_BATCH = 16
 
 #: Groups (output ciphertext × giant step) whose plaintext sums one engine call makes in one
-#: pass over their shared baby steps: their outputs (and, when plaintexts are encoded per
-#: query, their plaintexts) are held at once.
+#: pass over their shared baby steps: their outputs are held at once.
 DOT_BATCH = 32
+
+#: Bytes of plaintexts encoded for one such call when a segment keeps none (``lazy``): fewer
+#: groups per call where they hold many diagonals, so streaming stays streaming.
+LAZY_BATCH_BYTES = 64 << 20
 
 
 def plaintext_bytes(log_n: int, special_primes: int, seg: Segment, layers: list) -> int:
@@ -86,14 +89,18 @@ class _Schedule:
             self.groups.append((o, g, [int(i) for i in ix], [where[ab] for ab in terms], extended))
 
 
-def _batches(groups: list) -> Iterator[tuple[bool, list]]:
-    """Consecutive runs of at most :data:`DOT_BATCH` groups of one kind (extended or not)."""
+def _batches(groups: list, max_terms: int | None = None) -> Iterator[tuple[bool, list]]:
+    """Consecutive runs of at most :data:`DOT_BATCH` groups of one kind (extended or not) and,
+    with ``max_terms``, of at most that many terms in all (one group at least)."""
     run: list = []
+    terms = 0
     for grp in groups:
-        if run and (len(run) == DOT_BATCH or run[0][4] != grp[4]):
+        full = len(run) == DOT_BATCH or (max_terms is not None and terms + len(grp[2]) > max_terms)
+        if run and (full or run[0][4] != grp[4]):
             yield run[0][4], run
-            run = []
+            run, terms = [], 0
         run.append(grp)
+        terms += len(grp[2])
     if run:
         yield run[0][4], run
 
@@ -108,6 +115,7 @@ class PreparedSlots:
     def __init__(self, params: _native.Params, seg: Segment, layers: list, lazy: bool = False) -> None:
         self.seg = seg
         self.lazy = lazy
+        self.params = params
         enc = self.enc = _native.Encoder(params)
         q = self.q = [float(v) for v in params.q]
         scale, level = seg.input_scale, seg.input_level
@@ -200,7 +208,10 @@ class PreparedSlots:
         # run GIANT_BATCH at a time, spread over the cores (one rotation at a low level has
         # too few limbs to use them all)
         pending: list = []
-        for kind, batch in _batches(plan.groups):
+        # encoded per query (lazy): a batch's plaintexts are held at once, so bound their bytes
+        limbs = self.levels[k] + 1 + len(self.params.p)
+        max_terms = max(1, LAZY_BATCH_BYTES // (self.params.n * limbs * 8)) if pts is None else None
+        for kind, batch in _batches(plan.groups, max_terms):
             terms = [idx for _, _, _, idx, _ in batch]
             group_pts = [[pts[i] for i in ix] if pts is not None else self._encode_group(k, ix) for _, _, ix, _, _ in batch]
             dot = ev.dot_plain_extended_groups if kind else ev.dot_plain_groups

@@ -43,3 +43,23 @@ def test_folds_add_no_visible_noise(program) -> None:
     got = heinfer.infer(program, x).outputs
     rel = np.abs(got - want).max(1) / np.abs(want).max(1)
     assert rel.max() <= 5e-6, rel
+
+
+def test_groups_are_summed_in_batches_of_one_kind() -> None:
+    """The executor's grouped sums: runs of one kind (extended or not), at most DOT_BATCH
+    groups, and — plaintexts encoded per query — at most ``max_terms`` terms, one group at
+    least; every group once, in order."""
+    from heinfer.runtime.slots import DOT_BATCH, _batches
+
+    def grp(i: int, terms: int, ext: bool) -> tuple:
+        return (i, 0, list(range(terms)), list(range(terms)), ext)
+
+    groups = [grp(i, 3, i >= 40) for i in range(45)] + [grp(45, 50, True), grp(46, 1, True)]
+    runs = list(_batches(groups))
+    assert [g for _, run in runs for g in run] == groups
+    assert all(len(run) <= DOT_BATCH and all(g[4] == kind for g in run) for kind, run in runs)
+    assert [len(run) for _, run in runs] == [32, 8, 7]
+    bounded = list(_batches(groups, max_terms=10))
+    assert [g for _, run in bounded for g in run] == groups
+    assert all(len(run) == 1 or sum(len(g[2]) for g in run) <= 10 for _, run in bounded)
+    assert [g[0] for g in bounded[-2][1]] == [45]  # a group larger than the bound goes alone
