@@ -326,8 +326,8 @@ def _measure_streamed(enc, ev, cts, exts, many, sizes: dict, lvl: int, reps: int
 def _measure_spilled(enc, ev, ct, many, sizes: dict, lvl: int, reps: int, mem: dict, slots: int, q: float) -> dict:
     """The ``_spill`` kinds at one level (see :data:`heinfer.compiler.cost.SPILLED`), as the
     executor runs a transform whose baby steps exceed the cache: one hoisted call over the
-    streamed keys (its extended outputs written to memory), then one dot product of all of
-    them with as many distinct plaintexts; per step and per term. Outputs and plaintexts
+    streamed keys (its extended outputs written to memory), then :data:`GROUPS` grouped sums
+    of all of them with as many distinct plaintexts in one call; per step and per term. Outputs and plaintexts
     are bounded by half of :data:`STREAM_BUDGET`; the ``_mem`` values (``mem``) are the
     floor (a cache that holds them all makes both the same)."""
     steps, gk = many
@@ -341,7 +341,9 @@ def _measure_spilled(enc, ev, ct, many, sizes: dict, lvl: int, reps: int, mem: d
     rng = np.random.default_rng()
     pts = [enc.encode_real(rng.uniform(-1, 1, slots), q, lvl, True) for _ in range(n)]
     d1 = _median(lambda: ev.dot_plain_extended(exts[:1], pts[:1]), few)
-    dn = _median(lambda: ev.dot_plain_extended(exts, pts), few)
+    # the products as the executor sums them: GROUPS groups over the spilled baby steps in one
+    # call, each column chunk of them read from memory once for all the groups
+    dn = _median(lambda: ev.dot_plain_extended_groups(exts, [list(range(n))] * GROUPS, [pts] * GROUPS), few) / GROUPS
     return {
         "rotate_ext_spill": max((every - one) / (n - 1), mem["rotate_ext_mem"]),
         "mul_plain_ext_spill": max((dn - d1) / (n - 1), mem["mul_plain_ext_mem"]),
