@@ -277,13 +277,11 @@ impl Evaluator {
                 RnsPoly::from_data(a, n)
             }
         };
-        // every group's and part's ModDown at once: one has too few limbs to use the cores
-        // (its P limbs, often one, and its conversion run on one thread)
         Ok(acc
-            .into_par_iter()
+            .into_iter()
             .map(|g| Ciphertext {
                 params_id: id,
-                parts: g.into_par_iter().map(finish).collect(),
+                parts: g.into_iter().map(finish).collect(),
                 level,
                 scale,
                 seed: None,
