@@ -5,7 +5,9 @@
 //! new ciphertext and adding it costs an allocation and three passes over memory per term;
 //! [`Evaluator::dot_plain`] and [`Evaluator::dot_plain_extended`] accumulate every product
 //! into one output limb at a time (which stays in cache) and, in the extended basis, finish
-//! with the single ModDown of double hoisting.
+//! with the single ModDown of double hoisting. [`Evaluator::dot_plain_groups`] and
+//! [`Evaluator::dot_plain_extended_groups`] make many such sums over shared ciphertexts (a
+//! transform's giant steps over its baby steps) in one pass, column chunk by column chunk.
 
 use super::{same_level, same_scale, Evaluator};
 use crate::ciphertext::{check_scale, Ciphertext, Plaintext};
