@@ -186,7 +186,7 @@ impl Evaluator {
 
     /// [`Evaluator::dot_plain`] for several groups of terms over one list of ciphertexts:
     /// output `g` is `Σ_t xs[groups[g].0[t]] · groups[g].1[t]`. Every group's sums are made in
-    /// one pass over the ciphertexts' columns (see [`grouped_sums`]): the ciphertexts a
+    /// one pass over the ciphertexts' columns, column chunk by column chunk: the ciphertexts a
     /// transform's groups share are read from memory once, not once per group. Bit-identical
     /// to one [`Evaluator::dot_plain`] per group.
     pub fn dot_plain_groups(
