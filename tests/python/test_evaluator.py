@@ -221,6 +221,25 @@ def test_rotate_many_is_rotate_on_each(kit: Kit) -> None:
         kit.ev.rotate_many(cts[:2], [1, 4], kit.gks)
 
 
+def test_fold_is_rotate_and_add_in_order(kit: Kit) -> None:
+    xs = [kit.vector(60 + i) for i in range(3)]
+    cts = [kit.encrypt(x) for x in xs]
+    steps = [1, 2, -1]
+    folded = kit.ev.fold(cts, steps, kit.gks)
+    assert len(folded) == len(cts)
+    for c, x, f in zip(cts, xs, folded, strict=True):
+        acc, want = c, x
+        for s in steps:
+            acc = kit.ev.add(acc, kit.ev.rotate(acc, s, kit.gks))
+            want = want + np.roll(want, -s)
+        assert f.to_bytes() == acc.to_bytes()  # the same bits as the loop
+        assert_precision(f"{kit.name} fold", kit.decrypt(f), want, 14.0)
+    assert [c.to_bytes() for c in kit.ev.fold(cts[:1], [], kit.gks)] == [cts[0].to_bytes()]
+    assert kit.ev.fold([], steps, kit.gks) == []
+    with pytest.raises(MissingKeyError):
+        kit.ev.fold(cts[:1], [1, 4], kit.gks)
+
+
 def test_hoisted_extended_bsgs_sum(kit: Kit) -> None:
     """Σ_k d_k ⊙ rot_k(x) with one ModDown (the inner loop of a diagonal matvec)."""
     ev, enc = kit.ev, kit.enc

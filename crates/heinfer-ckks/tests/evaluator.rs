@@ -251,6 +251,36 @@ fn rotate_many_is_rotate_on_each() {
 }
 
 #[test]
+fn fold_is_rotate_and_add_in_order() {
+    let f = fx();
+    let x = vector(f.params.slots(), 11);
+    let y = vector(f.params.slots(), 12);
+    let (cx, cy) = (f.encrypt(&x), f.encrypt(&y));
+    let steps = [1i64, 2, 5, -7];
+    let folded = f.ev.fold(&[&cx, &cy], &steps, &f.gks).unwrap();
+    assert_eq!(folded.len(), 2);
+    for (ct, (v, got)) in [&cx, &cy].iter().zip([&x, &y].iter().zip(&folded)) {
+        let mut acc = (*ct).clone();
+        let mut want = v.to_vec();
+        for &s in &steps {
+            let r = f.ev.rotate(&acc, s, &f.gks).unwrap();
+            f.ev.add_assign(&mut acc, &r).unwrap();
+            let rolled = roll(&want, s);
+            want.iter_mut().zip(rolled).for_each(|(w, r)| *w += r);
+        }
+        assert_same_bits("fold vs rotate and add", &acc, got);
+        assert_precision("fold", &f.decrypt(got), &want, 14.0);
+    }
+    // no steps: a copy; no ciphertexts: nothing
+    assert_same_bits("fold []", &cx, &f.ev.fold(&[&cx], &[], &f.gks).unwrap()[0]);
+    assert!(f.ev.fold(&[], &steps, &f.gks).unwrap().is_empty());
+    assert!(matches!(
+        f.ev.fold(&[&cx], &[1, 11], &f.gks),
+        Err(CkksError::MissingGaloisKey(_))
+    ));
+}
+
+#[test]
 fn extended_hoisting_sums_with_one_mod_down() {
     let f = fx_alpha2();
     let x = vector(f.params.slots(), 7);

@@ -287,6 +287,23 @@ impl Evaluator {
             .map(|c| Ciphertext::wrap(c, &self.params))
             .collect())
     }
+    /// Rotate-and-add folds of each ciphertext, `c ← c + rotate(c, s)` for each `s` of
+    /// `steps` in order (new ciphertexts; the inputs are unchanged), in one call.
+    fn fold(
+        &self,
+        py: Python<'_>,
+        cts: Vec<PyRef<'_, Ciphertext>>,
+        steps: Vec<i64>,
+        keys: &GaloisKeys,
+    ) -> PyResult<Vec<Ciphertext>> {
+        let c: Vec<&ckks::Ciphertext> = cts.iter().map(|c| &c.inner).collect();
+        let v = run(py, "Evaluator.fold", || {
+            self.inner.fold(&c, &steps, &keys.inner)
+        })?;
+        Ok(v.into_iter()
+            .map(|c| Ciphertext::wrap(c, &self.params))
+            .collect())
+    }
     fn conjugate(
         &self,
         py: Python<'_>,

@@ -237,6 +237,15 @@ class Evaluator:
         raws = self._raw.rotate_many([_ct(c) for c in cts], self._steps(steps), _r(keys, GaloisKeys, "keys"))
         return [self._wrap(r) for r in raws]
 
+    def fold(self, cts: Iterable[Ciphertext], steps: Iterable[int], keys: GaloisKeys) -> list[Ciphertext]:
+        """Rotate-and-add folds: for each ciphertext, ``c ← c + rotate(c, s)`` for each ``s`` of
+        ``steps`` in order; returns new ciphertexts. With steps ``m, 2m, …, 2^(t−1)·m`` slot
+        ``i`` of the result is ``Σ_{j<2^t} c[i + j·m]``. One engine call for the whole chain
+        (the ciphertexts in parallel): bit-identical to :meth:`rotate` and :meth:`add` in a
+        loop, without a call per step."""
+        raws = self._raw.fold([_ct(c) for c in cts], self._steps(list(steps)), _r(keys, GaloisKeys, "keys"))
+        return [self._wrap(r) for r in raws]
+
     def conjugate(self, ct: Ciphertext, keys: GaloisKeys) -> Ciphertext:
         """Complex conjugation of every slot (``g = 2N − 1``)."""
         return self._wrap(self._raw.conjugate(_ct(ct), _r(keys, GaloisKeys, "keys")))

@@ -184,9 +184,8 @@ class PreparedSlots:
         t = self.transforms[k]
         pts = self.plain.get(k)  # None when lazy: each group is encoded just before its use
         bias = self.bias[k] if not self.lazy else self._encode_bias(k)
-        for r in t.replicate:
-            for a, rot in enumerate(ev.rotate_many(x, [r] * len(x), galois)):
-                ev.add_assign(x[a], rot)
+        if t.replicate:
+            x = ev.fold(x, list(t.replicate), galois)
         plan = self.schedules[k]
         # double hoisting: the baby steps stay in Q·P (ModDown once per group below);
         # single: each comes back to Q now, and the products need no special primes
@@ -229,9 +228,9 @@ class PreparedSlots:
         # the folds before the rescale: a key switch adds the same noise at any scale, and at
         # ``Δ·q_ℓ`` it is ``q_ℓ`` times smaller in the result than at ``Δ`` — after the
         # rescale, the folds of a wide dense layer dominated its error (8 folds: ×25)
-        for s in t.fold:
-            for o, rot in enumerate(ev.rotate_many(out, [s] * t.n_out, galois)):
-                ev.add_assign(out[o], rot)
+        # (one engine call for the chain: the pool's workers stay awake between its rotations)
+        if t.fold:
+            out = ev.fold(out, list(t.fold), galois)
         for o in range(t.n_out):
             ev.rescale_assign(out[o])
         if bias is not None:

@@ -57,6 +57,31 @@ impl Evaluator {
             .collect()
     }
 
+    /// Rotate-and-add folds of each ciphertext: `c ← c + rot(c, s)` for each `s` of `steps`,
+    /// in order. With steps `m, 2m, 4m, …, 2^{t−1}·m` slot `i` of the result holds
+    /// `Σ_{j<2^t} c[i + j·m]` (a sum over `2^t` slots `m` apart, e.g. the partial products
+    /// of a dense layer). Each fold depends on the one before, so the steps of one ciphertext
+    /// run one after another (each rotation over the limbs in parallel) and the ciphertexts
+    /// in parallel; the whole chain is one call, so the pool's workers stay awake between
+    /// its rotations. Bit-identical to [`Self::rotate`] and [`Self::add_assign`] in a loop.
+    pub fn fold(
+        &self,
+        cts: &[&Ciphertext],
+        steps: &[i64],
+        keys: &GaloisKeys,
+    ) -> Result<Vec<Ciphertext>> {
+        cts.par_iter()
+            .map(|&ct| {
+                let mut acc = ct.clone();
+                for &s in steps {
+                    let r = self.rotate(&acc, s, keys)?;
+                    self.add_assign(&mut acc, &r)?;
+                }
+                Ok(acc)
+            })
+            .collect()
+    }
+
     /// Complex conjugation of every slot.
     pub fn conjugate(&self, ct: &Ciphertext, keys: &GaloisKeys) -> Result<Ciphertext> {
         self.apply_galois(ct, conjugation_galois_element(self.params.n()), keys)
