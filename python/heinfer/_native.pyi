@@ -15,6 +15,10 @@ def _panic_for_tests(site: str) -> None:
     """Test hook: panics inside the engine-call helpers (``"parallel"``, ``"closure"``,
     ``"guard"``); always raises ``heinfer.errors.InternalError``."""
 
+def _set_warm_us(us: int) -> int:
+    """Benchmark hook: sets how long (µs) a pool worker stays awake after a short call (0:
+    off; the default comes from ``HEINFER_WARM_US``, else 100) and returns the previous value."""
+
 @final
 class Params:
     def __init__(

@@ -155,3 +155,47 @@ def test_one_thread_runs_one_call_at_a_time(kit13: Kit, restore_threads) -> None
     loop()  # warm-up: the caller's own pool, scratch buffers
     ratios = [wall / cpu for wall, cpu in (race() for _ in range(3))]
     assert min(ratios) > 0.9, f"races lasted {ratios} of their threads' summed CPU time: calls overlapped"
+
+
+def _cpu_while_sleeping(seconds: float) -> float:
+    """CPU time of the whole process (every thread) while the caller sleeps."""
+    c = time.process_time()
+    time.sleep(seconds)
+    return time.process_time() - c
+
+
+def test_a_worker_kept_awake_after_a_short_call_stops_at_the_next_call_or_its_window(kit12: Kit, restore_threads) -> None:
+    """After a short call on the shared pool one worker spins for a window (the next call of a
+    chain then finds it awake); it stops when the next call on the pool starts, or when the
+    window ends — never a core burnt for longer."""
+    from heinfer import _native
+
+    heinfer.set_num_threads(2)
+    ct = kit12.encrypt(kit12.vector(4))
+    rotate = lambda: kit12.ev.rotate(ct, 1, kit12.gks)  # noqa: E731 - a key switch: the shared pool
+    default = _native._set_warm_us(5_000_000)
+    try:
+        rotate()
+        assert _cpu_while_sleeping(0.3) > 0.15  # one worker spins while nothing runs
+        _native._set_warm_us(0)
+        rotate()  # a new call ends the spin; with no window it starts none
+        assert _cpu_while_sleeping(0.3) < 0.1
+        _native._set_warm_us(100_000)
+        rotate()
+        assert 0.05 < _cpu_while_sleeping(0.5) < 0.3  # the window's 0.1 s, then nothing
+    finally:
+        _native._set_warm_us(default)
+
+
+def test_the_warm_window_comes_from_the_environment() -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = "from heinfer import _native; print(_native._set_warm_us(0))"
+    run = lambda v: subprocess.run([sys.executable, "-c", code], env={**os.environ, "HEINFER_WARM_US": v}, capture_output=True, text=True)  # noqa: E731
+    assert run("0").stdout.strip() == "0"
+    assert run("250").stdout.strip() == "250"
+    for bad in ("abc", "-1", "2000000"):
+        r = run(bad)
+        assert r.returncode != 0 and "HEINFER_WARM_US must be a whole number" in r.stderr

@@ -37,6 +37,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     malloc::tune();
+    pool::warm_from_env()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(
         "DEFAULT_MAX_BYTES",
@@ -45,6 +46,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pool::set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(pool::get_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(pool::_panic_for_tests, m)?)?;
+    m.add_function(wrap_pyfunction!(pool::_set_warm_us, m)?)?;
     m.add_class::<params::Params>()?;
     m.add_class::<objects::Plaintext>()?;
     m.add_class::<objects::Ciphertext>()?;

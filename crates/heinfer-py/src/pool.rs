@@ -14,6 +14,8 @@
 //! several threads, element-wise calls on fewer than [`INLINE_WORDS`] residue words
 //! (additions, plaintext and constant products, rescales at small rings) also run on their
 //! calling thread's own pool ([`run_sized`]): the hand-over would cost more than they take.
+//! After a short call on the shared pool one worker stays awake for [`WARM_WINDOW_US`] µs
+//! ([`keep_warm`]), so that the next call of a chain does not wait for a parked worker.
 
 use crate::errors;
 use pyo3::exceptions::PyValueError;
@@ -21,7 +23,9 @@ use pyo3::prelude::*;
 use rayon::{ThreadPool, ThreadPoolBuilder};
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 static POOL: RwLock<Option<Arc<ThreadPool>>> = RwLock::new(None);
 
@@ -157,12 +161,92 @@ where
     let caught = py.detach(move || {
         // a panic is caught below, so the guard is never poisoned by this call's work
         let _one = one.then(|| ONE.lock().unwrap_or_else(|e| e.into_inner()));
-        catch_unwind(AssertUnwindSafe(|| pool.install(f)))
+        let shared = pool.current_thread_index().is_none() && pool.current_num_threads() > 1;
+        // only calls on the shared pool end a kept-awake worker's wait: a small call on the
+        // caller's own pool between two of them does not need it
+        let call = if shared {
+            CALLS.fetch_add(1, Ordering::SeqCst) + 1
+        } else {
+            0
+        };
+        let start = Instant::now();
+        let r = catch_unwind(AssertUnwindSafe(|| pool.install(f)));
+        if shared {
+            keep_warm(&pool, call, start.elapsed());
+        }
+        r
     });
     match caught {
         Ok(r) => r.map_err(map),
         Err(payload) => Err(errors::panic_to_py(op, payload)),
     }
+}
+
+/// Calls started on the shared pool, so that a worker kept awake ([`keep_warm`]) sees the
+/// next one.
+static CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// How long (µs) a worker stays awake after a short call on the shared pool ([`keep_warm`]);
+/// 0 turns it off.
+static WARM_US: AtomicU64 = AtomicU64::new(WARM_WINDOW_US);
+
+/// The default of [`WARM_US`]: a Python step between two engine calls of a latency-mode
+/// segment takes 5–100 µs.
+pub const WARM_WINDOW_US: u64 = 100;
+
+/// Calls that take longer than this many windows do not keep a worker awake: the wake-up they
+/// would save is a small share of them.
+const WARM_CALL_WINDOWS: u32 = 100;
+
+/// Reads `HEINFER_WARM_US` at import: the window of [`keep_warm`] in µs (`0` turns it off, e.g.
+/// for processes that share their cores with others). A value that is not a whole number of
+/// microseconds up to 1 s fails the import with a message that names it.
+pub(crate) fn warm_from_env() -> PyResult<()> {
+    let Ok(v) = std::env::var("HEINFER_WARM_US") else {
+        return Ok(());
+    };
+    match v.trim().parse::<u64>() {
+        Ok(us) if us <= 1_000_000 => {
+            WARM_US.store(us, Ordering::Relaxed);
+            Ok(())
+        }
+        _ => Err(PyValueError::new_err(format!(
+            "HEINFER_WARM_US must be a whole number of microseconds in 0..=1000000, got {v:?}"
+        ))),
+    }
+}
+
+/// Hidden hook (`_native._set_warm_us`) for benchmarks that compare the engine with and
+/// without [`keep_warm`] in one process: sets its window in µs (0: off) and returns the one
+/// it replaces.
+#[pyfunction]
+pub fn _set_warm_us(us: u64) -> u64 {
+    WARM_US.swap(us, Ordering::Relaxed)
+}
+
+/// After call number `call` on the shared `pool`, which took `took`, keeps one worker spinning
+/// until the next call starts or the window ([`WARM_US`]) passes.
+///
+/// A rayon worker with nothing to do parks within microseconds, and waking it costs 50–100 µs
+/// on the development VM: measured on one rotation at N = 2^12 (two primes) on two threads,
+/// 104 µs back to back, 136 µs after 20 µs of Python work and 207 µs after 100 µs — slower than
+/// the same rotation on one thread (149 µs). A latency-mode segment on a small ring is such a
+/// chain of short calls with Python between them; with one worker awake the next call starts
+/// at once (106–112 µs at every gap). Only one worker spins (the caller's next Python step
+/// needs the other core on a two-core machine), only after a call shorter than
+/// `WARM_CALL_WINDOWS` windows (10 ms), and it stops as soon as the next call on the shared
+/// pool starts: at most one window of one core per short call.
+fn keep_warm(pool: &ThreadPool, call: u64, took: Duration) {
+    let window = Duration::from_micros(WARM_US.load(Ordering::Relaxed));
+    if window.is_zero() || took > window * WARM_CALL_WINDOWS {
+        return;
+    }
+    pool.spawn(move || {
+        let start = Instant::now();
+        while CALLS.load(Ordering::Relaxed) == call && start.elapsed() < window {
+            std::hint::spin_loop();
+        }
+    });
 }
 
 /// Hidden test hook (`_native._panic_for_tests`): panics inside [`run`] — in one item of a
