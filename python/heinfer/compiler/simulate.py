@@ -30,9 +30,9 @@ Latency-mode (slot-layout) segments are simulated by :mod:`heinfer.compiler.simu
 (the same errors, plus each diagonal's encoding and the key switches of the rotations).
 
 What it does not model: the centred reduction of a value beyond its modulus (the encrypted
-run fails or wraps there; the simulation shows a plain number), and the two-party protocol
-(exact integers plus truncations), for which it raises
-:class:`~heinfer.errors.NotSupportedYetError`.
+run fails or wraps there; the simulation shows a plain number). Two-party programs have no
+error to model: :mod:`heinfer.compiler.simulate_two_party` runs them exactly, as the protocol
+computes.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ import math
 
 import numpy as np
 
+from heinfer.compiler.simulate_two_party import simulate_two_party
 from heinfer.compiler.simulate_slots import keyswitch_variance, rescale_variance, slot_segment
 from heinfer.compiler.throughput import SIGMA
 from heinfer.errors import CompileError, NotSupportedYetError
@@ -58,7 +59,11 @@ def simulate(program: Program, x: np.ndarray, seed: int | None = 0, errors: bool
     model of the errors, not a prediction of one run's digits: see the module
     documentation). ``program``: the server's (it holds the weights), throughput or latency
     mode. ``errors=False``: the plan's layers and steps exactly, nothing rounded (the reference
-    the errors are measured from)."""
+    the errors are measured from). A two-party program is run exactly, as its protocol
+    computes (:func:`~heinfer.compiler.simulate_two_party.simulate_two_party`; ``seed`` and
+    ``errors`` do not apply)."""
+    if isinstance(program, TwoPartyProgram):  # exact: nothing to draw
+        return simulate_two_party(program, x)
     x = _checked(program, x)
     y = _outputs(program, x, np.random.default_rng(seed) if errors else None, release=True)
     for f in program.post:
@@ -70,7 +75,11 @@ def output_noise(program: Program, x: np.ndarray, seeds: tuple[int, ...] = (0, 1
     """The simulated errors ``(len(seeds), batch, out_size)`` of the last segment's outputs on
     ``x`` as the client decrypts them — every error of :func:`simulate` up to the server's
     rounding of the result, before the client's release (flooding and rounding to the stated
-    precision) and before the client's last functions. ``program`` as for :func:`simulate`."""
+    precision) and before the client's last functions. ``program`` as for :func:`simulate`;
+    a two-party program's outputs carry no error (zeros, see :mod:`.simulate_two_party`)."""
+    if isinstance(program, TwoPartyProgram):
+        out = simulate_two_party(program, x)
+        return np.zeros((len(seeds), out.shape[0], int(np.prod(out.shape[1:]))))
     x = _checked(program, x)
     exact = _outputs(program, x, None, release=False)
     return np.stack([_outputs(program, x, np.random.default_rng(s), release=False) - exact for s in seeds])
@@ -78,8 +87,6 @@ def output_noise(program: Program, x: np.ndarray, seeds: tuple[int, ...] = (0, 1
 
 def _checked(program: Program, x: np.ndarray) -> np.ndarray:
     """``x`` as float64, after checking that ``program`` can be simulated on it."""
-    if isinstance(program, TwoPartyProgram):
-        raise NotSupportedYetError("simulating a two-party program (exact BFV integers, truncations in garbled circuits) is not supported yet")
     if not isinstance(program, Program):
         raise CompileError(f"simulate needs the server's Program (with its weights), got {type(program).__name__}")
     for k, step in enumerate(program.steps):

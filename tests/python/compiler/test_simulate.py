@@ -16,7 +16,7 @@ import heinfer
 import numpy as np
 import pytest
 import test_inference as ti
-from heinfer.compiler.simulate import simulate
+from heinfer.compiler.simulate import output_noise, simulate
 from heinfer.program.ops import Linear, Square
 
 from compiler import onnx_models as om
@@ -97,9 +97,21 @@ def test_refuses_what_it_does_not_model() -> None:
         simulate(prog.public(), x)
     with pytest.raises(heinfer.CompileError, match="shape"):
         simulate(prog, x[:, :, :4])
-    two = heinfer.compile(ti._model("relu-maxpool-2x2"), calibration=om.random_input((2, 6, 6), 64, seed=11), protocol="two-party")
-    with pytest.raises(heinfer.NotSupportedYetError, match="two-party"):
-        simulate(two, om.random_input((2, 6, 6), 2, seed=3))
+
+
+def test_a_two_party_program_is_simulated_exactly_as_the_protocol_computes() -> None:
+    """BFV and the circuits are exact: the simulation gives the protocol's digits (latency
+    mode here with max-pooling; every network of the protocol tests checks it too)."""
+    cal = om.random_input((2, 6, 6), 64, seed=11)
+    two = heinfer.compile(ti._model("relu-maxpool-2x2"), calibration=cal, protocol="two-party")
+    x = om.random_input((2, 6, 6), 2, seed=3)
+    sim = simulate(two, x)
+    np.testing.assert_array_equal(sim, heinfer.infer(two, x).outputs)
+    assert not np.any(output_noise(two, x))  # nothing is drawn: the protocol adds no error
+    with pytest.raises(heinfer.CompileError, match="with its layers"):
+        simulate(two.public(), x)
+    with pytest.raises(heinfer.RangeError, match="beyond the bound"):
+        simulate(two, x * 1e6)
 
 
 LATENCY = ["mlp-gemm-square", "depthwise-separable-relu6", "conv-pow-global-avgpool"]

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from compiler import onnx_models as om
 
+import heinfer
+
 from heinfer import ckks
 from heinfer.compiler.fixed_point import plan_fixed_point, simulate
 from heinfer.compiler.fuse import fold_linear
@@ -54,6 +56,7 @@ def test_protocol_matches_the_fixed_point_plan_exactly(compiled, name: str) -> N
     out, rep = run_in_process(prog, x)
     # the encrypted protocol computes the plan's integers exactly (BFV is exact mod p)
     np.testing.assert_array_equal(out, _plain_fixed_point(model, x))
+    np.testing.assert_array_equal(heinfer.simulate(prog, x), out)  # from the program alone, no keys
     want = om.run_onnxruntime(model, x.astype(np.float32))
     np.testing.assert_array_equal(out.argmax(1), want.argmax(1))
     # squares keep g fractional bits of a value and 2g of its square (20-bit p): coarser

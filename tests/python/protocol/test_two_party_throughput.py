@@ -70,6 +70,7 @@ def test_batch_axis_protocol_matches_the_fixed_point_plan_exactly(name: str) -> 
     x = cal[:5] if cal is not CAL else DIGITS[:5]
     r = heinfer.infer(prog, x)
     np.testing.assert_array_equal(r.outputs, _plain(model, x, cal))
+    np.testing.assert_array_equal(heinfer.simulate(prog, x), r.outputs)  # from the program alone, no keys
     want = om.run_onnxruntime(model, x.astype(np.float32))
     np.testing.assert_array_equal(r.outputs.argmax(1), want.argmax(1))
     assert r.report["queries"] == 2 and r.report["mode"] == "throughput" and r.report["items"] == 5
