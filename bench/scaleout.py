@@ -34,8 +34,10 @@ CPU per query) × items per query. CPU times are also printed for the single-mac
 unlike wall-clock ratios they do not move with the load other processes put on the machine. The plot (``bench/figures/scaleout.png``) shows the projection
 and its three bounds. **Latency mode** (``latency`` in the JSON; ``--no-latency`` skips it): one
 query of MiniONN's CIFAR network (client-aided) in-process, on one Ray worker, and on two
-workers that split each layer by groups of output ciphertexts (``split="channels"``), in
-interleaved rounds; ``speedup_2`` there = one worker's time / two workers'. Then the same
+workers that split each layer by groups of output ciphertexts (``split="channels"``) or of
+giant steps (``split="giant-steps"``), and as ``split="auto"`` chooses per layer, in
+interleaved rounds; ``speedup_2`` there = one worker's time / two workers' with
+``channels`` (``speedup_2_giant_steps``, ``speedup_2_auto`` for the others). Then the same
 query on two workers holding a block of the layers each (``split="layers"``), with each
 worker's peak resident memory under both plans. **Two-party** (``two_party``): GAZELLE's
 service with its sessions on one and on two actors, two clients querying at once. The last
@@ -133,8 +135,10 @@ def two_party_sessions(rounds: int, queries: int = 6) -> dict:
 def latency_split(rounds: int) -> dict:
     """One latency-mode query (MiniONN's CIFAR network, client-aided, the server's work as in
     :func:`one_query`) in-process, on Ray with one query on one worker (``split="queries"``)
-    and on two workers splitting each layer by output ciphertexts (``split="channels"``);
-    rounds interleaved (order rotated), medians of per-round ratios. Ray must be running with
+    and on two workers splitting each layer by output ciphertexts (``split="channels"``) or by
+    giant steps (``split="giant-steps"``: a layer's groups summed on one worker, which also
+    divides the layers with one output ciphertext); rounds interleaved (order rotated),
+    medians of per-round ratios. Ray must be running with
     four free logical CPUs."""
     sys.path.insert(0, os.path.join(ROOT, "models"))
     import cifar
@@ -150,18 +154,18 @@ def latency_split(rounds: int) -> dict:
     # one executor of two workers (each holds the program's plaintexts: two executors would
     # not fit in memory), its plan switched between rounds; one query at a time, so with
     # split="queries" it runs on one worker
-    ray = RayExecutor(prog, workers=2, split="channels")
-    print(f"# latency mode: MiniONN CIFAR, params {prog.params} (compiled in {compile_s:.0f} s); plan with split='channels':")
+    ray = RayExecutor(prog, workers=2, split="auto")
+    print(f"# latency mode: MiniONN CIFAR, params {prog.params} (compiled in {compile_s:.0f} s); plan with split='auto':")
     for line in ray.plan.describe():
         print(f"#   {line}")
     try:
-        backends = [("inproc", None), ("ray1", "queries"), ("ray2", "channels")]
+        backends = [("inproc", None), ("ray1", "queries"), ("ray2", "channels"), ("ray2g", "giant-steps"), ("ray2a", "auto")]
         for _, split in backends[1:]:
             ray.replan(split)
             assert one_query(ray, params, inputs, keys) == want, "the Ray backend answered differently"
         runs: dict = {name: [] for name, _ in backends}
         for r in range(rounds):
-            for name, split in backends[r % 3 :] + backends[: r % 3]:
+            for name, split in backends[r % len(backends) :] + backends[: r % len(backends)]:
                 if split is not None:
                     ray.replan(split)
                 t = time.perf_counter()
@@ -186,9 +190,14 @@ def latency_split(rounds: int) -> dict:
     med = {k: statistics.median(v) for k, v in runs.items()}
     speedup = statistics.median(a / b for a, b in zip(runs["ray1"], runs["ray2"]))
     vs_inproc = statistics.median(a / b for a, b in zip(runs["inproc"], runs["ray2"]))
+    speedup_g = statistics.median(a / b for a, b in zip(runs["ray1"], runs["ray2g"]))
+    speedup_a = statistics.median(a / b for a, b in zip(runs["ray1"], runs["ray2a"]))
     print(f"latency mode, one query (server's work): in-process {med['inproc'] * 1e3:.0f} ms, Ray 1 worker "
           f"{med['ray1'] * 1e3:.0f} ms, Ray 2 workers split by output ciphertexts {med['ray2'] * 1e3:.0f} ms: "
-          f"{speedup:.2f}× over one worker, {vs_inproc:.2f}× over in-process ({rounds} rounds)")
+          f"{speedup:.2f}× over one worker, {vs_inproc:.2f}× over in-process; split by giant steps "
+          f"{med['ray2g'] * 1e3:.0f} ms: {speedup_g:.2f}× over one worker; split='auto' (channels where a layer "
+          f"has several output ciphertexts, giant steps where it has one) {med['ray2a'] * 1e3:.0f} ms: "
+          f"{speedup_a:.2f}× over one worker ({rounds} rounds)")
     gb = [round(b / 1e9, 2) if b else None for b in whole_rss + tile_rss]
     print(f"layer tiles (split='layers', blocks {blocks}): one query {statistics.median(layer_runs) * 1e3:.0f} ms; "
           f"worker peak RSS {gb[2]} / {gb[3]} GB, against {gb[0]} / {gb[1]} GB for the two workers above (each "
@@ -200,6 +209,10 @@ def latency_split(rounds: int) -> dict:
         "ray1_s": round(med["ray1"], 4),
         "ray2_channels_s": round(med["ray2"], 4),
         "speedup_2": round(speedup, 3),
+        "ray2_giant_steps_s": round(med["ray2g"], 4),
+        "speedup_2_giant_steps": round(speedup_g, 3),
+        "ray2_auto_s": round(med["ray2a"], 4),
+        "speedup_2_auto": round(speedup_a, 3),
         "speedup_vs_inproc": round(vs_inproc, 3),
         "layers_s": round(statistics.median(layer_runs), 4),
         "layers_blocks": blocks,

@@ -288,7 +288,7 @@ def _two_party_summary(program: Any, output: str, public_path: str, data: bytes,
 )
 @click.option(
     "--ray-split",
-    type=click.Choice(["auto", "queries", "rows", "channels", "layers"]),
+    type=click.Choice(["auto", "queries", "rows", "channels", "giant-steps", "layers"]),
     default="auto",
     show_default=True,
     help="With --ray-workers: the split to show (as `heinfer serve --ray-split`).",

@@ -161,12 +161,12 @@ def _limits(given: dict[str, Any]) -> Any:
 )
 @click.option(
     "--ray-split",
-    type=click.Choice(["auto", "queries", "rows", "channels", "layers"]),
+    type=click.Choice(["auto", "queries", "rows", "channels", "giant-steps", "layers"]),
     default="auto",
     show_default=True,
     help="With --ray: whole queries per actor, output-row groups of a throughput-mode layer, groups of "
-    "output ciphertexts of a latency-mode layer, chosen per segment, or layer tiles (each actor holds a "
-    "block of the segments: large models).",
+    "output ciphertexts or of giant steps of a latency-mode layer, chosen per segment, or layer tiles (each "
+    "actor holds a block of the segments: large models).",
 )
 @click.option(
     "--max-memory-gb",

@@ -42,7 +42,7 @@ class RayExecutor:
 
     ``address``: a running cluster (``"host:port"`` or ``"auto"``); ``None`` uses the Ray
     initialized in this process or starts a local one on 127.0.0.1. ``split``: ``"auto"``,
-    ``"queries"``, ``"rows"``, ``"channels"`` or ``"layers"`` (:func:`heinfer.cluster.plan.shard_plan`). ``baseline`` as
+    ``"queries"``, ``"rows"``, ``"channels"``, ``"giant-steps"`` or ``"layers"`` (:func:`heinfer.cluster.plan.shard_plan`). ``baseline`` as
     for :class:`heinfer.Server`. ``max_worker_bytes``: the most bytes of prepared weights
     (:func:`~heinfer.cluster.plan.prepared_bytes`) one worker may hold: every worker prepares
     the whole program, except with ``split="layers"`` (a block of segments each); beyond it
@@ -146,6 +146,11 @@ class RayExecutor:
         data = self._ray.put([np.frombuffer(p, np.uint8) for p in parts])
         key_id = self._key_id(relin, galois)
         shards = self.plan.segments[k]
+        if shards.how == "giant-steps":  # the groups' sums on every worker, then one finishes
+            sums = self._run_shards(k, data, count, key_id, [("giant", a, b) for a, b in shards.groups], None)
+            n = self.program.layers[single_linear(self.program, k)].n_out
+            (out,) = self._run_shards(k, self._ray.put(sums), len(sums) * n, key_id, [("finish", len(sums))], drop_bits)
+            return join_batches(self.params, [out], batch_count(out), drop_bits)
         if shards.groups:  # rows or channels: one group of the outputs per worker
             outs = self._run_shards(k, data, count, key_id, list(shards.groups), drop_bits)
             return join_batches(self.params, outs, split_outputs(self.program, k), drop_bits)
@@ -241,7 +246,14 @@ class RayExecutor:
     def _ready(self, i: int, actor: Any) -> None:
         """Waits until actor ``i`` is up and has prepared its output slices (and under
         ``layers``, holds the block of slot ``i``)."""
-        groups = [(single_linear(self.program, s.segment), a, b) for s in self.plan.segments for a, b in s.groups]
+        groups: list[tuple] = []
+        for s in self.plan.segments:
+            layer = single_linear(self.program, s.segment)
+            if s.how == "giant-steps":  # shard j runs on worker j (others prepare it on demand)
+                groups += [("giant", layer, a, b) for j, (a, b) in enumerate(s.groups) if j % len(self._actors) == i]
+                groups.append(("finish", layer))
+            else:
+                groups += [(layer, a, b) for a, b in s.groups]
         try:
             self._ray.get(actor.prepare.remote(groups), timeout=self.timeout_s)
         except self._ray.exceptions.GetTimeoutError:
@@ -385,7 +397,13 @@ def _identity(relin: Any, galois: Any) -> str | None:
 
 
 def _rows(shard: tuple | None) -> str:
-    return "whole segment" if shard is None else f"outputs {shard[0]}–{shard[1]}"
+    if shard is None:
+        return "whole segment"
+    if shard[0] == "giant":
+        return f"giant-step groups {shard[1]}–{shard[2]}"
+    if shard[0] == "finish":
+        return f"the sum of {shard[1]} giant-step shards"
+    return f"outputs {shard[0]}–{shard[1]}"
 
 
 def _short(e: BaseException) -> str:

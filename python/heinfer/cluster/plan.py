@@ -19,18 +19,28 @@ inputs as in-process, so the results are bit-for-bit those of :class:`heinfer.Se
   the layer; the driver concatenates the groups. A single query's latency is divided, at
   the price of baby steps repeated on each worker. Bytes moved: as ``rows``.
 
+* ``giant-steps`` — a slot-layout segment whose first op is its one transform is split into
+  groups of that transform's giant steps (output ciphertext × giant step), one per worker:
+  every worker receives the whole input, runs the baby steps its groups use and their
+  products and giant-step rotations, and returns one unrounded sum per output ciphertext
+  (:meth:`~heinfer.program.transform.Transform.giant_steps`); then one worker adds the sums
+  — exact, so the outputs are bit for bit the in-process ones — and runs the folds, rescale,
+  bias and the element-wise ops after the layer. It divides layers with few output
+  ciphertexts (a dense layer into one), which ``channels`` cannot. Bytes moved: the input to
+  every worker, one sum per worker and output to the finishing worker, the output once.
+
 * ``layers`` — large models by layer tiles: the segments are cut into contiguous blocks of
   about equal prepared weights (quantized matrices, encoded plaintexts), one block per
   worker; a worker prepares only its block (a fraction of the model's memory) and runs
   every query's segments of it, so concurrent queries move through the workers as through a
   pipeline. Bytes moved: each segment's input and output once, as ``queries``.
 
-``split="auto"`` picks ``rows`` or ``channels`` for a segment when the compute it saves on
-one query exceeds the extra input it ships, under the stated :class:`NetworkModel` and the
-analytic costs of :mod:`heinfer.compiler.cost`; ``queries`` otherwise. ``split="rows"`` and
-``split="channels"`` force the split on every segment of their kind that allows it (the
-others run as ``queries``); ``split="layers"`` is never chosen by ``auto``. Splitting by
-giant steps is not supported yet.
+``split="auto"`` picks ``rows``, ``channels`` or ``giant-steps`` for a segment when the
+compute it saves on one query exceeds the extra bytes it ships (the most saved, net, of those
+that apply), under the stated :class:`NetworkModel` and the analytic costs of
+:mod:`heinfer.compiler.cost`; ``queries`` otherwise. ``split="rows"``, ``split="channels"`` and
+``split="giant-steps"`` force the split on every segment of their kind that allows it (the
+others run as ``queries``); ``split="layers"`` is never chosen by ``auto``.
 """
 
 from __future__ import annotations
@@ -46,18 +56,16 @@ from heinfer.runtime.executor import native_params
 from heinfer.runtime.slots import plaintext_bytes
 
 __all__ = [
-    "SPLITS", "NetworkModel", "SegmentShards", "ShardPlan", "contiguous_blocks", "output_groups", "prepared_bytes", "row_groups",
+    "SPLITS", "NetworkModel", "SegmentShards", "ShardPlan", "contiguous_blocks", "giant_groups", "output_groups", "prepared_bytes", "row_groups",
     "shard_plan", "single_linear",
 ]
 
 #: The sharding choices of :func:`shard_plan`.
-SPLITS = ("auto", "queries", "rows", "channels", "layers")
+SPLITS = ("auto", "queries", "rows", "channels", "giant-steps", "layers")
 #: Sharding modes of the roadmap that are named but not implemented yet.
-NOT_YET = {
-    "giant-steps": "latency-mode sharding by the giant steps of a slot-layout layer",
-}
-#: The split of each segment kind (``SegmentShards.how`` when a segment is split).
-SPLIT_OF = {"batch": "rows", "slots": "channels"}
+NOT_YET: dict[str, str] = {}
+#: The splits of each segment kind (``SegmentShards.how`` when a segment is split).
+SPLITS_OF = {"batch": ("rows",), "slots": ("channels", "giant-steps")}
 
 
 @dataclass(frozen=True)
@@ -75,9 +83,10 @@ class NetworkModel:
 
 @dataclass(frozen=True)
 class SegmentShards:
-    """How one segment runs: ``how`` (``"queries"``, ``"rows"``, ``"channels"`` or
-    ``"layers"``), the output ``groups`` (``(start, stop)`` per worker, for ``rows`` and
-    ``channels``), the ``compute_s`` of one query on one thread, its ``in_bytes``/``out_bytes``,
+    """How one segment runs: ``how`` (``"queries"``, ``"rows"``, ``"channels"``,
+    ``"giant-steps"`` or ``"layers"``), the ``groups`` (``(start, stop)`` per worker: of the
+    outputs for ``rows`` and ``channels``, of the transform's giant-step groups for
+    ``giant-steps``), the ``compute_s`` of one query on one thread, its ``in_bytes``/``out_bytes``,
     ``why`` the choice was made, and for ``layers`` the ``worker`` that holds it."""
 
     segment: int
@@ -107,6 +116,7 @@ class ShardPlan:
             what = {
                 "rows": f"{len(s.groups)} output-row groups",
                 "channels": f"{len(s.groups)} groups of output ciphertexts",
+                "giant-steps": f"{len(s.groups)} groups of giant steps, summed on one worker",
                 "layers": f"held and run by worker {s.worker}",
             }.get(s.how, "whole, one worker per query")
             out.append(
@@ -190,9 +200,9 @@ def shard_plan(program: Program, workers: int, split: str = "auto", network: Net
     if split == "layers":
         return _layer_tiles(program, workers, network)
     kinds = {seg.layout.kind for seg in program.segments}
-    for kind, how in SPLIT_OF.items():
-        if split == how and kind not in kinds:
-            other = "latency-mode (slot-layout) segments split by output ciphertexts: split='channels'" if how == "rows" else (
+    for kind, hows in SPLITS_OF.items():
+        if split in hows and kind not in kinds:
+            other = "latency-mode (slot-layout) segments split by output ciphertexts or giant steps: split='channels' or 'giant-steps'" if kind == "batch" else (
                 "throughput-mode (batch-axis) segments split by output rows: split='rows'"
             )
             raise NotSupportedYetError(f"split={split!r} splits {kind} segments and this program has none ({other})")
@@ -203,24 +213,50 @@ def shard_plan(program: Program, workers: int, split: str = "auto", network: Net
         if layer is None:
             out.append(SegmentShards(k, "queries", (), 0.0, in_bytes, 0, _why_whole(program, k)))
             continue
-        how = SPLIT_OF[seg.layout.kind]
-        groups = output_groups(program, k, workers)
-        compute, part = _compute(program, k, layer, groups)
         out_bytes = output_bytes(program, k, split_outputs(program, k))
-        saved = compute - part
-        extra = network.seconds(in_bytes * (len(groups) - 1), len(groups) - 1)
-        if len(groups) > 1 and (split == how or (split == "auto" and saved > extra)):
+        # each split that applies: (net seconds saved, how, groups, compute, saved, extra)
+        options = []
+        for how in SPLITS_OF[seg.layout.kind]:
+            if split not in ("auto", how):
+                continue
+            groups = giant_groups(program, k, workers) if how == "giant-steps" else output_groups(program, k, workers)
+            if len(groups) < 2:
+                continue
+            compute, part, moved = _compute(program, k, layer, groups, how)
+            saved = compute - part
+            extra = network.seconds(in_bytes * (len(groups) - 1) + moved, len(groups) - 1 + (1 if moved else 0))
+            options.append((saved - extra, how, groups, compute, saved, extra))
+        best = max(options, key=lambda o: o[0]) if options else None
+        if best is not None and (split == best[1] or best[0] > 0):
+            _, how, groups, compute, saved, extra = best
             why = "forced" if split == how else f"saves {saved * 1e3:.1f} ms for {extra * 1e3:.1f} ms more transfer"
             out.append(SegmentShards(k, how, groups, compute, in_bytes, out_bytes, why))
         else:
+            compute = _compute(program, k, layer, ((0, 1),), "channels")[0]
             why = "forced" if split == "queries" else (
                 "one worker" if workers == 1 else
-                "one output ciphertext" if len(groups) == 1 else
-                f"split={split!r} does not apply to {seg.layout.kind} segments" if split in SPLIT_OF.values() else
-                f"would save {saved * 1e3:.1f} ms for {extra * 1e3:.1f} ms more transfer"
+                f"split={split!r} does not apply to this segment" if split in SPLITS_OF["batch"] + SPLITS_OF["slots"] else
+                "one output ciphertext and one giant step" if not options else
+                f"would save {best[4] * 1e3:.1f} ms for {best[5] * 1e3:.1f} ms more transfer"
             )
             out.append(SegmentShards(k, "queries", (), compute, in_bytes, out_bytes, why))
     return ShardPlan(workers, split, tuple(out), network)
+
+
+def giant_groups(program: Program, k: int, parts: int) -> tuple:
+    """The giant-step groups of segment ``k``'s transform in ``parts`` contiguous ranges of
+    about equal terms (plaintext products), for ``split="giant-steps"``; ``()`` when the
+    segment is not a slot layout whose first op is its one transform."""
+    seg = program.segments[k]
+    layer = single_linear(program, k)
+    if seg.layout.kind != "slots" or layer is None or not isinstance(seg.ops[0], Linear):
+        return ()
+    sizes = [len(ix) for _, _, ix in program.layers[layer].groups()]
+    if not sizes:
+        return ()
+    owner = contiguous_blocks(sizes, min(parts, len(sizes)))
+    bounds = [0] + [i for i in range(1, len(owner)) if owner[i] != owner[i - 1]] + [len(owner)]
+    return tuple((bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1))
 
 
 def prepared_bytes(program: Program, k: int) -> int:
@@ -301,18 +337,21 @@ def segment_seconds(program: Program, k: int) -> float:
     return sum(_gemm_seconds(program, k, program.layers[op.layer]) for op in seg.ops if isinstance(op, Linear))
 
 
-def _compute(program: Program, k: int, layer: int, groups: tuple) -> tuple[float, float]:
-    """``(whole, largest group)``: seconds of one query of segment ``k`` on one thread, whole
-    and the largest of its output ``groups``. Batch axis: the GEMM's analytic units. Slot
-    layout: the segment's predicted time from the compiler's measured costs
-    (``Segment.predicted_s``), the group's share of it priced by the analytic costs of its
-    transform (:meth:`~heinfer.program.transform.Transform.outputs`: its own baby steps, the
-    products, giant steps and folds of its outputs) and of the element-wise ops after it."""
+def _compute(program: Program, k: int, layer: int, groups: tuple, how: str) -> tuple[float, float, int]:
+    """``(whole, largest shard, bytes)``: seconds of one query of segment ``k`` on one
+    thread, whole and for its largest shard of ``groups`` (for ``giant-steps`` plus the
+    finishing worker's sum, folds and rest), and the bytes the shards send to a finishing
+    worker (``giant-steps``: one unrounded sum per shard and output; 0 otherwise). Batch axis:
+    the GEMM's analytic units. Slot layout: the segment's predicted time from the compiler's
+    measured costs (``Segment.predicted_s``), the shard's share of it priced by the analytic
+    costs of its transform (:meth:`~heinfer.program.transform.Transform.outputs` or
+    :meth:`~heinfer.program.transform.Transform.giant_steps`: its own baby steps, products and
+    giant steps) and of the element-wise ops after it."""
     seg = program.segments[k]
     step = program.layers[layer]
     if seg.layout.kind == "batch":
         compute = _gemm_seconds(program, k, step)
-        return compute, compute / len(groups) if groups else compute
+        return compute, compute / len(groups) if groups else compute, 0
     costs = analytic_costs(int(program.params["log_n"]), len(program.params["log_q"]), len(program.params["log_p"]))
     level, at = seg.input_level, None
     squares = 0
@@ -329,9 +368,14 @@ def _compute(program: Program, k: int, layer: int, groups: tuple) -> tuple[float
         return transform_cost(t, at, costs) + squares * square_cost(outs, square_level, costs)
 
     whole = analytic(step, step.n_out)
-    part = max(analytic(step.outputs(a, b), b - a) for a, b in groups)
+    moved = 0
+    if how == "giant-steps":
+        part = max(transform_cost(step.giant_steps(a, b), at, costs) for a, b in groups) + analytic(step.finishing(), step.n_out)
+        moved = len(groups) * step.n_out * int(native_params(program.params).ciphertext_wire_bytes(at, 2))
+    else:
+        part = max(analytic(step.outputs(a, b), b - a) for a, b in groups)
     compute = float(seg.predicted_s or 0.0) or whole
-    return compute, compute * part / whole if whole > 0 else compute
+    return compute, compute * part / whole if whole > 0 else compute, moved
 
 
 def _why_whole(program: Program, k: int) -> str:

@@ -67,11 +67,17 @@ class ShardWorker:
         outputs, or on first use)."""
         return list(self.segments)
 
-    def prepare(self, groups: list[tuple[int, int, int]]) -> int:
+    def prepare(self, groups: list[tuple]) -> int:
         """Prepares the output slices ``(layer, start, stop)`` (row groups, groups of output
-        ciphertexts) ahead of the first query."""
+        ciphertexts) and the giant-step shards ``("giant", layer, start, stop)`` and their
+        finishing ``("finish", layer)`` ahead of the first query."""
         for g in groups:
-            self._slice(*g)
+            if g[0] == "giant":
+                self._giant(*g[1:])
+            elif g[0] == "finish":
+                self._giant(g[1], None, None)
+            else:
+                self._slice(*g)
         return len(self._slices)
 
     def put_keys(self, key_id: str, keys: tuple) -> None:
@@ -102,14 +108,31 @@ class ShardWorker:
         a list of them, in order (``bytes``, or the read-only ``uint8`` arrays Ray hands over
         from its object store without a copy), each decoded with full validation; with
         ``rows = (start, stop)`` only that group of the outputs of the segment's linear layer
-        (output rows on the batch axis, output ciphertexts in a slot layout).
+        (output rows on the batch axis, output ciphertexts in a slot layout); with
+        ``rows = ("giant", start, stop)`` the sums of giant-step groups ``start:stop`` of its
+        transform (a slot layout whose first op is the transform; unrounded, ``drop_bits``
+        ignored), and with ``rows = ("finish", shards)`` the segment's output from the sums of
+        ``shards`` such shards, given in order as the input.
         Returns the output batch serialized (rounded with ``drop_bits``, see
         ``CiphertextBatch.to_bytes``) as a ``uint8`` array, which Ray stores out of band: the
         front end reads it in the object store instead of unpickling a copy."""
         t0, c0 = time.perf_counter(), time.process_time()
         relin, galois = self._keys_of(key_id)
         batch = self._decode(data if isinstance(data, (list, tuple)) else [data], count)
-        if rows is None:
+        if rows is not None and rows[0] == "giant":  # a shard of the giant steps: sums, unrounded
+            prepared = self._giant(_only_linear(self.program, k), rows[1], rows[2])
+            out = _native.CiphertextBatch.from_list(prepared.partial(self._evaluator(), batch.to_list(consume=True), galois))
+            drop_bits = None
+        elif rows is not None and rows[0] == "finish":  # the shards' sums → the segment's output
+            prepared = self._giant(_only_linear(self.program, k), None, None)
+            cts = batch.to_list(consume=True)
+            shards, n = int(rows[1]), prepared.transforms[0].n_out
+            if shards < 1 or len(cts) != shards * n:
+                raise ProtocolError(f"{len(cts)} ciphertexts for {shards} giant-step shards of {n} outputs each")
+            out = _native.CiphertextBatch.from_list(
+                prepared.finish(self._evaluator(), [cts[i * n : (i + 1) * n] for i in range(shards)], galois, relin)
+            )
+        elif rows is None:
             out = self._executor_of(k).run(k, batch, relin, galois)
         elif self.program.segments[k].layout.kind == "slots":
             layer = _only_linear(self.program, k)
@@ -165,6 +188,20 @@ class ShardWorker:
                 step = lay.rows(start, stop)
                 self._slices[key] = (step, PreparedLinear(step).build() if not self.baseline else None)
         return self._slices[key]
+
+    def _giant(self, layer: int, start: int | None, stop: int | None) -> PreparedSlots:
+        """Segment of ``layer`` prepared for a shard of its giant-step groups ``start:stop``
+        (:meth:`Transform.giant_steps`: those groups' plaintexts only), or with ``None`` for
+        finishing the shards' sums (:meth:`Transform.finishing`: the bias only)."""
+        key = ("giant", layer, start, stop)
+        if key not in self._slices:
+            lay = self.program.layers[layer]
+            part = lay.finishing() if start is None else lay.giant_steps(start, stop)
+            (seg,) = [s for s in self.program.segments if any(isinstance(op, Linear) and op.layer == layer for op in s.ops)]
+            layers = list(self.program.layers)
+            layers[layer] = part
+            self._slices[key] = (part, PreparedSlots(self.params, seg, layers))
+        return self._slices[key][1]
 
     def _executor_of(self, k: int) -> Executor:
         """The executor that runs segment ``k`` whole: the worker's, or for a segment the plan

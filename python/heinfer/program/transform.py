@@ -24,7 +24,7 @@ step ``s`` adds partial sums (GAZELLE's hybrid method), then the bias is added.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -166,6 +166,25 @@ class Transform:
             replicate=self.replicate,
             hoisting=self.hoisting,
         )
+
+    def giant_steps(self, start: int, stop: int) -> Transform:
+        """The products and giant steps of groups ``start:stop`` of :meth:`groups` (output
+        ciphertext × giant step), without folds and bias: every output ciphertext, each the
+        sum of those groups' rotated products only (zero where none reaches it), with the same
+        inputs and replication. The sums of a partition of the groups add up to the whole
+        transform's sums before its folds, rescale and bias, exactly (the shard of a layer
+        split by giant steps on a cluster, :mod:`heinfer.cluster`; :meth:`finishing` does the
+        rest)."""
+        groups = self.groups()
+        if not 0 <= start < stop <= len(groups):
+            raise CompileError(f"transform: giant-step groups {start}:{stop} of {len(groups)}")
+        keep = np.concatenate([ix for _, _, ix in groups[start:stop]])
+        return replace(self, terms=self.terms[keep], vectors=self.vectors[keep], bias=None, fold=())
+
+    def finishing(self) -> Transform:
+        """The transform without its products: its folds and bias only, for summed
+        :meth:`giant_steps` shards."""
+        return replace(self, terms=self.terms[:0], vectors=self.vectors[:0])
 
     def simulate(self, x: np.ndarray) -> np.ndarray:
         """The transform on slot values ``x`` ``(n_in, S)`` in float64 (no noise), before the

@@ -25,7 +25,7 @@ from heinfer.program.transform import Transform
 
 __all__ = ["DOT_BATCH", "GIANT_BATCH", "LAZY_BATCH_BYTES", "PreparedSlots", "plaintext_bytes"]
 
-#: Giant-step rotations run together (:meth:`PreparedSlots._transform`): enough to keep two
+#: Giant-step rotations run together (:meth:`PreparedSlots._sums`): enough to keep two
 #: to eight cores busy, few enough that the waiting products stay small (16 ciphertexts).
 GIANT_BATCH = 16
 
@@ -64,11 +64,11 @@ def _extended(t: Transform, ix) -> bool:
 
 
 class _Schedule:
-    """What :meth:`PreparedSlots._transform` walks for one transform, derived once per
+    """What :meth:`PreparedSlots._sums` walks for one transform, derived once per
     program instead of on every query: the baby steps of each input ciphertext and, per
     output ciphertext and giant step, the term indices, whether they multiply extended
     (rotated) ciphertexts, and which ciphertexts: indices into the list
-    :meth:`PreparedSlots._transform` builds — for extended groups the baby steps in
+    :meth:`PreparedSlots._sums` builds — for extended groups the baby steps in
     :attr:`babies` order; otherwise the inputs, then (single hoisting) the rotated baby
     steps in that order."""
 
@@ -161,12 +161,48 @@ class PreparedSlots:
 
     def run(self, ev: _native.Evaluator, cts: list, galois: _native.GaloisKeys | None, relin: _native.RelinKey | None) -> list:
         """The segment's output ciphertexts for its input ciphertexts ``cts`` (consumed)."""
-        seg = self.seg
-        if len(cts) != seg.n_input_cts:
-            raise ProtocolError(f"segment takes {seg.n_input_cts} ciphertexts, got {len(cts)}")
-        for j, op in enumerate(seg.ops):
+        return self._ops(ev, self._checked(cts), 0, galois, relin)
+
+    def partial(self, ev: _native.Evaluator, cts: list, galois: _native.GaloisKeys | None) -> list:
+        """A shard of a segment whose first op is its transform, split by giant steps: the
+        sums of this transform's groups (:meth:`~heinfer.program.transform.Transform.giant_steps`)
+        on the segment's inputs ``cts`` (consumed), one ciphertext per output, before folds and
+        rescale. :meth:`finish` completes the summed shards."""
+        self._first_linear()
+        return self._sums(ev, 0, self._checked(cts), galois)
+
+    def finish(self, ev: _native.Evaluator, shards: list[list], galois: _native.GaloisKeys | None, relin: _native.RelinKey | None) -> list:
+        """The segment's outputs from the :meth:`partial` results of a partition of its first
+        transform's groups (a list per shard, on a segment prepared with
+        :meth:`~heinfer.program.transform.Transform.finishing`): their sums — exact, so the
+        outputs are bit for bit those of :meth:`run` — then the transform's folds, rescale and
+        bias and the segment's other ops."""
+        t = self.transforms[self._first_linear()]
+        if not shards or any(len(s) != t.n_out for s in shards):
+            raise ProtocolError(f"a segment split by giant steps takes {t.n_out} ciphertexts from every shard")
+        out = list(shards[0])
+        for s in shards[1:]:
+            for o, c in enumerate(s):
+                ev.add_assign(out[o], c)
+        return self._ops(ev, self._finish(ev, 0, out, galois), 1, galois, relin)
+
+    def _checked(self, cts: list) -> list:
+        if len(cts) != self.seg.n_input_cts:
+            raise ProtocolError(f"segment takes {self.seg.n_input_cts} ciphertexts, got {len(cts)}")
+        return cts
+
+    def _first_linear(self) -> int:
+        if not self.seg.ops or not isinstance(self.seg.ops[0], Linear):
+            raise ProtocolError("only a segment whose first op is its linear layer can be split by giant steps")
+        return 0
+
+    def _ops(self, ev: _native.Evaluator, cts: list, start: int, galois, relin) -> list:
+        """The segment's ops from ``start`` on, on ``cts``."""
+        for j, op in enumerate(self.seg.ops):
+            if j < start:
+                continue
             if isinstance(op, Linear):
-                cts = self._transform(ev, j, cts, galois)
+                cts = self._finish(ev, j, self._sums(ev, j, cts, galois), galois)
             elif isinstance(op, Square):
                 cts = [ev.square(c) for c in cts]
             elif isinstance(op, Relinearize):
@@ -180,10 +216,11 @@ class PreparedSlots:
                 raise ProtocolError(f"the slot layout cannot run {type(op).__name__}")
         return cts
 
-    def _transform(self, ev: _native.Evaluator, k: int, x: list, galois) -> list:
+    def _sums(self, ev: _native.Evaluator, k: int, x: list, galois) -> list:
+        """Op ``k``'s transform on ``x`` up to its folds: per output ciphertext, the sum of its
+        groups' rotated products (an encryption of zero where none reaches it)."""
         t = self.transforms[k]
         pts = self.plain.get(k)  # None when lazy: each group is encoded just before its use
-        bias = self.bias[k] if not self.lazy else self._encode_bias(k)
         if t.replicate:
             x = ev.fold(x, list(t.replicate), galois)
         plan = self.schedules[k]
@@ -225,6 +262,12 @@ class PreparedSlots:
         for o in range(t.n_out):
             if out[o] is None:  # no weight reaches this ciphertext: an encryption of zero
                 out[o] = ev.mul_const(x[0], 0.0, self.q[self.levels[k]])
+        return out
+
+    def _finish(self, ev: _native.Evaluator, k: int, out: list, galois) -> list:
+        """Op ``k``'s transform after its sums ``out``: folds, rescale, bias."""
+        t = self.transforms[k]
+        bias = self.bias[k] if not self.lazy else self._encode_bias(k)
         # the folds before the rescale: a key switch adds the same noise at any scale, and at
         # ``Δ·q_ℓ`` it is ``q_ℓ`` times smaller in the result than at ``Δ`` — after the
         # rescale, the folds of a wide dense layer dominated its error (8 folds: ×25)

@@ -58,19 +58,26 @@ def test_plan_refuses_what_it_cannot_do(relu_net, squares):
     assert plan.segments[0].how == "queries" and "more than one linear" in plan.segments[0].why
 
 
-def test_latency_segments_split_by_output_ciphertexts_when_it_pays(latency_net, relu_net):
+def test_latency_segments_split_when_it_pays(latency_net, relu_net):
     assert [latency_net.layers[s.ops[0].layer].n_out for s in latency_net.segments] == [2, 1]
+    channels = shard_plan(latency_net, 2, split="channels", network=NetworkModel(bandwidth=1e12, latency=0.0))
+    assert [s.how for s in channels.segments] == ["channels", "queries"]
+    assert channels.segments[0].groups == ((0, 1), (1, 2)) and "does not apply" in channels.segments[1].why
+    assert "2 groups of output ciphertexts" in channels.describe()[0]
+    # by giant steps: groups of about equal terms; the second layer has one group, no split
+    giant = shard_plan(latency_net, 2, split="giant-steps")
+    assert [s.how for s in giant.segments] == ["giant-steps", "queries"]
+    (a, b), (c, d) = giant.segments[0].groups
+    assert a == 0 and b == c and d == len(latency_net.layers[0].groups())
+    assert "2 groups of giant steps" in giant.describe()[0]
+    # auto: the split that saves most net of its transfers, when the network is fast enough
     fast = shard_plan(latency_net, 2, network=NetworkModel(bandwidth=1e12, latency=0.0))
-    assert [s.how for s in fast.segments] == ["channels", "queries"]
-    assert fast.segments[0].groups == ((0, 1), (1, 2)) and "one output ciphertext" in fast.segments[1].why
-    assert "2 groups of output ciphertexts" in fast.describe()[0]
-    # the larger group's share of the compute, not half of it: the baby steps run on each worker
-    s0 = fast.segments[0]
-    assert 0 < s0.compute_s and "saves" in s0.why
+    assert fast.segments[0].how in ("channels", "giant-steps") and "saves" in fast.segments[0].why
+    assert fast.segments[1].how == "queries" and "one output ciphertext and one giant step" in fast.segments[1].why
     slow = shard_plan(latency_net, 2, network=NetworkModel(bandwidth=1e6))
-    assert [s.how for s in slow.segments] == ["queries"] * 2
-    assert [s.how for s in shard_plan(latency_net, 2, split="channels").segments] == ["channels", "queries"]
+    assert [s.how for s in slow.segments] == ["queries"] * 2 and "would save" in slow.segments[0].why
     assert [s.how for s in shard_plan(latency_net, 1, split="channels").segments] == ["queries"] * 2
+    assert [s.how for s in shard_plan(latency_net, 1, split="giant-steps").segments] == ["queries"] * 2
     # each split applies to its own kind of segment, and refuses a program without any
     with pytest.raises(heinfer.NotSupportedYetError, match="split='channels'"):
         shard_plan(latency_net, 2, split="rows")
@@ -103,6 +110,29 @@ def test_output_ciphertext_groups_on_a_worker_are_exactly_the_whole_segment(late
     # a group of all outputs is the whole segment
     want1 = Executor(latency_net).run(1, as_batch(latency_net, data1), relin, galois).to_bytes()
     assert worker.run(1, data1, 1 << 20, "s", (0, 1)).tobytes() == want1
+
+
+def test_giant_step_shards_summed_on_a_worker_are_exactly_the_whole_segment(latency_net):
+    """Each shard's sums (its giant-step groups' products and rotations, zero where none
+    reaches an output) add up, exactly, to the whole transform's; finishing them (folds,
+    rescale, bias) gives the in-process output bit for bit, whichever the partition."""
+    from compiler import onnx_models as om
+
+    x = om.random_input((32,), 1, seed=5)
+    (data, relin, galois), _ = segment_inputs(latency_net, x, keys=True)
+    worker = ShardWorker(latency_net.to_bytes(), False, 1, None, (0,))
+    worker.put_keys("s", (relin.to_bytes() if relin is not None else None, galois.to_bytes()))
+    want = Executor(latency_net).run(0, as_batch(latency_net, data), relin, galois).to_bytes()
+    n = len(latency_net.layers[0].groups())
+    for cuts in ([0, 20, n], [0, 1, 2, n], [0, n]):
+        sums = [worker.run(0, data, 1 << 20, "s", ("giant", a, b)) for a, b in zip(cuts, cuts[1:])]
+        got = worker.run(0, sums, 1 << 20, "s", ("finish", len(sums)))
+        assert got.tobytes() == want, cuts
+    sums = [worker.run(0, data, 1 << 20, "s", ("giant", a, b)) for a, b in ((0, 20), (20, n))]
+    with pytest.raises(heinfer.ProtocolError, match="giant-step shards"):
+        worker.run(0, sums, 1 << 20, "s", ("finish", 3))
+    with pytest.raises(heinfer.CompileError, match="giant-step groups"):
+        worker.run(0, data, 1 << 20, "s", ("giant", 5, n + 1))
 
 
 def test_row_groups_on_a_worker_are_exactly_the_whole_segment(relu_net, digits):
@@ -175,10 +205,9 @@ def test_inspect_shows_the_shard_plan(tmp_path, relu_net):
     assert r.exit_code == 2 and "split='rows'" in r.output  # no latency-mode segment to split
 
 
-@pytest.mark.parametrize("split,named", [("giant-steps", "giant steps")])
-def test_roadmap_modes_are_named_as_not_supported_yet(relu_net, split, named):
-    with pytest.raises(heinfer.NotSupportedYetError, match=named):
-        shard_plan(relu_net, 2, split=split)
+def test_giant_steps_apply_to_latency_mode_only(relu_net):
+    with pytest.raises(heinfer.NotSupportedYetError, match="split='rows'"):
+        shard_plan(relu_net, 2, split="giant-steps")
 
 
 def test_a_program_too_large_for_one_worker_needs_layer_tiles(relu_net):

@@ -78,6 +78,27 @@ def test_latency_outputs_split_by_output_ciphertexts_are_those_of_the_in_process
         np.testing.assert_allclose(got.outputs, ref.outputs, atol=1e-2 * np.abs(ref.outputs).max())
 
 
+def test_latency_outputs_split_by_giant_steps_are_those_of_the_in_process_executor(cluster, latency_net):
+    """A latency-mode layer split by giant steps over two workers: each returns its groups'
+    sums, one worker adds them and finishes the layer; the output is the in-process one,
+    byte for byte, and whole queries through the protocol server give its answers."""
+    from compiler import onnx_models as om
+
+    x = om.random_input((32,), 1, seed=5)
+    inputs = segment_inputs(latency_net, x, keys=True)
+    local = Executor(latency_net)
+    with RayExecutor(latency_net, workers=2, split="giant-steps", timeout_s=60) as ex:
+        assert [s.how for s in ex.plan.segments] == ["giant-steps", "queries"]
+        for k, (data, relin, galois) in enumerate(inputs):
+            want = local.run(k, as_batch(latency_net, data), relin, galois).to_bytes()
+            assert ex.run(k, as_batch(latency_net, data), relin, galois).to_bytes() == want
+        assert sum(s["shards"] for s in ex.worker_stats()) == 4  # two sums, their finish, the whole
+        xs = om.random_input((32,), 3, seed=6)
+        got = heinfer.infer(latency_net, xs, server=Server(latency_net, executor=ex))
+        ref = heinfer.infer(latency_net, xs)
+        np.testing.assert_allclose(got.outputs, ref.outputs, atol=1e-2 * np.abs(ref.outputs).max())
+
+
 def test_layer_tiles_hold_a_block_each_and_answer_as_in_process(cluster, relu_net, digits):
     """``split="layers"``: each actor prepares only its block of segments; every segment runs
     on its holder with the in-process bytes; a holder killed mid-query is replaced by an
