@@ -45,6 +45,22 @@ impl Evaluator {
     ) -> PyResult<()> {
         run(py, op, || f(&self.inner))
     }
+    /// An op on a list of ciphertexts that returns new ones (`f` gets the engine's
+    /// ciphertexts, in order).
+    fn many(
+        &self,
+        py: Python<'_>,
+        op: &'static str,
+        cts: &[PyRef<'_, Ciphertext>],
+        f: impl FnOnce(&ckks::Evaluator, &[&ckks::Ciphertext]) -> ckks::Result<Vec<ckks::Ciphertext>>
+            + Send,
+    ) -> PyResult<Vec<Ciphertext>> {
+        let c: Vec<&ckks::Ciphertext> = cts.iter().map(|c| &c.inner).collect();
+        let v = run(py, op, || f(&self.inner, &c))?;
+        Ok(v.into_iter()
+            .map(|c| Ciphertext::wrap(c, &self.params))
+            .collect())
+    }
     /// [`Self::ct`] for an element-wise op on `ct`'s words: a small one runs on the calling
     /// thread ([`run_sized`]).
     fn ct_small(
@@ -279,13 +295,9 @@ impl Evaluator {
         steps: Vec<i64>,
         keys: &GaloisKeys,
     ) -> PyResult<Vec<Ciphertext>> {
-        let c: Vec<&ckks::Ciphertext> = cts.iter().map(|c| &c.inner).collect();
-        let v = run(py, "Evaluator.rotate_many", || {
-            self.inner.rotate_many(&c, &steps, &keys.inner)
-        })?;
-        Ok(v.into_iter()
-            .map(|c| Ciphertext::wrap(c, &self.params))
-            .collect())
+        self.many(py, "Evaluator.rotate_many", &cts, |e, c| {
+            e.rotate_many(c, &steps, &keys.inner)
+        })
     }
     /// Rotate-and-add folds of each ciphertext, `c ← c + rotate(c, s)` for each `s` of
     /// `steps` in order (new ciphertexts; the inputs are unchanged), in one call.
@@ -296,13 +308,9 @@ impl Evaluator {
         steps: Vec<i64>,
         keys: &GaloisKeys,
     ) -> PyResult<Vec<Ciphertext>> {
-        let c: Vec<&ckks::Ciphertext> = cts.iter().map(|c| &c.inner).collect();
-        let v = run(py, "Evaluator.fold", || {
-            self.inner.fold(&c, &steps, &keys.inner)
-        })?;
-        Ok(v.into_iter()
-            .map(|c| Ciphertext::wrap(c, &self.params))
-            .collect())
+        self.many(py, "Evaluator.fold", &cts, |e, c| {
+            e.fold(c, &steps, &keys.inner)
+        })
     }
     fn conjugate(
         &self,
