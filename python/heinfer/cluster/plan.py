@@ -236,7 +236,8 @@ def shard_plan(program: Program, workers: int, split: str = "auto", network: Net
             why = "forced" if split == "queries" else (
                 "one worker" if workers == 1 else
                 f"split={split!r} does not apply to this segment" if split in SPLITS_OF["batch"] + SPLITS_OF["slots"] else
-                "one output ciphertext and one giant step" if not options else
+                ("nothing to split: one output ciphertext and one giant-step group" if seg.layout.kind == "slots" else "nothing to split: one output row")
+                if not options else
                 f"would save {best[4] * 1e3:.1f} ms for {best[5] * 1e3:.1f} ms more transfer"
             )
             out.append(SegmentShards(k, "queries", (), compute, in_bytes, out_bytes, why))

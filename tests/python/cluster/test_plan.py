@@ -73,7 +73,7 @@ def test_latency_segments_split_when_it_pays(latency_net, relu_net):
     # auto: the split that saves most net of its transfers, when the network is fast enough
     fast = shard_plan(latency_net, 2, network=NetworkModel(bandwidth=1e12, latency=0.0))
     assert fast.segments[0].how in ("channels", "giant-steps") and "saves" in fast.segments[0].why
-    assert fast.segments[1].how == "queries" and "one output ciphertext and one giant step" in fast.segments[1].why
+    assert fast.segments[1].how == "queries" and "one output ciphertext and one giant-step group" in fast.segments[1].why
     slow = shard_plan(latency_net, 2, network=NetworkModel(bandwidth=1e6))
     assert [s.how for s in slow.segments] == ["queries"] * 2 and "would save" in slow.segments[0].why
     assert [s.how for s in shard_plan(latency_net, 1, split="channels").segments] == ["queries"] * 2
