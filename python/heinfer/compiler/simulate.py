@@ -37,12 +37,11 @@ computes.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from heinfer.compiler.simulate_two_party import simulate_two_party
-from heinfer.compiler.simulate_slots import keyswitch_variance, rescale_variance, slot_segment
+from heinfer.compiler.simulate_slots import keyswitch_variance, noisy, rescale_variance, slot_segment
 from heinfer.compiler.throughput import SIGMA
 from heinfer.errors import CompileError, NotSupportedYetError
 from heinfer.program.model import Program, Segment
@@ -167,12 +166,9 @@ def _segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.rand
 
 
 def _noisy(y: np.ndarray, var: float, scale: float, seg: Segment, n: int, rng: np.random.Generator | None) -> np.ndarray:
-    """``y`` plus the error of variance ``var`` per coefficient at ``scale`` (see the module
-    documentation for the embedding); ``y`` itself without ``rng``."""
-    if rng is None or var <= 0.0:
-        return y
-    per_value = var if seg.layout.packing == "coeff" else var * n / 2.0
-    return y + rng.normal(0.0, math.sqrt(per_value) / scale, y.shape)
+    """``y`` plus the error of variance ``var`` per coefficient at ``scale``, embedded as
+    ``seg`` packs its values (see the module documentation); ``y`` itself without ``rng``."""
+    return noisy(y, var, scale, n, rng, coefficients=seg.layout.packing == "coeff")
 
 
 def _secret_in_slots(key: dict, rng: np.random.Generator, n: int) -> np.ndarray:

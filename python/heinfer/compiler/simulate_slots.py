@@ -44,7 +44,7 @@ from heinfer.program.model import Program, Segment
 from heinfer.program.ops import DropTo, Linear, Relinearize, Rescale, Square
 from heinfer.program.transform import Transform
 
-__all__ = ["keyswitch_variance", "rescale_variance", "slot_segment"]
+__all__ = ["keyswitch_variance", "noisy", "rescale_variance", "slot_segment"]
 
 
 def keyswitch_variance(log_q: list, log_p: list, limbs: int, n: int) -> float:
@@ -77,7 +77,7 @@ def slot_segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.
     g = seg.layout.gather
     x = np.where(g >= 0, y[:, np.maximum(g, 0)], 0.0)  # (items, input ciphertexts, S)
     scale, level, parts = seg.input_scale, seg.input_level, 2
-    x = _noisy(x, 1.0 / 12.0 + SIGMA**2, scale, n, rng)
+    x = noisy(x, 1.0 / 12.0 + SIGMA**2, scale, n, rng)
     for i, op in enumerate(seg.ops):
         if tuple(op.inputs) != (i,):
             raise NotSupportedYetError(f"simulating op {i} of a segment: it reads values {tuple(op.inputs)}, only chains are supported yet")
@@ -90,13 +90,13 @@ def slot_segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.
             scale *= scale
             parts = 3
         elif isinstance(op, Relinearize):
-            x = _noisy(x, ks, scale, n, rng)
+            x = noisy(x, ks, scale, n, rng)
             parts = 2
         elif isinstance(op, Rescale):
             for _ in range(op.primes):
                 scale /= q[level]
                 level -= 1
-            x = _noisy(x, rescale_variance(n, parts), scale, n, rng)
+            x = noisy(x, rescale_variance(n, parts), scale, n, rng)
         elif isinstance(op, DropTo):
             level = op.level
         else:
@@ -109,14 +109,14 @@ def _transform(t: Transform, x: np.ndarray, scale: float, q_l: float, ks: float,
     included: ``(items, n_out, S)`` at ``scale`` (see the module documentation)."""
     product = scale * q_l
     for r in t.replicate:
-        x = x + _noisy(np.roll(x, -r, axis=2), ks, scale, n, rng)
+        x = x + noisy(np.roll(x, -r, axis=2), ks, scale, n, rng)
     vectors = t.vectors if rng is None else t.vectors + rng.normal(0.0, math.sqrt(n / 24.0) / q_l, t.vectors.shape)
     rotated: dict[tuple[int, int], np.ndarray] = {}
 
     def baby(a: int, b: int) -> np.ndarray:
         if (a, b) not in rotated:
             r = np.roll(x[:, a], -b, axis=1)
-            rotated[(a, b)] = _noisy(r, ks, scale, n, rng) if b else r
+            rotated[(a, b)] = noisy(r, ks, scale, n, rng) if b else r
         return rotated[(a, b)]
 
     out = np.zeros((x.shape[0], t.n_out, t.slots))
@@ -126,16 +126,19 @@ def _transform(t: Transform, x: np.ndarray, scale: float, q_l: float, ks: float,
             _, _, a, b = t.terms[i]
             acc += vectors[i] * baby(int(a), int(b))
         if gs:
-            acc = _noisy(np.roll(acc, -int(gs), axis=1), ks, product, n, rng)
+            acc = noisy(np.roll(acc, -int(gs), axis=1), ks, product, n, rng)
         out[:, o] += acc
     for s in t.fold:
-        out = out + _noisy(np.roll(out, -s, axis=2), ks, product, n, rng)
-    out = _noisy(out, rescale_variance(n, 2), scale, n, rng)
+        out = out + noisy(np.roll(out, -s, axis=2), ks, product, n, rng)
+    out = noisy(out, rescale_variance(n, 2), scale, n, rng)
     return out if t.bias is None else out + t.bias
 
 
-def _noisy(x: np.ndarray, var: float, scale: float, n: int, rng: np.random.Generator | None) -> np.ndarray:
-    """``x`` plus, in each slot, an error of variance ``var`` per ring coefficient at ``scale``."""
+def noisy(x: np.ndarray, var: float, scale: float, n: int, rng: np.random.Generator | None, coefficients: bool = False) -> np.ndarray:
+    """``x`` plus an error of variance ``var`` per ring coefficient at ``scale``, in each slot
+    (the canonical embedding sums ``N`` coefficients: ``N·var/2`` per real value) or, with
+    ``coefficients`` (coefficient packing), in each coefficient; ``x`` itself without ``rng``."""
     if rng is None or var <= 0.0:
         return x
-    return x + rng.normal(0.0, math.sqrt(var * n / 2.0) / scale, x.shape)
+    per_value = var if coefficients else var * n / 2.0
+    return x + rng.normal(0.0, math.sqrt(per_value) / scale, x.shape)
