@@ -37,11 +37,10 @@ computes.
 
 from __future__ import annotations
 
-
 import numpy as np
 
-from heinfer.compiler.simulate_two_party import simulate_two_party
 from heinfer.compiler.simulate_slots import keyswitch_variance, noisy, rescale_variance, slot_segment
+from heinfer.compiler.simulate_two_party import simulate_two_party
 from heinfer.compiler.throughput import SIGMA
 from heinfer.errors import CompileError, NotSupportedYetError
 from heinfer.program.model import Program, Segment
