@@ -121,17 +121,18 @@ def test_layer_tiles_hold_a_block_each_and_answer_as_in_process(cluster, relu_ne
             ex.replan("queries")
 
 
-def _kill_while_running(ex: RayExecutor, k: int, batch_bytes: bytes, program, victim: int, delay: float, repeat: int = 5):
-    """Runs segment ``k`` ``repeat`` times in a thread and SIGKILLs worker ``victim`` after
-    ``delay`` s: the kill lands while a shard runs, or between runs, where the next shard
-    meets the dead actor (both must be survived). ``box["out"]``: the answers."""
+def _kill_while_running(ex: RayExecutor, k: int, batch_bytes: bytes, program, victim: int, delay: float, repeat: int = 5, keys: tuple = (None, None)):
+    """Runs segment ``k`` ``repeat`` times in a thread (with ``keys``: relin, galois) and
+    SIGKILLs worker ``victim`` after ``delay`` s: the kill lands while a shard runs, or
+    between runs, where the next shard meets the dead actor (both must be survived).
+    ``box["out"]``: the answers."""
     pid = ex.worker_pids()[victim]
     box: dict = {"out": []}
 
     def go():
         try:
             for _ in range(repeat):
-                box["out"].append(ex.run(k, as_batch(program, batch_bytes), None, None).to_bytes())
+                box["out"].append(ex.run(k, as_batch(program, batch_bytes), *keys).to_bytes())
         except Exception as e:  # noqa: BLE001 - the test inspects it
             box["err"] = e
 
@@ -157,6 +158,23 @@ def test_a_worker_killed_mid_query_is_replaced_and_its_shard_rerun(cluster, relu
         assert after[0] == before[0] and after[1] != before[1]
         # The replacement answers later queries too.
         assert ex.run(1, as_batch(relu_net, data), None, None).to_bytes() == want
+
+
+def test_a_worker_killed_during_a_giant_step_split_is_replaced_and_the_answer_exact(cluster, latency_net):
+    """Killed while the workers sum their groups or while one finishes: the shard re-runs on
+    the replacement (which prepares its groups on demand) and every answer is the in-process
+    one, byte for byte."""
+    from compiler import onnx_models as om
+
+    data, relin, galois = segment_inputs(latency_net, om.random_input((32,), 1, seed=5), keys=True)[0]
+    want = Executor(latency_net).run(0, as_batch(latency_net, data), relin, galois).to_bytes()
+    with RayExecutor(latency_net, workers=2, split="giant-steps", timeout_s=60) as ex:
+        before = ex.worker_pids()
+        box = _kill_while_running(ex, 0, data, latency_net, victim=1, delay=0.05, repeat=8, keys=(relin, galois))
+        assert "err" not in box, box.get("err")
+        assert box["out"] == [want] * 8
+        assert ex.reruns >= 1 and ex.worker_pids()[1] != before[1]
+        assert ex.run(0, as_batch(latency_net, data), relin, galois).to_bytes() == want
 
 
 def test_a_worker_that_keeps_dying_is_a_clear_error(cluster, relu_net, digits):
