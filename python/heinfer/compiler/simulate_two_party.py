@@ -9,14 +9,17 @@ ReLU or max-pooling and truncate by the fixed-point plan's shift exactly. So run
 server's program on integers mod ``p`` — the transforms' diagonals and rotations in latency
 mode, the integer matrices in throughput mode, each step as its circuit computes it — gives the
 outputs a protocol run decrypts, digit for digit (tests check it against real runs). Values are
-read as signed (``(p − 1)/2`` and above are negative), as the circuits read them.
+read as signed (above ``(p − 1)/2`` they are negative), as the circuits read them; plaintext
+moduli below 2^31 (every product of two residues fits 64 bits).
 """
 
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
-from heinfer.errors import CompileError, RangeError
+from heinfer.compiler.fixed_point import _matmul_mod, _signed
+from heinfer.errors import CompileError, NotSupportedYetError, RangeError
 from heinfer.program.transform import Transform
 from heinfer.program.two_party import TwoPartyProgram, TwoPartyStep
 from heinfer.program.weights import LinearStep
@@ -35,6 +38,8 @@ def simulate_two_party(program: TwoPartyProgram, x: np.ndarray) -> np.ndarray:
     if x.shape[1:] != tuple(program.input_shape):
         raise CompileError(f"simulate: input has shape {x.shape}, expected (batch, *{tuple(program.input_shape)})")
     p = program.plain_modulus
+    if p >= 1 << 31:  # every product of two residues must stay below 2^63
+        raise NotSupportedYetError(f"simulating a two-party program with a {p.bit_length()}-bit plaintext modulus (31 bits and more)")
     y = x.reshape(x.shape[0], -1)
     for f in program.pre:
         y = f.apply(y)
@@ -55,23 +60,14 @@ def simulate_two_party(program: TwoPartyProgram, x: np.ndarray) -> np.ndarray:
     return out.reshape((x.shape[0], *program.output_shape))
 
 
-def _signed(v: np.ndarray, p: int) -> np.ndarray:
-    """Residues ``[0, p)`` as the signed integers ``(−p/2, p/2]`` the circuits read."""
-    return np.where(v > (p - 1) // 2, v - p, v)
-
-
 def _linear(program: TwoPartyProgram, k: int, layer: Transform | LinearStep, v: np.ndarray, p: int) -> np.ndarray:
     """Segment ``k``'s layer on residues ``v`` ``(items, in_size)`` → residues ``(items, out_size)``."""
     if isinstance(layer, LinearStep):
-        w = layer.matrix.tocsr()
-        data = np.rint(w.data).astype(np.int64) % p
+        w = layer.matrix.tocsc()
+        w = sp.csc_matrix((np.rint(w.data).astype(np.int64), w.indices, w.indptr), shape=w.shape)
         out = np.zeros((v.shape[0], w.shape[0]), dtype=np.int64)
-        for r in range(w.shape[0]):  # each product below p² < 2^62, reduced before the next
-            cols, vals = w.indices[w.indptr[r] : w.indptr[r + 1]], data[w.indptr[r] : w.indptr[r + 1]]
-            acc = np.zeros(v.shape[0], dtype=np.int64)
-            for c, a in zip(cols, vals):
-                acc = (acc + v[:, c] * a) % p
-            out[:, r] = acc
+        for c in range(0, w.shape[1], 1 << 16):  # _matmul_mod is exact for 2^16 inputs at a time
+            out = (out + _matmul_mod(w[:, c : c + (1 << 16)].tocsr(), v[:, c : c + (1 << 16)], p)) % p
         bias = 0 if layer.bias is None else np.rint(layer.bias).astype(np.int64) % p
         return (out + bias) % p
     seg = program.segments[k]
