@@ -232,16 +232,23 @@ def shard_plan(program: Program, workers: int, split: str = "auto", network: Net
             why = "forced" if split == how else f"saves {saved * 1e3:.1f} ms for {extra * 1e3:.1f} ms more transfer"
             out.append(SegmentShards(k, how, groups, compute, in_bytes, out_bytes, why))
         else:
-            compute = _compute(program, k, layer, ((0, 1),), "channels")[0]
-            why = "forced" if split == "queries" else (
-                "one worker" if workers == 1 else
-                f"split={split!r} does not apply to this segment" if split in SPLITS_OF["batch"] + SPLITS_OF["slots"] else
-                ("nothing to split: one output ciphertext and one giant-step group" if seg.layout.kind == "slots" else "nothing to split: one output row")
-                if not options else
-                f"would save {best[4] * 1e3:.1f} ms for {best[5] * 1e3:.1f} ms more transfer"
-            )
-            out.append(SegmentShards(k, "queries", (), compute, in_bytes, out_bytes, why))
+            why = _why_whole_queries(split, workers, seg.layout.kind, best)
+            out.append(SegmentShards(k, "queries", (), segment_seconds(program, k), in_bytes, out_bytes, why))
     return ShardPlan(workers, split, tuple(out), network)
+
+
+def _why_whole_queries(split: str, workers: int, kind: str, best: tuple | None) -> str:
+    """Why a segment that could be split runs whole: ``best`` is the best split that applied
+    (``(net, how, groups, compute, saved, extra)``), ``None`` when none did."""
+    if split == "queries":
+        return "forced"
+    if workers == 1:
+        return "one worker"
+    if split != "auto":
+        return f"split={split!r} does not apply to this segment"
+    if best is None:
+        return "nothing to split: one output ciphertext and one giant-step group" if kind == "slots" else "nothing to split: one output row"
+    return f"would save {best[4] * 1e3:.1f} ms for {best[5] * 1e3:.1f} ms more transfer"
 
 
 def giant_groups(program: Program, k: int, parts: int) -> tuple:

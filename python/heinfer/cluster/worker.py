@@ -180,10 +180,7 @@ class ShardWorker:
             lay = self.program.layers[layer]
             if isinstance(lay, Transform):
                 part = lay.outputs(start, stop)
-                (seg,) = [s for s in self.program.segments if any(isinstance(op, Linear) and op.layer == layer for op in s.ops)]
-                layers = list(self.program.layers)
-                layers[layer] = part
-                self._slices[key] = (part, PreparedSlots(self.params, seg, layers))
+                self._slices[key] = (part, self._prepared(layer, part))
             else:
                 step = lay.rows(start, stop)
                 self._slices[key] = (step, PreparedLinear(step).build() if not self.baseline else None)
@@ -197,11 +194,15 @@ class ShardWorker:
         if key not in self._slices:
             lay = self.program.layers[layer]
             part = lay.finishing() if start is None else lay.giant_steps(start, stop)
-            (seg,) = [s for s in self.program.segments if any(isinstance(op, Linear) and op.layer == layer for op in s.ops)]
-            layers = list(self.program.layers)
-            layers[layer] = part
-            self._slices[key] = (part, PreparedSlots(self.params, seg, layers))
+            self._slices[key] = (part, self._prepared(layer, part))
         return self._slices[key][1]
+
+    def _prepared(self, layer: int, part: Transform) -> PreparedSlots:
+        """The segment of transform ``layer`` prepared with ``part`` in its place."""
+        (seg,) = [s for s in self.program.segments if any(isinstance(op, Linear) and op.layer == layer for op in s.ops)]
+        layers = list(self.program.layers)
+        layers[layer] = part
+        return PreparedSlots(self.params, seg, layers)
 
     def _executor_of(self, k: int) -> Executor:
         """The executor that runs segment ``k`` whole: the worker's, or for a segment the plan

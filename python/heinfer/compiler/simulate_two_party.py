@@ -72,28 +72,8 @@ def _linear(program: TwoPartyProgram, k: int, layer: Transform | LinearStep, v: 
         return (out + bias) % p
     seg = program.segments[k]
     g = seg.gather
-    slots = np.where(g >= 0, v[:, np.maximum(g, 0)], 0)  # (items, n_in, S)
-    return np.stack([seg.output.gather(_transform(layer, s, p)) for s in slots])
-
-
-def _transform(t: Transform, x: np.ndarray, p: int) -> np.ndarray:
-    """:meth:`Transform.simulate` on integers mod ``p``: slot residues ``(n_in, S)`` →
-    ``(n_out, S)`` (rotations cyclic over the ``S`` slots of BFV's row 0)."""
-    vec = np.rint(t.vectors).astype(np.int64) % p
-    for s in t.replicate:
-        x = (x + np.roll(x, -s, axis=1)) % p
-    y = np.zeros((t.n_out, t.slots), dtype=np.int64)
-    for o, g, ix in t.groups():
-        acc = np.zeros(t.slots, dtype=np.int64)
-        for i in ix:
-            _, _, a, b = t.terms[i]
-            acc = (acc + vec[i] * np.roll(x[a], -int(b))) % p
-        y[o] = (y[o] + np.roll(acc, -g)) % p
-    for s in t.fold:
-        y = (y + np.roll(y, -s, axis=1)) % p
-    if t.bias is not None:
-        y = (y + np.rint(t.bias).astype(np.int64) % p) % p
-    return y
+    slots = np.where(g >= 0, v[:, np.maximum(g, 0)], 0)  # (items, n_in, S): BFV's row 0
+    return seg.output.gather(layer.simulate(slots, p))
 
 
 def _step(step: TwoPartyStep, s: np.ndarray) -> np.ndarray:
@@ -107,6 +87,4 @@ def _step(step: TwoPartyStep, s: np.ndarray) -> np.ndarray:
         out = t * t
     else:
         out = np.maximum(w, 0).max(axis=-1) >> step.shift
-    if step.pool is not None:
-        out = out[:, step.pool].sum(axis=-1)
-    return out
+    return out if step.pool is None else out[:, step.pool].sum(axis=-1)

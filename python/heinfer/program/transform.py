@@ -186,25 +186,45 @@ class Transform:
         :meth:`giant_steps` shards."""
         return replace(self, terms=self.terms[:0], vectors=self.vectors[:0])
 
-    def simulate(self, x: np.ndarray) -> np.ndarray:
-        """The transform on slot values ``x`` ``(n_in, S)`` in float64 (no noise), before the
-        fold and bias: ``(n_out, S)``. :meth:`finish` applies fold and bias."""
+    def simulate(self, x: np.ndarray, modulus: int | None = None) -> np.ndarray:
+        """The transform on slot values ``x`` ``(..., n_in, S)`` (any leading axes: items),
+        folds and bias included: ``(..., n_out, S)``. In float64 (no noise), or with
+        ``modulus`` ``p < 2^31`` on integers mod ``p`` as BFV computes it (diagonals and bias
+        rounded to integers, every product and sum reduced: exact)."""
+        vec, reduce = self.vectors, _identity
+        if modulus is not None:
+            p = int(modulus)
+            vec, x = np.rint(vec).astype(np.int64) % p, np.asarray(x).astype(np.int64) % p
+
+            def reduce(v: np.ndarray) -> np.ndarray:
+                return v % p
+
         for s in self.replicate:
-            x = x + np.roll(x, -s, axis=1)
-        y = np.zeros((self.n_out, self.slots))
+            x = reduce(x + np.roll(x, -s, axis=-1))
+        y = np.zeros((*x.shape[:-2], self.n_out, self.slots), dtype=vec.dtype)
         for o, g, ix in self.groups():
-            acc = np.zeros(self.slots)
+            acc = np.zeros((*x.shape[:-2], self.slots), dtype=vec.dtype)
             for i in ix:
                 _, _, a, b = self.terms[i]
-                acc += self.vectors[i] * np.roll(x[a], -int(b))
-            y[o] += np.roll(acc, -g)
-        return self.finish(y)
+                acc = reduce(acc + vec[i] * np.roll(x[..., a, :], -int(b), axis=-1))
+            y[..., o, :] = reduce(y[..., o, :] + np.roll(acc, -g, axis=-1))
+        return self.finish(y, modulus)
 
-    def finish(self, y: np.ndarray) -> np.ndarray:
-        """Fold and bias on output slot values ``(n_out, S)``."""
+    def finish(self, y: np.ndarray, modulus: int | None = None) -> np.ndarray:
+        """Fold and bias on output slot values ``(..., n_out, S)`` (mod ``modulus`` if given,
+        the bias rounded to integers)."""
         for s in self.fold:
-            y = y + np.roll(y, -s, axis=1)
-        return y if self.bias is None else y + self.bias
+            y = y + np.roll(y, -s, axis=-1)
+            y = y if modulus is None else y % modulus
+        if self.bias is None:
+            return y
+        if modulus is None:
+            return y + self.bias
+        return (y + np.rint(self.bias).astype(np.int64) % modulus) % modulus
+
+
+def _identity(v: np.ndarray) -> np.ndarray:
+    return v
 
 
 def split(d: np.ndarray, modulus: int, slots: int) -> tuple[np.ndarray, np.ndarray]:
