@@ -28,8 +28,9 @@ def test_the_plan_states_its_simulated_error_and_keeps_the_asked_precision_above
     # or ModDown leaves are multiplied by s: in slot j by s(ζ_j), whose |s(ζ_j)|² is
     # exponentially distributed from one key to the next. The throughput simulation draws it
     # per slot (simulate._secret_in_slots); the slot-layout simulation behind
-    # predicted_error does not, so an unlucky key puts 2x its RMS noise on an output slot
-    # (12 runs, 2026-11-28: RMS error 0.55-1.18 precisions, largest 1.5-3.6; over 30 runs the
+    # predicted_error does not — the likely cause (not yet confirmed by a per-slot test) of
+    # the spread measured from run to run (12 runs, 2026-11-28: RMS error 0.55-1.18
+    # precisions, largest 1.5-3.6; over 30 runs the
     # largest reached 4.7 and 2x the stated error plus 4 precisions failed ~1 run in 40). The
     # bound leaves room for such a key, not for a wrong answer.
     x = om.random_input((16,), 32, seed=3)
