@@ -23,7 +23,7 @@ from heinfer.program.transform import OP_KINDS, Transform
 
 __all__ = [
     "CostTable", "KINDS", "STREAMED", "SPILLED", "SIZES", "DEFAULT_LLC", "operand_sizes", "working_set", "stream_share", "spill_share", "BATCH_KINDS", "BATCH_UNITS", "analytic_costs", "price", "together", "transform_cost", "square_cost",
-    "messages_cost", "key_bytes", "predict_seconds",
+    "messages_cost", "key_bytes", "predict_seconds", "segment_seconds",
 ]
 
 CostTable = dict
@@ -237,6 +237,32 @@ def messages_cost(n_in: int, in_level: int, n_out: int, out_level: int, costs: C
         return -(-n // threads) * threads
 
     return (rounds(n_in) * c_in[in_level] if c_in else 0.0) + (rounds(n_out) * c_out[out_level] if c_out else 0.0)
+
+
+def segment_seconds(program, seg, costs: CostTable) -> float:
+    """The server seconds of a slot-layout segment of a client-aided latency program priced
+    from ``costs`` — what the packing search stored in ``seg.predicted_s`` when ``costs`` is
+    the table it compiled with: every transform at its level (:func:`transform_cost`: the
+    counts of the kernel the search built), every square on the ciphertexts it receives
+    (:func:`square_cost`), and the message handling (:func:`messages_cost`). With a table
+    measured at another time it re-prices the same plan; ``bench/latency.py`` uses it to
+    compare a network's time with a table measured around the run, as ``bench/kernels.py``
+    does for kernels (this machine's speed moves by ±30 % between a compile and a run)."""
+    if seg.layout.kind != "slots":
+        raise ValueError("segment_seconds prices slot-layout segments; batch-axis ones are priced by predict_seconds")
+    level, n_cts, total = seg.input_level, seg.n_input_cts, 0.0
+    for op in seg.ops:
+        if isinstance(op, Linear):
+            t = program.layers[op.layer]
+            total += transform_cost(t, level, costs)
+            n_cts, level = t.n_out, level - 1
+        elif isinstance(op, Square):
+            total += square_cost(n_cts, level, costs)
+        elif isinstance(op, Rescale):
+            level -= op.primes
+        elif not isinstance(op, Relinearize):
+            raise ValueError(f"segment_seconds cannot price {type(op).__name__} in a slot-layout segment")
+    return total + messages_cost(seg.n_input_cts, seg.input_level, seg.n_output_cts, seg.output_level, costs)
 
 
 def key_bytes(log_n: int, log_q: list[int], log_p: list[int]) -> tuple[int, int]:

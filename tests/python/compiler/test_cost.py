@@ -1,10 +1,12 @@
 """The cost model: rotations the executor runs together (``rotate_many``), operands that fill
-the cache (``_mem``) and baby steps that spill out of it (``_spill``)."""
+the cache (``_mem``), baby steps that spill out of it (``_spill``), and a compiled plan
+re-priced from another table (``segment_seconds``)."""
 
 from __future__ import annotations
 
 import pytest
-from heinfer.compiler.cost import KINDS, messages_cost, price, spill_share, stream_share, together
+from heinfer.compiler.cost import KINDS, analytic_costs, messages_cost, price, segment_seconds, spill_share, stream_share, together
+from heinfer.program.ops import Square
 from heinfer.program.transform import EXTRA_KINDS, OP_KINDS
 
 
@@ -107,3 +109,34 @@ def test_messages_are_priced_in_rounds_of_one_ciphertext_per_thread() -> None:
     one_thread = {"ct_in": [1.0], "ct_out": [10.0]}  # an older table: no thread count
     assert messages_cost(7, 0, 1, 0, one_thread) == pytest.approx(7 * 1.0 + 10.0)
     assert messages_cost(7, 0, 1, 0, {}) == 0.0  # no message kinds at all
+
+
+def _double(table: dict) -> dict:
+    """``table`` with every primitive twice as dear (sizes and the thread count unchanged)."""
+    return {k: ([2 * v for v in table[k]] if k in KINDS else table[k]) for k in table}
+
+
+@pytest.mark.parametrize("act", ["relu", "square"])
+def test_segment_seconds_reprices_the_plan_the_search_stored(act: str) -> None:
+    import heinfer
+    from compiler import onnx_models as om
+
+    prog = heinfer.compile(
+        om.conv_net(act=act, seed=2), mode="latency", calibration=om.random_input((1, 8, 8), 64, seed=11), measure_costs=False,
+    )
+    p = prog.params
+    table = analytic_costs(p["log_n"], len(p["log_q"]), len(p["log_p"]))
+    assert any(isinstance(op, Square) for s in prog.segments for op in s.ops) == (act == "square")
+    for seg in prog.segments:
+        # the table the search priced with gives back its figure; a dearer one a dearer figure
+        assert segment_seconds(prog, seg, table) == pytest.approx(seg.predicted_s, rel=1e-12)
+        assert segment_seconds(prog, seg, _double(table)) == pytest.approx(2 * seg.predicted_s, rel=1e-12)
+
+
+def test_segment_seconds_refuses_a_batch_axis_segment() -> None:
+    import heinfer
+    from compiler import onnx_models as om
+
+    prog = heinfer.compile(om.mlp((16, 4), act=None), mode="throughput", calibration=om.random_input((16,), 8))
+    with pytest.raises(ValueError, match="slot-layout"):
+        segment_seconds(prog, prog.segments[0], {})
