@@ -14,24 +14,25 @@ from compiler import onnx_models as om
 from heinfer import _native
 from heinfer.program.rounding import STEP_SHARE, output_drop_bits, output_rounding_std
 from heinfer.protocol import Client, Server
-from heinfer.protocol.layouts import decrypt_segment_output
+from heinfer.protocol.layouts import decrypt_rows, decrypt_segment_output
 from heinfer.protocol.messages import decode
 from protocol.forge import ANY_ROUNDING
 
 
 @cache
-def _model() -> bytes:
-    return om.mlp((8, 16, 4), act="relu", seed=1)
+def _model(act: str = "relu") -> bytes:
+    return om.mlp((8, 16, 4), act=act, seed=1)
 
 
 @cache
-def _program(mode: str):
-    return heinfer.compile(_model(), mode=mode, calibration=om.random_input((8,), 64, seed=11))
+def _program(mode: str, act: str = "relu"):
+    return heinfer.compile(_model(act), mode=mode, calibration=om.random_input((8,), 64, seed=11))
 
 
-def _outputs(mode: str, k: int = 0):
-    """Segment ``k``'s output for up to 6 items, as the server computes it, with its client."""
-    prog = _program(mode)
+def _outputs(mode: str, k: int = 0, act: str = "relu"):
+    """Segment ``k``'s output for up to 6 items (``k = 0``: or the only segment), as the server
+    computes it, with its client."""
+    prog = _program(mode, act)
     client, server = Client(prog.public()), Server(prog)
     session = server.open_session(client.keys_message())
     x = om.random_input((8,), min(6, prog.batch_capacity), seed=5)
@@ -64,6 +65,29 @@ def test_a_rounded_step_is_smaller_and_adds_no_more_than_its_budget() -> None:
     # which is a quarter of the rounding the next encoding does to every value anyway
     next_rounding = (1.0 if nxt.layout.packing == "coeff" else math.sqrt(n_ring)) / (math.sqrt(12) * nxt.input_scale)
     assert got <= 1.2 * STEP_SHARE * next_rounding, (got, next_rounding)
+
+
+def test_rounding_puts_no_offset_on_any_slot() -> None:
+    """Dropped bits leave an error of mean zero in every coefficient. It had mean +1/2: the
+    constant polynomial ``½·Σ_k X^k`` is ``≈ N/π`` at slot 0's root, and times ``s(ζ_0)`` in
+    ``c_1`` it put a key-dependent offset on slot 0 of every result — ~50 times the
+    rounding's own error there with one bit dropped (``√(12N)/(π·2^j)``), 0.3–3 released
+    precisions on a latency network's first output (2 bits dropped from ``c_1``), the same
+    for every query of a session."""
+    prog, client, q, out, _ = _outputs("latency", act="square")  # one segment: the result
+
+    def slots(data: bytes) -> np.ndarray:
+        batch = _native.CiphertextBatch.from_bytes(client.params, data, 1 << 30, 1 << 16, ANY_ROUNDING)
+        return decrypt_rows(q.key.dec, prog.segments[0], batch)
+
+    full = slots(out.to_bytes())
+    for drop in ([1, 1], [2, 2]):
+        diff = (slots(out.to_bytes(drop_bits=drop)) - full).ravel()
+        rms = float(np.sqrt(np.mean(np.abs(diff) ** 2)))
+        # slot j's error scales with |s(ζ_j)| (exponential |s(ζ_j)|²): 8× the RMS has a
+        # chance below 1e-6 in a given slot; slot 0's offset was 50× (25×) it, ×√a for the
+        # key's a ~ Exp(1)
+        assert rms > 0 and abs(diff[0]) < 8 * rms, (drop, abs(diff[0]) / rms)
 
 
 def test_a_step_without_slack_travels_in_full() -> None:

@@ -6,7 +6,19 @@
 //! `Σ_t ⌈log2 q_t⌉` bits per coefficient. Rounded, part `i` drops `j_i` bits: each coefficient
 //! `c ∈ [0, Q)` (composed from its residues by Garner's algorithm) travels as
 //! `v = ⌊c / 2^{j_i}⌋` in `K_i = b_Q − j_i` bits (`b_Q` the bit length of `Q`), and the receiver
-//! takes `c̃ = v·2^{j_i} + ⌊2^{j_i − 1}⌋`, so `c̃ − c = δ` with `|δ| ≤ 2^{j_i−1}`. Decryption
+//! takes `c̃ = v·2^{j_i} + ⌊2^{j_i − 1}⌋`, so `c̃ − c = δ` with `|δ| ≤ 2^{j_i−1}`.
+//!
+//! **The error has mean zero.** With the low bits `r = c mod 2^j` uniform, `δ = 2^{j−1} − r`
+//! runs over `−2^{j−1}+1, …, 2^{j−1}`: mean `+1/2`, the same in every coefficient. A constant
+//! polynomial `½·Σ_k X^k` is far from harmless in CKKS: at the root `ζ = e^{iπ/N}` of slot 0 it
+//! is `1/(1 − ζ) ≈ N/π`, and multiplied by `s(ζ)` (the `c_1` part) it put a key-dependent
+//! offset of about `(N/π)·√(2N/3)/2` integer units on slot 0 of every decrypted result —
+//! measured at `N = 2^13` and 28-bit scales: 0.3–3 released precisions on a latency-mode
+//! network's first output, the same for every query of a session. So the sender breaks the
+//! tie: when `r = 0` (`δ` would be `+2^{j−1}`) and bit `j` of `c` is set, it sends `v − 1`
+//! (`δ = −2^{j−1}`); the error set is then symmetric and, since bit `j` of a ciphertext
+//! coefficient is as uniform as its low bits, of mean zero, with the same variance. The
+//! receiver's formula is unchanged. Decryption
 //! gains `Σ_i δ_i·s^i`; with the uniform ternary secret (each coefficient of `s` has variance
 //! `2/3`, each of `s²` about `8N/9` — twice `N·(2/3)²`, since `s_a·s_b` and `s_b·s_a` are the
 //! same product — and `δ` uniform (the coefficients of a ciphertext are), the
@@ -247,7 +259,9 @@ pub(super) fn write_rounded(
         for (p, &j) in ct.parts.iter().zip(drop) {
             coeffs.copy_from_slice(p.data());
             params.ntt(0).inverse(&mut coeffs);
-            coeffs.iter_mut().for_each(|c| *c >>= j);
+            coeffs
+                .iter_mut()
+                .for_each(|c| *c = drop_bits(*c as u128, j) as u64);
             pack_residues(&coeffs, crt.bits - j, &mut w.buf);
         }
         return Ok(());
@@ -262,7 +276,7 @@ pub(super) fn write_rounded(
         crt.compose(&coeffs, n, &mut vals);
         let (lo, hi) = streams(crt.bits - j);
         for ((v, l), h) in vals.iter().zip(&mut lo_vals).zip(&mut hi_vals) {
-            let x = v >> j;
+            let x = drop_bits(*v, j);
             *l = (x & ((1u128 << lo) - 1)) as u64;
             *h = (x >> lo) as u64;
         }
@@ -272,6 +286,16 @@ pub(super) fn write_rounded(
         }
     }
     Ok(())
+}
+
+/// `⌊c / 2^j⌋`, less one when the dropped bits are all zero and bit `j` of `c` is set (an odd
+/// quotient, so the result stays non-negative): the tie-break that gives the receiver's error
+/// `c̃ − c` mean zero (see the module documentation).
+#[inline]
+fn drop_bits(c: u128, j: u32) -> u128 {
+    let v = c >> j;
+    let tie = j > 0 && c & ((1u128 << j) - 1) == 0 && v & 1 == 1;
+    v - tie as u128
 }
 
 /// Reads the dropped bits and the rounded parts of a ciphertext of `size` polynomials at
