@@ -19,7 +19,10 @@ rescale's rounding of every part, ``v = (1 + h + h₂)/12`` with ``h = 2N/3`` (t
 ``s``'s coefficients summed: a uniform ternary secret) and, for the 3-part ciphertext a
 square leaves until it is relinearized, ``h₂ = 8N²/9`` (``‖s²‖²``); a relinearization's key
 switching (:func:`~heinfer.compiler.simulate_slots.keyswitch_variance`: balanced digits, the
-key's error, ModDown's rounding); a rounded output the budget ``σ`` of
+key's error, ModDown's rounding) — in slot packing, the roundings the secret multiplies
+(``δ_1·s``, ``δ_2·s²``) drawn per slot with the run's key factor ``|s(ζ_j)|²``
+(:func:`~heinfer.compiler.simulate_slots.rounded`; one key per simulated run, over all its
+segments); a rounded output the budget ``σ`` of
 :func:`heinfer.program.rounding.output_rounding_std` (an upper bound: the dropped bits give
 at most that); the result flooded with Gaussian noise of deviation ``precision/2`` and
 rounded to ``precision``, as the client releases it. Weights are rounded exactly as the
@@ -39,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from heinfer.compiler.simulate_slots import keyswitch_variance, noisy, rescale_variance, slot_segment
+from heinfer.compiler.simulate_slots import keyswitch_variance, keyswitched, noisy, rescale_variance, rounded, secret_in_slots, slot_segment
 from heinfer.compiler.simulate_two_party import simulate_two_party
 from heinfer.compiler.throughput import SIGMA
 from heinfer.errors import CompileError, NotSupportedYetError
@@ -104,12 +107,12 @@ def _outputs(program: Program, x: np.ndarray, rng: np.random.Generator | None, r
     for f in program.pre:
         y = f.apply(y)
     last = len(program.segments) - 1
-    key: dict = {}  # the run's secret key, as far as the errors see it (_secret_in_slots)
+    key: dict = {}  # the run's secret key, as far as the errors see it (secret_in_slots)
     for k, seg in enumerate(program.segments):
         if seg.layout.kind == "batch":
             y = _segment(program, seg, y, n, rng, key)
         else:
-            y = slot_segment(program, seg, y, n, rng)
+            y = slot_segment(program, seg, y, n, rng, key)
         if k < last:
             if rng is not None:
                 y = _noisy(y, output_rounding_std(program, k) ** 2, seg.output_scale, seg, n, rng)
@@ -124,7 +127,7 @@ def _outputs(program: Program, x: np.ndarray, rng: np.random.Generator | None, r
 
 def _segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.random.Generator | None, key: dict) -> np.ndarray:
     """One segment: its input encrypted, then its ops with their roundings (none without
-    ``rng``; ``key`` holds the run's :func:`_secret_in_slots`)."""
+    ``rng``; ``key`` holds the run's :func:`~heinfer.compiler.simulate_slots.secret_in_slots`)."""
     log_q = [float(b) for b in program.params["log_q"]]
     log_p = [float(b) for b in program.params["log_p"]]
     scale, level, parts = seg.input_scale, seg.input_level, 2
@@ -148,13 +151,17 @@ def _segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.rand
             scale *= scale
             parts = 3
         elif isinstance(op, Relinearize):
-            yt = _noisy(yt, keyswitch_variance(log_q, log_p, level + 1, n), scale, seg, n, rng)
+            ks = keyswitch_variance(log_q, log_p, level + 1, n)
+            if rng is not None and seg.layout.packing != "coeff":
+                yt = keyswitched(yt, ks, scale, n, rng, _item_factors(yt, n, rng, key))
+            else:
+                yt = _noisy(yt, ks, scale, seg, n, rng)
             parts = 2
         elif isinstance(op, Rescale):
             scale /= 2.0 ** sum(log_q[level - op.primes + 1 : level + 1])
             level -= op.primes
             if rng is not None and seg.layout.packing != "coeff":
-                yt = _rescaled_in_slots(yt, parts, scale, n, rng, key)
+                yt = rounded(yt, parts, scale, n, rng, _item_factors(yt, n, rng, key))
             else:
                 yt = _noisy(yt, rescale_variance(n, parts), scale, seg, n, rng)
         elif isinstance(op, DropTo):
@@ -170,26 +177,11 @@ def _noisy(y: np.ndarray, var: float, scale: float, seg: Segment, n: int, rng: n
     return noisy(y, var, scale, n, rng, coefficients=seg.layout.packing == "coeff")
 
 
-def _secret_in_slots(key: dict, rng: np.random.Generator, n: int) -> np.ndarray:
-    """``|s(ζ_j)|² / E|s(ζ_j)|²`` for every slot ``j`` of the run's secret key ``s``, drawn
-    once per run (``key`` keeps it): a uniform ternary secret's embedding is about complex
-    Gaussian in each slot, so this is exponential with mean 1."""
-    if "slots" not in key:
-        key["slots"] = rng.exponential(1.0, n // 2)
-    return key["slots"]
-
-
-def _rescaled_in_slots(yt: np.ndarray, parts: int, scale: float, n: int, rng: np.random.Generator, key: dict) -> np.ndarray:
-    """``yt`` ``(values, items)`` plus a rescale's rounding error, items in slots (item ``b``
-    in slot ``b mod N/2``). The rounding ``δ_0 + δ_1·s + δ_2·s²`` is ``δ_0(ζ) + δ_1(ζ)·s(ζ) +
-    δ_2(ζ)·s(ζ)²`` in a slot, so its variance there follows the key's ``|s(ζ)|²`` (``a``, mean
-    1, :func:`_secret_in_slots`): ``N/2 · (1 + h·a + h₂·a²/2)/12`` per real value (the same
-    mean as :func:`~heinfer.compiler.simulate_slots.rescale_variance`). With squares the
-    ``a²`` term gives the few slots where the key's embedding is large several times the
-    average error, in every rescale of the run: the heavy tail encrypted runs show (one run's
-    largest error over 128 values: 2.3e-3 to 2.1e-2 over 30 encrypted runs of a test network,
-    2.8e-3 to 7.4e-3 simulated before this term)."""
-    a = _secret_in_slots(key, rng, n)[np.arange(yt.shape[1]) % (n // 2)]
-    h, h2 = 2.0 * n / 3.0, (8.0 * n * n / 9.0 if parts == 3 else 0.0)
-    std = np.sqrt(n / 2.0 * (1.0 + h * a + h2 * a * a / 2.0) / 12.0) / scale
-    return yt + rng.normal(0.0, 1.0, yt.shape) * std
+def _item_factors(yt: np.ndarray, n: int, rng: np.random.Generator, key: dict) -> np.ndarray:
+    """The key factors (:func:`~heinfer.compiler.simulate_slots.secret_in_slots`) of the slots
+    of ``yt`` ``(values, items)``'s items: item ``b`` in slot ``b mod N/2``. With squares the
+    ``a²`` term of a 3-part rescale gives the few slots where the key's embedding is large
+    several times the average error, in every rescale of the run: the heavy tail encrypted
+    runs show (one run's largest error over 128 values: 2.3e-3 to 2.1e-2 over 30 encrypted
+    runs of a test network, 2.8e-3 to 7.4e-3 simulated before this term)."""
+    return secret_in_slots(key, rng, n)[np.arange(yt.shape[1]) % (n // 2)]

@@ -26,6 +26,16 @@ coefficient at scale ``Δ`` is ``√(N·v/2)/Δ`` in a slot's real part, as in
 * each rescale (a layer's and the squares'), :func:`rescale_variance`; a relinearization, a
   key switch at ``Δ²``. Biases are taken as exact.
 
+The roundings of a rescale and of a key switch's ModDown, ``δ_0 + δ_1·s (+ δ_2·s²)``, are
+multiplied by the secret key: in slot ``j`` by ``s(ζ_j)``, whose ``|s(ζ_j)|²`` is about
+exponential over the slots of one key (:func:`secret_in_slots`, drawn once per simulated run
+and kept for all its segments, as one session's key is). :func:`rounded` draws them with that
+factor in the slot they land in; the key switch's own error ``Σ_j D_j·e_j / P`` does not
+involve ``s`` (:func:`keyswitched`). The mean over slots is the same as without the factor;
+the few slots where a key's embedding is large carry several times the average error in every
+rescale and key switch of the run — the spread of the largest error from one key to the next
+that encrypted runs show.
+
 The model was checked against encrypted runs of CryptoNets, LoLa-Small and CryptoNets-ReLU at
 22-bit scales, where the noise dominates (``tests/python/compiler/test_simulate.py`` on the
 small test networks). Slots are real here: the imaginary parts the noise gives each slot are
@@ -44,7 +54,7 @@ from heinfer.program.model import Program, Segment
 from heinfer.program.ops import DropTo, Linear, Relinearize, Rescale, Square
 from heinfer.program.transform import Transform
 
-__all__ = ["keyswitch_variance", "noisy", "rescale_variance", "slot_segment"]
+__all__ = ["keyswitch_variance", "keyswitched", "noisy", "rescale_variance", "rounded", "secret_in_slots", "slot_segment"]
 
 
 def keyswitch_variance(log_q: list, log_p: list, limbs: int, n: int) -> float:
@@ -68,14 +78,46 @@ def rescale_variance(n: int, parts: int) -> float:
     return (1.0 + 2.0 * n / 3.0 + (8.0 * n * n / 9.0 if parts == 3 else 0.0)) / 12.0
 
 
-def slot_segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.random.Generator | None) -> np.ndarray:
+def secret_in_slots(key: dict, rng: np.random.Generator, n: int) -> np.ndarray:
+    """``|s(ζ_j)|² / E|s(ζ_j)|²`` for every slot ``j`` of the run's secret key ``s``, drawn
+    once per run (``key`` keeps it): a uniform ternary secret's embedding is about complex
+    Gaussian in each slot, so this is exponential with mean 1."""
+    if "slots" not in key:
+        key["slots"] = rng.exponential(1.0, n // 2)
+    return key["slots"]
+
+
+def rounded(x: np.ndarray, parts: int, scale: float, n: int, rng: np.random.Generator | None, a: np.ndarray) -> np.ndarray:
+    """``x`` plus the rounding ``δ_0 + δ_1·s (+ δ_2·s²)`` of a rescale or a ModDown of a
+    ciphertext of ``parts`` parts at ``scale``, each value in the slot whose key factor ``a``
+    (:func:`secret_in_slots`, broadcast along ``x``'s last axis) it lands in:
+    ``N/2 · (1 + h·a + h₂·a²/2)/12`` per real value, ``h = 2N/3``, ``h₂ = 8N²/9`` for three
+    parts — over the slots the mean of :func:`rescale_variance`. ``x`` itself without ``rng``."""
+    if rng is None:
+        return x
+    h, h2 = 2.0 * n / 3.0, (8.0 * n * n / 9.0 if parts == 3 else 0.0)
+    std = np.sqrt(n / 2.0 * (1.0 + h * a + h2 * a * a / 2.0) / 12.0) / scale
+    return x + rng.normal(0.0, 1.0, x.shape) * std
+
+
+def keyswitched(x: np.ndarray, ks: float, scale: float, n: int, rng: np.random.Generator | None, a: np.ndarray) -> np.ndarray:
+    """``x`` plus a key switch's error at ``scale``: ``ks`` (:func:`keyswitch_variance`) less
+    its ModDown rounding, which :func:`rounded` draws per slot with the key factor ``a``."""
+    return rounded(noisy(x, ks - rescale_variance(n, 2), scale, n, rng), 2, scale, n, rng, a)
+
+
+def slot_segment(
+    program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.random.Generator | None, key: dict | None = None,
+) -> np.ndarray:
     """Segment ``seg`` on values ``y`` ``(items, in_size)`` → ``(items, out_size)``, its
-    errors drawn from ``rng`` (nothing rounded without it)."""
+    errors drawn from ``rng`` (nothing rounded without it); ``key`` keeps the run's
+    :func:`secret_in_slots` across segments (a fresh key without it)."""
     log_q = [float(b) for b in program.params["log_q"]]
     log_p = [float(b) for b in program.params["log_p"]]
     q = [2.0**b for b in log_q]
     g = seg.layout.gather
     x = np.where(g >= 0, y[:, np.maximum(g, 0)], 0.0)  # (items, input ciphertexts, S)
+    a = secret_in_slots({} if key is None else key, rng, n)[: x.shape[-1]] if rng is not None else None
     scale, level, parts = seg.input_scale, seg.input_level, 2
     x = noisy(x, 1.0 / 12.0 + SIGMA**2, scale, n, rng)
     for i, op in enumerate(seg.ops):
@@ -83,20 +125,20 @@ def slot_segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.
             raise NotSupportedYetError(f"simulating op {i} of a segment: it reads values {tuple(op.inputs)}, only chains are supported yet")
         ks = keyswitch_variance(log_q, log_p, level + 1, n)
         if isinstance(op, Linear):
-            x = _transform(program.layers[op.layer], x, scale, q[level], ks, n, rng)
+            x = _transform(program.layers[op.layer], x, scale, q[level], ks, n, rng, a)
             level -= 1
         elif isinstance(op, Square):
             x = x * x
             scale *= scale
             parts = 3
         elif isinstance(op, Relinearize):
-            x = noisy(x, ks, scale, n, rng)
+            x = keyswitched(x, ks, scale, n, rng, a)
             parts = 2
         elif isinstance(op, Rescale):
             for _ in range(op.primes):
                 scale /= q[level]
                 level -= 1
-            x = noisy(x, rescale_variance(n, parts), scale, n, rng)
+            x = rounded(x, parts, scale, n, rng, a)
         elif isinstance(op, DropTo):
             level = op.level
         else:
@@ -104,19 +146,22 @@ def slot_segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.
     return seg.output.gather(x)
 
 
-def _transform(t: Transform, x: np.ndarray, scale: float, q_l: float, ks: float, n: int, rng: np.random.Generator | None) -> np.ndarray:
+def _transform(
+    t: Transform, x: np.ndarray, scale: float, q_l: float, ks: float, n: int, rng: np.random.Generator | None, factors: np.ndarray | None,
+) -> np.ndarray:
     """One linear layer on ``x`` ``(items, n_in, S)`` at ``scale``, its rescale by ``q_l``
-    included: ``(items, n_out, S)`` at ``scale`` (see the module documentation)."""
+    included: ``(items, n_out, S)`` at ``scale`` (see the module documentation; ``factors``:
+    the key's :func:`secret_in_slots`)."""
     product = scale * q_l
     for r in t.replicate:
-        x = x + noisy(np.roll(x, -r, axis=2), ks, scale, n, rng)
+        x = x + keyswitched(np.roll(x, -r, axis=2), ks, scale, n, rng, factors)
     vectors = t.vectors if rng is None else t.vectors + rng.normal(0.0, math.sqrt(n / 24.0) / q_l, t.vectors.shape)
     rotated: dict[tuple[int, int], np.ndarray] = {}
 
     def baby(a: int, b: int) -> np.ndarray:
         if (a, b) not in rotated:
             r = np.roll(x[:, a], -b, axis=1)
-            rotated[(a, b)] = noisy(r, ks, scale, n, rng) if b else r
+            rotated[(a, b)] = keyswitched(r, ks, scale, n, rng, factors) if b else r
         return rotated[(a, b)]
 
     out = np.zeros((x.shape[0], t.n_out, t.slots))
@@ -126,11 +171,11 @@ def _transform(t: Transform, x: np.ndarray, scale: float, q_l: float, ks: float,
             _, _, a, b = t.terms[i]
             acc += vectors[i] * baby(int(a), int(b))
         if gs:
-            acc = noisy(np.roll(acc, -int(gs), axis=1), ks, product, n, rng)
+            acc = keyswitched(np.roll(acc, -int(gs), axis=1), ks, product, n, rng, factors)
         out[:, o] += acc
     for s in t.fold:
-        out = out + noisy(np.roll(out, -s, axis=2), ks, product, n, rng)
-    out = noisy(out, rescale_variance(n, 2), scale, n, rng)
+        out = out + keyswitched(np.roll(out, -s, axis=2), ks, product, n, rng, factors)
+    out = rounded(out, 2, scale, n, rng, factors)
     return out if t.bias is None else out + t.bias
 
 

@@ -16,8 +16,8 @@ knows nothing of the noise: compiled at 22-bit scales with ``precision_bits=30``
 networks state 1e-8 against noise of 1e-4). The last segment's precision is raised to at
 least :data:`NOISE_MARGIN` times the simulated RMS noise (the requested one kept in
 ``meta["precision_requested"]``). At the default options the bundled models keep theirs
-(CryptoNets: noise 1.1e-3 RMS against a precision of 1.2e-2; LoLa-Small 8.8e-4 / 9.5e-3;
-CryptoNets-ReLU 3.2e-4 / 3.8e-3); LoLa's CIFAR network's rises by 1–2 % (2.24e-5 → 2.26e-5).
+(CryptoNets: noise 1.2e-3 RMS against a precision of 1.2e-2; LoLa-Small 8.2e-4 / 9.5e-3;
+CryptoNets-ReLU 3.2e-4 / 3.8e-3; simulated with the key's per-slot factor, 2026-11-28); LoLa's CIFAR network's rises by 1–2 % (2.24e-5 → 2.26e-5).
 The simulation adds 2.1 s to MobileNetV2-0.35-96's 15 s compile and 4.4 s to LoLa CIFAR's 12 s.
 """
 
