@@ -29,14 +29,22 @@ pub const MIN_LOG_N: u32 = 11;
 /// Each bit of excess adds a bit of key-switching noise.
 pub const MAX_DIGIT_EXCESS_BITS: f64 = 8.0;
 
-/// ModUp balances a digit (residues in `(−q/2, q/2]`, `heinfer_math::rns`) unless it is more
-/// than this many bits below `P`. Unbalanced, a digit's term in a key switch's error has about
-/// `N·σ²·(Q_j/P)²/3` of variance plus a random walk of the same order fixed per key; six bits
-/// below `P` that is under 1 % of ModDown's rounding (`(1 + 2N/3)/12`), so such digits skip the
-/// balancing term (one less in every converted limb's sum): with `PN13_QP218` (49-bit `q_0`
-/// and `P`, 40-bit others) only the first digit balances, with `PN14_QP438` (`P` of 100 bits,
-/// digits of 80–90) none.
-pub const UNBALANCED_DIGIT_BITS: f64 = 6.0;
+/// ModUp balances a digit (residues in `(−q/2, q/2]`, `heinfer_math::rns`) unless it is at
+/// least this many bits below `P` at ring degree `N = 2^log_n`: `9 + log_n/2`.
+///
+/// Unbalanced, a digit has mean `≈ Q_j/2` in every coefficient, so its term `D_j·e_j/P` in a
+/// key switch's error carries the polynomial `(Q_j/2)·(1 + X + … + X^{N−1})·e_j/P`, fixed per
+/// key. Its variance is small, but not where it lands: at the root `ζ = e^{iπ/N}` (slot 0
+/// before a rotation's automorphism, that slot's image after it) the all-ones polynomial is
+/// `≈ 2N/π`, so the offset there is `≈ (Q_j/P)·σ·N^{3/2}/π` against ModDown's rounding noise of
+/// `N/√18` per slot — a ratio of `(Q_j/P)·σ·√N·1.35`, under 1 % at `9 + log2(N)/2` bits below
+/// `P` (15.5 at `N = 2^13`). A variance comparison (the rule was six bits) misses it: six bits
+/// below `P` at `N = 2^13`, conjugation's error carried a fixed offset of 4× its noise at slot
+/// 0, the same for every ciphertext of a key (2026-11-28). Balanced, a digit has mean zero and
+/// the offset is gone; the balancing term costs a few per cent of a key switch at logN 13.
+pub fn unbalanced_digit_bits(log_n: u32) -> f64 {
+    9.0 + log_n as f64 / 2.0
+}
 
 /// Unchecked parameters: plain data, as a user writes them. Turn them into [`CkksParams`]
 /// with [`CkksParams::new`].
@@ -415,6 +423,7 @@ fn precompute(
         .map(|l| (0..l).map(|i| (q[l] / 2) % q[i]).collect())
         .collect();
     let p_bits: f64 = pm.iter().map(|m| (m.q as f64).log2()).sum();
+    let gap = unbalanced_digit_bits(n.trailing_zeros());
     let modup = if pm.is_empty() {
         Vec::new()
     } else {
@@ -431,10 +440,9 @@ fn precompute(
                             .map(|(_, m)| *m)
                             .chain(pm.iter().copied())
                             .collect();
-                        // balanced digits only where they matter (heinfer_math::rns)
+                        // balanced digits only where they matter (unbalanced_digit_bits)
                         let digit_bits: f64 = qm[lo..hi].iter().map(|m| (m.q as f64).log2()).sum();
-                        BasisConverter::new(&qm[lo..hi], &to)
-                            .balancing(digit_bits > p_bits - UNBALANCED_DIGIT_BITS)
+                        BasisConverter::new(&qm[lo..hi], &to).balancing(digit_bits > p_bits - gap)
                     })
                     .collect()
             })
@@ -499,4 +507,35 @@ fn precompute(
         galois_tables: GaloisTableCache::new(n, GALOIS_TABLE_CACHE_CAPACITY),
         fft: OnceLock::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::presets;
+
+    /// Which ModUp digits balance (see [`unbalanced_digit_bits`]): every digit of the 13-bit
+    /// preset (40–49-bit primes, a 49-bit `P`: at most 9 bits below it, under the 15.5-bit
+    /// gap), and at logN 14 (`P` of 100 bits) the digits of 90 bits but not those of 80.
+    #[test]
+    fn digits_balance_unless_far_below_p() {
+        assert_eq!(unbalanced_digit_bits(13), 15.5);
+        let p = CkksParams::new(presets::pn13_qp218()).unwrap();
+        let top = &p.inner().modup[p.max_level()];
+        assert!(top.iter().all(|c| c.balances()));
+        let p = CkksParams::new(presets::pn14_qp438()).unwrap();
+        let (alpha, p_bits) = (
+            p.alpha(),
+            p.p().iter().map(|&x| (x as f64).log2()).sum::<f64>(),
+        );
+        for (j, conv) in p.inner().modup[p.max_level()].iter().enumerate() {
+            let q = &p.q()[j * alpha..((j + 1) * alpha).min(p.q().len())];
+            let bits: f64 = q.iter().map(|&x| (x as f64).log2()).sum();
+            assert_eq!(
+                conv.balances(),
+                bits > p_bits - 16.0,
+                "digit {j}: {bits:.1} bits, P {p_bits:.1}"
+            );
+        }
+    }
 }
