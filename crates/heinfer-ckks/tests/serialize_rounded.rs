@@ -46,18 +46,18 @@ fn decrypted(ct: &Ciphertext) -> Vec<f64> {
         .collect()
 }
 
-/// `c̃ − c` of every coefficient of limb 0, centered (the limbs agree: Garner is exact).
-fn differences(a: &poly::RnsPoly, b: &poly::RnsPoly) -> Vec<f64> {
-    let q = fx().params.q()[0];
-    let (x, y) = (coeffs(a, 0), coeffs(b, 0));
+/// `c̃ − c` of every coefficient of limb `t`, centered.
+fn differences(a: &poly::RnsPoly, b: &poly::RnsPoly, t: usize) -> Vec<i64> {
+    let q = fx().params.q()[t];
+    let (x, y) = (coeffs(a, t), coeffs(b, t));
     x.iter()
         .zip(&y)
         .map(|(&x, &y)| {
             let d = (y + q - x) % q;
             if d > q / 2 {
-                d as f64 - q as f64
+                d as i64 - q as i64
             } else {
-                d as f64
+                d as i64
             }
         })
         .collect()
@@ -72,24 +72,7 @@ fn dropping_one_bit_moves_every_coefficient_by_at_most_one_in_every_limb() {
         let back = ciphertext_from_bytes_rounded(&f.params, &bytes, MAX, &[1, 1]).unwrap();
         assert_eq!((back.level(), back.size()), (level, 2));
         for (a, b) in ct.parts().iter().zip(back.parts()) {
-            // centered differences per limb
-            let diffs: Vec<Vec<i64>> = (0..=level)
-                .map(|t| {
-                    let q = f.params.q()[t];
-                    let (x, y) = (coeffs(a, t), coeffs(b, t));
-                    x.iter()
-                        .zip(&y)
-                        .map(|(&x, &y)| {
-                            let d = (y + q - x) % q;
-                            if d > q / 2 {
-                                d as i64 - q as i64
-                            } else {
-                                d as i64
-                            }
-                        })
-                        .collect()
-                })
-                .collect();
+            let diffs: Vec<Vec<i64>> = (0..=level).map(|t| differences(a, b, t)).collect();
             // c̃ = 2⌊c/2⌋ + 1, or 2⌊c/2⌋ − 1 on a tie: the same difference, −1, 0 or 1, in
             // every limb (Garner is exact)
             assert!(diffs[0].iter().all(|&d| d.abs() <= 1), "level {level}");
@@ -118,7 +101,8 @@ fn the_rounding_error_has_mean_zero() {
             let bytes = ciphertext_to_bytes_rounded(&f.params, &ct, &[j, j]).unwrap();
             let back = ciphertext_from_bytes_rounded(&f.params, &bytes, MAX, &[j, j]).unwrap();
             for (i, (a, b)) in ct.parts().iter().zip(back.parts()).enumerate() {
-                let d = differences(a, b);
+                // limb 0 (the limbs agree: Garner is exact)
+                let d: Vec<f64> = differences(a, b, 0).into_iter().map(|x| x as f64).collect();
                 let n = d.len() as f64;
                 let mean = d.iter().sum::<f64>() / n;
                 let std = (d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
