@@ -123,6 +123,37 @@ impl BfvEvaluator {
         Ok(self.ev.rotate(ct, k, keys)?)
     }
 
+    /// `[rotate_rows(cts[i], steps[i]) for i]`, the rotations running in parallel (one per
+    /// worker): a BFV ciphertext has too few limbs (three primes and a special one here) to
+    /// keep every core busy on one rotation, so a transform's independent giant steps are
+    /// better spread over the cores. Bit-identical to [`Self::rotate_rows`] on each.
+    pub fn rotate_rows_many(
+        &self,
+        cts: &[&Ciphertext],
+        steps: &[i64],
+        keys: &GaloisKeys,
+    ) -> Result<Vec<Ciphertext>> {
+        for ct in cts {
+            self.check(ct, "rotate_rows_many")?;
+        }
+        Ok(self.ev.rotate_many(cts, steps, keys)?)
+    }
+
+    /// Rotate-and-add folds of each ciphertext, `c ← c + rotate_rows(c, s)` for each `s` of
+    /// `steps` in order, the ciphertexts in parallel and the whole chain in one engine call.
+    /// Bit-identical to [`Self::rotate_rows`] and an addition in a loop.
+    pub fn fold_rows(
+        &self,
+        cts: &[&Ciphertext],
+        steps: &[i64],
+        keys: &GaloisKeys,
+    ) -> Result<Vec<Ciphertext>> {
+        for ct in cts {
+            self.check(ct, "fold_rows")?;
+        }
+        Ok(self.ev.fold(cts, steps, keys)?)
+    }
+
     /// Rotations of one ciphertext by each of `steps`, sharing one key-switching
     /// decomposition (hoisting, GAZELLE §5.2).
     pub fn rotate_rows_hoisted(

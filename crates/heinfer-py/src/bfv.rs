@@ -206,6 +206,16 @@ impl BfvEvaluator {
         let v = run(py, "BfvEvaluator.rotate_rows_hoisted", || self.inner.rotate_rows_hoisted(&ct.inner, &steps, &keys.inner))?;
         Ok(v.into_iter().map(|c| self.wrap(c)).collect())
     }
+    fn rotate_rows_many(&self, py: Python<'_>, cts: Vec<PyRef<'_, Ciphertext>>, steps: Vec<i64>, keys: &GaloisKeys) -> PyResult<Vec<Ciphertext>> {
+        let c: Vec<&heinfer_ckks::Ciphertext> = cts.iter().map(|c| &c.inner).collect();
+        let v = run(py, "BfvEvaluator.rotate_rows_many", || self.inner.rotate_rows_many(&c, &steps, &keys.inner))?;
+        Ok(v.into_iter().map(|c| self.wrap(c)).collect())
+    }
+    fn fold_rows(&self, py: Python<'_>, cts: Vec<PyRef<'_, Ciphertext>>, steps: Vec<i64>, keys: &GaloisKeys) -> PyResult<Vec<Ciphertext>> {
+        let c: Vec<&heinfer_ckks::Ciphertext> = cts.iter().map(|c| &c.inner).collect();
+        let v = run(py, "BfvEvaluator.fold_rows", || self.inner.fold_rows(&c, &steps, &keys.inner))?;
+        Ok(v.into_iter().map(|c| self.wrap(c)).collect())
+    }
     fn swap_rows(&self, py: Python<'_>, ct: &Ciphertext, keys: &GaloisKeys) -> PyResult<Ciphertext> {
         Ok(self.wrap(run(py, "BfvEvaluator.swap_rows", || self.inner.swap_rows(&ct.inner, &keys.inner))?))
     }

@@ -147,6 +147,20 @@ class Evaluator:
         raws = self._raw.rotate_rows_hoisted(_raw(ct, Ciphertext, "ct"), [int(k) for k in steps], _raw(keys, GaloisKeys, "keys"))
         return [self._ct(r) for r in raws]
 
+    def rotate_rows_many(self, cts: Sequence[Ciphertext], steps: Sequence[int], keys: GaloisKeys) -> list[Ciphertext]:
+        """``[rotate_rows(cts[i], steps[i]) for i]``, the rotations in parallel (one per engine
+        thread; a BFV ciphertext has too few limbs to keep every core busy on one rotation).
+        The same ciphertexts as :meth:`rotate_rows` on each."""
+        raws = self._raw.rotate_rows_many([_raw(c, Ciphertext, "cts[i]") for c in cts], [int(k) for k in steps], _raw(keys, GaloisKeys, "keys"))
+        return [self._ct(r) for r in raws]
+
+    def fold_rows(self, cts: Sequence[Ciphertext], steps: Sequence[int], keys: GaloisKeys) -> list[Ciphertext]:
+        """Rotate-and-add folds: each ciphertext ``c ← c + rotate_rows(c, s)`` for each ``s`` of
+        ``steps`` in order, the ciphertexts in parallel, in one engine call. The same
+        ciphertexts as :meth:`rotate_rows` and :meth:`add` in a loop."""
+        raws = self._raw.fold_rows([_raw(c, Ciphertext, "cts[i]") for c in cts], [int(k) for k in steps], _raw(keys, GaloisKeys, "keys"))
+        return [self._ct(r) for r in raws]
+
     def swap_rows(self, ct: Ciphertext, keys: GaloisKeys) -> Ciphertext:
         """The two rows exchanged (the conjugation key of ``params.rlwe``)."""
         return self._ct(self._raw.swap_rows(_raw(ct, Ciphertext, "ct"), _raw(keys, GaloisKeys, "keys")))

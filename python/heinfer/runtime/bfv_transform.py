@@ -73,7 +73,10 @@ class BfvLayer:
     ) -> list[Ciphertext]:
         """:meth:`run`, plus ``other = (layer, inputs)``: a layer with the same terms and other
         diagonals (:func:`scaled_columns`) on other inputs, summed in. Each giant step and fold
-        then rotates the sum once: the two layers cost one set of output rotations."""
+        then rotates the sum once: the two layers cost one set of output rotations. The giant
+        steps run together (:meth:`~heinfer.bfv.Evaluator.rotate_rows_many`: independent, one
+        per engine thread), the folds and the replications as one chain per call
+        (:meth:`~heinfer.bfv.Evaluator.fold_rows`)."""
         t = self.t
         sources = [(self, x)] + ([other] if other is not None else [])
         rotated = []
@@ -82,29 +85,29 @@ class BfvLayer:
                 raise ProtocolError(f"layer takes {t.n_in} ciphertexts, got {len(xs)}")
             if layer.t.terms is not t.terms and not np.array_equal(layer.t.terms, t.terms):
                 raise ProtocolError("layers summed in one run must share their terms")
-            for r in t.replicate:
-                for a in range(len(xs)):
-                    xs[a] = ev.add(xs[a], ev.rotate_rows(xs[a], r, galois))
+            if len(t.replicate):  # replications are folds of the inputs (LoLa's stacking)
+                xs[:] = ev.fold_rows(xs, [int(r) for r in t.replicate], galois)
             rotated.append({a: dict(zip(bs, ev.rotate_rows_hoisted(xs[a], bs, galois))) for a, bs in t.babies().items()})
-        out: list[Ciphertext | None] = [None] * t.n_out
+        sums, giant = [], []  # (output, dot product) per group; the giant steps to rotate
         for o, g, ix in t.groups():
             cts, ms = [], []
             for (layer, xs), rot in zip(sources, rotated):
                 cts += [rot[int(t.terms[i, 2])][int(t.terms[i, 3])] if t.terms[i, 3] else xs[int(t.terms[i, 2])] for i in ix]
                 ms += [layer._multiplier(i) for i in ix] if layer.mults is None else [layer.mults[i] for i in ix]
-            acc = ev.dot_plain(cts, ms)
-            if g:
-                acc = ev.rotate_rows(acc, int(g), galois)
+            sums.append((o, ev.dot_plain(cts, ms)))
+            giant.append(int(g))
+        # the giant steps are independent: rotated together, spread over the engine threads
+        moved = [i for i, g in enumerate(giant) if g]
+        if moved:
+            for i, r in zip(moved, ev.rotate_rows_many([sums[i][1] for i in moved], [giant[i] for i in moved], galois)):
+                sums[i] = (sums[i][0], r)
+        out: list[Ciphertext | None] = [None] * t.n_out
+        for o, acc in sums:
             out[o] = acc if out[o] is None else ev.add(out[o], acc)
-        result: list[Ciphertext] = []
-        for o in range(t.n_out):
-            y = out[o] if out[o] is not None else ev.mul_scalar(x[0], 0)
-            for s in t.fold:
-                y = ev.add(y, ev.rotate_rows(y, s, galois))
-            if self.bias is not None:
-                y = ev.add_plain(y, self.bias[o])
-            result.append(y)
-        return result
+        ys = [out[o] if out[o] is not None else ev.mul_scalar(x[0], 0) for o in range(t.n_out)]
+        if len(t.fold):  # every output's chain of folds in one engine call
+            ys = ev.fold_rows(ys, [int(s) for s in t.fold], galois)
+        return [ev.add_plain(y, self.bias[o]) if self.bias is not None else y for o, y in enumerate(ys)]
 
 
 def input_elements(t: Transform, gather: np.ndarray) -> np.ndarray:

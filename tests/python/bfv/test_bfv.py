@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from heinfer import bfv, ckks
-from heinfer.errors import EncodingError, ParameterError, SerializationError
+from heinfer.errors import EncodingError, MissingKeyError, OperandError, ParameterError, SerializationError
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +74,34 @@ def test_rotations_turn_both_rows(ctx) -> None:
     hoisted = ev.rotate_rows_hoisted(ct, [3, -1], keys)
     assert np.array_equal(dec.decrypt(hoisted[1]), np.roll(rows, 1, axis=1).ravel())
     assert np.array_equal(dec.decrypt(ev.swap_rows(ct, keys)), rows[::-1].ravel())
+
+
+def test_many_rotations_and_folds_are_the_single_ones(ctx) -> None:
+    """``rotate_rows_many`` and ``fold_rows`` (one engine call each) give the same ciphertexts,
+    bit for bit, as ``rotate_rows`` and ``add`` in a loop; a step without a key is refused."""
+    p, n = ctx["params"].plain_modulus, ctx["params"].n
+    ev, dec, kg = ctx["ev"], ctx["dec"], ctx["kg"]
+    keys = kg.galois_keys([1, 2, 3, 5])
+    cts = [ctx["encrypt"](ctx["enc"].encode(_rand(n, p, s))) for s in (9, 10, 11)]
+    many = ev.rotate_rows_many(cts, [3, 1, 5], keys)
+    assert [m.to_bytes() for m in many] == [ev.rotate_rows(c, k, keys).to_bytes() for c, k in zip(cts, [3, 1, 5])]
+    folded = ev.fold_rows(cts, [1, 2, 3], keys)
+    for c, f in zip(cts, folded):
+        y = c
+        for s in (1, 2, 3):
+            y = ev.add(y, ev.rotate_rows(y, s, keys))
+        assert f.to_bytes() == y.to_bytes()
+    rows = dec.decrypt(cts[0]).astype(object).reshape(2, n // 2)
+    want = rows + np.roll(rows, -1, axis=1)
+    want = want + np.roll(want, -2, axis=1)
+    want = (want + np.roll(want, -3, axis=1)) % p
+    assert np.array_equal(dec.decrypt(folded[0]).astype(object), want.ravel())
+    with pytest.raises(MissingKeyError, match="missing Galois key"):
+        ev.rotate_rows_many(cts[:1], [7], keys)
+    with pytest.raises(MissingKeyError, match="missing Galois key"):
+        ev.fold_rows(cts[:1], [1, 7], keys)
+    with pytest.raises(OperandError, match="2 ciphertexts but 1 steps"):
+        ev.rotate_rows_many(cts[:2], [1], keys)
 
 
 def test_flooding_keeps_the_message_and_hides_the_noise(ctx) -> None:
