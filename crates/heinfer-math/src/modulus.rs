@@ -62,10 +62,17 @@ impl Modulus {
         r as u64
     }
 
-    /// `x mod q` for a signed 128-bit `x`.
+    /// `x mod q` for a signed 128-bit `x`: `|x|` by [`Self::reduce_u128`] (Barrett, no
+    /// 128-bit division: `rem_euclid` on `i128` calls the runtime's slow division), negated
+    /// for a negative `x`.
     #[inline(always)]
     pub fn reduce_i128(&self, x: i128) -> u64 {
-        x.rem_euclid(self.q as i128) as u64
+        let r = self.reduce_u128(x.unsigned_abs());
+        if x < 0 && r != 0 {
+            self.q - r
+        } else {
+            r
+        }
     }
 
     /// `(a + b) mod q` for `a, b < q`.
@@ -153,6 +160,14 @@ mod tests {
         fn barrett_matches_u128_rem(q in 2u64..(1u64 << 61), a in any::<u128>()) {
             let m = Modulus::new(q | 1);
             prop_assert_eq!(m.reduce_u128(a), (a % (q | 1) as u128) as u64);
+        }
+
+        #[test]
+        fn signed_reduction_matches_rem_euclid(q in 2u64..(1u64 << 61), a in any::<i128>(), small in any::<i64>()) {
+            let m = Modulus::new(q | 1);
+            for x in [a, small as i128, i128::MIN, i128::MAX, -1, 0, -((q | 1) as i128)] {
+                prop_assert_eq!(m.reduce_i128(x), x.rem_euclid((q | 1) as i128) as u64);
+            }
         }
 
         #[test]
