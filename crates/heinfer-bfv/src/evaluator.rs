@@ -35,6 +35,10 @@ impl BfvEvaluator {
         check_ciphertext(&self.params, ct, op)
     }
 
+    fn check_all(&self, cts: &[&Ciphertext], op: &str) -> Result<()> {
+        cts.iter().try_for_each(|ct| self.check(ct, op))
+    }
+
     fn check_plain(&self, pt: &Plaintext, op: &str) -> Result<()> {
         self.params.rlwe().check_id(pt.params_id())?;
         if pt.level() != self.params.level() || pt.scale() != 1.0 {
@@ -90,9 +94,7 @@ impl BfvEvaluator {
     /// `Σ_i cts[i] · ms[i]` in one pass (no intermediate ciphertexts): GAZELLE's diagonal
     /// products after the rotations.
     pub fn dot_plain(&self, cts: &[&Ciphertext], ms: &[&Multiplier]) -> Result<Ciphertext> {
-        for ct in cts {
-            self.check(ct, "dot_plain")?;
-        }
+        self.check_all(cts, "dot_plain")?;
         for m in ms {
             self.check_plain(&m.0, "dot_plain")?;
         }
@@ -133,9 +135,7 @@ impl BfvEvaluator {
         steps: &[i64],
         keys: &GaloisKeys,
     ) -> Result<Vec<Ciphertext>> {
-        for ct in cts {
-            self.check(ct, "rotate_rows_many")?;
-        }
+        self.check_all(cts, "rotate_rows_many")?;
         Ok(self.ev.rotate_many(cts, steps, keys)?)
     }
 
@@ -148,9 +148,7 @@ impl BfvEvaluator {
         steps: &[i64],
         keys: &GaloisKeys,
     ) -> Result<Vec<Ciphertext>> {
-        for ct in cts {
-            self.check(ct, "fold_rows")?;
-        }
+        self.check_all(cts, "fold_rows")?;
         Ok(self.ev.fold(cts, steps, keys)?)
     }
 
