@@ -164,6 +164,20 @@ impl BfvEvaluator {
     fn wrap(&self, ct: heinfer_ckks::Ciphertext) -> Ciphertext {
         Ciphertext::wrap(ct, self.params.rlwe())
     }
+
+    /// An operation over a list of ciphertexts that returns one per input (as the CKKS
+    /// evaluator's `many`).
+    fn many(
+        &self,
+        py: Python<'_>,
+        op: &'static str,
+        cts: &[PyRef<'_, Ciphertext>],
+        f: impl FnOnce(&[&heinfer_ckks::Ciphertext]) -> bfv::Result<Vec<heinfer_ckks::Ciphertext>> + Send,
+    ) -> PyResult<Vec<Ciphertext>> {
+        let c: Vec<&heinfer_ckks::Ciphertext> = cts.iter().map(|c| &c.inner).collect();
+        let v = run(py, op, || f(&c))?;
+        Ok(v.into_iter().map(|c| self.wrap(c)).collect())
+    }
 }
 
 #[pymethods]
@@ -207,14 +221,10 @@ impl BfvEvaluator {
         Ok(v.into_iter().map(|c| self.wrap(c)).collect())
     }
     fn rotate_rows_many(&self, py: Python<'_>, cts: Vec<PyRef<'_, Ciphertext>>, steps: Vec<i64>, keys: &GaloisKeys) -> PyResult<Vec<Ciphertext>> {
-        let c: Vec<&heinfer_ckks::Ciphertext> = cts.iter().map(|c| &c.inner).collect();
-        let v = run(py, "BfvEvaluator.rotate_rows_many", || self.inner.rotate_rows_many(&c, &steps, &keys.inner))?;
-        Ok(v.into_iter().map(|c| self.wrap(c)).collect())
+        self.many(py, "BfvEvaluator.rotate_rows_many", &cts, |c| self.inner.rotate_rows_many(c, &steps, &keys.inner))
     }
     fn fold_rows(&self, py: Python<'_>, cts: Vec<PyRef<'_, Ciphertext>>, steps: Vec<i64>, keys: &GaloisKeys) -> PyResult<Vec<Ciphertext>> {
-        let c: Vec<&heinfer_ckks::Ciphertext> = cts.iter().map(|c| &c.inner).collect();
-        let v = run(py, "BfvEvaluator.fold_rows", || self.inner.fold_rows(&c, &steps, &keys.inner))?;
-        Ok(v.into_iter().map(|c| self.wrap(c)).collect())
+        self.many(py, "BfvEvaluator.fold_rows", &cts, |c| self.inner.fold_rows(c, &steps, &keys.inner))
     }
     fn swap_rows(&self, py: Python<'_>, ct: &Ciphertext, keys: &GaloisKeys) -> PyResult<Ciphertext> {
         Ok(self.wrap(run(py, "BfvEvaluator.swap_rows", || self.inner.swap_rows(&ct.inner, &keys.inner))?))
