@@ -182,7 +182,9 @@ def price(counts: dict, level: int, costs: CostTable, n_out: int, bias: bool) ->
     ``_mem`` one (a query reads them from memory); as its rotated baby steps fill it
     (:func:`spill_share`), those of :data:`SPILLED` move that share of the way on to their
     ``_spill`` cost. Giant-step rotations (two or more) and folds over two or more output
-    ciphertexts run together (:func:`together`)."""
+    ciphertexts run together (:func:`together`). A table with ``fold_weight`` (per level)
+    prices the replications and folds at that multiple (0 for the two-party protocol, whose
+    client lays its input out replicated and whose parties fold their own shares)."""
     stream, spill = stream_share(counts, level, costs), spill_share(counts, level, costs)
 
     def cost(k: str) -> float:
@@ -195,9 +197,11 @@ def price(counts: dict, level: int, costs: CostTable, n_out: int, bias: bool) ->
 
     s = sum(counts[k] * cost(k) for k in OP_KINDS if k != "rotate")
     s += counts["rotate"] * cost("rotate") * (together(costs, level) if counts["rotate"] >= 2 else 1.0)
-    s += counts.get("replicate", 0) * (costs["rotate"][level] + costs["add"][level])
+    # ``fold_weight`` 0: the two-party protocol's parties fold and replicate on their own
+    w = costs["fold_weight"][level] if "fold_weight" in costs else 1.0
+    s += w * counts.get("replicate", 0) * (costs["rotate"][level] + costs["add"][level])
     fold = costs["rotate"][level] * (together(costs, level) if n_out >= 2 else 1.0)
-    s += counts["fold"] * (fold + costs["add"][level])
+    s += w * counts["fold"] * (fold + costs["add"][level])
     s += n_out * costs["rescale"][level]
     if level > 0:
         s += n_out * costs["add"][level - 1] if bias else 0.0

@@ -73,7 +73,7 @@ def _linear(program: TwoPartyProgram, k: int, layer: Transform | LinearStep, v: 
     seg = program.segments[k]
     g = seg.gather
     slots = np.where(g >= 0, v[:, np.maximum(g, 0)], 0)  # (items, n_in, S): BFV's row 0
-    return seg.output.gather(layer.simulate(slots, p))
+    return seg.output.gather(seg.folded(layer.simulate(slots, p), p))  # folds on the shares, if any
 
 
 def _step(step: TwoPartyStep, s: np.ndarray) -> np.ndarray:

@@ -33,6 +33,7 @@ import numpy as np
 
 from heinfer.program.functions import ClientFunction
 from heinfer.program.placement import Placement
+from heinfer.program.share_folds import fold_slots
 from heinfer.program.transform import Transform
 from heinfer.program.weights import LinearStep
 
@@ -43,13 +44,17 @@ __all__ = ["TwoPartyProgram", "TwoPartySegment", "TwoPartyStep"]
 class TwoPartySegment:
     """One linear layer: the client's shares go into ``gather`` (``gather[c, s]`` is the input
     element in slot ``s`` of ciphertext ``c``, ``-1`` zero); the ``out_size`` results are read
-    at ``output``. ``flood_bits``: the server floods the result with ``U[−2^b, 2^b]``."""
+    at ``output``. ``flood_bits``: the server floods the result with ``U[−2^b, 2^b]``.
+    ``fold``: rotate-and-add steps both parties apply to their own shares of the result
+    before reading it at ``output`` (latency mode; :mod:`heinfer.program.share_folds`): the
+    server sends the layer's result unfolded, with masks whose folds are the protocol's."""
 
     gather: np.ndarray
     in_size: int
     out_size: int
     output: Placement
     flood_bits: int
+    fold: tuple[int, ...] = ()
 
     @property
     def n_input_cts(self) -> int:
@@ -74,6 +79,17 @@ class TwoPartySegment:
             return self.output.ct[elements][None, :], self.output.slot[elements][None, :]
         ct = np.broadcast_to(self.output.ct[elements][None, :], (items, len(elements)))
         return ct, np.broadcast_to(np.arange(items, dtype=np.int64)[:, None], ct.shape)
+
+    def folded(self, rows: np.ndarray, p: int) -> np.ndarray:
+        """One party's residues of the result's slots (``n_cts × N``) with the segment's
+        :attr:`fold` applied to each row of ``output.slots`` slots that outputs are read from
+        (the rows unchanged when there is none)."""
+        if not self.fold:
+            return rows
+        out = np.array(rows, dtype=np.int64)
+        s = self.output.slots
+        out[..., :s] = fold_slots(out[..., :s], self.fold, p)
+        return out
 
     def input_rows(self, values: np.ndarray, n: int, batch_axis: bool) -> np.ndarray:
         """The slot rows (``int64``, ``n_input_cts × n``) of the input elements ``values``

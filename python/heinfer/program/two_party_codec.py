@@ -2,7 +2,7 @@
 
 Layer: ``heinfer.program``. The public section holds the BFV parameters, shapes, fixed-point
 fractions, layouts (gather maps, output placements), circuit steps (kind, shift, windows,
-pools), flooding exponents, trailing client functions and rotation steps; the weights section
+pools), folds on shares, flooding exponents, trailing client functions and rotation steps; the weights section
 the transforms. Every field is type-checked, every index array range-checked against the sizes
 it indexes, before a program is built.
 """
@@ -15,6 +15,7 @@ from heinfer.errors import SerializationError
 from heinfer.program.codec import _arr, _f, _fn, _fn_to_json, _i, gemm_from_json, gemm_to_json
 from heinfer.program.validate import check_io
 from heinfer.program.placement import Placement
+from heinfer.program.share_folds import fold_problem
 from heinfer.program.transform import Transform
 from heinfer.program.two_party import TwoPartyProgram, TwoPartySegment, TwoPartyStep
 
@@ -34,6 +35,8 @@ def two_party_public_to_json(p: TwoPartyProgram) -> tuple[dict, dict]:
         arrays[f"seg{i}.out_ct"] = s.output.ct
         arrays[f"seg{i}.out_slot"] = s.output.slot
         segs.append({"in_size": s.in_size, "out_size": s.out_size, "flood_bits": s.flood_bits, "out_cts": s.output.n_cts, "slots": s.output.slots})
+        if s.fold:  # written only when present: programs without keep their bytes (and id)
+            segs[-1]["fold"] = [int(x) for x in s.fold]
     steps = []
     for i, st in enumerate(p.steps):
         arrays[f"step{i}.groups"] = np.asarray(st.groups, dtype=np.int64)
@@ -94,7 +97,10 @@ def two_party_public_from_json(m: dict, arrays) -> TwoPartyProgram:
         out = Placement(_i(s["out_cts"]), slots, _arr(arrays, f"seg{i}.out_ct", np.int64), _arr(arrays, f"seg{i}.out_slot", np.int64))
         if out.size != out_size:
             raise SerializationError(f"cannot read program: segment {i} places {out.size} outputs, declares {out_size}")
-        seg = TwoPartySegment(gather, in_size, out_size, out, _i(s["flood_bits"]))
+        fold = tuple(_i(x) for x in s.get("fold", []))
+        if fold and (mode != "latency" or (why := fold_problem(out, fold)) is not None):
+            raise SerializationError(f"cannot read program: segment {i}'s folds on shares: {why if mode == 'latency' else 'latency mode only'}")
+        seg = TwoPartySegment(gather, in_size, out_size, out, _i(s["flood_bits"]), fold)
         if mode == "throughput":  # one ciphertext per element, in order: nothing else is built
             want = TwoPartySegment.batch_axis(in_size, out_size, seg.flood_bits)
             if out.n_cts != out_size or not (np.array_equal(gather, want.gather) and np.array_equal(out.ct, want.output.ct)):

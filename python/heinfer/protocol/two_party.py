@@ -17,7 +17,9 @@ its slots, one circuit per item and activation), with additive shares mod ``p``:
    share ``c = y + r``: uniform mod ``p`` in every slot. The garbled circuit reconstructs
    ``y``, applies ReLU (or max-pool with ReLU), truncates and re-shares; the client encrypts
    its new share for the next layer. After the last layer the server masks every slot but the
-   outputs, floods, and the client decrypts the output.
+   outputs, floods, and the client decrypts the output. A layer whose last rotate-and-add
+   folds moved to the shares (:mod:`heinfer.program.share_folds`) is sent unfolded, with masks
+   whose folds are those above; each party folds its own share.
 4. **squares** (GAZELLE's AHE square protocol): the step's circuit only truncates; with
    shares ``a`` (client) and ``b`` (server) of its output ``z``, the client encrypts ``a²`` and
    ``a``, and the server computes ``W·z² = W·(Enc(a²) + b²) + (W·diag(2b))·Enc(a)`` — the next
@@ -41,6 +43,7 @@ import numpy as np
 
 from heinfer import bfv, ckks
 from heinfer.errors import ProtocolError
+from heinfer.program.share_folds import masks_for_folds
 from heinfer.program.two_party import TwoPartyProgram
 from heinfer.protocol.client import check_input
 from heinfer.runtime.bfv_batch import prepare_batch_layers
@@ -183,7 +186,7 @@ class TwoPartyInferenceClient(Party):
         """Layer ``k``'s result: ``items × out_size`` residues."""
         seg = self.prog.segments[k]
         cts = self._load(msgs, seg.output.n_cts, f"layer {k} result")
-        slots = np.stack(parallel_map(self._dec.decrypt, cts))
+        slots = seg.folded(np.stack(parallel_map(self._dec.decrypt, cts)), self.p)  # folds on the shares
         return slots[seg.positions(np.arange(seg.out_size), self._items, self.prog.batch_axis)]
 
     def choose(self, k: int, msgs: list[bytes]) -> bytes:
@@ -299,6 +302,8 @@ class TwoPartyInferenceServer(Party):
             masks[seg.positions(entries, self._items, self.prog.batch_axis)] = self._steps[k].masks().reshape(self._items, -1)
         else:  # the output: unmasked at its positions, uniform everywhere else
             masks[seg.positions(np.arange(seg.out_size), self._items, self.prog.batch_axis)] = 0
+        if seg.fold:  # the client folds its share: the folds of the masks must be the values above
+            masks = masks_for_folds(masks, seg.output, seg.fold, self.p)
         # flooded, then switched down to the fewest primes that decrypt it: a third of the bytes
         def send(cm: tuple) -> bytes:
             return self._bytes(self._rr.rerandomize_compact(self._ev.add_plain(cm[0], self._enc.encode(cm[1])), seg.flood_bits))

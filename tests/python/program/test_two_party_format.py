@@ -49,7 +49,13 @@ def test_square_steps_round_trip_and_bad_ones_are_refused() -> None:
     back = heinfer.load_program(prog.public().to_bytes())
     assert [s.kind for s in back.steps] == ["square", "square"] and back.squared_input(1) and not back.squared_input(0)
     assert back.id == prog.id
+    # its hybrid layers' folds run on the shares: public, in the segments
+    assert [s.fold for s in back.segments] == [s.fold for s in prog.segments] and any(s.fold for s in back.segments)
     man, arrays = two_party_public_to_json(prog.public())
+    k = next(i for i, s in enumerate(prog.segments) if s.fold)
+    overlapping = dict(man, segments=[dict(s, fold=[1]) if i == k else s for i, s in enumerate(man["segments"])])
+    with pytest.raises(SerializationError, match="folds on shares: an orbit holds another output"):
+        heinfer.load_program(_pack(2, (overlapping, arrays)))
     arrays["step0.groups"] = np.zeros((64, 2), dtype=np.int64)  # a square has one value per instance
     with pytest.raises(SerializationError, match="windows of 2 values"):
         heinfer.load_program(_pack(2, (man, arrays)))

@@ -5,6 +5,7 @@ misuse."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -112,6 +113,43 @@ def test_after_a_square_the_client_still_decrypts_only_uniform_shares(compiled) 
     assert all(c.level == 0 for c in cts)
     slots = np.concatenate([client._dec.decrypt(c) for c in cts]).astype(np.float64)
     _assert_uniform(slots, prog.plain_modulus)
+
+
+def test_folds_run_on_the_shares_and_the_unfolded_output_shows_only_its_sums(compiled) -> None:
+    """Network A's transforms keep no fold or replication (the client lays its input out
+    replicated; both parties fold their shares), and its last layer travels unfolded: every
+    slot the client decrypts is uniform (each orbit's masks sum to 0), yet the folded slots
+    are the outputs."""
+    _, prog = compiled("mnist_a")
+    assert all(not t.fold and not t.replicate for t in prog.layers)
+    assert prog.segments[-1].fold and (prog.segments[0].gather >= 0).sum() > prog.segments[0].in_size  # replicated
+    client, server, res = _first_layer(prog)
+    for k in range(len(prog.steps)):
+        res = server.layer(k + 1, client.next_input(k, server.labels(k, client.choose(k, res))))
+    cts = client._load(res, prog.segments[-1].output.n_cts, "test")
+    _assert_uniform(np.concatenate([client._dec.decrypt(c) for c in cts]).astype(np.float64), prog.plain_modulus)
+    np.testing.assert_array_equal(client.finish(res), heinfer.simulate(prog, DIGITS[:1]))
+
+
+def test_folds_stay_on_the_server_where_the_shares_cannot_take_them() -> None:
+    """A fold whose orbits meet another output's position, or a bias outside the output
+    positions, stays in the server's transform; replication always moves to the client."""
+    from heinfer.compiler.latency.two_party import _to_shares
+    from heinfer.program.placement import Placement
+    from heinfer.program.transform import Transform
+
+    gather = np.full((1, 64), -1)
+    gather[0, :8] = np.arange(8)
+    out = Placement(1, 64, np.zeros(8, np.int64), np.arange(8))
+    t = Transform(1, 1, 64, np.zeros((0, 4), np.int64), np.zeros((0, 64)), None, (4,), (32,))
+    g, kept, fold = _to_shares(t, gather, out)  # output 0's orbit {0, 4} holds output 4
+    assert fold == () and kept.fold == (4,) and not kept.replicate and (g >= 0).sum() == 16
+    _, moved, fold = _to_shares(replace(t, fold=(8, 16)), gather, out)
+    assert fold == (8, 16) and not moved.fold
+    bias = np.zeros((1, 64))
+    bias[0, 24] = 1.0  # in output 0's orbit: the client's fold would add it there
+    _, kept, fold = _to_shares(replace(t, fold=(8, 16), bias=bias), gather, out)
+    assert fold == () and kept.fold == (8, 16)
 
 
 def test_parties_refuse_out_of_order_and_malformed_messages(compiled) -> None:

@@ -8,9 +8,12 @@ Layer: ``heinfer.compiler`` (pure numpy). Passes:
 2. each quantized layer through latency mode's **packing search** (the same input layouts,
    kernels and transforms as CKKS — integer weights stay integers in the diagonals, which the
    compiler checks), on the BFV ring's ``N/2`` slots of one row;
-3. the circuit steps: ReLU, or max-pooling fused with ReLU, with their windows as indices into
+3. what the parties can do without the server's keys moves out of each transform: the
+   replication of its inputs into the client's input layout, its final folds onto the
+   shares (:func:`_to_shares`, :mod:`heinfer.program.share_folds`);
+4. the circuit steps: ReLU, or max-pooling fused with ReLU, with their windows as indices into
    the previous layer's outputs;
-4. the noise budget: a worst-case bound on each layer's BFV error, so the server floods it
+5. the noise budget: a worst-case bound on each layer's BFV error, so the server floods it
    with 40 bits of statistical distance (:func:`flood_bits_for`).
 
 A square activation is a step too: a truncation circuit, then GAZELLE's AHE square protocol
@@ -41,6 +44,8 @@ from heinfer.compiler.pools import pools_to_client
 from heinfer.compiler.ranges import calibrated_bounds
 from heinfer.compiler.throughput import split_segments
 from heinfer.errors import CompileError, NotSupportedYetError
+from heinfer.program.placement import Placement
+from heinfer.program.share_folds import fold_problem, replicated_gather
 from heinfer.program.transform import Transform
 from heinfer.program.two_party import TwoPartyProgram, TwoPartySegment, TwoPartyStep
 
@@ -120,23 +125,30 @@ def compile_two_party(
     input_bound, pre, seg_ops, post, plan = fixed_point_front(graph, calibration, input_bound, options.headroom, p)
     slots = 1 << (log_n - 1)
     costs = analytic_costs(log_n, len(bfv["log_q"]), len(bfv["log_p"]))
+    # the parties replicate and fold on their own (_to_shares): the search prices both at 0,
+    # and prices them again where a layout's folds cannot leave the server
+    shares = {**costs, "fold_weight": [0.0] * len(bfv["log_q"])}
     limit = max_flood_bits(bfv)
     segments, layers, plans = [], [], {}
     for k, (ops, fl) in enumerate(zip(seg_ops, plan.layers)):
         lin = ops[0]
         quantized = Linear(lin.name, fl.weights.astype(np.float64), fl.bias.astype(np.float64), lin.in_shape, lin.out_shape)
         squared = k > 0 and [f.kind for f in plan.layers[k - 1].step] == ["square"]
-        gather, steps, placement = _segment_two_party(
-            quantized, slots, costs, options.strategy, _ciphertext_bytes(bfv) / bandwidth,
-            _ciphertext_bytes(bfv, primes=1) / bandwidth, 2 if squared else 1
-        )
-        t = steps[0].transform
-        _check_integral(t, lin.name)
+        for table in (shares, costs):
+            gather, steps, placement = _segment_two_party(
+                quantized, slots, table, options.strategy, _ciphertext_bytes(bfv) / bandwidth,
+                _ciphertext_bytes(bfv, primes=1) / bandwidth, 2 if squared else 1
+            )
+            t = steps[0].transform
+            _check_integral(t, lin.name)
+            gather, t, fold = _to_shares(t, np.asarray(gather), placement)
+            if not t.fold:
+                break
         # after a square: the layer runs twice (on Enc(a²) and, scaled by 2b, on Enc(a)) and sums
         b = check_flood(lin.name, flood_bits_for(noise_bits(t, log_n, p) + (1 if squared else 0), log_n), limit)
         layers.append(t)
         plans[str(k)] = {**steps[0].plan, "flood_bits": b, "in_frac": fl.in_frac, "weight_frac": fl.weight_frac}
-        segments.append(TwoPartySegment(np.asarray(gather), int(np.prod(lin.in_shape)), int(np.prod(lin.out_shape)), placement, b))
+        segments.append(TwoPartySegment(gather, int(np.prod(lin.in_shape)), int(np.prod(lin.out_shape)), placement, b, fold))
     rotations = sorted({s for t in layers for s in t.rotation_steps()})
     return two_party_program(graph, bfv, plan, float(input_bound) * options.headroom, segments, post, layers, plans, rotations, pre=pre)
 
@@ -229,6 +241,24 @@ def _segment_two_party(op: Linear, slots: int, costs, strategy, ct_seconds: floa
             best = (score, cand, steps)
     _, cand, (steps, placement) = best
     return cand["gather"], steps, placement
+
+
+def _to_shares(t: Transform, gather: np.ndarray, placement: Placement) -> tuple[np.ndarray, Transform, tuple[int, ...]]:
+    """``(gather, transform, folds on shares)``: what the parties can do on their own, moved
+    out of the server's transform (each was a key switch per step on the server). The
+    replication of the clean inputs (LoLa's stacking) becomes the client's input layout (it
+    encrypts the copies); the final folds run on both parties' shares
+    (:mod:`heinfer.program.share_folds`) when every orbit holds its own output position once
+    and no other (and the bias sits at the output positions only), else they stay."""
+    if len(t.replicate):
+        gather = replicated_gather(gather, tuple(int(r) for r in t.replicate), t.slots)
+        t = replace(t, replicate=())
+    fold = tuple(int(s) for s in t.fold)
+    at_outputs = np.zeros((t.n_out, t.slots), dtype=bool)
+    at_outputs[placement.ct, placement.slot] = True
+    if not fold or fold_problem(placement, fold) is not None or (t.bias is not None and np.any(np.asarray(t.bias)[~at_outputs])):
+        return gather, t, ()
+    return gather, replace(t, fold=()), fold
 
 
 def _merge_all_linear(g: Graph) -> Graph:
