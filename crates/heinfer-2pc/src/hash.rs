@@ -53,14 +53,9 @@ impl FixedKeyHash {
     /// `π` on every block of `xs`, in place (eight at a time).
     pub fn permute_many(&self, xs: &mut [Block]) {
         for chunk in xs.chunks_mut(LANES) {
-            let mut buf = [GenericArray::from([0u8; 16]); LANES];
-            for (slot, x) in buf.iter_mut().zip(chunk.iter()) {
-                *slot = GenericArray::from(x.to_bytes());
-            }
+            let mut buf = load(chunk);
             self.cipher.encrypt_blocks(&mut buf[..chunk.len()]);
-            for (x, slot) in chunk.iter_mut().zip(buf.iter()) {
-                *x = Block::from_bytes((*slot).into());
-            }
+            store(&buf, chunk, |_, y| y);
         }
     }
 
@@ -79,15 +74,16 @@ impl FixedKeyHash {
         self.permute(s) ^ s
     }
 
-    /// `CR` on every block of `xs`, in place.
+    /// `CR` on every block of `xs`, in place (eight at a time, no copy of `xs`).
     pub fn cr_many(&self, xs: &mut [Block]) {
-        for x in xs.iter_mut() {
-            *x = Self::sigma(*x);
-        }
-        let sig = xs.to_vec();
-        self.permute_many(xs);
-        for (x, s) in xs.iter_mut().zip(sig) {
-            *x ^= s;
+        for chunk in xs.chunks_mut(LANES) {
+            let mut sig = [Block::ZERO; LANES];
+            for (s, x) in sig.iter_mut().zip(chunk.iter()) {
+                *s = Self::sigma(*x);
+            }
+            let mut buf = load(&sig[..chunk.len()]);
+            self.cipher.encrypt_blocks(&mut buf[..chunk.len()]);
+            store(&buf, chunk, |i, y| y ^ sig[i]);
         }
     }
 
@@ -98,18 +94,44 @@ impl FixedKeyHash {
         self.permute(p ^ Block(tweak)) ^ p
     }
 
-    /// `TCCR(xs[i], tweaks[i])` for every `i`, in place.
+    /// `TCCR(xs[i], tweaks[i])` for every `i`, in place: both permutations of eight blocks
+    /// at a time in one stack buffer (no copy of `xs`, no allocation).
     pub fn tccr_many(&self, xs: &mut [Block], tweaks: &[u128]) {
         assert_eq!(xs.len(), tweaks.len(), "one tweak per block");
-        self.permute_many(xs);
-        let first = xs.to_vec();
-        for (x, t) in xs.iter_mut().zip(tweaks) {
-            *x ^= Block(*t);
+        for (chunk, tw) in xs.chunks_mut(LANES).zip(tweaks.chunks(LANES)) {
+            let n = chunk.len();
+            let mut buf = load(chunk);
+            self.cipher.encrypt_blocks(&mut buf[..n]);
+            let mut first = [Block::ZERO; LANES];
+            for i in 0..n {
+                first[i] = Block::from_bytes(buf[i].into());
+                buf[i] = GenericArray::from((first[i] ^ Block(tw[i])).to_bytes());
+            }
+            self.cipher.encrypt_blocks(&mut buf[..n]);
+            store(&buf, chunk, |i, y| y ^ first[i]);
         }
-        self.permute_many(xs);
-        for (x, p) in xs.iter_mut().zip(first) {
-            *x ^= p;
-        }
+    }
+}
+
+/// Up to [`LANES`] blocks as AES blocks (the rest zero).
+#[inline]
+fn load(xs: &[Block]) -> [GenericArray<u8, aes::cipher::consts::U16>; LANES] {
+    let mut buf = [GenericArray::from([0u8; 16]); LANES];
+    for (slot, x) in buf.iter_mut().zip(xs) {
+        *slot = GenericArray::from(x.to_bytes());
+    }
+    buf
+}
+
+/// `xs[i] ← f(i, buf[i])` for the blocks of `xs`.
+#[inline]
+fn store(
+    buf: &[GenericArray<u8, aes::cipher::consts::U16>; LANES],
+    xs: &mut [Block],
+    f: impl Fn(usize, Block) -> Block,
+) {
+    for (i, x) in xs.iter_mut().enumerate() {
+        *x = f(i, Block::from_bytes(buf[i].into()));
     }
 }
 
