@@ -196,8 +196,25 @@ class TwoPartyProgram:
 
     def squared_input(self, k: int) -> bool:
         """True when segment ``k``'s input is the square of the previous step's output: the
-        client then sends two ciphertext lists, ``Enc(a²)`` and ``Enc(a)``."""
+        client then encrypts its share ``a`` and ``a²`` (:meth:`rows_packed`, :meth:`input_lists`)."""
         return k > 0 and self.steps[k - 1].kind == "square"
+
+    def rows_packed(self, k: int) -> bool:
+        """True when segment ``k``'s squared input travels in both rows of BFV's slots (latency
+        mode): ``a²`` in row 0 and ``a`` in row 1 of each ciphertext, so the layer's rotations
+        turn both at once and one multiplier holds ``W``'s diagonal and its cross-term
+        diagonal; the server then adds row 1 into row 0 (one row swap)."""
+        return self.squared_input(k) and not self.batch_axis
+
+    def input_lists(self, k: int) -> int:
+        """Ciphertext lists the client sends for segment ``k``: two (``Enc(a²)``, ``Enc(a)``)
+        for a squared input in throughput mode, else one."""
+        return 2 if self.squared_input(k) and self.batch_axis else 1
+
+    @property
+    def needs_swap_key(self) -> bool:
+        """Whether the client's rotation keys include the row swap (:meth:`rows_packed`)."""
+        return any(self.rows_packed(k) for k in range(len(self.segments)))
 
     @property
     def is_public(self) -> bool:

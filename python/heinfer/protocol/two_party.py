@@ -25,7 +25,10 @@ its slots, one circuit per item and activation), with additive shares mod ``p``:
    ``a``, and the server computes ``W·z² = W·(Enc(a²) + b²) + (W·diag(2b))·Enc(a)`` — the next
    layer run twice, the second time with its diagonals scaled by ``2b`` (encoded offline:
    ``b`` is the server's output share of the circuit, drawn before any data), so ``Enc(a)``
-   goes through one product like any input.
+   goes through one product like any input. In latency mode ``a²`` and ``a`` travel in the two
+   rows of the slots of one ciphertext list, each multiplier holds ``W``'s diagonal in row 0
+   and the scaled one in row 1, so one run of the layer computes both, and a row swap adds
+   row 1 into row 0.
 
 What each party learns (semi-honest, as GAZELLE): the client the output and the public
 architecture; the server nothing (it sees BFV ciphertexts and OT messages). Both parties are
@@ -129,7 +132,8 @@ class TwoPartyInferenceClient(Party):
 
     def keys_message(self) -> dict[str, bytes]:
         """Public key, rotation keys and the base-OT message (once per session)."""
-        keys = self._kg.galois_keys(self.prog.rotation_steps) if self.prog.rotation_steps else None
+        p = self.prog
+        keys = self._kg.galois_keys(p.rotation_steps, conjugate=p.needs_swap_key) if p.rotation_steps or p.needs_swap_key else None
         return {"pk": self._kg.public_key().to_bytes(), "galois": keys.to_bytes() if keys else b"", "ot": self._hello}
 
     def finish_setup(self, msg: bytes) -> None:
@@ -177,8 +181,12 @@ class TwoPartyInferenceClient(Party):
         self._k = 0
         return self._encrypt(0, v)
 
-    def _encrypt(self, k: int, values: np.ndarray) -> list[bytes]:
-        rows = self.prog.segments[k].input_rows(values, self.n, self.prog.batch_axis)
+    def _encrypt(self, k: int, values: np.ndarray, row1: np.ndarray | None = None) -> list[bytes]:
+        """Segment ``k``'s input ``values`` encrypted (and ``row1``'s in row 1 of the slots)."""
+        seg = self.prog.segments[k]
+        rows = seg.input_rows(values, self.n, self.prog.batch_axis)
+        if row1 is not None:
+            rows[:, self.n // 2 :] = seg.input_rows(row1, self.n, False)[:, : self.n // 2]
         # one ciphertext per row, encrypted and serialized on every engine thread
         return parallel_map(lambda r: self._bytes(self._kg.encrypt_symmetric(self._enc.encode(r))), list(rows))
 
@@ -205,7 +213,9 @@ class TwoPartyInferenceClient(Party):
         z = self._steps[k].finish(labels).astype(np.int64).reshape(self._items, -1)
         z = self.prog.steps[k].pool_shares(z, self.p)
         self._k = k + 1
-        if self.prog.squared_input(k + 1):  # the AHE square: Enc(a²), then Enc(a)
+        if self.prog.rows_packed(k + 1):  # the AHE square: a² in row 0, a in row 1
+            return self._encrypt(k + 1, z * z % self.p, z)
+        if self.prog.squared_input(k + 1):  # throughput mode: Enc(a²), then Enc(a)
             return self._encrypt(k + 1, z * z % self.p) + self._encrypt(k + 1, z)
         return self._encrypt(k + 1, z)
 
@@ -231,7 +241,7 @@ class TwoPartyInferenceServer(Party):
         super().__init__(prog)
         rlwe = self.params.rlwe
         pk = ckks.PublicKey.from_bytes(rlwe, keys["pk"])
-        self._galois = ckks.GaloisKeys.from_bytes(rlwe, keys["galois"]) if prog.rotation_steps else None
+        self._galois = ckks.GaloisKeys.from_bytes(rlwe, keys["galois"]) if prog.rotation_steps or prog.needs_swap_key else None
         self._ev = bfv.Evaluator(self.params)
         self._enc = bfv.BatchEncoder(self.params)
         self._rr = bfv.Rerandomizer(self.params, pk)
@@ -260,12 +270,12 @@ class TwoPartyInferenceServer(Party):
 
     def _cross_term(self, k: int):
         """What multiplies ``Enc(a)`` after a square, encoded offline from the server's share
-        ``b``: latency mode's layer with its diagonals scaled by ``2b`` (one item); throughput
-        mode's ``2b`` per input element (one slot per item)."""
+        ``b``: latency mode's layer whose multipliers hold, in row 1, its diagonals scaled by
+        ``2b`` (one item); throughput mode's ``2b`` per input element (one slot per item)."""
         twice_b = 2 * self._share(k - 1) % self.p
         seg = self.prog.segments[k]
         if not self.prog.batch_axis:
-            return self.layers[k].scaled(seg.gather, twice_b[0], self.p)
+            return self.layers[k].with_cross_term(seg.gather, twice_b[0], self.p)
         return parallel_map(self._enc.encode_multiplier, list(seg.input_rows(twice_b, self.n, True)))
 
     def _share(self, k: int) -> np.ndarray:
@@ -281,7 +291,7 @@ class TwoPartyInferenceServer(Party):
         seg = self.prog.segments[k]
         squared = self.prog.squared_input(k)
         n = seg.n_input_cts
-        cts = self._load(msgs, 2 * n if squared else n, f"layer {k} input", top=True)
+        cts = self._load(msgs, n * self.prog.input_lists(k), f"layer {k} input", top=True)
         if k > 0:  # add the server's share of the input: Enc(z) + ρ = Enc(y); squared: Enc(a²) + b²
             share = self._share(k - 1)
             if squared:
@@ -293,9 +303,11 @@ class TwoPartyInferenceServer(Party):
                 sq, lin, twice_b = cts[:n], cts[n:], self._cross[k]
                 cts = parallel_map(lambda i: self._ev.add(sq[i], self._ev.mul_plain(lin[i], twice_b[i])), range(n))
             out = self.layers[k].run(self._ev, cts)
-        else:  # squared: + (W·diag(2b))·Enc(a), summed before the giant steps and folds
-            other = (self._cross[k], cts[n:]) if squared else None
-            out = self.layers[k].run_with(self._ev, cts[:n], self._galois, other)
+        elif squared:  # rows: W·(Enc(a²) + b²) in row 0, (W·diag(2b))·Enc(a) in row 1, then summed
+            out = self._cross[k].run(self._ev, cts, self._galois)
+            out = parallel_map(lambda y: self._ev.add(y, self._ev.swap_rows(y, self._galois)), out)
+        else:
+            out = self.layers[k].run(self._ev, cts, self._galois)
         masks = _uniform((len(out), self.n), self.p)
         if k < len(self.prog.steps):  # the step's inputs of every item: its masks, item-major
             entries = self.prog.steps[k].groups.reshape(-1)

@@ -36,64 +36,63 @@ def multiplier_bytes(params: bfv.BfvParameters, t: Transform) -> int:
 
 class BfvLayer:
     """One transform with its diagonals encoded as BFV multipliers (server side), or, when
-    ``lazy``, encoded group by group just before each use (streaming)."""
+    ``lazy``, encoded group by group just before each use (streaming).
 
-    def __init__(self, params: bfv.BfvParameters, t: Transform, lazy: bool = False) -> None:
+    ``row1``: a second set of diagonals (one per term, :func:`scaled_columns`) for row 1 of
+    the slots: each multiplier then holds the transform's diagonal in row 0 and this one in
+    row 1, and a run computes both rows' layers at once (GAZELLE's square protocol with
+    ``Enc(a²)`` in row 0 and ``Enc(a)`` in row 1, :meth:`with_cross_term`)."""
+
+    def __init__(self, params: bfv.BfvParameters, t: Transform, lazy: bool = False, row1: np.ndarray | None = None) -> None:
         if t.slots != params.n // 2:
             raise ProtocolError(f"transform has {t.slots} slots, BFV rows have {params.n // 2}")
+        if row1 is not None and row1.shape != t.vectors.shape:
+            raise ProtocolError(f"row 1 diagonals of shape {row1.shape} for a transform's {t.vectors.shape}")
         self.t = t
         self.params = params
         self._enc = bfv.BatchEncoder(params)
+        self._row1 = row1
         n = params.n
         self.plaintext_bytes = multiplier_bytes(params, t)
         self.lazy = lazy
         self.mults = None if lazy else [self._multiplier(i) for i in range(len(t.vectors))]
-        self._columns: tuple | None = None  # (gather, input_elements, vectors mod p), see scaled
+        self._columns: tuple | None = None  # (gather, input_elements, vectors mod p), see with_cross_term
         self.bias = None if t.bias is None else [self._enc.encode(row0(np.rint(b).astype(np.int64), n)) for b in t.bias]
 
     def _multiplier(self, i: int) -> bfv.Multiplier:
-        return self._enc.encode_multiplier(row0(np.rint(self.t.vectors[i]).astype(np.int64), self.params.n))
+        v = row0(np.rint(self.t.vectors[i]).astype(np.int64), self.params.n)
+        if self._row1 is not None:
+            v[self.params.n // 2 :] = np.rint(self._row1[i]).astype(np.int64)
+        return self._enc.encode_multiplier(v)
 
-    def scaled(self, gather: np.ndarray, scale: np.ndarray, p: int) -> BfvLayer:
-        """This layer with its columns scaled by ``scale`` (:func:`scaled_columns`) for inputs
-        placed by ``gather``, its diagonals encoded. Which input element each diagonal slot
-        multiplies, and the diagonals mod ``p``, are the same for every session and query:
-        they are computed on the first call and kept."""
+    def with_cross_term(self, gather: np.ndarray, scale: np.ndarray, p: int) -> BfvLayer:
+        """This layer with row 1 of every diagonal holding its columns scaled by ``scale``
+        (:func:`scaled_columns`: ``W·diag(scale)``) for inputs placed by ``gather``, encoded.
+        Run on ciphertexts holding ``x`` in row 0 and ``a`` in row 1, row 0 of the result is
+        ``W·x + bias`` and row 1 ``W·diag(scale)·a`` (sum them with a row swap). Which input
+        element each diagonal slot multiplies, and the diagonals mod ``p``, are the same for
+        every session and query: they are computed on the first call and kept."""
         if self._columns is None or self._columns[0] is not gather:
             self._columns = (gather, input_elements(self.t, gather), np.rint(self.t.vectors).astype(np.int64) % p)
         _, elements, base = self._columns
-        return BfvLayer(self.params, scaled_columns(self.t, elements, scale, p, base))
+        return BfvLayer(self.params, self.t, row1=scaled_columns(self.t, elements, scale, p, base).vectors)
 
     def run(self, ev: bfv.Evaluator, x: list[Ciphertext], galois: GaloisKeys | None) -> list[Ciphertext]:
-        """The transform's output ciphertexts for its input ciphertexts ``x`` (consumed)."""
-        return self.run_with(ev, x, galois)
-
-    def run_with(
-        self, ev: bfv.Evaluator, x: list[Ciphertext], galois: GaloisKeys | None, other: tuple[BfvLayer, list[Ciphertext]] | None = None
-    ) -> list[Ciphertext]:
-        """:meth:`run`, plus ``other = (layer, inputs)``: a layer with the same terms and other
-        diagonals (:func:`scaled_columns`) on other inputs, summed in. Each giant step and fold
-        then rotates the sum once: the two layers cost one set of output rotations. The giant
+        """The transform's output ciphertexts for its input ciphertexts ``x`` (consumed), both
+        rows alike (each row of the slots runs its own diagonals: :attr:`row1`). The giant
         steps run together (:meth:`~heinfer.bfv.Evaluator.rotate_rows_many`: independent, one
         per engine thread), the folds and the replications as one chain per call
         (:meth:`~heinfer.bfv.Evaluator.fold_rows`)."""
         t = self.t
-        sources = [(self, x)] + ([other] if other is not None else [])
-        rotated = []
-        for layer, xs in sources:
-            if len(xs) != t.n_in:
-                raise ProtocolError(f"layer takes {t.n_in} ciphertexts, got {len(xs)}")
-            if layer.t.terms is not t.terms and not np.array_equal(layer.t.terms, t.terms):
-                raise ProtocolError("layers summed in one run must share their terms")
-            if len(t.replicate):  # replications are folds of the inputs (LoLa's stacking)
-                xs[:] = ev.fold_rows(xs, [int(r) for r in t.replicate], galois)
-            rotated.append({a: dict(zip(bs, ev.rotate_rows_hoisted(xs[a], bs, galois))) for a, bs in t.babies().items()})
+        if len(x) != t.n_in:
+            raise ProtocolError(f"layer takes {t.n_in} ciphertexts, got {len(x)}")
+        if len(t.replicate):  # replications are folds of the inputs (LoLa's stacking)
+            x[:] = ev.fold_rows(x, [int(r) for r in t.replicate], galois)
+        rotated = {a: dict(zip(bs, ev.rotate_rows_hoisted(x[a], bs, galois))) for a, bs in t.babies().items()}
         sums, giant = [], []  # (output, dot product) per group; the giant steps to rotate
         for o, g, ix in t.groups():
-            cts, ms = [], []
-            for (layer, xs), rot in zip(sources, rotated):
-                cts += [rot[int(t.terms[i, 2])][int(t.terms[i, 3])] if t.terms[i, 3] else xs[int(t.terms[i, 2])] for i in ix]
-                ms += [layer._multiplier(i) for i in ix] if layer.mults is None else [layer.mults[i] for i in ix]
+            cts = [rotated[int(t.terms[i, 2])][int(t.terms[i, 3])] if t.terms[i, 3] else x[int(t.terms[i, 2])] for i in ix]
+            ms = [self._multiplier(i) for i in ix] if self.mults is None else [self.mults[i] for i in ix]
             sums.append((o, ev.dot_plain(cts, ms)))
             giant.append(int(g))
         # the giant steps are independent: rotated together, spread over the engine threads

@@ -95,15 +95,16 @@ def test_what_the_client_decrypts_is_uniform(compiled) -> None:
 
 
 def test_after_a_square_the_client_still_decrypts_only_uniform_shares(compiled) -> None:
-    """Network A's second layer runs on the squared shares (two input lists, the cross term
-    with the server's share in its diagonals): every slot of its result is still the client's
-    uniform share or a uniform filler, and its compacted ciphertexts hold one prime."""
+    """Network A's second layer runs on the squared shares (``a²`` in row 0 and ``a`` in row 1
+    of each ciphertext, the cross term with the server's share in row 1 of its diagonals):
+    every slot of its result is still the client's uniform share or a uniform filler, and its
+    compacted ciphertexts hold one prime."""
     _, prog = compiled("mnist_a")
     client, server, res = _first_layer(prog)
     msgs = client.next_input(0, server.labels(0, client.choose(0, res)))
-    assert len(msgs) == 2 * prog.segments[1].n_input_cts and prog.squared_input(1)
+    assert len(msgs) == prog.segments[1].n_input_cts and prog.rows_packed(1) and prog.needs_swap_key
     with pytest.raises(ProtocolError, match="expected"):
-        server.layer(1, msgs[: prog.segments[1].n_input_cts])  # Enc(a) without Enc(a²)
+        server.layer(1, msgs[:-1])  # a ciphertext missing
     # an input switched down to fewer primes (as results travel) is refused by name
     low = ckks.Evaluator(client.params.rlwe).drop_level(client._load(msgs[:1], 1, "test")[0], 1)
     with pytest.raises(ProtocolError, match="level 1; inputs are at level 2"):

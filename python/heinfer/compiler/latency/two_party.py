@@ -18,8 +18,9 @@ Layer: ``heinfer.compiler`` (pure numpy). Passes:
 
 A square activation is a step too: a truncation circuit, then GAZELLE's AHE square protocol
 (the client encrypts its share ``a`` and ``a²``; the server adds ``2b·a + b²`` for its share
-``b`` — the cross term as a second run of the next layer with the diagonals scaled by ``2b``,
-so no product adds noise to the input).
+``b`` — the cross term as the next layer with the diagonals scaled by ``2b``, so no product
+adds noise to the input; ``a²`` and ``a`` travel in the two rows of the same ciphertexts, and
+one run computes both parts).
 
 Max-pooling windows may overlap and be padded (a padded entry repeats a value of its window;
 inputs that read one value share its mask). Client functions before the first layer run on
@@ -137,14 +138,14 @@ def compile_two_party(
         for table in (shares, costs):
             gather, steps, placement = _segment_two_party(
                 quantized, slots, table, options.strategy, _ciphertext_bytes(bfv) / bandwidth,
-                _ciphertext_bytes(bfv, primes=1) / bandwidth, 2 if squared else 1
+                _ciphertext_bytes(bfv, primes=1) / bandwidth, squared
             )
             t = steps[0].transform
             _check_integral(t, lin.name)
             gather, t, fold = _to_shares(t, np.asarray(gather), placement)
             if not t.fold:
                 break
-        # after a square: the layer runs twice (on Enc(a²) and, scaled by 2b, on Enc(a)) and sums
+        # after a square: row 0 (Enc(a²)) and row 1 (Enc(a), diagonals scaled by 2b) are summed
         b = check_flood(lin.name, flood_bits_for(noise_bits(t, log_n, p) + (1 if squared else 0), log_n), limit)
         layers.append(t)
         plans[str(k)] = {**steps[0].plan, "flood_bits": b, "in_frac": fl.in_frac, "weight_frac": fl.weight_frac}
@@ -223,20 +224,22 @@ def _ciphertext_bytes(bfv: dict, primes: int | None = None) -> float:
     return 2 * (1 << int(bfv["log_n"])) * sum(bfv["log_q"][:primes]) / 8
 
 
-def _segment_two_party(op: Linear, slots: int, costs, strategy, ct_seconds: float, result_seconds: float, runs: int = 1) -> tuple:
+def _segment_two_party(op: Linear, slots: int, costs, strategy, ct_seconds: float, result_seconds: float, squared: bool = False) -> tuple:
     """Latency mode's layout choice (:func:`heinfer.compiler.latency.compile._segment`) with the
     ciphertexts priced on the wire too: the client's inputs (``ct_seconds`` per full
     ciphertext; seed-compressed, half of it) and the server's results (``result_seconds``:
     switched down to one prime after flooding) — both parties wait for them.
     A result also costs its re-randomization (an encryption of zero) and the client's
-    decryption; the output placement is chosen with these prices, not after. ``runs = 2``
-    after a square: two input lists and two runs of the transform (the results' price counted
-    twice too, a small over-estimate)."""
+    decryption; the output placement is chosen with these prices, not after. ``squared``:
+    the input is a square, whose two parts travel in the two rows of each ciphertext
+    (:meth:`~heinfer.program.two_party.TwoPartyProgram.rows_packed`): one run of the
+    transform, then one row swap per result ciphertext."""
     best = None
-    out_ct_s = result_seconds + costs["encrypt"][0] + costs["decrypt"][0]
+    top = len(costs["rotate"]) - 1
+    out_ct_s = result_seconds + costs["encrypt"][0] + costs["decrypt"][0] + (costs["rotate"][top] if squared else 0.0)
     for cand in input_candidates(op, slots, 1, costs, strategy, BFV_HOISTING):
         steps, total = _lower([op], cand, slots, costs, strategy, BFV_HOISTING, out_ct_s)
-        score = runs * (total + cand["encrypt_s"] + len(cand["gather"]) / 2 * ct_seconds)
+        score = total + cand["encrypt_s"] + len(cand["gather"]) / 2 * ct_seconds
         if best is None or score < best[0]:
             best = (score, cand, steps)
     _, cand, (steps, placement) = best
