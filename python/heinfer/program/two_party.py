@@ -47,7 +47,10 @@ class TwoPartySegment:
     at ``output``. ``flood_bits``: the server floods the result with ``U[−2^b, 2^b]``.
     ``fold``: rotate-and-add steps both parties apply to their own shares of the result
     before reading it at ``output`` (latency mode; :mod:`heinfer.program.share_folds`): the
-    server sends the layer's result unfolded, with masks whose folds are the protocol's."""
+    server sends the layer's result unfolded, with masks whose folds are the protocol's.
+    ``row_pairs``: the layer's inputs travel two per ciphertext (latency mode): input ``2j``
+    in row 0 of the slots of ciphertext ``j``, input ``2j + 1`` in row 1 (:meth:`wire_rows`);
+    the server's multipliers hold both rows' diagonals and it adds row 1 into row 0 at the end."""
 
     gather: np.ndarray
     in_size: int
@@ -55,11 +58,30 @@ class TwoPartySegment:
     output: Placement
     flood_bits: int
     fold: tuple[int, ...] = ()
+    row_pairs: bool = False
+
+    @property
+    def n_inputs(self) -> int:
+        """Input slot vectors of the layer's transform (rows of ``gather``)."""
+        return int(self.gather.shape[0])
 
     @property
     def n_input_cts(self) -> int:
-        """Ciphertexts the client encrypts for this segment."""
-        return int(self.gather.shape[0])
+        """Ciphertexts the client encrypts for this segment (half the inputs, rounded up, when
+        they travel in row pairs)."""
+        return -(-self.n_inputs // 2) if self.row_pairs else self.n_inputs
+
+    def wire_rows(self, rows: np.ndarray, n: int) -> np.ndarray:
+        """The ``n_input_cts × n`` slot rows that travel for the input rows ``rows``
+        (``n_inputs × n``, row 1 of the slots empty): paired two per ciphertext with
+        :attr:`row_pairs`, else as they are."""
+        if not self.row_pairs:
+            return rows
+        half = n // 2
+        out = np.zeros((self.n_input_cts, n), dtype=np.int64)
+        out[:, :half] = rows[0::2, :half]
+        out[: len(rows) // 2, half:] = rows[1::2, :half]
+        return out
 
     @staticmethod
     def batch_axis(in_size: int, out_size: int, flood_bits: int) -> TwoPartySegment:
@@ -95,7 +117,7 @@ class TwoPartySegment:
         """The slot rows (``int64``, ``n_input_cts × n``) of the input elements ``values``
         (``items × in_size``, signed or residues): latency places the one item by ``gather``
         (row 0); throughput puts element ``e`` of item ``i`` in slot ``i`` of ciphertext ``e``."""
-        rows = np.zeros((self.n_input_cts, n), dtype=np.int64)
+        rows = np.zeros((self.n_inputs, n), dtype=np.int64)
         if batch_axis:
             rows[:, : values.shape[0]] = values[:, self.gather[:, 0]].T
         else:
@@ -214,7 +236,7 @@ class TwoPartyProgram:
     @property
     def needs_swap_key(self) -> bool:
         """Whether the client's rotation keys include the row swap (:meth:`rows_packed`)."""
-        return any(self.rows_packed(k) for k in range(len(self.segments)))
+        return any(self.rows_packed(k) or s.row_pairs for k, s in enumerate(self.segments))
 
     @property
     def is_public(self) -> bool:

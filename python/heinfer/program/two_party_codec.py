@@ -37,6 +37,8 @@ def two_party_public_to_json(p: TwoPartyProgram) -> tuple[dict, dict]:
         segs.append({"in_size": s.in_size, "out_size": s.out_size, "flood_bits": s.flood_bits, "out_cts": s.output.n_cts, "slots": s.output.slots})
         if s.fold:  # written only when present: programs without keep their bytes (and id)
             segs[-1]["fold"] = [int(x) for x in s.fold]
+        if s.row_pairs:
+            segs[-1]["row_pairs"] = True
     steps = []
     for i, st in enumerate(p.steps):
         arrays[f"step{i}.groups"] = np.asarray(st.groups, dtype=np.int64)
@@ -100,7 +102,10 @@ def two_party_public_from_json(m: dict, arrays) -> TwoPartyProgram:
         fold = tuple(_i(x) for x in s.get("fold", []))
         if fold and (mode != "latency" or (why := fold_problem(out, fold)) is not None):
             raise SerializationError(f"cannot read program: segment {i}'s folds on shares: {why if mode == 'latency' else 'latency mode only'}")
-        seg = TwoPartySegment(gather, in_size, out_size, out, _i(s["flood_bits"]), fold)
+        pairs = s.get("row_pairs", False)
+        if pairs is not False and (pairs is not True or mode != "latency" or gather.shape[0] < 2):
+            raise SerializationError(f"cannot read program: segment {i}'s row pairs ({pairs!r}) need latency mode and two inputs or more")
+        seg = TwoPartySegment(gather, in_size, out_size, out, _i(s["flood_bits"]), fold, pairs)
         if mode == "throughput":  # one ciphertext per element, in order: nothing else is built
             want = TwoPartySegment.batch_axis(in_size, out_size, seg.flood_bits)
             if out.n_cts != out_size or not (np.array_equal(gather, want.gather) and np.array_equal(out.ct, want.output.ct)):
@@ -147,6 +152,8 @@ def two_party_public_from_json(m: dict, arrays) -> TwoPartyProgram:
         mode=mode,
         batch_capacity=capacity,
     )
+    if any(s.row_pairs and prog.squared_input(k) for k, s in enumerate(segments)):
+        raise SerializationError("cannot read program: a squared input fills both rows already; it cannot travel in row pairs")
     # the client functions chain from the input to the first layer and from the last to the output
     check_io(prog, segments[0].in_size, segments[-1].out_size)
     return prog
@@ -185,7 +192,7 @@ def two_party_weights_from_json(public: TwoPartyProgram, m: dict, arrays) -> Two
             raise SerializationError(f"cannot read program: layer {i}'s weights are not integers")
         layers.append(t)
     if len(layers) != len(public.segments) or any(
-        t.n_in != s.n_input_cts or t.n_out != s.output.n_cts for t, s in zip(layers, public.segments)
+        t.n_in != s.n_inputs or t.n_out != s.output.n_cts for t, s in zip(layers, public.segments)
     ):
         raise SerializationError("cannot read program: the transforms do not match the segments' layouts")
     public.layers = layers

@@ -187,6 +187,7 @@ class TwoPartyInferenceClient(Party):
         rows = seg.input_rows(values, self.n, self.prog.batch_axis)
         if row1 is not None:
             rows[:, self.n // 2 :] = seg.input_rows(row1, self.n, False)[:, : self.n // 2]
+        rows = seg.wire_rows(rows, self.n)  # two inputs per ciphertext where the layer pairs them
         # one ciphertext per row, encrypted and serialized on every engine thread
         return parallel_map(lambda r: self._bytes(self._kg.encrypt_symmetric(self._enc.encode(r))), list(rows))
 
@@ -296,18 +297,17 @@ class TwoPartyInferenceServer(Party):
             share = self._share(k - 1)
             if squared:
                 share = share * share % self.p
-            rows = seg.input_rows(share, self.n, self.prog.batch_axis)
+            rows = seg.wire_rows(seg.input_rows(share, self.n, self.prog.batch_axis), self.n)
             cts[:n] = parallel_map(lambda cr: self._ev.add_plain(cr[0], self._enc.encode(cr[1])), list(zip(cts[:n], rows)))
         if self.prog.batch_axis:
             if squared:  # Enc(z²) = Enc(a²) + b² + Enc(a)·2b per element, b one share per item
                 sq, lin, twice_b = cts[:n], cts[n:], self._cross[k]
                 cts = parallel_map(lambda i: self._ev.add(sq[i], self._ev.mul_plain(lin[i], twice_b[i])), range(n))
             out = self.layers[k].run(self._ev, cts)
-        elif squared:  # rows: W·(Enc(a²) + b²) in row 0, (W·diag(2b))·Enc(a) in row 1, then summed
-            out = self._cross[k].run(self._ev, cts, self._galois)
-            out = parallel_map(lambda y: self._ev.add(y, self._ev.swap_rows(y, self._galois)), out)
-        else:
-            out = self.layers[k].run(self._ev, cts, self._galois)
+        else:  # squared: W·(Enc(a²) + b²) in row 0, (W·diag(2b))·Enc(a) in row 1
+            out = (self._cross[k] if squared else self.layers[k]).run(self._ev, cts, self._galois)
+            if squared or seg.row_pairs:  # the two rows' parts summed in row 0
+                out = parallel_map(lambda y: self._ev.add(y, self._ev.swap_rows(y, self._galois)), out)
         masks = _uniform((len(out), self.n), self.p)
         if k < len(self.prog.steps):  # the step's inputs of every item: its masks, item-major
             entries = self.prog.steps[k].groups.reshape(-1)
@@ -369,4 +369,4 @@ def prepare_server_layers(params: bfv.BfvParameters, prog: TwoPartyProgram, max_
     beyond ``max_memory``) or batch-axis kernels (throughput mode)."""
     if prog.batch_axis:
         return prepare_batch_layers(params, prog.layers or [])
-    return prepare_layers(params, prog.layers or [], max_memory)
+    return prepare_layers(params, prog.layers or [], max_memory, [s.row_pairs for s in prog.segments])

@@ -19,7 +19,7 @@ from heinfer.errors import ProtocolError
 from heinfer.program.transform import Transform
 from heinfer.runtime.executor import lazy_until_fits, plaintext_budget
 
-__all__ = ["BfvLayer", "input_elements", "multiplier_bytes", "prepare_layers", "row0", "scaled_columns"]
+__all__ = ["BfvLayer", "input_elements", "multiplier_bytes", "paired_transform", "prepare_layers", "row0", "scaled_columns"]
 
 
 def row0(values: np.ndarray, n: int) -> np.ndarray:
@@ -148,9 +148,40 @@ def scaled_columns(t: Transform, elements: np.ndarray, scale: np.ndarray, p: int
     return replace(t, vectors=v, bias=None)
 
 
-def prepare_layers(params: bfv.BfvParameters, transforms: list[Transform], max_memory: int | None = None) -> list[BfvLayer]:
+def paired_transform(t: Transform) -> tuple[Transform, np.ndarray]:
+    """``(transform, row 1 diagonals)`` of ``t`` on its inputs paired two per ciphertext (input
+    ``2j`` in row 0 of ciphertext ``j``, ``2j + 1`` in row 1): a term per ``(o, g, j, b)``
+    whose row-0 diagonal is ``t``'s term on input ``2j`` and row-1 diagonal its term on input
+    ``2j + 1`` (zero where ``t`` has none). Row 0 of its output is ``t``'s terms on the even
+    inputs (with the bias), row 1 those on the odd ones: their sum is ``t``'s output."""
+    if len(t.replicate):
+        raise ProtocolError("a transform that replicates its inputs cannot take them in row pairs")
+    terms = t.terms.copy()
+    odd = terms[:, 2] % 2 == 1
+    terms[:, 2] //= 2
+    keys, index = np.unique(terms, axis=0, return_inverse=True)  # sorted (o, g, j, b)
+    index = index.reshape(-1)
+    row0 = np.zeros((len(keys), t.slots))
+    row1 = np.zeros((len(keys), t.slots))
+    row0[index[~odd]] = t.vectors[~odd]
+    row1[index[odd]] = t.vectors[odd]
+    paired = replace(t, n_in=-(-t.n_in // 2), terms=keys.astype(np.int64), vectors=row0)
+    return paired, row1
+
+
+def prepare_layers(
+    params: bfv.BfvParameters, transforms: list[Transform], max_memory: int | None = None, pairs: list[bool] | None = None
+) -> list[BfvLayer]:
     """The layers of a program, the largest ones lazy until the diagonals kept fit
-    ``max_memory`` (default: :func:`~heinfer.runtime.executor.plaintext_budget`, as for CKKS)."""
+    ``max_memory`` (default: :func:`~heinfer.runtime.executor.plaintext_budget`, as for CKKS).
+    ``pairs[k]``: layer ``k`` takes its inputs in row pairs (:func:`paired_transform`)."""
     need = {k: multiplier_bytes(params, t) for k, t in enumerate(transforms)}
     lazy = lazy_until_fits(need, plaintext_budget() if max_memory is None else max_memory)
-    return [BfvLayer(params, t, lazy=k in lazy) for k, t in enumerate(transforms)]
+    layers = []
+    for k, t in enumerate(transforms):
+        if pairs is not None and pairs[k]:
+            t, row1 = paired_transform(t)
+            layers.append(BfvLayer(params, t, lazy=k in lazy, row1=row1))
+        else:
+            layers.append(BfvLayer(params, t, lazy=k in lazy))
+    return layers

@@ -56,9 +56,27 @@ def test_square_steps_round_trip_and_bad_ones_are_refused() -> None:
     overlapping = dict(man, segments=[dict(s, fold=[1]) if i == k else s for i, s in enumerate(man["segments"])])
     with pytest.raises(SerializationError, match="folds on shares: an orbit holds another output"):
         heinfer.load_program(_pack(2, (overlapping, arrays)))
+    # row pairs: a squared input (a² and a in the rows) cannot also pair its inputs; a flag is a bool
+    assert prog.segments[1].n_inputs >= 2 and prog.squared_input(1) and not prog.segments[1].row_pairs
+    paired = dict(man, segments=[dict(s, row_pairs=True) if i == 1 else s for i, s in enumerate(man["segments"])])
+    with pytest.raises(SerializationError, match="cannot travel in row pairs"):
+        heinfer.load_program(_pack(2, (paired, arrays)))
+    flagged = dict(man, segments=[dict(s, row_pairs=1) if i == 1 else s for i, s in enumerate(man["segments"])])
+    with pytest.raises(SerializationError, match="row pairs"):
+        heinfer.load_program(_pack(2, (flagged, arrays)))
     arrays["step0.groups"] = np.zeros((64, 2), dtype=np.int64)  # a square has one value per instance
     with pytest.raises(SerializationError, match="windows of 2 values"):
         heinfer.load_program(_pack(2, (man, arrays)))
+
+
+def test_row_pairs_round_trip() -> None:
+    """CryptoNets-ReLU's first layer takes LoLa's expanded input, 7 slot vectors: they travel
+    two per ciphertext, and the flag survives the format."""
+    cal = np.load(MODELS / "digits_test.npz")["x"][100:164]
+    prog = heinfer.compile(MODELS / "cryptonets_relu.onnx", mode="latency", protocol="two-party", calibration=cal)
+    back = heinfer.load_program(prog.public().to_bytes())
+    assert back.segments[0].row_pairs and back.segments[0].n_inputs == 7 and back.segments[0].n_input_cts == 4
+    assert [s.row_pairs for s in back.segments] == [s.row_pairs for s in prog.segments] and back.needs_swap_key
 
 
 def test_the_public_part_has_no_weights(prog) -> None:

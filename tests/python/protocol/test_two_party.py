@@ -164,7 +164,9 @@ def test_parties_refuse_out_of_order_and_malformed_messages(compiled) -> None:
         server.layer(0, [])
     client.offline_finish(server.offline(client.offline_request()))
     msgs = client.query(DIGITS[0])
-    with pytest.raises(ProtocolError, match="expected 7 ciphertexts"):
+    # LoLa's expanded input: 7 slot vectors, two per ciphertext (rows 0 and 1)
+    assert prog.segments[0].n_inputs == 7 and prog.segments[0].row_pairs and len(msgs) == 4
+    with pytest.raises(ProtocolError, match="expected 4 ciphertexts"):
         server.layer(0, msgs[:-1])
     with pytest.raises(SerializationError):
         server.layer(0, [m[:-5] for m in msgs])
@@ -201,11 +203,11 @@ def test_streamed_diagonals_give_the_same_result(compiled) -> None:
     during the query: same exact result."""
     model, prog = compiled("cryptonets_relu")
     client = TwoPartyInferenceClient(prog.public())
-    from heinfer.runtime.bfv_transform import prepare_layers
+    from heinfer.protocol.two_party import prepare_server_layers
 
-    layers = prepare_layers(_params_of(prog), prog.layers, max_memory=0)
+    layers = prepare_server_layers(_params_of(prog), prog, max_memory=0)
     assert all(layer.lazy for layer in layers)
-    some = prepare_layers(_params_of(prog), prog.layers, max_memory=max(x.plaintext_bytes for x in layers) - 1)
+    some = prepare_server_layers(_params_of(prog), prog, max_memory=max(x.plaintext_bytes for x in layers) - 1)
     assert [x.lazy for x in some].count(True) == 1  # only the largest streams
     lazy = TwoPartyInferenceServer(prog, client.keys_message(), layers)
     out, _ = run_in_process(prog, DIGITS[:2], server=lazy)

@@ -62,3 +62,30 @@ def test_overlapping_replication_is_refused() -> None:
 
     with pytest.raises(ProtocolError, match="overlaps"):
         input_elements(replace(t, replicate=(1,)), full)
+
+
+@pytest.mark.parametrize("name", ["cryptonets_relu", "cryptonets"])
+def test_a_paired_transform_sums_to_the_transform(name: str) -> None:
+    """Inputs two per ciphertext (``2j`` in row 0, ``2j + 1`` in row 1): the paired transform's
+    row-0 diagonals on the even inputs plus its row-1 diagonals on the odd ones give the
+    transform's output, mod ``p``, for every layer with two inputs or more."""
+    from dataclasses import replace
+
+    from heinfer.runtime.bfv_transform import paired_transform
+
+    prog = compile_two_party(load_onnx((MODELS / f"{name}.onnx").read_bytes()), calibration=CAL)
+    rng = np.random.default_rng(5)
+    paired_layers = 0
+    for seg, t in zip(prog.segments, prog.layers):
+        if not seg.row_pairs:
+            continue
+        paired_layers += 1
+        x = rng.integers(0, P, (t.n_in, t.slots))
+        half, row1 = paired_transform(t)
+        assert half.n_in == (t.n_in + 1) // 2 and row1.shape == half.vectors.shape
+        even = half.simulate(x[0::2], P)
+        odd_in = np.zeros((half.n_in, t.slots), dtype=np.int64)
+        odd_in[: t.n_in // 2] = x[1::2]
+        odd = replace(half, vectors=row1, bias=None).simulate(odd_in, P)
+        np.testing.assert_array_equal((even + odd) % P, t.simulate(x, P))
+    assert paired_layers
