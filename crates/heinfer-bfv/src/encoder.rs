@@ -120,6 +120,24 @@ impl BatchEncoder {
         )?))
     }
 
+    /// [`Self::encode_multiplier`] of every row of `values` (`rows × cols` signed integers,
+    /// row-major, reduced mod `p`; `cols ≤ N`, the rest of each row's slots 0), the rows in
+    /// parallel: a layer's diagonals encoded in one call, each on one worker (a
+    /// multiplier's three limbs keep two workers unevenly busy).
+    pub fn encode_multipliers(&self, values: &[i64], cols: usize) -> Result<Vec<Multiplier>> {
+        let n = self.params.n();
+        if cols == 0 || cols > n || !values.len().is_multiple_of(cols) {
+            return Err(BfvError::Encoding(format!(
+                "{} values in rows of {cols} for {n} slots",
+                values.len()
+            )));
+        }
+        values
+            .par_chunks(cols)
+            .map(|row| self.encode_multiplier(&self.reduce_signed(row)))
+            .collect()
+    }
+
     /// Slot values of signed integers reduced mod `p` (for weights and shares written as
     /// `i64`).
     pub fn reduce_signed(&self, values: &[i64]) -> Vec<u64> {

@@ -63,6 +63,27 @@ fn slots_round_trip_through_coefficients() {
 }
 
 #[test]
+fn multipliers_encoded_together_equal_those_encoded_one_by_one() {
+    let s = setup();
+    let (n, p) = (s.params.n(), s.params.plain_modulus());
+    let mut rng = ChaCha20Rng::seed_from_u64(21);
+    let cols = n / 2;
+    let rows: Vec<i64> = (0..3 * cols)
+        .map(|_| (rng.next_u64() % p) as i64 - (p / 2) as i64)
+        .collect();
+    let together = s.enc.encode_multipliers(&rows, cols).unwrap();
+    assert_eq!(together.len(), 3);
+    for (m, row) in together.iter().zip(rows.chunks(cols)) {
+        assert_eq!(
+            *m,
+            s.enc.encode_multiplier(&s.enc.reduce_signed(row)).unwrap()
+        );
+    }
+    assert!(s.enc.encode_multipliers(&rows[..cols + 1], cols).is_err());
+    assert!(s.enc.encode_multipliers(&[0; 4], n + 1).is_err());
+}
+
+#[test]
 fn constant_slots_are_a_constant_polynomial() {
     // every slot 7 ⇔ m(X) = 7: the slot map covers all N roots exactly once
     let s = setup();
@@ -277,7 +298,10 @@ fn flooding_hides_the_weights_from_the_decrypting_client() {
         );
         assert!(fs.level() < s.params.level() && fs.level() == fl.level());
         let gap = s.dec.noise_budget(&fs).unwrap() - s.dec.noise_budget(&fl).unwrap();
-        assert!(gap.abs() < 1.0, "trial {trial}: flooded and switched gap {gap}");
+        assert!(
+            gap.abs() < 1.0,
+            "trial {trial}: flooded and switched gap {gap}"
+        );
     }
 }
 

@@ -9,7 +9,7 @@ use crate::params::Params;
 use crate::pool::run_with;
 use heinfer_bfv::{self as bfv, BfvError, BfvParams as Inner, BfvParamsLiteral};
 use heinfer_ckks::{CkksError, SecurityLevel};
-use numpy::{PyArray1, PyReadonlyArray1};
+use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::PyErr;
 
@@ -144,6 +144,17 @@ impl BfvEncoder {
         let v = to_vec(&values);
         let inner = run(py, "BfvEncoder.encode_multiplier", || self.inner.encode_multiplier(&v))?;
         Ok(BfvMultiplier { inner })
+    }
+    /// The centered `m` of every row of `values` (signed integers, reduced mod `p`; at most
+    /// `N` columns), the rows in parallel.
+    fn encode_multipliers(&self, py: Python<'_>, values: PyReadonlyArray2<'_, i64>) -> PyResult<Vec<BfvMultiplier>> {
+        let cols = values.shape()[1];
+        let v: Vec<i64> = match values.as_slice() {
+            Ok(s) => s.to_vec(),
+            Err(_) => values.as_array().iter().copied().collect(),
+        };
+        let inner = run(py, "BfvEncoder.encode_multipliers", || self.inner.encode_multipliers(&v, cols))?;
+        Ok(inner.into_iter().map(|inner| BfvMultiplier { inner }).collect())
     }
     /// Coefficients `[0, p)` of the polynomial with slots `values`.
     fn slots_to_coefficients<'py>(&self, py: Python<'py>, values: PyReadonlyArray1<'_, u64>) -> PyResult<Bound<'py, PyArray1<u64>>> {

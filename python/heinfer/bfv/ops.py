@@ -84,6 +84,22 @@ class BatchEncoder:
         m._raw = self._raw.encode_multiplier(_slots(values, p.plain_modulus, p.n))
         return m
 
+    def encode_multipliers(self, values: Any) -> list[Multiplier]:
+        """:meth:`encode_multiplier` of every row of ``values`` (a 2-D array of signed integers,
+        at most ``N`` columns), encoded in parallel in one call."""
+        p = self._params
+        a = np.asarray(values)
+        if a.ndim != 2 or a.dtype.kind not in "iu" or a.shape[1] > p.n or a.shape[1] == 0:
+            raise EncodingError(f"expected a 2-D integer array of at most {p.n} columns, got shape {a.shape} of {a.dtype}")
+        if a.dtype.kind == "u" and a.size and int(a.max()) >= p.plain_modulus:
+            raise EncodingError(f"value {int(a.max())} is not below the plaintext modulus {p.plain_modulus}")
+        out = []
+        for raw in self._raw.encode_multipliers(np.ascontiguousarray(a, dtype=np.int64)):
+            m = Multiplier.__new__(Multiplier)
+            m._raw = raw
+            out.append(m)
+        return out
+
     def slots_to_coefficients(self, values: Any) -> np.ndarray:
         """Coefficients in ``[0, p)`` of the polynomial with slots ``values``."""
         p = self._params

@@ -22,6 +22,10 @@ from heinfer.runtime.executor import lazy_until_fits, plaintext_budget
 __all__ = ["BfvLayer", "input_elements", "multiplier_bytes", "paired_transform", "prepare_layers", "row0", "scaled_columns"]
 
 
+#: Diagonals encoded per engine call (bounds the slot array handed over: 16 MB at N = 8192).
+ENCODE_ROWS = 256
+
+
 def row0(values: np.ndarray, n: int) -> np.ndarray:
     """``N/2`` signed integer slot values → ``N`` slots with row 1 zero (``int64``)."""
     out = np.zeros(n, dtype=np.int64)
@@ -55,15 +59,23 @@ class BfvLayer:
         n = params.n
         self.plaintext_bytes = multiplier_bytes(params, t)
         self.lazy = lazy
-        self.mults = None if lazy else [self._multiplier(i) for i in range(len(t.vectors))]
+        self.mults = None if lazy else self._multipliers(np.arange(len(t.vectors)))
         self._columns: tuple | None = None  # (gather, input_elements, vectors mod p), see with_cross_term
         self.bias = None if t.bias is None else [self._enc.encode(row0(np.rint(b).astype(np.int64), n)) for b in t.bias]
 
-    def _multiplier(self, i: int) -> bfv.Multiplier:
-        v = row0(np.rint(self.t.vectors[i]).astype(np.int64), self.params.n)
-        if self._row1 is not None:
-            v[self.params.n // 2 :] = np.rint(self._row1[i]).astype(np.int64)
-        return self._enc.encode_multiplier(v)
+    def _multipliers(self, ix: np.ndarray) -> list[bfv.Multiplier]:
+        """The multipliers of terms ``ix`` (row 0: the transform's diagonals, row 1: ``row1``'s
+        if any), :data:`ENCODE_ROWS` at a time in one parallel engine call each."""
+        out: list[bfv.Multiplier] = []
+        half = self.params.n // 2
+        for start in range(0, len(ix), ENCODE_ROWS):
+            part = ix[start : start + ENCODE_ROWS]
+            v = np.zeros((len(part), self.params.n if self._row1 is not None else half), dtype=np.int64)
+            v[:, :half] = np.rint(self.t.vectors[part])
+            if self._row1 is not None:
+                v[:, half:] = np.rint(self._row1[part])
+            out += self._enc.encode_multipliers(v)
+        return out
 
     def with_cross_term(self, gather: np.ndarray, scale: np.ndarray, p: int) -> BfvLayer:
         """This layer with row 1 of every diagonal holding its columns scaled by ``scale``
@@ -92,7 +104,7 @@ class BfvLayer:
         sums, giant = [], []  # (output, dot product) per group; the giant steps to rotate
         for o, g, ix in t.groups():
             cts = [rotated[int(t.terms[i, 2])][int(t.terms[i, 3])] if t.terms[i, 3] else x[int(t.terms[i, 2])] for i in ix]
-            ms = [self._multiplier(i) for i in ix] if self.mults is None else [self.mults[i] for i in ix]
+            ms = self._multipliers(ix) if self.mults is None else [self.mults[i] for i in ix]
             sums.append((o, ev.dot_plain(cts, ms)))
             giant.append(int(g))
         # the giant steps are independent: rotated together, spread over the engine threads

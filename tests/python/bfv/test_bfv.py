@@ -30,6 +30,27 @@ def _rand(n: int, p: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, p, n, dtype=np.uint64)
 
 
+def test_multipliers_encoded_in_one_call_are_those_encoded_one_by_one(ctx) -> None:
+    """``encode_multipliers`` (rows of signed integers, in parallel) multiplies exactly as
+    ``encode_multiplier`` of each row; short rows leave the other slots 0; bad shapes refused."""
+    p, n = ctx["params"].plain_modulus, ctx["params"].n
+    enc, ev, dec = ctx["enc"], ctx["ev"], ctx["dec"]
+    rows = np.random.default_rng(8).integers(-(p // 2), p // 2, (5, n // 2))
+    x = _rand(n, p, 9)
+    ct = ctx["encrypt"](enc.encode(x))
+    for m, r in zip(enc.encode_multipliers(rows), rows):
+        want = np.zeros(n, dtype=object)
+        want[: n // 2] = r.astype(object) % p
+        assert np.array_equal(dec.decrypt(ev.mul_plain(ct, m)).astype(object), x.astype(object) * want % p)
+        assert np.array_equal(dec.decrypt(ev.mul_plain(ct, m)), dec.decrypt(ev.mul_plain(ct, enc.encode_multiplier(r))))
+    with pytest.raises(EncodingError, match="2-D integer array"):
+        enc.encode_multipliers(rows[0])
+    with pytest.raises(EncodingError, match="2-D integer array"):
+        enc.encode_multipliers(np.zeros((2, n + 1), dtype=np.int64))
+    with pytest.raises(EncodingError, match="not below the plaintext modulus"):
+        enc.encode_multipliers(np.full((1, 4), p, dtype=np.uint64))
+
+
 def test_parameters(ctx) -> None:
     params = ctx["params"]
     assert (params.n, params.slots, params.plain_modulus, params.security) == (1024, 1024, 1_032_193, 0)
