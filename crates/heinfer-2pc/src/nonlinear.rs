@@ -161,13 +161,14 @@ impl ServerSession {
                 secrets.evaluator_zero_labels.len()
             )));
         }
-        let garbled = batch.without_decoding().to_bytes();
-        let mut reply = Vec::with_capacity(16 + tau.len() + garbled.len());
+        let garbled = batch.without_decoding();
+        let table = table.to_bytes(p);
+        let mut reply = Vec::with_capacity(16 + tau.len() + garbled.byte_len() + table.len());
         reply.extend_from_slice(&(tau.len() as u64).to_le_bytes());
         reply.extend_from_slice(&tau);
-        reply.extend_from_slice(&(garbled.len() as u64).to_le_bytes());
-        reply.extend_from_slice(&garbled);
-        reply.extend_from_slice(&table.to_bytes(p));
+        reply.extend_from_slice(&(garbled.byte_len() as u64).to_le_bytes());
+        garbled.write_to(&mut reply); // written in place: the tables are most of the reply
+        reply.extend_from_slice(&table);
         let step = ServerStep {
             r,
             out_shares,

@@ -29,8 +29,12 @@ use crate::hash::FixedKeyHash;
 use crate::rng::random_block;
 use crate::{Block, Result, TwoPartyError};
 
-/// Instances garbled together (bounds the label memory: `wires · CHUNK · 16` bytes).
-pub(crate) const CHUNK: usize = 4096;
+/// Instances garbled together (bounds the label memory: `wires · CHUNK · 16` bytes). The
+/// tables travel chunk by chunk, so garbler and evaluator share this value: it is part of the
+/// format ([`MAGIC`]). 256 keeps a chunk's labels in the core's cache and gives two workers
+/// work from 512 instances on (measured against 4096, 2026-11-28: 1,000 ReLUs garbled in
+/// 5.6–7.7 instead of 8.3–11.2 ms, on one or two threads).
+pub(crate) const CHUNK: usize = 256;
 
 /// The tweaks of AND gate `gate` (0-based among ANDs) of global instance `instance`.
 #[inline]
@@ -159,6 +163,16 @@ pub fn garble<R: RngCore>(
         evaluator_zero_labels: Vec::with_capacity(instances * ei),
         output_zero_labels: Vec::with_capacity(instances * outs),
     };
+    if chunks.len() == 1 {
+        // one chunk (up to CHUNK instances): its vectors are the batch's, no copy
+        let c = chunks.into_iter().next().expect("one chunk");
+        batch.tables = c.tables;
+        batch.garbler_labels = c.garbler_labels;
+        batch.decoding = c.decoding;
+        secrets.evaluator_zero_labels = c.evaluator_zero_labels;
+        secrets.output_zero_labels = c.output_zero_labels;
+        return Ok((batch, secrets));
+    }
     for mut c in chunks {
         batch.tables.append(&mut c.tables);
         batch.garbler_labels.append(&mut c.garbler_labels);
@@ -275,7 +289,9 @@ fn garble_chunk(
     out
 }
 
-const MAGIC: &[u8; 4] = b"HGC1";
+/// Format tag of [`GarbledBatch::to_bytes`]: version 2 orders the tables in chunks of 256
+/// instances (version 1, of 4096, is refused: its tables would be read in the wrong order).
+const MAGIC: &[u8; 4] = b"HGC2";
 
 impl GarbledBatch {
     /// The batch without its output decoding bits: what a garbler sends when the evaluator
@@ -288,13 +304,26 @@ impl GarbledBatch {
     /// Bytes: magic, instances (u64 LE), tables, garbler labels, decoding bits packed LSB-first
     /// (none after [`Self::without_decoding`]).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(
-            12 + 16 * (self.tables.len() + self.garbler_labels.len()) + self.decoding.len() / 8 + 1,
-        );
+        let mut out = Vec::with_capacity(self.byte_len());
+        self.write_to(&mut out);
+        out
+    }
+
+    /// Length of [`Self::to_bytes`].
+    pub fn byte_len(&self) -> usize {
+        MAGIC.len()
+            + 8
+            + 16 * (self.tables.len() + self.garbler_labels.len())
+            + self.decoding.len().div_ceil(8)
+    }
+
+    /// Appends [`Self::to_bytes`] to `out` (a message that carries the batch among other
+    /// fields is written once, not copied from a buffer of its own).
+    pub fn write_to(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&(self.instances as u64).to_le_bytes());
-        Block::write_all(&self.tables, &mut out);
-        Block::write_all(&self.garbler_labels, &mut out);
+        Block::write_all(&self.tables, out);
+        Block::write_all(&self.garbler_labels, out);
         let mut byte = 0u8;
         for (i, &bit) in self.decoding.iter().enumerate() {
             byte |= u8::from(bit) << (i % 8);
@@ -306,7 +335,6 @@ impl GarbledBatch {
         if !self.decoding.len().is_multiple_of(8) {
             out.push(byte);
         }
-        out
     }
 
     /// Parses [`Self::to_bytes`] for `circuit`, refusing any length that does not match
