@@ -24,7 +24,7 @@ import numpy as np
 
 from heinfer.program.placement import Placement
 
-__all__ = ["fold_offsets", "fold_problem", "fold_slots", "masks_for_folds", "replicated_gather"]
+__all__ = ["fold_at", "fold_offsets", "fold_problem", "fold_slots", "masks_for_folds", "replicated_gather"]
 
 
 def fold_offsets(steps: tuple[int, ...], slots: int) -> np.ndarray:
@@ -44,6 +44,15 @@ def fold_slots(v: np.ndarray, steps: tuple[int, ...], p: int) -> np.ndarray:
     for s in steps:
         v = (v + np.roll(v, -int(s), axis=-1)) % p
     return v
+
+
+def fold_at(v: np.ndarray, ct: np.ndarray, slot: np.ndarray, steps: tuple[int, ...], p: int) -> np.ndarray:
+    """``fold_slots(v, steps, p)[ct, slot]`` without folding whole rows: for ``v`` of shape
+    ``n_cts × S`` (one row of slots per ciphertext), the sum mod ``p`` of each orbit
+    ``slot + offsets mod S`` (:func:`fold_offsets`) in ciphertext ``ct``."""
+    s = v.shape[-1]
+    offs = fold_offsets(steps, s)
+    return (np.asarray(v, dtype=np.int64)[ct[:, None], (slot[:, None] + offs[None, :]) % s] % p).sum(axis=1) % p
 
 
 def fold_problem(output: Placement, steps: tuple[int, ...]) -> str | None:
@@ -77,9 +86,8 @@ def masks_for_folds(masks: np.ndarray, output: Placement, steps: tuple[int, ...]
     output position)."""
     s = output.slots
     m = np.array(masks, dtype=np.int64) % p
-    folded = fold_slots(m[:, :s], steps, p)
     ct, slot = output.ct, output.slot
-    others = (folded[ct, slot] - m[ct, slot]) % p
+    others = (fold_at(m[:, :s], ct, slot, steps, p) - m[ct, slot]) % p
     m[ct, slot] = (m[ct, slot] - others) % p
     return m
 

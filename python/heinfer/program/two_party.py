@@ -33,7 +33,7 @@ import numpy as np
 
 from heinfer.program.functions import ClientFunction
 from heinfer.program.placement import Placement
-from heinfer.program.share_folds import fold_slots
+from heinfer.program.share_folds import fold_at, fold_slots
 from heinfer.program.transform import Transform
 from heinfer.program.weights import LinearStep
 
@@ -101,6 +101,14 @@ class TwoPartySegment:
             return self.output.ct[elements][None, :], self.output.slot[elements][None, :]
         ct = np.broadcast_to(self.output.ct[elements][None, :], (items, len(elements)))
         return ct, np.broadcast_to(np.arange(items, dtype=np.int64)[:, None], ct.shape)
+
+    def read(self, rows: np.ndarray, items: int, batch_axis: bool, p: int) -> np.ndarray:
+        """One party's residues of the outputs (``items × out_size``) from the result's slots
+        (``n_cts × N``): read at the placement, after the segment's :attr:`fold` on the shares."""
+        ct, slot = self.positions(np.arange(self.out_size), items, batch_axis)
+        if not self.fold:
+            return rows[ct, slot]
+        return fold_at(rows[:, : self.output.slots], ct[0], slot[0], self.fold, p)[None, :]
 
     def folded(self, rows: np.ndarray, p: int) -> np.ndarray:
         """One party's residues of the result's slots (``n_cts × N``) with the segment's

@@ -195,8 +195,8 @@ class TwoPartyInferenceClient(Party):
         """Layer ``k``'s result: ``items × out_size`` residues."""
         seg = self.prog.segments[k]
         cts = self._load(msgs, seg.output.n_cts, f"layer {k} result")
-        slots = seg.folded(np.stack(parallel_map(self._dec.decrypt, cts)), self.p)  # folds on the shares
-        return slots[seg.positions(np.arange(seg.out_size), self._items, self.prog.batch_axis)]
+        slots = np.stack(parallel_map(self._dec.decrypt, cts))
+        return seg.read(slots, self._items, self.prog.batch_axis, self.p)  # folds on the shares, if any
 
     def choose(self, k: int, msgs: list[bytes]) -> bytes:
         """Decrypts layer ``k``'s masked result (the client's shares) and answers with its OT

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from heinfer.program.placement import Placement
-from heinfer.program.share_folds import fold_offsets, fold_problem, fold_slots, masks_for_folds, replicated_gather
+from heinfer.program.share_folds import fold_at, fold_offsets, fold_problem, fold_slots, masks_for_folds, replicated_gather
 from heinfer.program.transform import Transform
 
 P = 1_032_193
@@ -76,3 +76,11 @@ def test_replicated_gather_is_the_layout_the_server_replication_makes() -> None:
     assert (r >= 0).sum() == 20
     with pytest.raises(ValueError, match="overlaps"):
         replicated_gather(g, (2,), S)
+
+
+def test_folding_at_the_outputs_reads_what_folding_the_rows_gives() -> None:
+    rng = np.random.default_rng(4)
+    out = _hybrid_outputs(8, n_cts=2)
+    steps = (8, 16, 32)
+    v = rng.integers(0, P, (2, S))
+    np.testing.assert_array_equal(fold_at(v, out.ct, out.slot, steps, P), fold_slots(v, steps, P)[out.ct, out.slot])
