@@ -110,12 +110,14 @@ def working_set(counts: dict, level: int, costs: CostTable) -> float:
     )
 
 
-def analytic_costs(log_n: int, levels: int, special: int) -> CostTable:
-    """Costs counted in number-theoretic transforms of ``N`` points (≈ 5 ns·N·log N each on
-    one AVX-512 core) for the slot kinds and in :data:`BATCH_UNITS` for the batch kinds, for
-    ``levels`` levels and ``special`` special primes."""
+def analytic_costs(log_n: int, levels: int, special: int, ntt_seconds: float | None = None) -> CostTable:
+    """Costs counted in number-theoretic transforms of ``N`` points for the slot kinds and in
+    :data:`BATCH_UNITS` for the batch kinds, for ``levels`` levels and ``special`` special
+    primes. The unit (``5 ns·N·log N``, 0.5 ms at ``N = 2^13``) only ranks kernels against each
+    other; ``ntt_seconds`` sets it to a transform's real time where the prices are set against
+    seconds of something else (the two-party protocol's link)."""
     n = 1 << log_n
-    ntt = 5e-9 * n * log_n
+    ntt = 5e-9 * n * log_n if ntt_seconds is None else float(ntt_seconds)
     k = special
     table: CostTable = {kind: [] for kind in KINDS + BATCH_KINDS}
     for lvl in range(levels):

@@ -56,14 +56,20 @@ def test_square_steps_round_trip_and_bad_ones_are_refused() -> None:
     overlapping = dict(man, segments=[dict(s, fold=[1]) if i == k else s for i, s in enumerate(man["segments"])])
     with pytest.raises(SerializationError, match="folds on shares: an orbit holds another output"):
         heinfer.load_program(_pack(2, (overlapping, arrays)))
-    # row pairs: a squared input (a² and a in the rows) cannot also pair its inputs; a flag is a bool
-    assert prog.segments[1].n_inputs >= 2 and prog.squared_input(1) and not prog.segments[1].row_pairs
+    # row pairs: a squared input (a² and a in the rows) cannot also pair its inputs; one input
+    # has nothing to pair; a flag is a bool
+    assert prog.squared_input(1) and not prog.segments[1].row_pairs
     paired = dict(man, segments=[dict(s, row_pairs=True) if i == 1 else s for i, s in enumerate(man["segments"])])
+    two = dict(arrays)
+    two["seg1.gather"] = np.vstack([arrays["seg1.gather"], np.full_like(arrays["seg1.gather"][:1], -1)])
     with pytest.raises(SerializationError, match="cannot travel in row pairs"):
-        heinfer.load_program(_pack(2, (paired, arrays)))
+        heinfer.load_program(_pack(2, (paired, two)))
+    if prog.segments[1].n_inputs < 2:
+        with pytest.raises(SerializationError, match="two inputs or more"):
+            heinfer.load_program(_pack(2, (paired, arrays)))
     flagged = dict(man, segments=[dict(s, row_pairs=1) if i == 1 else s for i, s in enumerate(man["segments"])])
     with pytest.raises(SerializationError, match="row pairs"):
-        heinfer.load_program(_pack(2, (flagged, arrays)))
+        heinfer.load_program(_pack(2, (flagged, two)))
     arrays["step0.groups"] = np.zeros((64, 2), dtype=np.int64)  # a square has one value per instance
     with pytest.raises(SerializationError, match="windows of 2 values"):
         heinfer.load_program(_pack(2, (man, arrays)))

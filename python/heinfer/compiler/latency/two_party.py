@@ -83,6 +83,17 @@ def noise_bits(t: Transform, log_n: int, p: int) -> int:
     return math.ceil(math.log2(total)) + 1
 
 
+#: Seconds of one number-theoretic transform at ``N = 2^13`` on one core, as the engine runs
+#: it (measured: 15–20 µs with tfhe-ntt's IFMA path on an AMD EPYC, 25–35 µs with the FMA
+#: transform on an Intel Xeon); other ring degrees scale by ``N·log N``.
+NTT_SECONDS_8192 = 25e-6
+
+
+def ntt_seconds(log_n: int) -> float:
+    """:data:`NTT_SECONDS_8192` scaled to a ring of degree ``2^log_n``."""
+    return NTT_SECONDS_8192 * (1 << log_n) * log_n / (8192 * 13)
+
+
 def flood_bits_for(noise: int, log_n: int, stat_bits: int = STATISTICAL_BITS) -> int:
     """Flooding exponent for an error below ``2^noise`` (see :mod:`heinfer_bfv::flood`)."""
     return noise + stat_bits + log_n
@@ -125,7 +136,8 @@ def compile_two_party(
     p, log_n = int(bfv["plain_modulus"]), int(bfv["log_n"])
     input_bound, pre, seg_ops, post, plan = fixed_point_front(graph, calibration, input_bound, options.headroom, p)
     slots = 1 << (log_n - 1)
-    costs = analytic_costs(log_n, len(bfv["log_q"]), len(bfv["log_p"]))
+    # compute priced in real seconds: the layouts trade it against the link's
+    costs = analytic_costs(log_n, len(bfv["log_q"]), len(bfv["log_p"]), ntt_seconds(log_n))
     # the parties replicate and fold on their own (_to_shares): the search prices both at 0,
     # and prices them again where a layout's folds cannot leave the server
     shares = {**costs, "fold_weight": [0.0] * len(bfv["log_q"])}
@@ -236,17 +248,21 @@ def _segment_two_party(op: Linear, slots: int, costs, strategy, ct_seconds: floa
     decryption; the output placement is chosen with these prices, not after. ``squared``:
     the input is a square, whose two parts travel in the two rows of each ciphertext
     (:meth:`~heinfer.program.two_party.TwoPartyProgram.rows_packed`): one run of the
-    transform, then one row swap per result ciphertext. Layouts are priced as if each input
-    traveled alone, although two or more travel two per ciphertext (``row_pairs``): priced
-    with the halved uploads, the analytic table chose MiniONN MNIST's 100-ciphertext expanded
-    input for its second layer, 17 % more bytes and 14–27 % more time than the layout it
-    replaced (measured)."""
+    transform, then one row swap per result ciphertext. Otherwise two or more inputs travel
+    two per ciphertext (``row_pairs``): half the uploads and encryptions, and the same swap.
+    The compute is priced in real seconds (:func:`ntt_seconds`): with the analytic table's
+    ranking unit (~25× a real transform) the halved uploads looked cheap enough to choose a
+    100-ciphertext input for MiniONN MNIST's second layer, measured 17 % more bytes and
+    14–27 % more time than the layout it replaced."""
     best = None
     top = len(costs["rotate"]) - 1
-    out_ct_s = result_seconds + costs["encrypt"][0] + costs["decrypt"][0] + (costs["rotate"][top] if squared else 0.0)
+    out_ct_s = result_seconds + costs["encrypt"][0] + costs["decrypt"][0]
     for cand in input_candidates(op, slots, 1, costs, strategy, BFV_HOISTING):
-        steps, total = _lower([op], cand, slots, costs, strategy, BFV_HOISTING, out_ct_s)
-        score = total + cand["encrypt_s"] + len(cand["gather"]) / 2 * ct_seconds
+        n_in = len(cand["gather"])
+        swap = costs["rotate"][top] if squared or n_in >= 2 else 0.0  # both rows in use
+        steps, total = _lower([op], cand, slots, costs, strategy, BFV_HOISTING, out_ct_s + swap)
+        wire = n_in if squared or n_in < 2 else -(-n_in // 2)
+        score = total + cand["encrypt_s"] * wire / n_in + wire / 2 * ct_seconds
         if best is None or score < best[0]:
             best = (score, cand, steps)
     _, cand, (steps, placement) = best
