@@ -19,7 +19,7 @@ from heinfer.errors import ProtocolError
 from heinfer.program.transform import Transform
 from heinfer.runtime.executor import lazy_until_fits, plaintext_budget
 
-__all__ = ["BfvLayer", "input_elements", "multiplier_bytes", "paired_transform", "prepare_layers", "row0", "scaled_columns"]
+__all__ = ["BfvLayer", "input_elements", "multiplier_bytes", "paired_transform", "prepare_layers", "row0", "scaled_columns", "scaled_diagonals"]
 
 
 #: Diagonals encoded per engine call (bounds the slot array handed over: 16 MB at N = 8192).
@@ -55,7 +55,8 @@ class BfvLayer:
         self.t = t
         self.params = params
         self._enc = bfv.BatchEncoder(params)
-        self._row1 = row1
+        # signed residues, kept as integers (the cross term's arrive so, a paired transform's as floats)
+        self._row1 = row1 if row1 is None or row1.dtype == np.int64 else np.rint(row1).astype(np.int64)
         n = params.n
         self.plaintext_bytes = multiplier_bytes(params, t)
         self.lazy = lazy
@@ -73,7 +74,7 @@ class BfvLayer:
             v = np.zeros((len(part), self.params.n if self._row1 is not None else half), dtype=np.int64)
             v[:, :half] = np.rint(self.t.vectors[part])
             if self._row1 is not None:
-                v[:, half:] = np.rint(self._row1[part])
+                v[:, half:] = self._row1[part]
             out += self._enc.encode_multipliers(v)
         return out
 
@@ -87,7 +88,7 @@ class BfvLayer:
         if self._columns is None or self._columns[0] is not gather:
             self._columns = (gather, input_elements(self.t, gather), np.rint(self.t.vectors).astype(np.int64) % p)
         _, elements, base = self._columns
-        return BfvLayer(self.params, self.t, row1=scaled_columns(self.t, elements, scale, p, base).vectors)
+        return BfvLayer(self.params, self.t, row1=scaled_diagonals(self.t, elements, scale, p, base))
 
     def run(self, ev: bfv.Evaluator, x: list[Ciphertext], galois: GaloisKeys | None) -> list[Ciphertext]:
         """The transform's output ciphertexts for its input ciphertexts ``x`` (consumed), both
@@ -151,13 +152,20 @@ def scaled_columns(t: Transform, elements: np.ndarray, scale: np.ndarray, p: int
     with the columns scaled by ``2b`` instead of multiplying ``Enc(a)`` by ``2b`` first: the
     noise grows by one product, not two. ``base``: ``rint(t.vectors) mod p``, when the caller
     keeps it."""
+    v = scaled_diagonals(t, elements, scale, p, base)
+    return replace(t, vectors=v.astype(np.float64), bias=None)
+
+
+def scaled_diagonals(t: Transform, elements: np.ndarray, scale: np.ndarray, p: int, base: np.ndarray | None = None) -> np.ndarray:
+    """:func:`scaled_columns`' diagonals as signed ``int64`` (what the encoder takes: no
+    round trip through floating point, no transform built)."""
     s = np.asarray(scale, dtype=np.int64) % p
     factor = np.where(elements >= 0, s[np.maximum(elements, 0)], 0)
     v = np.rint(t.vectors).astype(np.int64) % p if base is None else base
     # exact: products below 2^62 for p < 2^31, Python integers beyond
     v = v * factor % p if p < 1 << 31 else (v.astype(object) * factor % p).astype(np.int64)
-    v = np.where(v > (p - 1) // 2, v - p, v).astype(np.float64)
-    return replace(t, vectors=v, bias=None)
+    v[v > (p - 1) // 2] -= p
+    return v
 
 
 def paired_transform(t: Transform) -> tuple[Transform, np.ndarray]:
