@@ -92,7 +92,7 @@ class BfvLayer:
 
     def run(self, ev: bfv.Evaluator, x: list[Ciphertext], galois: GaloisKeys | None) -> list[Ciphertext]:
         """The transform's output ciphertexts for its input ciphertexts ``x`` (consumed), both
-        rows alike (each row of the slots runs its own diagonals: :attr:`row1`). The giant
+        rows of the slots at once (row 1 with the ``row1`` diagonals, if any). The giant
         steps run together (:meth:`~heinfer.bfv.Evaluator.rotate_rows_many`: independent, one
         per engine thread), the folds and the replications as one chain per call
         (:meth:`~heinfer.bfv.Evaluator.fold_rows`)."""
