@@ -261,7 +261,7 @@ def _two_party_summary(program: Any, output: str, public_path: str, data: bytes,
         "bfv": dict(b),
         "segments": len(program.segments),
         "garbled_circuit_steps": len(program.steps),
-        "rotation_keys": len(program.rotation_steps),
+        "rotation_keys": program.galois_key_count,
         "mode": program.mode,
         "batch_capacity": program.batch_capacity,
     }
@@ -274,7 +274,7 @@ def _two_party_summary(program: Any, output: str, public_path: str, data: bytes,
         f"program id {program.id[:16]}…\n"
         f"  BFV N = 2^{b['log_n']}, q = {b['log_q']} bits, P = {b['log_p']}, p = {b['plain_modulus']}, "
         f"{b['security']}-bit security; {len(program.segments)} linear layer(s), {len(program.steps)} "
-        f"garbled-circuit step(s), {len(program.rotation_steps)} rotation keys\n"
+        f"garbled-circuit step(s), {program.galois_key_count} rotation keys\n"
         f"  serve it with heinfer serve {output}; clients run heinfer predict --model {public_path}"
     )
 
@@ -308,7 +308,7 @@ def inspect_cmd(program: str, ray_workers: int | None, ray_split: str, as_json: 
             "input_frac": prog.input_frac, "output_frac": prog.output_frac,
             "layers": [{"in": s.in_size, "out": s.out_size, "input_cts": s.n_input_cts, "output_cts": s.output.n_cts, "flood_bits": s.flood_bits} for s in prog.segments],
             "steps": [{"kind": st.kind, "instances": st.instances, "shift": st.shift, "pooled": st.pool is not None} for st in prog.steps],
-            "rotation_keys": len(prog.rotation_steps), "batch_capacity": prog.batch_capacity,
+            "rotation_keys": prog.galois_key_count, "batch_capacity": prog.batch_capacity,
         }
         click.echo(to_json(desc2) if as_json else "\n".join(f"{k}: {v}" for k, v in desc2.items()))
         return

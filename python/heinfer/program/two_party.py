@@ -242,6 +242,11 @@ class TwoPartyProgram:
         return 2 if self.squared_input(k) and self.batch_axis else 1
 
     @property
+    def galois_key_count(self) -> int:
+        """Galois keys the client sends: one per rotation step, and the row swap's if needed."""
+        return len(self.rotation_steps) + int(self.needs_swap_key)
+
+    @property
     def needs_swap_key(self) -> bool:
         """Whether the client's rotation keys include the row swap (:meth:`rows_packed`)."""
         return any(self.rows_packed(k) or s.row_pairs for k, s in enumerate(self.segments))

@@ -50,7 +50,7 @@ def client_limits(program: TwoPartyProgram) -> Callable[[int, int], tuple[int, i
 
     def limit(kind: int, step: int) -> tuple[int, int]:
         if kind == Kind.KEYS:
-            return 3, (len(program.rotation_steps) + int(program.needs_swap_key) + 2) * key + SLACK
+            return 3, (program.galois_key_count + 2) * key + SLACK
         if kind == Kind.OFFLINE:
             return len(program.steps) + 1, sum(16 * (t + 128) + SLACK for t in ots) + SLACK
         if kind == Kind.LAYER and 0 <= step < len(program.segments):
