@@ -1,9 +1,9 @@
 """Two-party programs to and from (manifest, arrays) sections (program kinds 2 and 3).
 
 Layer: ``heinfer.program``. The public section holds the BFV parameters, shapes, fixed-point
-fractions, layouts (gather maps, output placements), circuit steps (kind, shift, windows,
-pools), folds on shares, flooding exponents, trailing client functions and rotation steps; the weights section
-the transforms. Every field is type-checked, every index array range-checked against the sizes
+fractions, layouts (gather maps, output placements, folds on shares, row pairs), circuit steps
+(kind, shift, windows, pools), flooding exponents, trailing client functions and rotation
+steps; the weights section the transforms. Every field is type-checked, every index array range-checked against the sizes
 it indexes, before a program is built.
 """
 

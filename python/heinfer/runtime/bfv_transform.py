@@ -16,6 +16,7 @@ import numpy as np
 from heinfer import bfv
 from heinfer.ckks.objects import Ciphertext, GaloisKeys
 from heinfer.errors import ProtocolError
+from heinfer.program.share_folds import replicated_gather
 from heinfer.program.transform import Transform
 from heinfer.runtime.executor import lazy_until_fits, plaintext_budget
 
@@ -133,13 +134,10 @@ def input_elements(t: Transform, gather: np.ndarray) -> np.ndarray:
     n_in, width = gather.shape
     if n_in != t.n_in or width > t.slots:
         raise ProtocolError(f"a layout of {n_in}×{width} slots does not fit a {t.n_in}-input transform of {t.slots} slots")
-    elems = np.full((n_in, t.slots), -1, dtype=np.int64)
-    elems[:, :width] = gather
-    for r in t.replicate:
-        moved = np.roll(elems, -int(r), axis=1)
-        if ((elems >= 0) & (moved >= 0)).any():
-            raise ProtocolError("a replication step overlaps its input: its slots hold sums")
-        elems = np.where(elems >= 0, elems, moved)
+    try:
+        elems = replicated_gather(gather, tuple(int(r) for r in t.replicate), t.slots)
+    except ValueError as e:  # a step lands on an occupied slot
+        raise ProtocolError(str(e)) from None
     a, b = t.terms[:, 2].astype(np.int64), t.terms[:, 3].astype(np.int64)
     cols = (np.arange(t.slots)[None, :] + b[:, None]) % t.slots
     return elems[a[:, None], cols]
