@@ -163,16 +163,6 @@ pub fn garble<R: RngCore>(
         evaluator_zero_labels: Vec::with_capacity(instances * ei),
         output_zero_labels: Vec::with_capacity(instances * outs),
     };
-    if chunks.len() == 1 {
-        // one chunk (up to CHUNK instances): its vectors are the batch's, no copy
-        let c = chunks.into_iter().next().expect("one chunk");
-        batch.tables = c.tables;
-        batch.garbler_labels = c.garbler_labels;
-        batch.decoding = c.decoding;
-        secrets.evaluator_zero_labels = c.evaluator_zero_labels;
-        secrets.output_zero_labels = c.output_zero_labels;
-        return Ok((batch, secrets));
-    }
     for mut c in chunks {
         batch.tables.append(&mut c.tables);
         batch.garbler_labels.append(&mut c.garbler_labels);
