@@ -149,10 +149,7 @@ impl BfvEncoder {
     /// `N` columns), the rows in parallel.
     fn encode_multipliers(&self, py: Python<'_>, values: PyReadonlyArray2<'_, i64>) -> PyResult<Vec<BfvMultiplier>> {
         let cols = values.shape()[1];
-        let v: Vec<i64> = match values.as_slice() {
-            Ok(s) => s.to_vec(),
-            Err(_) => values.as_array().iter().copied().collect(),
-        };
+        let v = to_vec(&values);
         let inner = run(py, "BfvEncoder.encode_multipliers", || self.inner.encode_multipliers(&v, cols))?;
         Ok(inner.into_iter().map(|inner| BfvMultiplier { inner }).collect())
     }

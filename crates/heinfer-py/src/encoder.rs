@@ -9,9 +9,9 @@ use num_complex::Complex64;
 use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 
-/// Copies a 1-D numpy array (the copy is taken with the GIL held, so no Python thread can
-/// write to the array while the engine reads it).
-pub(crate) fn to_vec<T: numpy::Element + Copy>(a: &PyReadonlyArray1<'_, T>) -> Vec<T> {
+/// Copies a numpy array of any dimension, row-major (the copy is taken with the GIL held, so
+/// no Python thread can write to the array while the engine reads it).
+pub(crate) fn to_vec<T: numpy::Element + Copy, D: numpy::ndarray::Dimension>(a: &numpy::PyReadonlyArray<'_, T, D>) -> Vec<T> {
     match a.as_slice() {
         Ok(s) => s.to_vec(),
         Err(_) => a.as_array().iter().copied().collect(),
