@@ -15,7 +15,8 @@
 //! `Q_ℓ = q_0·…·q_ℓ` that still decrypt it (`c ↦ ⌊c·Q_ℓ/Q⌉`, the engine's rescale by each
 //! dropped prime). The error becomes `e·Q_ℓ/Q + r` with the rounding `|r| ≤ (1 + N)/2` (a
 //! ternary secret) plus at most `p` from `⌊Q/p⌋·Q_ℓ/Q ≠ ⌊Q_ℓ/p⌋`, and must stay below
-//! `Δ_ℓ/2 = ⌊Q_ℓ/p⌋/2` with the same 3 bits of margin. Switching is public and applied to
+//! `Δ_ℓ/2 = ⌊Q_ℓ/p⌋/2` with the same 3 bits of margin; it then travels rounded
+//! ([`crate::rounding`]). Switching is public and applied to
 //! the flooded ciphertext — the client could do it itself — so it hides exactly as much; a
 //! result then travels in one or two primes instead of all of them (a third of the bytes at
 //! the protocol's parameters).
@@ -125,24 +126,10 @@ impl Rerandomizer {
         )?)
     }
 
-    /// The lowest level `ℓ` at which a ciphertext flooded with `2^b` (and an error below
-    /// `2^b` before it) still decrypts after switching down: `2^{b+1}·Q_ℓ/Q + N + p + 1 <
-    /// Δ_ℓ/2^3` (see the module documentation). The top level when none is lower.
+    /// The level a result flooded with `2^b` is switched down to:
+    /// [`crate::rounding::compact_level`].
     pub fn compact_level(&self, b: u32) -> usize {
-        let q = self.params.rlwe().q();
-        let log_q: f64 = q.iter().map(|&x| (x as f64).log2()).sum();
-        let p = self.params.plain_modulus() as f64;
-        let fixed = (self.params.n() as f64 + p + 1.0).log2();
-        let mut log_ql = 0.0;
-        for (l, &ql) in q.iter().enumerate() {
-            log_ql += (ql as f64).log2();
-            let scaled = f64::from(b) + 1.0 + log_ql - log_q; // log2(2^{b+1}·Q_ℓ/Q)
-            let err = (scaled.exp2() + fixed.exp2()).log2();
-            if err <= log_ql - p.log2() - 1.0 - 3.0 {
-                return l;
-            }
-        }
-        self.params.level()
+        crate::rounding::compact_level(&self.params, b)
     }
 
     /// [`Self::rerandomize`], then the result switched down to [`Self::compact_level`]`(b)`:

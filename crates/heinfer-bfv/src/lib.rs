@@ -34,6 +34,7 @@ pub mod evaluator;
 pub mod flood;
 pub mod params;
 pub mod presets;
+pub mod rounding;
 pub mod wire;
 
 pub use decrypt::Decryptor;
@@ -43,4 +44,7 @@ pub use evaluator::BfvEvaluator;
 pub use flood::{flood_bits, Rerandomizer, MAX_FLOOD_BITS, STATISTICAL_BITS};
 pub use heinfer_ckks::{Ciphertext, Plaintext};
 pub use params::{plain_primes, BfvParams, BfvParamsLiteral};
+pub use rounding::{
+    compact_level, result_drop_bits, result_from_bytes, result_to_bytes, result_wire_bytes,
+};
 pub use wire::{ciphertext_from_bytes, ciphertext_to_bytes};

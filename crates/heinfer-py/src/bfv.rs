@@ -109,6 +109,30 @@ impl BfvParams {
         Ok(Ciphertext::wrap(ct, self.inner.rlwe()))
     }
 
+    /// Serializes a result flooded with `2^bits` and switched down to its compact level,
+    /// rounded by `result_drop_bits(bits)`.
+    fn result_to_bytes<'py>(&self, py: Python<'py>, ct: &Ciphertext, bits: u32) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+        let v = run(py, "BfvParams.result_to_bytes", || bfv::result_to_bytes(&self.inner, &ct.inner, bits))?;
+        Ok(pyo3::types::PyBytes::new(py, &v))
+    }
+
+    /// Decodes a result of a layer flooded with `2^bits`: at its compact level, rounded by at
+    /// most `result_drop_bits(bits)`; anything else is refused.
+    fn result_from_bytes(&self, py: Python<'_>, data: &[u8], max_bytes: usize, bits: u32) -> PyResult<Ciphertext> {
+        let ct = run(py, "BfvParams.result_from_bytes", || bfv::result_from_bytes(&self.inner, data, max_bytes, bits))?;
+        Ok(Ciphertext::wrap(ct, self.inner.rlwe()))
+    }
+
+    /// Low bits `[j0, j1]` a result flooded with `2^bits` drops from its two parts.
+    fn result_drop_bits(&self, bits: u32) -> [u32; 2] {
+        bfv::result_drop_bits(&self.inner, bits)
+    }
+
+    /// Bytes of one result flooded with `2^bits` on the wire.
+    fn result_wire_bytes(&self, py: Python<'_>, bits: u32) -> PyResult<usize> {
+        run(py, "BfvParams.result_wire_bytes", || bfv::result_wire_bytes(&self.inner, bits))
+    }
+
     fn __repr__(&self) -> String {
         format!("{:?}", self.inner)
     }

@@ -76,6 +76,18 @@ class BfvParameters:
         """Hash of the RLWE parameters' id and ``p``."""
         return self._raw.id
 
+    def result_drop_bits(self, bits: int) -> tuple[int, int]:
+        """Low bits ``(j0, j1)`` a result flooded with ``2^bits`` (and switched down to its
+        compact level) drops from ``c_0`` and ``c_1`` on the wire: the error they add,
+        ``2^(j0−1) + N·2^(j1−1)``, keeps the flooded error below ``Δ_ℓ/8`` (worst case; see
+        ``heinfer_bfv::rounding``)."""
+        j0, j1 = self._raw.result_drop_bits(int(bits))
+        return int(j0), int(j1)
+
+    def result_wire_bytes(self, bits: int) -> int:
+        """Bytes of one result flooded with ``2^bits`` on the wire (compacted and rounded)."""
+        return self._raw.result_wire_bytes(int(bits))
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, BfvParameters) and other.id == self.id
 

@@ -159,6 +159,26 @@ def test_compact_results_decrypt_in_fewer_bytes(ctx) -> None:
     assert n_small < len(params._raw.ciphertext_to_bytes(full._raw)) * (small.level + 1.5) / (full.level + 1)
 
 
+def test_results_travel_rounded_within_their_bound(ctx) -> None:
+    """A compacted result without the low bits its flooding leaves free: fewer bytes, the same
+    slots, and at least two bits of noise budget left (flooded error plus rounding ≤ Δ_ℓ/8)."""
+    params, dec = ctx["params"], ctx["dec"]
+    x = _rand(params.n, params.plain_modulus, 11)
+    ct = ctx["encrypt"](ctx["enc"].encode(x))
+    rr = bfv.Rerandomizer(params, ctx["pk"])
+    for b in (40, rr.max_flood_bits - 2):
+        small = rr.rerandomize_compact(ct, b)
+        j0, j1 = params.result_drop_bits(b)
+        assert j0 > j1 > 0
+        data = params._raw.result_to_bytes(small._raw, b)
+        assert len(data) == params.result_wire_bytes(b) < len(params._raw.ciphertext_to_bytes(small._raw))
+        back = ckks.Ciphertext._wrap(params._raw.result_from_bytes(data, 1 << 22, b), params.rlwe)
+        assert np.array_equal(dec.decrypt(back), x)
+        assert dec.noise_budget(back) >= 2.0, (b, dec.noise_budget(back))
+        with pytest.raises(SerializationError, match="level|drops"):  # another flooding: another level or fewer bits
+            params._raw.result_from_bytes(data, 1 << 22, rr.max_flood_bits + 1 if b < 60 else 40)
+
+
 def test_bytes_and_bad_input(ctx) -> None:
     params, enc = ctx["params"], ctx["enc"]
     ct = ctx["encrypt"](enc.encode([7, 8]))

@@ -89,7 +89,7 @@ def test_what_the_client_decrypts_is_uniform(compiled) -> None:
     ciphertexts, whose true values are mostly small and would fail it badly unmasked)."""
     _, prog = compiled("cryptonets_relu")
     client, server, res = _first_layer(prog)
-    cts = client._load(res, prog.segments[0].output.n_cts, "test")
+    cts = client._results(0, res)
     slots = np.concatenate([client._dec.decrypt(c) for c in cts]).astype(np.float64)
     _assert_uniform(slots, prog.plain_modulus)
 
@@ -110,10 +110,29 @@ def test_after_a_square_the_client_still_decrypts_only_uniform_shares(compiled) 
     with pytest.raises(ProtocolError, match="level 1; inputs are at level 2"):
         server.layer(1, [bytes(client.params._raw.ciphertext_to_bytes(low._raw))] + msgs[1:])
     res = server.layer(1, msgs)
-    cts = client._load(res, prog.segments[1].output.n_cts, "test")
+    cts = client._results(1, res)
     assert all(c.level == 0 for c in cts)
     slots = np.concatenate([client._dec.decrypt(c) for c in cts]).astype(np.float64)
     _assert_uniform(slots, prog.plain_modulus)
+
+
+def test_results_travel_rounded_and_the_client_refuses_them_at_another_level(compiled) -> None:
+    """Each result travels switched down and without the low bits its flooding leaves free
+    (``result_drop_bits``: at most ``Δ_ℓ/8`` of error with the flooding, worst case): under 62 %
+    of its prime in full, and it still decrypts to the client's uniform share. A result left
+    at the top level (not what the program's flooding names) is refused by name; rounded
+    beyond the bits: ``crates/heinfer-bfv/src/rounding.rs``."""
+    _, prog = compiled("cryptonets_relu")
+    client, server, res = _first_layer(prog)
+    seg = prog.segments[0]
+    j0, j1 = client.params.result_drop_bits(seg.flood_bits)
+    assert j0 >= 20 and j1 >= 10
+    assert {len(m) for m in res} == {client.params.result_wire_bytes(seg.flood_bits)}
+    cts = client._results(0, res)
+    assert len(res[0]) < 0.62 * len(client._bytes(cts[0]))  # the same ciphertext in full
+    top = server._bytes(server._rr.rerandomize(client._kg.encrypt_symmetric(client._enc.encode([0])), seg.flood_bits))
+    with pytest.raises(SerializationError, match="level"):
+        client.choose(0, [top] + res[1:])
 
 
 def test_folds_run_on_the_shares_and_the_unfolded_output_shows_only_its_sums(compiled) -> None:
@@ -127,7 +146,7 @@ def test_folds_run_on_the_shares_and_the_unfolded_output_shows_only_its_sums(com
     client, server, res = _first_layer(prog)
     for k in range(len(prog.steps)):
         res = server.layer(k + 1, client.next_input(k, server.labels(k, client.choose(k, res))))
-    cts = client._load(res, prog.segments[-1].output.n_cts, "test")
+    cts = client._results(len(prog.segments) - 1, res)
     _assert_uniform(np.concatenate([client._dec.decrypt(c) for c in cts]).astype(np.float64), prog.plain_modulus)
     np.testing.assert_array_equal(client.finish(res), heinfer.simulate(prog, DIGITS[:1]))
 
@@ -302,7 +321,7 @@ def test_overlapping_and_padded_max_pools_share_masks() -> None:
     assert np.abs(out - want).max() / np.abs(want).max() < 0.05
     # every slot the client decrypts before the pooling circuits: uniform
     client, _, res = _first_layer(prog, x[0])
-    cts = client._load(res, prog.segments[0].output.n_cts, "test")
+    cts = client._results(0, res)
     _assert_uniform(np.concatenate([client._dec.decrypt(c) for c in cts]).astype(np.float64), prog.plain_modulus)
 
 

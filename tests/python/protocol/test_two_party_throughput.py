@@ -118,7 +118,7 @@ def test_every_slot_the_client_decrypts_is_uniform(cryptonets_relu) -> None:
     client, server = _parties(prog)
     client.offline_finish(server.offline(client.offline_request(2)))
     res = server.layer(0, client.query(DIGITS[:2]))
-    cts = client._load(res, prog.segments[0].output.n_cts, "test")
+    cts = client._results(0, res)
     slots = np.concatenate([client._dec.decrypt(c) for c in cts]).astype(np.float64)
     _assert_uniform(slots, prog.plain_modulus)
 

@@ -32,7 +32,7 @@ pub use batch::{
     BATCH_VERSION,
 };
 pub use rounded::{
-    ciphertext_to_bytes_rounded, rounded_ciphertext_wire_bytes, rounding_drop_bits,
+    ciphertext_to_bytes_rounded, rounded_ciphertext_wire_bytes, rounded_q_bits, rounding_drop_bits,
     MAX_ROUNDED_Q_BITS,
 };
 use wire::{open, open_for, Reader, Writer};

@@ -215,8 +215,9 @@ pub(super) fn rounded_parts_bytes(n: usize, q_bits: u32, drop: &[u32]) -> usize 
             .sum::<usize>()
 }
 
-/// Bit length of `Q` at `level` when a ciphertext there can be rounded.
-pub(super) fn rounded_q_bits(params: &CkksParams, level: usize) -> Option<u32> {
+/// Bit length of `Q` at `level` when a ciphertext there can be rounded (at most
+/// [`MAX_ROUNDED_Q_BITS`]), `None` when it is too wide.
+pub fn rounded_q_bits(params: &CkksParams, level: usize) -> Option<u32> {
     Crt::new(params, level).map(|c| c.bits)
 }
 

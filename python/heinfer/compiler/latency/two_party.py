@@ -150,7 +150,7 @@ def compile_two_party(
         for table in (shares, costs):
             gather, steps, placement = _segment_two_party(
                 quantized, slots, table, options.strategy, _ciphertext_bytes(bfv) / bandwidth,
-                _ciphertext_bytes(bfv, primes=1) / bandwidth, squared
+                _result_bytes(bfv) / bandwidth, squared
             )
             t = steps[0].transform
             _check_integral(t, lin.name)
@@ -233,17 +233,28 @@ def two_party_steps(plan, segments: list[TwoPartySegment]) -> list[TwoPartyStep]
 BFV_HOISTING = ("single",)
 
 
-def _ciphertext_bytes(bfv: dict, primes: int | None = None) -> float:
+def _ciphertext_bytes(bfv: dict) -> float:
     """Bytes of one BFV ciphertext on the wire (two polynomials, bit-packed) over all the
-    ciphertext primes, or over the first ``primes`` (a result switched down after flooding)."""
-    return 2 * (1 << int(bfv["log_n"])) * sum(bfv["log_q"][:primes]) / 8
+    ciphertext primes."""
+    return 2 * (1 << int(bfv["log_n"])) * sum(bfv["log_q"]) / 8
+
+
+def _result_bytes(bfv: dict) -> float:
+    """Bytes of one result on the wire as the search prices it: switched down to the first
+    prime after flooding and rounded (``heinfer_bfv::rounding``: ``c_0`` without
+    ``j_0 ≈ log2 Δ_0 − 4`` low bits, ``c_1`` without ``j_0 − log2 N``, at the largest flooding
+    that first prime holds; smaller floodings drop a bit more)."""
+    q0, log_n = int(bfv["log_q"][0]), int(bfv["log_n"])
+    j0 = max(0, math.floor(q0 - 1 - math.log2(bfv["plain_modulus"]) - 3))
+    j1 = max(0, j0 - log_n)
+    return (1 << log_n) * (2 * q0 - j0 - j1) / 8
 
 
 def _segment_two_party(op: Linear, slots: int, costs, strategy, ct_seconds: float, result_seconds: float, squared: bool = False) -> tuple:
     """Latency mode's layout choice (:func:`heinfer.compiler.latency.compile._segment`) with the
     ciphertexts priced on the wire too: the client's inputs (``ct_seconds`` per full
     ciphertext; seed-compressed, half of it) and the server's results (``result_seconds``:
-    switched down to one prime after flooding) — both parties wait for them.
+    switched down to one prime after flooding and rounded) — both parties wait for them.
     A result also costs its re-randomization (an encryption of zero) and the client's
     decryption; the output placement is chosen with these prices, not after. ``squared``:
     the input is a square, whose two parts travel in the two rows of each ciphertext
