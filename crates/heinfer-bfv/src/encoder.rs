@@ -12,6 +12,7 @@ use crate::error::{BfvError, Result};
 use crate::params::BfvParams;
 use heinfer_ckks::poly::RnsPoly;
 use heinfer_ckks::Plaintext;
+use heinfer_math::vecops;
 use rayon::prelude::*;
 
 /// A plaintext to multiply ciphertexts by ([`crate::BfvEvaluator::mul_plain`]): the
@@ -89,9 +90,14 @@ impl BatchEncoder {
         let poly = self.lift(|i, limb| {
             let q = &self.params.rlwe().moduli()[i];
             let d = inner.delta_mod_q[i];
-            for (x, &c) in limb.iter_mut().zip(&m) {
-                *x = q.mul(q.reduce(c), d);
+            if inner.t.q <= q.q {
+                limb.copy_from_slice(&m); // every coefficient is below p ≤ q
+            } else {
+                for (x, &c) in limb.iter_mut().zip(&m) {
+                    *x = q.reduce(c);
+                }
             }
+            vecops::mul_scalar_assign(limb, d, q.shoup(d), q);
         });
         Ok(Plaintext::from_poly(
             self.params.rlwe(),

@@ -62,7 +62,8 @@ impl Plaintext {
                 ),
             });
         }
-        if (0..=level).any(|i| poly.limb(i).iter().any(|&x| x >= params.q()[i])) {
+        // the largest residue of each limb (a max vectorizes; an early-exit search does not)
+        if (0..=level).any(|i| poly.limb(i).iter().fold(0, |m, &x| m.max(x)) >= params.q()[i]) {
             return Err(CkksError::InvalidOperand {
                 op: "Plaintext::from_poly",
                 reason: "a residue is not below its modulus".into(),
