@@ -1,13 +1,13 @@
 //! Circuit privacy by noise flooding (GAZELLE §4.1): before the server sends a ciphertext
 //! computed with its weights, it adds a fresh public-key encryption of zero (so `c_1` is a
 //! new RLWE sample, independent of the weights) and a uniform integer error in
-//! `[−2^b, 2^b]` on every coefficient of `c_0` (so the decryption error, which depends on the
+//! `[−2^b, 2^b)` on every coefficient of `c_0` (so the decryption error, which depends on the
 //! weights through `e·m`, is hidden).
 //!
-//! **Statistical distance.** For one coefficient with error `|e| ≤ B`, `e + U[−2^b, 2^b]`
-//! and `U[−2^b, 2^b]` are at distance `|e|/(2^{b+1}+1) < B/2^{b+1}`; over `N` coefficients
+//! **Statistical distance.** For one coefficient with error `|e| ≤ B`, `e + U[−2^b, 2^b)`
+//! and `U[−2^b, 2^b)` are at distance `|e|/2^{b+1} ≤ B/2^{b+1}`; over `N` coefficients
 //! at most `N·B/2^{b+1}`. [`flood_bits`] picks `b = ⌈log2 B⌉ + λ + log2 N` for distance
-//! `< 2^{−λ−1}`; decryption stays correct while `2^b + B` is below `Δ/2`, which
+//! at most `2^{−λ−1}`; decryption stays correct while `2^b + B` is below `Δ/2`, which
 //! [`Rerandomizer::rerandomize`] checks.
 //!
 //! **Compact results.** Flooding needs a large `Q`, but only until the noise is flooded:
@@ -31,7 +31,8 @@ use rand_core::{RngCore, SeedableRng};
 use rayon::prelude::*;
 use zeroize::Zeroize;
 
-/// Largest flooding exponent: `U[−2^b, 2^b]` is drawn from `b + 2 ≤ 127` random bits.
+/// Largest flooding exponent: `U[−2^b, 2^b)` is drawn from `b + 1 ≤ 126` random bits of a
+/// 128-bit word.
 pub const MAX_FLOOD_BITS: u32 = 125;
 
 /// Statistical security of flooding in bits (λ), the and GAZELLE's choice.
@@ -73,7 +74,7 @@ impl Rerandomizer {
             .min(MAX_FLOOD_BITS)
     }
 
-    /// `ct + Enc_pk(0) + (e, 0)`, `e` uniform in `[−2^b, 2^b]` per coefficient (OS-seeded).
+    /// `ct + Enc_pk(0) + (e, 0)`, `e` uniform in `[−2^b, 2^b)` per coefficient (OS-seeded).
     pub fn rerandomize(&self, ct: &Ciphertext, b: u32) -> Result<Ciphertext> {
         check_ciphertext(&self.params, ct, "rerandomize")?;
         if b > self.max_flood_bits() {
@@ -164,58 +165,58 @@ fn add_mod(a: u64, b: u64, q: u64) -> u64 {
     }
 }
 
-/// `n` integers uniform in `[−2^b, 2^b]` (rejection sampling on `b + 2` random bits; about
-/// half the draws are kept). The random words are drawn in bulk, twice as many as still needed
-/// per refill, instead of one 16-byte call per draw; the buffer is wiped after use.
+/// `n` integers uniform in `[−2^b, 2^b)`: the low `b + 1` bits of each 16 random bytes, less
+/// `2^b` (every draw kept: no rejection, no data-dependent branch). The bytes are drawn
+/// [`DRAW_BYTES`] at a time into one reused buffer, wiped once at the end.
 pub(crate) fn uniform_centered(rng: &mut impl RngCore, n: usize, b: u32) -> Vec<i128> {
     assert!(b <= MAX_FLOOD_BITS, "flooding bound out of range");
-    let span: u128 = (1u128 << (b + 1)) + 1; // values 0..span−1 ↦ −2^b..2^b
-    let mask: u128 = (1u128 << (b + 2)) - 1;
+    let mask: u128 = (1u128 << (b + 1)) - 1;
     let half = 1i128 << b;
     let mut out = Vec::with_capacity(n);
-    let mut buf = vec![0u8; 16 * (2 * n + 16)];
+    let mut buf = [0u8; DRAW_BYTES];
     while out.len() < n {
-        let draws = 2 * (n - out.len()) + 16;
-        let bytes = &mut buf[..16 * draws];
+        let take = (n - out.len()).min(DRAW_BYTES / 16);
+        let bytes = &mut buf[..16 * take];
         rng.fill_bytes(bytes);
-        for w in bytes.chunks_exact(16) {
-            let x = u128::from_le_bytes(w.try_into().expect("16 bytes")) & mask;
-            if x < span {
-                out.push(x as i128 - half);
-                if out.len() == n {
-                    break;
-                }
-            }
-        }
+        out.extend(
+            bytes.chunks_exact(16).map(|w| {
+                (u128::from_le_bytes(w.try_into().expect("16 bytes")) & mask) as i128 - half
+            }),
+        );
     }
     buf.zeroize();
     out
 }
 
+/// Random bytes per draw of [`uniform_centered`] (256 values).
+const DRAW_BYTES: usize = 4096;
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The bulk sampler keeps the distribution: every value in `[−2^b, 2^b]`, each of the
-    /// `2^{b+1} + 1` values about equally often, and both ends reached.
+    /// The sampler's distribution: every value in `[−2^b, 2^b)`, each of the `2^{b+1}` values
+    /// about equally often, and both ends reached.
     #[test]
     fn uniform_centered_is_uniform_on_its_range() {
         let mut rng = AesCtr::from_seed([7u8; 32]);
         let b = 2;
         let v = uniform_centered(&mut rng, 50_000, b);
         assert_eq!(v.len(), 50_000);
-        let mut counts = [0usize; 9];
+        let mut counts = [0usize; 8];
         for &x in &v {
-            assert!((-4..=4).contains(&x), "{x}");
+            assert!((-4..4).contains(&x), "{x}");
             counts[(x + 4) as usize] += 1;
         }
-        // 50,000 / 9 ≈ 5,556 each; a standard deviation of ~70
+        // 50,000 / 8 = 6,250 each; a standard deviation of ~74
         assert!(
-            counts.iter().all(|&c| (5_200..5_900).contains(&c)),
+            counts.iter().all(|&c| (5_900..6_600).contains(&c)),
             "{counts:?}"
         );
         let wide = uniform_centered(&mut rng, 4096, 120);
-        assert!(wide.iter().all(|&x| x.unsigned_abs() <= 1u128 << 120));
+        assert!(wide
+            .iter()
+            .all(|&x| (-(1i128 << 120)..1i128 << 120).contains(&x)));
         assert!(
             wide.iter().any(|&x| x > 1i128 << 118) && wide.iter().any(|&x| x < -(1i128 << 118))
         );

@@ -305,7 +305,7 @@ impl BfvRerandomizer {
     fn max_flood_bits(&self) -> u32 {
         self.inner.max_flood_bits()
     }
-    /// `ct + Enc_pk(0) + (U[−2^b, 2^b], 0)`.
+    /// `ct + Enc_pk(0) + (U[−2^b, 2^b), 0)`.
     fn rerandomize(&self, py: Python<'_>, ct: &Ciphertext, bits: u32) -> PyResult<Ciphertext> {
         let c = run(py, "BfvRerandomizer.rerandomize", || self.inner.rerandomize(&ct.inner, bits))?;
         Ok(Ciphertext::wrap(c, self.params.rlwe()))

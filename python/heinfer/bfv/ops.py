@@ -202,7 +202,7 @@ class Decryptor:
 
 class Rerandomizer:
     """Re-randomization and noise flooding with the client's public key (server side): adds a
-    fresh encryption of zero and a uniform error in ``[−2^b, 2^b]`` per coefficient, so what the
+    fresh encryption of zero and a uniform error in ``[−2^b, 2^b)`` per coefficient, so what the
     client decrypts does not depend on the server's weights beyond the message itself."""
 
     __slots__ = ("_raw", "_params")

@@ -113,5 +113,5 @@ def INSECURE_LOGN10() -> BfvParameters:  # noqa: N802
 
 def flood_bits(noise_bits: int, log_n: int, stat_bits: int = 40) -> int:
     """Flooding exponent ``b`` hiding an error of at most ``2^noise_bits`` per coefficient in a
-    ring of degree ``2^log_n``: statistical distance ``N·2^noise_bits / 2^(b+1) < 2^(−stat_bits−1)``."""
+    ring of degree ``2^log_n``: statistical distance ``N·2^noise_bits / 2^(b+1) ≤ 2^(−stat_bits−1)``."""
     return _native.bfv_flood_bits(int(noise_bits), int(log_n), int(stat_bits))

@@ -44,7 +44,7 @@ __all__ = ["TwoPartyProgram", "TwoPartySegment", "TwoPartyStep"]
 class TwoPartySegment:
     """One linear layer: the client's shares go into ``gather`` (``gather[c, s]`` is the input
     element in slot ``s`` of ciphertext ``c``, ``-1`` zero); the ``out_size`` results are read
-    at ``output``. ``flood_bits``: the server floods the result with ``U[−2^b, 2^b]``.
+    at ``output``. ``flood_bits``: the server floods the result with ``U[−2^b, 2^b)``.
     ``fold``: rotate-and-add steps both parties apply to their own shares of the result
     before reading it at ``output`` (latency mode; :mod:`heinfer.program.share_folds`): the
     server sends the layer's result unfolded, with masks whose folds are the protocol's.

@@ -13,7 +13,10 @@ its slots, one circuit per item and activation), with additive shares mod ``p``:
    adds its own share of the layer's input (after the first), runs the layer on the BFV
    ciphertexts, adds the next step's masks ``r`` at the positions of the step's inputs and
    uniform values everywhere else, re-randomizes with the client's public key and floods the
-   noise (:class:`heinfer.bfv.Rerandomizer`), and sends the result. The client decrypts its
+   noise (:class:`heinfer.bfv.Rerandomizer`), and sends the result, switched down to the
+   fewest primes and without the low bits the flooded error leaves free (both public
+   post-processing; the client refuses a result at another level or rounded further than
+   the layer's flooding allows). The client decrypts its
    share ``c = y + r``: uniform mod ``p`` in every slot. The garbled circuit reconstructs
    ``y``, applies ReLU (or max-pool with ReLU), truncates and re-shares; the client encrypts
    its new share for the next layer. After the last layer the server masks every slot but the
