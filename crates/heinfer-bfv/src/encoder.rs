@@ -90,13 +90,8 @@ impl BatchEncoder {
         let poly = self.lift(|i, limb| {
             let q = &self.params.rlwe().moduli()[i];
             let d = inner.delta_mod_q[i];
-            if inner.t.q <= q.q {
-                limb.copy_from_slice(&m); // every coefficient is below p ≤ q
-            } else {
-                for (x, &c) in limb.iter_mut().zip(&m) {
-                    *x = q.reduce(c);
-                }
-            }
+            // every coefficient is below p, and every ciphertext prime above it (BfvParams)
+            limb.copy_from_slice(&m);
             vecops::mul_scalar_assign(limb, d, q.shoup(d), q);
         });
         Ok(Plaintext::from_poly(
@@ -114,8 +109,8 @@ impl BatchEncoder {
         let poly = self.lift(|i, limb| {
             let q = self.params.rlwe().moduli()[i].q;
             for (x, &c) in limb.iter_mut().zip(&m) {
-                // c > p/2 stands for c − p < 0, i.e. q − (p − c) mod q
-                *x = if c > t / 2 { q - (t - c) } else { c };
+                // c > p/2 stands for c − p < 0, i.e. c + (q − p) mod q (branch-free)
+                *x = c + (u64::from(c > t / 2).wrapping_neg() & (q - t));
             }
         });
         Ok(Multiplier(Plaintext::from_poly(
