@@ -9,6 +9,7 @@ products, giant-step rotations, folds, bias — on row 0 of BFV's two rows of ``
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 
 import numpy as np
@@ -58,6 +59,7 @@ class BfvLayer:
         self._enc = bfv.BatchEncoder(params)
         # signed residues, kept as integers (the cross term's arrive so, a paired transform's as floats)
         self._row1 = row1 if row1 is None or row1.dtype == np.int64 else np.rint(row1).astype(np.int64)
+        self._row0: np.ndarray | None = None  # the diagonals as integers, when kept (cross terms)
         n = params.n
         self.plaintext_bytes = multiplier_bytes(params, t)
         self.lazy = lazy
@@ -72,8 +74,8 @@ class BfvLayer:
         half = self.params.n // 2
         for start in range(0, len(ix), ENCODE_ROWS):
             part = ix[start : start + ENCODE_ROWS]
-            v = np.zeros((len(part), self.params.n if self._row1 is not None else half), dtype=np.int64)
-            v[:, :half] = np.rint(self.t.vectors[part])
+            v = np.empty((len(part), self.params.n if self._row1 is not None else half), dtype=np.int64)
+            v[:, :half] = self._row0[part] if self._row0 is not None else np.rint(self.t.vectors[part])
             if self._row1 is not None:
                 v[:, half:] = self._row1[part]
             out += self._enc.encode_multipliers(v)
@@ -89,7 +91,12 @@ class BfvLayer:
         if self._columns is None or self._columns[0] is not gather:
             self._columns = (gather, input_elements(self.t, gather), np.rint(self.t.vectors).astype(np.int64) % p)
         _, elements, base = self._columns
-        return BfvLayer(self.params, self.t, row1=scaled_diagonals(self.t, elements, scale, p, base))
+        # the same transform and bias; only the multipliers are new (the encoder reduces mod p)
+        layer = copy.copy(self)
+        layer._columns, layer._row0 = None, base
+        layer._row1 = scaled_diagonals(self.t, elements, scale, p, base, centered=False)
+        layer.mults = None if self.lazy else layer._multipliers(np.arange(len(self.t.vectors)))
+        return layer
 
     def run(self, ev: bfv.Evaluator, x: list[Ciphertext], galois: GaloisKeys | None) -> list[Ciphertext]:
         """The transform's output ciphertexts for its input ciphertexts ``x`` (consumed), both
@@ -154,14 +161,23 @@ def scaled_columns(t: Transform, elements: np.ndarray, scale: np.ndarray, p: int
     return replace(t, vectors=v.astype(np.float64), bias=None)
 
 
-def scaled_diagonals(t: Transform, elements: np.ndarray, scale: np.ndarray, p: int, base: np.ndarray | None = None) -> np.ndarray:
-    """:func:`scaled_columns`' diagonals as signed ``int64`` (what the encoder takes: no
-    round trip through floating point, no transform built)."""
-    s = np.asarray(scale, dtype=np.int64) % p
-    factor = np.where(elements >= 0, s[np.maximum(elements, 0)], 0)
+def scaled_diagonals(
+    t: Transform, elements: np.ndarray, scale: np.ndarray, p: int, base: np.ndarray | None = None, centered: bool = True
+) -> np.ndarray:
+    """:func:`scaled_columns`' diagonals as ``int64`` (what the encoder takes: no round trip
+    through floating point, no transform built): signed residues, or with ``centered=False``
+    any representatives mod ``p`` (the products themselves below ``2^62`` when ``p < 2^31``:
+    the encoder reduces them, so the two passes of the reduction are skipped)."""
+    s = np.append(np.asarray(scale, dtype=np.int64) % p, 0)
+    factor = s[elements]  # an empty slot (-1) picks the appended 0
     v = np.rint(t.vectors).astype(np.int64) % p if base is None else base
-    # exact: products below 2^62 for p < 2^31, Python integers beyond
-    v = v * factor % p if p < 1 << 31 else (v.astype(object) * factor % p).astype(np.int64)
+    if p >= 1 << 31:  # exact in Python integers
+        return _centered((v.astype(object) * factor % p).astype(np.int64), p)
+    v = v * factor  # below 2^62
+    return _centered(v % p, p) if centered else v
+
+
+def _centered(v: np.ndarray, p: int) -> np.ndarray:
     v[v > (p - 1) // 2] -= p
     return v
 
