@@ -119,7 +119,7 @@ def network(name: str, items: int, bandwidth: float = 125e6, mode: str = "latenc
         "compile_s": compile_s,
         "agreement": float((got.argmax(1) == want.argmax(1)).mean()),
         "rel_logit_error": float((np.abs(got - want).max(1) / np.abs(want).max(1)).max()),
-        "rotation_keys": prog.galois_key_count,  # the row swap's key included
+        "rotation_keys": prog.galois_key_count,
         "mode": mode,
         "queries": rep["queries"],
     }

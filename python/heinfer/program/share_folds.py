@@ -16,6 +16,12 @@ masks are uniform subject to summing to 0).
 
 This needs every orbit to hold its own output position once and no other output's position
 (:func:`fold_problem`); the compiler moves a layer's folds to the shares only then.
+
+A result whose outputs come in two parts, one in each row of BFV's slots (a square's ``a²``
+and cross term, or inputs in row pairs), is summed the same way: each party adds row 1 of its
+share into row 0 (:func:`row_sum`) before folding, and every orbit extends to the same slots
+of row 1 (``masks_for_folds(..., rows=2)``). Outputs sit in row 0, so the row-1 halves of
+disjoint orbits are disjoint too.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import numpy as np
 
 from heinfer.program.placement import Placement
 
-__all__ = ["fold_at", "fold_offsets", "fold_problem", "fold_slots", "masks_for_folds", "replicated_gather"]
+__all__ = ["fold_at", "fold_offsets", "fold_problem", "fold_slots", "masks_for_folds", "replicated_gather", "row_sum"]
 
 
 def fold_offsets(steps: tuple[int, ...], slots: int) -> np.ndarray:
@@ -78,16 +84,27 @@ def fold_problem(output: Placement, steps: tuple[int, ...]) -> str | None:
     return None
 
 
-def masks_for_folds(masks: np.ndarray, output: Placement, steps: tuple[int, ...], p: int) -> np.ndarray:
+def row_sum(v: np.ndarray, slots: int, p: int) -> np.ndarray:
+    """``v`` (``n_cts × N`` residues) with row 1 of the slots (``slots`` to ``2·slots``) added
+    into row 0 mod ``p``; row 1 unchanged: what a row swap and an addition compute on a
+    ciphertext, on one party's residues (row 0 only, where outputs are read)."""
+    out = np.array(v, dtype=np.int64) % p
+    out[:, :slots] = (out[:, :slots] + out[:, slots : 2 * slots]) % p
+    return out
+
+
+def masks_for_folds(masks: np.ndarray, output: Placement, steps: tuple[int, ...], p: int, rows: int = 1) -> np.ndarray:
     """Masks ``m`` (``n_cts × N`` residues, slot rows of ``output.slots`` first) whose folds
-    equal ``masks`` at the output positions, and equal to ``masks`` at every other slot (the
-    caller draws those uniformly): ``m[q_j] = masks[q_j] − Σ_{t∈O_j, t≠q_j} masks[t]``.
+    (after :func:`row_sum` with ``rows=2``) equal ``masks`` at the output positions, and equal
+    to ``masks`` at every other slot (the caller draws those uniformly):
+    ``m[q_j] = masks[q_j] − Σ_{t∈O_j, t≠q_j} masks[t]``, ``O_j`` over both rows with ``rows=2``.
     Requires :func:`fold_problem` to be None (each orbit holds ``q_j`` once, no other
     output position)."""
     s = output.slots
     m = np.array(masks, dtype=np.int64) % p
     ct, slot = output.ct, output.slot
-    others = (fold_at(m[:, :s], ct, slot, steps, p) - m[ct, slot]) % p
+    summed = row_sum(m, s, p) if rows == 2 else m
+    others = (fold_at(summed[:, :s], ct, slot, steps, p) - m[ct, slot]) % p
     m[ct, slot] = (m[ct, slot] - others) % p
     return m
 

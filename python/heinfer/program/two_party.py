@@ -33,7 +33,7 @@ import numpy as np
 
 from heinfer.program.functions import ClientFunction
 from heinfer.program.placement import Placement
-from heinfer.program.share_folds import fold_at, fold_slots
+from heinfer.program.share_folds import fold_at, fold_slots, row_sum
 from heinfer.program.transform import Transform
 from heinfer.program.weights import LinearStep
 
@@ -50,7 +50,8 @@ class TwoPartySegment:
     server sends the layer's result unfolded, with masks whose folds are the protocol's.
     ``row_pairs``: the layer's inputs travel two per ciphertext (latency mode): input ``2j``
     in row 0 of the slots of ciphertext ``j``, input ``2j + 1`` in row 1 (:meth:`wire_rows`);
-    the server's multipliers hold both rows' diagonals and it adds row 1 into row 0 at the end."""
+    the server's multipliers hold both rows' diagonals, and each party adds row 1 of its
+    share into row 0 (:meth:`read` with ``rows=2``; :meth:`TwoPartyProgram.rows_summed`)."""
 
     gather: np.ndarray
     in_size: int
@@ -102,10 +103,14 @@ class TwoPartySegment:
         ct = np.broadcast_to(self.output.ct[elements][None, :], (items, len(elements)))
         return ct, np.broadcast_to(np.arange(items, dtype=np.int64)[:, None], ct.shape)
 
-    def read(self, rows: np.ndarray, items: int, batch_axis: bool, p: int) -> np.ndarray:
+    def read(self, rows: np.ndarray, items: int, batch_axis: bool, p: int, summed: bool = False) -> np.ndarray:
         """One party's residues of the outputs (``items × out_size``) from the result's slots
-        (``n_cts × N``): read at the placement, after the segment's :attr:`fold` on the shares."""
+        (``n_cts × N``): read at the placement, after the segment's :attr:`fold` on the shares
+        and, with ``summed``, after adding row 1 of the slots into row 0
+        (:meth:`TwoPartyProgram.rows_summed`)."""
         ct, slot = self.positions(np.arange(self.out_size), items, batch_axis)
+        if summed:
+            rows = row_sum(rows, self.output.slots, p)
         if not self.fold:
             return rows[ct, slot]
         return fold_at(rows[:, : self.output.slots], ct[0], slot[0], self.fold, p)[None, :]
@@ -233,8 +238,17 @@ class TwoPartyProgram:
         """True when segment ``k``'s squared input travels in both rows of BFV's slots (latency
         mode): ``a²`` in row 0 and ``a`` in row 1 of each ciphertext, so the layer's rotations
         turn both at once and one multiplier holds ``W``'s diagonal and its cross-term
-        diagonal; the server then adds row 1 into row 0 (one row swap)."""
+        diagonal (:meth:`rows_summed`)."""
         return self.squared_input(k) and not self.batch_axis
+
+    def rows_summed(self, k: int) -> bool:
+        """True when segment ``k``'s result holds its outputs in two parts, one in each row of
+        the slots (a :meth:`rows_packed` square, or inputs in :attr:`TwoPartySegment.row_pairs`).
+        The sum is linear, so the parties add row 1 into row 0 on their own shares (like
+        :mod:`~heinfer.program.share_folds`' folds) instead of the server's row swap: the
+        server's masks make each output's two parts sum to the protocol's mask, and the client
+        decrypts two uniform parts whose sum is its share."""
+        return not self.batch_axis and (self.rows_packed(k) or self.segments[k].row_pairs)
 
     def input_lists(self, k: int) -> int:
         """Ciphertext lists the client sends for segment ``k``: two (``Enc(a²)``, ``Enc(a)``)
@@ -243,13 +257,8 @@ class TwoPartyProgram:
 
     @property
     def galois_key_count(self) -> int:
-        """Galois keys the client sends: one per rotation step, and the row swap's if needed."""
-        return len(self.rotation_steps) + int(self.needs_swap_key)
-
-    @property
-    def needs_swap_key(self) -> bool:
-        """Whether the client's rotation keys include the row swap (:meth:`rows_packed`)."""
-        return any(self.rows_packed(k) or s.row_pairs for k, s in enumerate(self.segments))
+        """Galois keys the client sends: one per rotation step."""
+        return len(self.rotation_steps)
 
     @property
     def is_public(self) -> bool:

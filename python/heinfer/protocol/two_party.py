@@ -30,8 +30,9 @@ its slots, one circuit per item and activation), with additive shares mod ``p``:
    ``b`` is the server's output share of the circuit, drawn before any data), so ``Enc(a)``
    goes through one product like any input. In latency mode ``a²`` and ``a`` travel in the two
    rows of the slots of one ciphertext list, each multiplier holds ``W``'s diagonal in row 0
-   and the scaled one in row 1, so one run of the layer computes both, and a row swap adds
-   row 1 into row 0.
+   and the scaled one in row 1, so one run of the layer computes both; the result's two rows
+   are summed on the shares (the masks of each output's two parts sum to its mask; each party
+   adds row 1 of its share into row 0), not by a row swap on the server.
 
 What each party learns (semi-honest, as GAZELLE): the client the output and the public
 architecture; the server nothing (it sees BFV ciphertexts and OT messages). Both parties are
@@ -140,7 +141,7 @@ class TwoPartyInferenceClient(Party):
     def keys_message(self) -> dict[str, bytes]:
         """Public key, rotation keys and the base-OT message (once per session)."""
         p = self.prog
-        keys = self._kg.galois_keys(p.rotation_steps, conjugate=p.needs_swap_key) if p.rotation_steps or p.needs_swap_key else None
+        keys = self._kg.galois_keys(p.rotation_steps) if p.rotation_steps else None
         return {"pk": self._kg.public_key().to_bytes(), "galois": keys.to_bytes() if keys else b"", "ot": self._hello}
 
     def finish_setup(self, msg: bytes) -> None:
@@ -211,7 +212,8 @@ class TwoPartyInferenceClient(Party):
         """Layer ``k``'s result: ``items × out_size`` residues."""
         seg = self.prog.segments[k]
         slots = np.stack(parallel_map(self._dec.decrypt, self._results(k, msgs)))
-        return seg.read(slots, self._items, self.prog.batch_axis, self.p)  # folds on the shares, if any
+        # row sums and folds on the shares, if any
+        return seg.read(slots, self._items, self.prog.batch_axis, self.p, self.prog.rows_summed(k))
 
     def choose(self, k: int, msgs: list[bytes]) -> bytes:
         """Decrypts layer ``k``'s masked result (the client's shares) and answers with its OT
@@ -257,7 +259,7 @@ class TwoPartyInferenceServer(Party):
         super().__init__(prog)
         rlwe = self.params.rlwe
         pk = ckks.PublicKey.from_bytes(rlwe, keys["pk"])
-        self._galois = ckks.GaloisKeys.from_bytes(rlwe, keys["galois"]) if prog.rotation_steps or prog.needs_swap_key else None
+        self._galois = ckks.GaloisKeys.from_bytes(rlwe, keys["galois"]) if prog.rotation_steps else None
         self._ev = bfv.Evaluator(self.params)
         self._enc = bfv.BatchEncoder(self.params)
         self._rr = bfv.Rerandomizer(self.params, pk)
@@ -321,16 +323,15 @@ class TwoPartyInferenceServer(Party):
             out = self.layers[k].run(self._ev, cts)
         else:  # squared: W·(Enc(a²) + b²) in row 0, (W·diag(2b))·Enc(a) in row 1
             out = (self._cross[k] if squared else self.layers[k]).run(self._ev, cts, self._galois)
-            if squared or seg.row_pairs:  # the two rows' parts summed in row 0
-                out = parallel_map(lambda y: self._ev.add(y, self._ev.swap_rows(y, self._galois)), out)
         masks = _uniform((len(out), self.n), self.p)
         if k < len(self.prog.steps):  # the step's inputs of every item: its masks, item-major
             entries = self.prog.steps[k].groups.reshape(-1)
             masks[seg.positions(entries, self._items, self.prog.batch_axis)] = self._steps[k].masks().reshape(self._items, -1)
         else:  # the output: unmasked at its positions, uniform everywhere else
             masks[seg.positions(np.arange(seg.out_size), self._items, self.prog.batch_axis)] = 0
-        if seg.fold:  # the client folds its share: the folds of the masks must be the values above
-            masks = masks_for_folds(masks, seg.output, seg.fold, self.p)
+        summed = self.prog.rows_summed(k)
+        if seg.fold or summed:  # the client sums its share's rows and folds them: so must the masks
+            masks = masks_for_folds(masks, seg.output, seg.fold, self.p, 2 if summed else 1)
         # flooded, switched down to the fewest primes that decrypt it (a third of the bytes) and
         # sent without the low bits the flooded error leaves free (another 39 %)
         def send(cm: tuple) -> bytes:

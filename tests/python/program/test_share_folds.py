@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from heinfer.program.placement import Placement
-from heinfer.program.share_folds import fold_at, fold_offsets, fold_problem, fold_slots, masks_for_folds, replicated_gather
+from heinfer.program.share_folds import fold_at, fold_offsets, fold_problem, fold_slots, masks_for_folds, replicated_gather, row_sum
 from heinfer.program.transform import Transform
 
 P = 1_032_193
@@ -54,6 +54,24 @@ def test_masks_fold_to_the_wanted_values_and_stay_uniform_elsewhere() -> None:
     m0 = masks_for_folds(zero, out, steps, P)
     assert not fold_slots(m0[:, :S], steps, P)[out.ct, out.slot].any()
     assert np.count_nonzero(m0[out.ct, out.slot]) == out.size  # not zeros: each is minus its orbit's others
+
+
+def test_masks_for_results_in_two_rows_sum_over_both_rows() -> None:
+    """A result in two parts, one per row of the slots: with ``rows=2`` the masks of each
+    output's orbit over both rows sum to the wanted value, after :func:`row_sum` and the folds
+    (none, or some), and only the output positions change."""
+    rng = np.random.default_rng(2)
+    out = _hybrid_outputs(8, n_cts=2)
+    for steps in ((), (8, 16, 32)):
+        masks = rng.integers(0, P, (2, 2 * S))
+        want = rng.integers(0, P, out.size)
+        masks[out.ct, out.slot] = want
+        m = masks_for_folds(masks, out, steps, P, rows=2)
+        summed = row_sum(m, S, P)
+        np.testing.assert_array_equal(fold_slots(summed[:, :S], steps, P)[out.ct, out.slot], want)
+        np.testing.assert_array_equal(summed[:, S:], m[:, S:] % P)  # row 1 is left as it was
+        changed = m != masks
+        assert set(zip(*np.nonzero(changed))) <= set(zip(out.ct.tolist(), out.slot.tolist()))
 
 
 def test_orbits_that_meet_another_output_or_their_own_twice_are_refused() -> None:

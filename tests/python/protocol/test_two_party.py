@@ -102,7 +102,7 @@ def test_after_a_square_the_client_still_decrypts_only_uniform_shares(compiled) 
     _, prog = compiled("mnist_a")
     client, server, res = _first_layer(prog)
     msgs = client.next_input(0, server.labels(0, client.choose(0, res)))
-    assert len(msgs) == prog.segments[1].n_input_cts and prog.rows_packed(1) and prog.needs_swap_key
+    assert len(msgs) == prog.segments[1].n_input_cts and prog.rows_packed(1) and prog.rows_summed(1)
     with pytest.raises(ProtocolError, match="expected"):
         server.layer(1, msgs[:-1])  # a ciphertext missing
     # an input switched down to fewer primes (as results travel) is refused by name
@@ -346,12 +346,13 @@ def test_the_flooding_bound_holds_the_measured_noise(compiled) -> None:
 
 
 @pytest.mark.parametrize("name", ["cryptonets", "mnist_a"])
-def test_both_rows_summed_stay_within_the_flooding_bound(compiled, name: str) -> None:
+def test_both_rows_stay_within_the_flooding_bound_and_sum_on_the_shares(compiled, name: str) -> None:
     """Layers that use both rows of the slots — a squared input (``a²`` in row 0, ``a`` in row
-    1 with the ``2b``-scaled diagonals) or inputs in row pairs — end with a row swap and an
-    addition; the compiler floods them for one more bit than the transform's bound. The
-    measured error after the swap stays below that."""
+    1 with the ``2b``-scaled diagonals) or inputs in row pairs — compute both rows' parts in
+    one run: the measured error stays below the transform's bound, and the two rows of the
+    decrypted result, summed as the parties sum their shares, are the layer's outputs."""
     from heinfer.compiler.latency.two_party import noise_bits
+    from heinfer.compiler.simulate_two_party import _linear as linear_in_clear
 
     _, prog = compiled(name)
     client = TwoPartyInferenceClient(prog.public())
@@ -361,18 +362,24 @@ def test_both_rows_summed_stay_within_the_flooding_bound(compiled, name: str) ->
     rng = np.random.default_rng(11)
     checked = 0
     for k, seg in enumerate(prog.segments):
-        if not (prog.rows_packed(k) or seg.row_pairs):
+        if not prog.rows_summed(k):
             continue
         values = rng.integers(-(p // 4), p // 4, seg.in_size)
         layer = server.layers[k]
         if prog.rows_packed(k):
-            layer = layer.with_cross_term(seg.gather, rng.integers(0, p, seg.in_size), p)
+            twice_b = rng.integers(0, p, seg.in_size)
+            layer = layer.with_cross_term(seg.gather, twice_b, p)
             cts = server._load(client._encrypt(k, values[None] * values[None] % p, values[None]), seg.n_input_cts, "test")
+            want = (values * values + twice_b * values) % p  # W·(a² + 2b·a) with b's square left out
         else:
             cts = server._load(client._encrypt(k, values[None]), seg.n_input_cts, "test")
-        out = [server._ev.add(y, server._ev.swap_rows(y, server._galois)) for y in layer.run(server._ev, cts, server._galois)]
+            want = values % p
+        out = layer.run(server._ev, cts, server._galois)
         worst = max(log_q - np.log2(p) - client._dec.noise_budget(c) - 1 for c in out)
-        assert worst < noise_bits(prog.layers[k], params.log_n, p) + 1, (k, worst)
+        assert worst < noise_bits(prog.layers[k], params.log_n, p), (k, worst)
+        got = seg.read(np.stack([client._dec.decrypt(c) for c in out]), 1, False, p, summed=True)
+        # the layer in the clear on the residues (W·v + bias, folds included)
+        np.testing.assert_array_equal(got % p, linear_in_clear(prog, k, prog.layers[k], want[None], p) % p)
         checked += 1
     assert checked
 

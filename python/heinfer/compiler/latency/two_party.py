@@ -160,8 +160,9 @@ def compile_two_party(
         # two inputs per ciphertext, one in each row of the slots (a squared input fills both)
         pairs = not squared and t.n_in >= 2
         # after a square (Enc(a²) in row 0, Enc(a) with the diagonals scaled by 2b in row 1) or
-        # with row pairs, the rows' parts are summed by a row swap: one more bit of noise
-        b = check_flood(lin.name, flood_bits_for(noise_bits(t, log_n, p) + (1 if squared or pairs else 0), log_n), limit)
+        # with row pairs, one run of the transform computes both rows' parts (each multiplier
+        # still a centered lift) and the parties sum the rows on their shares: no more noise
+        b = check_flood(lin.name, flood_bits_for(noise_bits(t, log_n, p), log_n), limit)
         layers.append(t)
         plans[str(k)] = {**steps[0].plan, "flood_bits": b, "in_frac": fl.in_frac, "weight_frac": fl.weight_frac}
         segments.append(TwoPartySegment(gather, int(np.prod(lin.in_shape)), int(np.prod(lin.out_shape)), placement, b, fold, pairs))
@@ -259,19 +260,18 @@ def _segment_two_party(op: Linear, slots: int, costs, strategy, ct_seconds: floa
     decryption; the output placement is chosen with these prices, not after. ``squared``:
     the input is a square, whose two parts travel in the two rows of each ciphertext
     (:meth:`~heinfer.program.two_party.TwoPartyProgram.rows_packed`): one run of the
-    transform, then one row swap per result ciphertext. Otherwise two or more inputs travel
-    two per ciphertext (``row_pairs``): half the uploads and encryptions, and the same swap.
+    transform; the parties add the rows of their shares. Otherwise two or more inputs travel
+    two per ciphertext (``row_pairs``): half the uploads and encryptions, summed the same way.
     The compute is priced in real seconds (:func:`ntt_seconds`): with the analytic table's
     ranking unit (~25× a real transform) the halved uploads looked cheap enough to choose a
     100-ciphertext input for MiniONN MNIST's second layer, measured 17 % more bytes and
     14–27 % more time than the layout it replaced."""
     best = None
-    top = len(costs["rotate"]) - 1
     out_ct_s = result_seconds + costs["encrypt"][0] + costs["decrypt"][0]
     for cand in input_candidates(op, slots, 1, costs, strategy, BFV_HOISTING):
         n_in = len(cand["gather"])
-        swap = costs["rotate"][top] if squared or n_in >= 2 else 0.0  # both rows in use
-        steps, total = _lower([op], cand, slots, costs, strategy, BFV_HOISTING, out_ct_s + swap)
+        # both rows in use (a square, or row pairs): the parties sum them on their shares, free
+        steps, total = _lower([op], cand, slots, costs, strategy, BFV_HOISTING, out_ct_s)
         wire = n_in if squared or n_in < 2 else -(-n_in // 2)
         score = total + cand["encrypt_s"] * wire / n_in + wire / 2 * ct_seconds
         if best is None or score < best[0]:
