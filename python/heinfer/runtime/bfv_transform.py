@@ -85,7 +85,7 @@ class BfvLayer:
         """This layer with row 1 of every diagonal holding its columns scaled by ``scale``
         (:func:`scaled_columns`: ``W·diag(scale)``) for inputs placed by ``gather``, encoded.
         Run on ciphertexts holding ``x`` in row 0 and ``a`` in row 1, row 0 of the result is
-        ``W·x + bias`` and row 1 ``W·diag(scale)·a`` (sum them with a row swap). Which input
+        ``W·x + bias`` and row 1 ``W·diag(scale)·a`` (the parties sum the rows on their shares). Which input
         element each diagonal slot multiplies, and the diagonals mod ``p``, are the same for
         every session and query: they are computed on the first call and kept."""
         if self._columns is None or self._columns[0] is not gather:
