@@ -2,7 +2,11 @@
 //! computed with its weights, it adds a fresh public-key encryption of zero (so `c_1` is a
 //! new RLWE sample, independent of the weights) and a uniform integer error in
 //! `[−2^b, 2^b)` on every coefficient of `c_0` (so the decryption error, which depends on the
-//! weights through `e·m`, is hidden).
+//! weights through `e·m`, is hidden). Both in one engine call
+//! ([`heinfer_ckks::Encryptor::encrypt_zero_with_error`]): the textbook encryption over `Q`,
+//! whose `c_0` error carries the flood — a larger fresh error than the engine's `P`-scaled
+//! encryption (≈ 2^18 at `N = 2^13`), invisible under a flood of 2^60 and more, and a third
+//! of the transforms.
 //!
 //! **Statistical distance.** For one coefficient with error `|e| ≤ B`, `e + U[−2^b, 2^b)`
 //! and `U[−2^b, 2^b)` are at distance `|e|/2^{b+1} ≤ B/2^{b+1}`; over `N` coefficients
@@ -24,11 +28,9 @@
 use crate::decrypt::check_ciphertext;
 use crate::error::{BfvError, Result};
 use crate::params::BfvParams;
-use heinfer_ckks::poly::RnsPoly;
 use heinfer_ckks::{Ciphertext, Encryptor, Evaluator, PublicKey};
 use heinfer_math::prg::AesCtr;
 use rand_core::{RngCore, SeedableRng};
-use rayon::prelude::*;
 use zeroize::Zeroize;
 
 /// Largest flooding exponent: `U[−2^b, 2^b)` is drawn from `b + 1 ≤ 126` random bits of a
@@ -49,8 +51,6 @@ pub struct Rerandomizer {
     params: BfvParams,
     enc: Encryptor,
     ev: Evaluator,
-    /// The encoding of zero that each re-randomization encrypts afresh (encoded once).
-    zero: heinfer_ckks::Plaintext,
 }
 
 impl Rerandomizer {
@@ -60,7 +60,6 @@ impl Rerandomizer {
             params: params.clone(),
             enc: Encryptor::new(params.rlwe(), pk)?,
             ev: Evaluator::new(params.rlwe()),
-            zero: crate::BatchEncoder::new(params).encode(&[])?,
         })
     }
 
@@ -85,46 +84,21 @@ impl Rerandomizer {
             )));
         }
         let rlwe = self.params.rlwe();
-        let fresh = self.enc.encrypt(&self.zero)?;
-        let n = rlwe.n();
         // the engine's stream (AES-256-CTR), keyed from the OS
         let mut rng = AesCtr::from_seed(heinfer_math::sampler::os_seed()?);
-        let mut e = uniform_centered(&mut rng, n, b);
-        let mut flood = RnsPoly::zero(n, rlwe.q().len());
-        flood
-            .data_mut()
-            .par_chunks_mut(n)
-            .enumerate()
-            .for_each(|(i, limb)| {
-                let q = &rlwe.moduli()[i];
-                for (x, &v) in limb.iter_mut().zip(e.iter()) {
-                    *x = q.reduce_i128(v);
-                }
-                rlwe.ntt(i).forward(limb);
-            });
+        let mut e = uniform_centered(&mut rng, rlwe.n(), b);
+        // a fresh encryption of zero whose c_0 error carries the flood: one set of transforms
+        let fresh = self.enc.encrypt_zero_with_error(self.params.level(), &e);
         e.zeroize();
-        let mut parts = fresh.parts().to_vec();
-        for (i, q) in rlwe.q().iter().enumerate() {
-            let limb = parts[0].limb_mut(i);
-            for ((x, &y), &f) in limb
-                .iter_mut()
-                .zip(ct.parts()[0].limb(i))
-                .zip(flood.limb(i))
-            {
-                *x = add_mod(add_mod(*x, y, *q), f, *q);
-            }
-            let limb = parts[1].limb_mut(i);
-            for (x, &y) in limb.iter_mut().zip(ct.parts()[1].limb(i)) {
-                *x = add_mod(*x, y, *q);
+        let mut fresh = fresh?;
+        for (part, theirs) in fresh.parts_mut().iter_mut().zip(ct.parts()) {
+            for (i, q) in rlwe.q().iter().enumerate() {
+                for (x, &y) in part.limb_mut(i).iter_mut().zip(theirs.limb(i)) {
+                    *x = add_mod(*x, y, *q);
+                }
             }
         }
-        flood.zeroize();
-        Ok(Ciphertext::from_parts(
-            rlwe,
-            parts,
-            self.params.level(),
-            1.0,
-        )?)
+        Ok(fresh)
     }
 
     /// The level a result flooded with `2^b` is switched down to:
@@ -194,6 +168,34 @@ const DRAW_BYTES: usize = 4096;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The engine's encryption of zero with an extra `c_0` error, as the flooding uses it:
+    /// an extra error of `Δ·m` (the message `m`'s coefficients scaled) decrypts to `m`, with
+    /// the fresh error far below `Δ/2`.
+    #[test]
+    fn an_extra_error_of_delta_m_decrypts_to_m() {
+        use crate::{presets, BatchEncoder, Decryptor};
+        use heinfer_ckks::KeyGenerator;
+        let params = presets::insecure_logn10().unwrap();
+        let kg = KeyGenerator::new(params.rlwe()).unwrap();
+        let enc = Encryptor::new(params.rlwe(), &kg.public_key().unwrap()).unwrap();
+        let p = params.plain_modulus();
+        let values: Vec<u64> = (0..params.n() as u64).map(|i| (i * 7919 + 5) % p).collect();
+        let coeffs = BatchEncoder::new(&params)
+            .slots_to_coefficients(&values)
+            .unwrap();
+        let q: u128 = params.rlwe().q().iter().map(|&x| u128::from(x)).product();
+        let delta = (q / u128::from(p)) as i128;
+        let extra: Vec<i128> = coeffs.iter().map(|&c| delta * c as i128).collect();
+        let ct = enc.encrypt_zero_with_error(params.level(), &extra).unwrap();
+        let dec = Decryptor::new(&params, kg.secret_key()).unwrap();
+        assert_eq!(dec.decrypt(&ct).unwrap(), values);
+        // the fresh error (e·u + e_0 + e_1·s, N = 1024) leaves most of Δ: log2 Δ ≈ 80
+        assert!(dec.noise_budget(&ct).unwrap() > 50.0);
+        assert!(enc
+            .encrypt_zero_with_error(params.level(), &extra[1..])
+            .is_err());
+    }
 
     /// The sampler's distribution: every value in `[−2^b, 2^b)`, each of the `2^{b+1}` values
     /// about equally often, and both ends reached.

@@ -93,6 +93,64 @@ impl Encryptor {
             seed: None,
         })
     }
+
+    /// An encryption of zero at `level` over `Q_ℓ` alone, with `extra` (one signed integer per
+    /// coefficient) added to the error of `c_0`: `(b·u + e_0 + extra, a·u + e_1)`, the textbook
+    /// RLWE public-key encryption. Its error `e·u + e_0 + e_1·s + extra` is larger than
+    /// [`Self::encrypt`]'s (no division by `P`: `e·u` and `e_1·s` stay, about `2N·6σ` at
+    /// most), which nothing notices under a noise flood, and it takes three transforms per
+    /// limb (`u`, `e_0 + extra`, `e_1`) instead of [`Self::encrypt`]'s extended `u` and two
+    /// ModDowns: BFV's re-randomization with flooding (`heinfer_bfv::Rerandomizer`). Fails for
+    /// a level out of range or `extra` of another length than `N`.
+    pub fn encrypt_zero_with_error(&self, level: usize, extra: &[i128]) -> Result<Ciphertext> {
+        let params = &self.params;
+        if level > params.max_level() {
+            return Err(CkksError::LevelOutOfRange {
+                level,
+                max: params.max_level(),
+            });
+        }
+        let n = params.n();
+        if extra.len() != n {
+            return Err(CkksError::InvalidOperand {
+                op: "encrypt_zero_with_error",
+                reason: format!("{} error coefficients for N = {n}", extra.len()),
+            });
+        }
+        let inner = params.inner();
+        let idx: Vec<usize> = (0..=level).collect();
+        let mut os = Sampler::from_os()?;
+        let u = Zeroizing::new(os.ternary(n));
+        let u: Zeroizing<Vec<i64>> = Zeroizing::new(u.iter().map(|&x| x as i64).collect());
+        let u = small_to_ntt(params, &u, &idx);
+        let e1 = Zeroizing::new(os.gaussian(n));
+        let mut c1 = small_to_ntt(params, &e1, &idx);
+        let e0 = Zeroizing::new(os.gaussian(n));
+        let mut c0 = RnsPoly::from_data(crate::scratch::take((level + 1) * n), n);
+        c0.data
+            .par_chunks_mut(n)
+            .zip(c1.data.par_chunks_mut(n))
+            .enumerate()
+            .for_each(|(i, (l0, l1))| {
+                let q = &inner.moduli[i];
+                for ((x, &e), &f) in l0.iter_mut().zip(e0.iter()).zip(extra) {
+                    *x = q.reduce_i128(i128::from(e) + f);
+                }
+                inner.ntt[i].forward(l0);
+                // c_0 = b·u + (e_0 + extra), c_1 = a·u + e_1 (the key holds all of Q, then P)
+                let b = &inner.barrett[i];
+                vecops::mul_add_assign(l0, self.pk.b.limb(i), u.limb(i), b);
+                vecops::mul_add_assign(l1, self.pk.a.limb(i), u.limb(i), b);
+            });
+        crate::scratch::give_secret(u.data);
+        Ok(Ciphertext {
+            params_id: params.id(),
+            parts: vec![c0, c1],
+            level,
+            scale: 1.0,
+            seed: None,
+        })
+    }
 }
 
 /// Decrypts ciphertexts with the secret key (client side).
