@@ -105,17 +105,31 @@ impl BatchEncoder {
     /// The centered lift of `m` in NTT form over `Q` for slots `values`: to multiply by.
     pub fn encode_multiplier(&self, values: &[u64]) -> Result<Multiplier> {
         let m = self.slots_to_coefficients(values)?;
-        let t = self.params.plain_modulus();
-        let poly = self.lift(|i, limb| {
-            let q = self.params.rlwe().moduli()[i].q;
-            for (x, &c) in limb.iter_mut().zip(&m) {
-                // c > p/2 stands for c − p < 0, i.e. c + (q − p) mod q (branch-free)
-                *x = c + (u64::from(c > t / 2).wrapping_neg() & (q - t));
-            }
-        });
+        self.multiplier_from_coefficients(&m, true)
+    }
+
+    /// The multiplier of coefficients `m` (each `< p`): their centered lift into every `Q`
+    /// prime, then NTT — the limbs in parallel with `parallel`, else one after another (when
+    /// the caller already runs one multiplier per worker). Each limb is written once (no
+    /// zero-filled buffer first).
+    fn multiplier_from_coefficients(&self, m: &[u64], parallel: bool) -> Result<Multiplier> {
+        let rlwe = self.params.rlwe();
+        let (n, t) = (rlwe.n(), self.params.plain_modulus());
+        let mut data = Vec::with_capacity(n * rlwe.q().len());
+        for md in rlwe.moduli().iter().take(rlwe.q().len()) {
+            // c > p/2 stands for c − p < 0, i.e. c + (q − p) mod q (branch-free)
+            let shift = md.q - t;
+            data.extend(m.iter().map(|&c| c + (u64::from(c > t / 2).wrapping_neg() & shift)));
+        }
+        let ntt = |(i, limb): (usize, &mut [u64])| rlwe.ntt(i).forward(limb);
+        if parallel {
+            data.par_chunks_mut(n).enumerate().for_each(ntt);
+        } else {
+            data.chunks_mut(n).enumerate().for_each(ntt);
+        }
         Ok(Multiplier(Plaintext::from_poly(
-            self.params.rlwe(),
-            poly,
+            rlwe,
+            RnsPoly::from_data(data, n),
             self.params.level(),
             1.0,
         )?))
@@ -133,9 +147,19 @@ impl BatchEncoder {
                 values.len()
             )));
         }
+        let inner = self.params.inner();
         values
             .par_chunks(cols)
-            .map(|row| self.encode_multiplier(&self.reduce_signed(row)))
+            .map(|row| {
+                // reduced and placed at the NTT index of its slot in one pass (every value is
+                // below p by construction), then the inverse NTT mod p
+                let mut a = vec![0u64; n];
+                for (&v, &j) in row.iter().zip(&inner.slot_to_ntt) {
+                    a[j as usize] = inner.t.reduce_i64(v);
+                }
+                inner.t_ntt.inverse(&mut a);
+                self.multiplier_from_coefficients(&a, false)
+            })
             .collect()
     }
 
