@@ -86,17 +86,22 @@ impl BatchEncoder {
     /// `Δ·m` in NTT form over `Q` for slots `values`: to encrypt, or to add to a ciphertext.
     pub fn encode(&self, values: &[u64]) -> Result<Plaintext> {
         let m = self.slots_to_coefficients(values)?;
-        let inner = self.params.inner();
-        let poly = self.lift(|i, limb| {
-            let q = &self.params.rlwe().moduli()[i];
-            let d = inner.delta_mod_q[i];
-            // every coefficient is below p, and every ciphertext prime above it (BfvParams)
-            limb.copy_from_slice(&m);
+        let (inner, rlwe) = (self.params.inner(), self.params.rlwe());
+        let n = rlwe.n();
+        // every coefficient is below p, and every ciphertext prime above it (BfvParams): each
+        // limb starts as a copy of m (written once, no zero-filled buffer first)
+        let mut data = Vec::with_capacity(n * rlwe.q().len());
+        for _ in rlwe.q() {
+            data.extend_from_slice(&m);
+        }
+        data.par_chunks_mut(n).enumerate().for_each(|(i, limb)| {
+            let (q, d) = (&rlwe.moduli()[i], inner.delta_mod_q[i]);
             vecops::mul_scalar_assign(limb, d, q.shoup(d), q);
+            rlwe.ntt(i).forward(limb);
         });
         Ok(Plaintext::from_poly(
-            self.params.rlwe(),
-            poly,
+            rlwe,
+            RnsPoly::from_data(data, n),
             self.params.level(),
             1.0,
         )?)
@@ -119,7 +124,10 @@ impl BatchEncoder {
         for md in rlwe.moduli().iter().take(rlwe.q().len()) {
             // c > p/2 stands for c − p < 0, i.e. c + (q − p) mod q (branch-free)
             let shift = md.q - t;
-            data.extend(m.iter().map(|&c| c + (u64::from(c > t / 2).wrapping_neg() & shift)));
+            data.extend(
+                m.iter()
+                    .map(|&c| c + (u64::from(c > t / 2).wrapping_neg() & shift)),
+            );
         }
         let ntt = |(i, limb): (usize, &mut [u64])| rlwe.ntt(i).forward(limb);
         if parallel {
@@ -168,21 +176,5 @@ impl BatchEncoder {
     pub fn reduce_signed(&self, values: &[i64]) -> Vec<u64> {
         let t = &self.params.inner().t;
         values.iter().map(|&v| t.reduce_i64(v)).collect()
-    }
-
-    /// One limb per `Q` prime filled by `fill(i, limb)` in coefficient form, then NTT.
-    fn lift(&self, fill: impl Fn(usize, &mut [u64]) + Sync) -> RnsPoly {
-        let rlwe = self.params.rlwe();
-        let n = rlwe.n();
-        let k = rlwe.q().len();
-        let mut poly = RnsPoly::zero(n, k);
-        poly.data_mut()
-            .par_chunks_mut(n)
-            .enumerate()
-            .for_each(|(i, limb)| {
-                fill(i, limb);
-                rlwe.ntt(i).forward(limb);
-            });
-        poly
     }
 }
