@@ -51,7 +51,7 @@ class TwoPartySegment:
     ``row_pairs``: the layer's inputs travel two per ciphertext (latency mode): input ``2j``
     in row 0 of the slots of ciphertext ``j``, input ``2j + 1`` in row 1 (:meth:`wire_rows`);
     the server's multipliers hold both rows' diagonals, and each party adds row 1 of its
-    share into row 0 (:meth:`read` with ``rows=2``; :meth:`TwoPartyProgram.rows_summed`)."""
+    share into row 0 (:meth:`read` with ``summed``; :meth:`TwoPartyProgram.rows_summed`)."""
 
     gather: np.ndarray
     in_size: int
