@@ -63,12 +63,19 @@ impl BatchEncoder {
                 "value {v} is not below the plaintext modulus {t}"
             )));
         }
-        let mut a = vec![0u64; n];
-        for (s, &v) in values.iter().enumerate() {
-            a[inner.slot_to_ntt[s] as usize] = v;
+        Ok(self.scatter_inverse(values.iter().copied()))
+    }
+
+    /// The inverse NTT mod `p` of slot values already below `p` (at most `N`, in slot order):
+    /// each placed at the NTT index holding its slot's root, the rest 0.
+    fn scatter_inverse(&self, values: impl Iterator<Item = u64>) -> Vec<u64> {
+        let inner = self.params.inner();
+        let mut a = vec![0u64; self.params.n()];
+        for (v, &j) in values.zip(&inner.slot_to_ntt) {
+            a[j as usize] = v;
         }
         inner.t_ntt.inverse(&mut a);
-        Ok(a)
+        a
     }
 
     /// The `N` slots of the polynomial with coefficients `coeffs` (each `< p`).
@@ -155,17 +162,12 @@ impl BatchEncoder {
                 values.len()
             )));
         }
-        let inner = self.params.inner();
+        let t = &self.params.inner().t;
         values
             .par_chunks(cols)
             .map(|row| {
-                // reduced and placed at the NTT index of its slot in one pass (every value is
-                // below p by construction), then the inverse NTT mod p
-                let mut a = vec![0u64; n];
-                for (&v, &j) in row.iter().zip(&inner.slot_to_ntt) {
-                    a[j as usize] = inner.t.reduce_i64(v);
-                }
-                inner.t_ntt.inverse(&mut a);
+                // reduced and placed in one pass (every value is below p by construction)
+                let a = self.scatter_inverse(row.iter().map(|&v| t.reduce_i64(v)));
                 self.multiplier_from_coefficients(&a, false)
             })
             .collect()
