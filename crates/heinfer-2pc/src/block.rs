@@ -4,6 +4,7 @@ use std::ops::{BitAnd, BitXor, BitXorAssign};
 
 /// 128 bits, XOR-able. Little-endian when turned into bytes.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[repr(transparent)]
 pub struct Block(pub u128);
 
 impl Block {
@@ -41,6 +42,13 @@ impl Block {
                 ),
             });
         }
+        let n = bytes.len() / Self::BYTES;
+        if cfg!(target_endian = "little") {
+            // a block's bytes are its little-endian u128: one copy of the whole buffer
+            let mut out = vec![Block::ZERO; n];
+            Self::as_bytes_mut(&mut out).copy_from_slice(bytes);
+            return Ok(out);
+        }
         Ok(bytes
             .chunks_exact(Self::BYTES)
             .map(|c| Block::from_bytes(c.try_into().expect("chunk of 16")))
@@ -49,9 +57,33 @@ impl Block {
 
     /// Appends the blocks to `out` as bytes.
     pub fn write_all(blocks: &[Block], out: &mut Vec<u8>) {
+        if cfg!(target_endian = "little") {
+            out.extend_from_slice(Self::as_bytes(blocks));
+            return;
+        }
         out.reserve(blocks.len() * Self::BYTES);
         for b in blocks {
             out.extend_from_slice(&b.to_bytes());
+        }
+    }
+
+    /// The memory of `blocks` as bytes (their little-endian form on a little-endian target).
+    fn as_bytes(blocks: &[Block]) -> &[u8] {
+        // SAFETY: `Block` is a `repr(transparent)` u128 (no padding, every byte initialized);
+        // the length is the slice's size in bytes and u8 has alignment 1.
+        unsafe {
+            std::slice::from_raw_parts(blocks.as_ptr() as *const u8, std::mem::size_of_val(blocks))
+        }
+    }
+
+    /// The memory of `blocks` as writable bytes (every byte pattern is a valid u128).
+    fn as_bytes_mut(blocks: &mut [Block]) -> &mut [u8] {
+        // SAFETY: as in `as_bytes`; any bytes written form a valid u128.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                blocks.as_mut_ptr() as *mut u8,
+                std::mem::size_of_val(blocks),
+            )
         }
     }
 }

@@ -26,6 +26,9 @@ const LANES: usize = 8;
 #[derive(Clone)]
 pub struct FixedKeyHash {
     cipher: Aes128,
+    /// `π`'s round keys where the CPU runs VAES on 512-bit registers (the half gates use them).
+    #[cfg(target_arch = "x86_64")]
+    vaes: Option<crate::vaes::RoundKeys>,
 }
 
 impl Default for FixedKeyHash {
@@ -39,7 +42,27 @@ impl FixedKeyHash {
     pub fn new() -> Self {
         FixedKeyHash {
             cipher: Aes128::new(&GenericArray::from(FIXED_KEY)),
+            #[cfg(target_arch = "x86_64")]
+            vaes: crate::vaes::RoundKeys::detect(FIXED_KEY),
         }
+    }
+
+    /// `π` without the VAES kernels, to test them against the generic path.
+    #[cfg(test)]
+    pub(crate) fn generic() -> Self {
+        FixedKeyHash {
+            cipher: Aes128::new(&GenericArray::from(FIXED_KEY)),
+            #[cfg(target_arch = "x86_64")]
+            vaes: None,
+        }
+    }
+
+    /// `π`'s round keys for the VAES kernels, if this CPU has them (`HEINFER_NO_VAES` set in
+    /// the environment turns them off, to compare both paths).
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    pub(crate) fn vaes_keys(&self) -> Option<&crate::vaes::RoundKeys> {
+        self.vaes.as_ref()
     }
 
     /// `π(x)`.

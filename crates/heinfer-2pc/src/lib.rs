@@ -4,8 +4,9 @@
 //! It imports no HE crate: its inputs are additive shares modulo a plaintext modulus `p`.
 //!
 //! * [`block`]: the 128-bit [`Block`] every label, key and hash output is made of.
-//! * [`hash`]: fixed-key AES as a (tweakable) correlation-robust hash, `π(σ(x) ⊕ i) ⊕ σ(x) ⊕ i`
-//!   (Guo et al., "Efficient and Secure Multiparty Computation from Fixed-Key Block Ciphers").
+//! * [`hash`]: fixed-key AES as a correlation-robust hash `π(σ(x)) ⊕ σ(x)` and a tweakable one
+//!   `π(π(x) ⊕ i) ⊕ π(x)` (Guo et al., "Efficient and Secure Multiparty Computation from
+//!   Fixed-Key Block Ciphers"); four blocks per instruction where the CPU has VAES (`vaes`).
 //! * [`rng`]: the OS-seeded ChaCha20 generator every party draws its randomness from.
 //!
 //! Everything is *sans-IO*: a party is a state machine that takes and produces byte messages,
@@ -19,6 +20,8 @@ pub mod hash;
 pub mod nonlinear;
 pub mod ot;
 pub mod rng;
+#[cfg(target_arch = "x86_64")]
+mod vaes;
 
 pub use block::Block;
 pub use error::TwoPartyError;

@@ -7,7 +7,8 @@
 //! [`evaluate_labels`] stops before decoding (outputs converted by [`super::arith`]).
 
 use super::circuit::{Circuit, Gate};
-use super::garble::{tweaks, GarbledBatch, CHUNK};
+use super::garble::{tweak_run, GarbledBatch, CHUNK};
+use super::halfgates::{eval_and, Scratch};
 use super::wires::{not_gate, scatter, xor_gate};
 use crate::hash::FixedKeyHash;
 use crate::{Block, Result, TwoPartyError};
@@ -99,42 +100,24 @@ fn evaluate_chunk(
         start,
         n,
     );
-    let (mut ha, mut hb, mut ta, mut tb) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // the garbler wrote the tables chunk by chunk, gate by gate, instance by instance
     let mut row = 2 * ands * start;
     let mut and_idx = 0;
+    let mut scratch = Scratch::default();
     for g in &circuit.gates {
         match *g {
             Gate::Xor(a, b, o) => xor_gate(&mut lab, a, b, o, n),
             Gate::Not(a, o) => not_gate(&mut lab, a, o, n, Block::ZERO),
             Gate::And(a, b, o) => {
-                let (a, b, o) = (a as usize * n, b as usize * n, o as usize * n);
-                ha.clear();
-                hb.clear();
-                ta.clear();
-                tb.clear();
-                for i in 0..n {
-                    let (t0, t1) = tweaks(start + i, ands, and_idx);
-                    ha.push(lab[a + i]);
-                    hb.push(lab[b + i]);
-                    ta.push(t0);
-                    tb.push(t1);
-                }
-                hash.tccr_many(&mut ha, &ta);
-                hash.tccr_many(&mut hb, &tb);
-                for i in 0..n {
-                    let wa = lab[a + i];
-                    let tg = batch.tables[row + 2 * i];
-                    let te = batch.tables[row + 2 * i + 1];
-                    let wg = ha[i] ^ if wa.lsb() { tg } else { Block::ZERO };
-                    let we = hb[i]
-                        ^ if lab[b + i].lsb() {
-                            te ^ wa
-                        } else {
-                            Block::ZERO
-                        };
-                    lab[o + i] = wg ^ we;
-                }
+                eval_and(
+                    hash,
+                    &mut lab,
+                    (a as usize * n, b as usize * n, o as usize * n),
+                    n,
+                    tweak_run(start, ands, and_idx),
+                    &batch.tables[row..row + 2 * n],
+                    &mut scratch,
+                );
                 row += 2 * n;
                 and_idx += 1;
             }

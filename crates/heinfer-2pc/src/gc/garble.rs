@@ -14,18 +14,20 @@
 //! hashes per AND gate ([`super::evaluate`]).
 //!
 //! Instances are garbled gate by gate across the whole batch (labels stored wire-major), so
-//! every hash call is a batch call and AES-NI pipelines eight blocks at a time. Garbling does
-//! not depend on the evaluator's inputs: it runs in the offline phase.
+//! every hash call is a batch call: eight instances at a time through VAES (four blocks per
+//! instruction) where the CPU has it, AES-NI on eight blocks elsewhere ([`super::halfgates`]).
+//! Each chunk's input labels come from an AES-128-CTR stream under a fresh random key. Garbling
+//! does not depend on the evaluator's inputs: it runs in the offline phase.
 
-use rand_chacha::rand_core::SeedableRng;
-use rand_chacha::ChaCha20Rng;
 use rand_core::RngCore;
 use rayon::prelude::*;
 use zeroize::Zeroize;
 
 use super::circuit::{Circuit, Gate};
+use super::halfgates::{garble_and, Scratch};
 use super::wires::{not_gate, scatter, xor_gate};
 use crate::hash::FixedKeyHash;
+use crate::ot::prg::ColumnPrg;
 use crate::rng::random_block;
 use crate::{Block, Result, TwoPartyError};
 
@@ -36,11 +38,20 @@ use crate::{Block, Result, TwoPartyError};
 /// 5.6–7.7 instead of 8.3–11.2 ms, on one or two threads).
 pub(crate) const CHUNK: usize = 256;
 
-/// The tweaks of AND gate `gate` (0-based among ANDs) of global instance `instance`.
-#[inline]
+/// The tweaks of AND gate `gate` (0-based among ANDs) of global instance `instance`: `2·id`
+/// and `2·id + 1`, with `id = instance · and_gates + gate` unique over the batch.
+#[cfg(test)]
 pub(crate) fn tweaks(instance: usize, and_gates: usize, gate: usize) -> (u128, u128) {
     let id = (instance as u128) * (and_gates as u128) + gate as u128;
     (id << 1, (id << 1) | 1)
+}
+
+/// The first tweaks of AND gate `gate` for the instances `start, start + 1, …` as `(base, step)`:
+/// instance `start + i` hashes with `base + i·step` and `base + i·step + 1` (see [`tweaks`]).
+#[inline]
+pub(crate) fn tweak_run(start: usize, and_gates: usize, gate: usize) -> (u128, u128) {
+    let id = (start as u128) * (and_gates as u128) + gate as u128;
+    (id << 1, (and_gates as u128) << 1)
 }
 
 /// What the garbler sends the evaluator: the garbled tables, the garbler's own input labels
@@ -122,25 +133,19 @@ pub fn garble<R: RngCore>(
     }
     let outs = circuit.outputs.len();
     let delta = Block(random_block(rng).0 | 1);
-    // one seed per chunk, drawn in order: the chunks are garbled in parallel, each from its own
-    // ChaCha20 stream, and assembled in instance order (the same layout as one pass)
+    // one key per chunk, drawn in order: the chunks are garbled in parallel, each drawing its
+    // input labels from its own AES-128-CTR stream, and assembled in instance order (the same
+    // layout as one pass)
     let starts: Vec<usize> = (0..instances).step_by(CHUNK).collect();
-    let seeds: Vec<[u8; 32]> = starts
-        .iter()
-        .map(|_| {
-            let mut s = [0u8; 32];
-            rng.fill_bytes(&mut s);
-            s
-        })
-        .collect();
+    let keys: Vec<Block> = starts.iter().map(|_| random_block(rng)).collect();
     let hash = FixedKeyHash::new();
     let chunks: Vec<Chunk> = starts
         .par_iter()
-        .zip(seeds.into_par_iter())
-        .map(|(&start, mut seed)| {
+        .zip(keys.into_par_iter())
+        .map(|(&start, mut key)| {
             let n = CHUNK.min(instances - start);
-            let mut chunk_rng = ChaCha20Rng::from_seed(seed);
-            seed.zeroize();
+            let chunk_prg = ColumnPrg::new(&[key]);
+            key.0.zeroize();
             garble_chunk(
                 circuit,
                 start,
@@ -148,7 +153,7 @@ pub fn garble<R: RngCore>(
                 &garbler_bits[start * gi..(start + n) * gi],
                 delta,
                 &hash,
-                &mut chunk_rng,
+                &chunk_prg,
             )
         })
         .collect();
@@ -193,7 +198,7 @@ fn garble_chunk(
     bits: &[bool],
     delta: Block,
     hash: &FixedKeyHash,
-    rng: &mut ChaCha20Rng,
+    prg: &ColumnPrg,
 ) -> Chunk {
     let (gi, ei, outs, ands) = (
         circuit.garbler_inputs.len(),
@@ -205,12 +210,15 @@ fn garble_chunk(
         tables: Vec::with_capacity(2 * ands * n),
         garbler_labels: Vec::with_capacity(n * gi),
         decoding: vec![false; n * outs],
-        evaluator_zero_labels: (0..n * ei).map(|_| random_block(rng)).collect(),
+        evaluator_zero_labels: vec![Block::ZERO; n * ei],
         output_zero_labels: vec![Block::ZERO; n * outs],
     };
     let mut zero = vec![Block::ZERO; circuit.wires * n];
     // fresh zero labels for this chunk's inputs, instance-major like the callers' bits
-    let mut g0: Vec<Block> = (0..n * gi).map(|_| random_block(rng)).collect();
+    // (blocks 0 .. n·ei of the chunk's stream for the evaluator's, the next n·gi for its own)
+    prg.xor_into(0, 0, &mut out.evaluator_zero_labels);
+    let mut g0 = vec![Block::ZERO; n * gi];
+    prg.xor_into(0, (n * ei) as u64, &mut g0);
     out.garbler_labels.extend(
         g0.iter()
             .zip(bits)
@@ -225,43 +233,23 @@ fn garble_chunk(
         n,
     );
     g0.iter_mut().for_each(|b| b.0.zeroize());
-    let (mut ha, mut hb, mut ta, mut tb) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut and_idx = 0;
+    let mut scratch = Scratch::default();
     for g in &circuit.gates {
         match *g {
             Gate::Xor(a, b, o) => xor_gate(&mut zero, a, b, o, n),
             Gate::Not(a, o) => not_gate(&mut zero, a, o, n, delta),
             Gate::And(a, b, o) => {
-                let (a, b, o) = (a as usize * n, b as usize * n, o as usize * n);
-                ha.clear();
-                hb.clear();
-                ta.clear();
-                tb.clear();
-                for i in 0..n {
-                    let (t0, t1) = tweaks(start + i, ands, and_idx);
-                    ha.push(zero[a + i]);
-                    ha.push(zero[a + i] ^ delta);
-                    ta.push(t0);
-                    ta.push(t0);
-                    hb.push(zero[b + i]);
-                    hb.push(zero[b + i] ^ delta);
-                    tb.push(t1);
-                    tb.push(t1);
-                }
-                hash.tccr_many(&mut ha, &ta);
-                hash.tccr_many(&mut hb, &tb);
-                for i in 0..n {
-                    let a0 = zero[a + i];
-                    let pa = a0.lsb();
-                    let pb = zero[b + i].lsb();
-                    let tg = ha[2 * i] ^ ha[2 * i + 1] ^ if pb { delta } else { Block::ZERO };
-                    let wg = ha[2 * i] ^ if pa { tg } else { Block::ZERO };
-                    let te = hb[2 * i] ^ hb[2 * i + 1] ^ a0;
-                    let we = hb[2 * i] ^ if pb { te ^ a0 } else { Block::ZERO };
-                    zero[o + i] = wg ^ we;
-                    out.tables.push(tg);
-                    out.tables.push(te);
-                }
+                garble_and(
+                    hash,
+                    &mut zero,
+                    (a as usize * n, b as usize * n, o as usize * n),
+                    n,
+                    delta,
+                    tweak_run(start, ands, and_idx),
+                    &mut out.tables,
+                    &mut scratch,
+                );
                 and_idx += 1;
             }
         }

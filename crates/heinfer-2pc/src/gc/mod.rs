@@ -7,6 +7,7 @@ pub mod arith;
 pub mod circuit;
 pub mod evaluate;
 pub mod garble;
+mod halfgates;
 pub mod layers;
 mod wires;
 

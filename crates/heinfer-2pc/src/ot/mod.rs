@@ -46,7 +46,7 @@ pub mod base;
 pub mod batch;
 pub mod iknp;
 pub mod online;
-mod prg;
+pub(crate) mod prg;
 pub mod transpose;
 pub mod wire;
 
