@@ -15,7 +15,7 @@
 //!
 //! Instances are garbled gate by gate across the whole batch (labels stored wire-major), so
 //! every hash call is a batch call: eight instances at a time through VAES (four blocks per
-//! instruction) where the CPU has it, AES-NI on eight blocks elsewhere ([`super::halfgates`]).
+//! instruction) where the CPU has it, AES-NI on eight blocks elsewhere (`halfgates`).
 //! Each chunk's input labels come from an AES-128-CTR stream under a fresh random key. Garbling
 //! does not depend on the evaluator's inputs: it runs in the offline phase.
 

@@ -1,5 +1,5 @@
-//! Garbled circuits: boolean circuits ([`circuit`]), half-gates garbling ([`garble`]) and
-//! evaluation ([`evaluate`]), and the circuits of GAZELLE's non-linear layers on additive
+//! Garbled circuits: boolean circuits ([`circuit`]), half-gates garbling ([`garble`](mod@garble)) and
+//! evaluation ([`evaluate`](mod@evaluate)), and the circuits of GAZELLE's non-linear layers on additive
 //! shares modulo `p` ([`layers`]), whose outputs become additive shares without being
 //! decoded ([`arith`]).
 
