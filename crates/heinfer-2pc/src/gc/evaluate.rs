@@ -1,4 +1,4 @@
-//! Evaluation of half-gates garbled circuits ([`super::garble`]): two hashes per AND gate,
+//! Evaluation of half-gates garbled circuits ([`mod@super::garble`]): two hashes per AND gate,
 //!
 //! $$W_o = H(W_a, j) \oplus s_a T_G \oplus H(W_b, j') \oplus s_b (T_E \oplus W_a),$$
 //!

@@ -11,7 +11,7 @@
 //!
 //! and $W_o^0 = H(W_a^0, j) \oplus p_a T_G \oplus H(W_b^0, j') \oplus p_b (T_E \oplus W_a^0)$, with
 //! $H$ the tweakable correlation-robust hash [`FixedKeyHash::tccr`]. Evaluation needs two
-//! hashes per AND gate ([`super::evaluate`]).
+//! hashes per AND gate ([`mod@super::evaluate`]).
 //!
 //! Instances are garbled gate by gate across the whole batch (labels stored wire-major), so
 //! every hash call is a batch call: eight instances at a time through VAES (four blocks per
