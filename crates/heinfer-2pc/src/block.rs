@@ -57,14 +57,20 @@ impl Block {
 
     /// Appends the blocks to `out` as bytes.
     pub fn write_all(blocks: &[Block], out: &mut Vec<u8>) {
-        if cfg!(target_endian = "little") {
-            out.extend_from_slice(Self::as_bytes(blocks));
-            return;
-        }
         out.reserve(blocks.len() * Self::BYTES);
-        for b in blocks {
-            out.extend_from_slice(&b.to_bytes());
+        Self::write_into(blocks, out).expect("a Vec takes every write");
+    }
+
+    /// Writes the blocks as bytes to `out` (a `Vec<u8>`, or a `&mut [u8]` that advances; an
+    /// error only if a slice is too short).
+    pub fn write_into<W: std::io::Write>(blocks: &[Block], out: &mut W) -> std::io::Result<()> {
+        if cfg!(target_endian = "little") {
+            return out.write_all(Self::as_bytes(blocks));
         }
+        for b in blocks {
+            out.write_all(&b.to_bytes())?;
+        }
+        Ok(())
     }
 
     /// The memory of `blocks` as bytes (their little-endian form on a little-endian target).

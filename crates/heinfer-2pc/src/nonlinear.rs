@@ -113,6 +113,21 @@ impl ServerSession {
         msg: &[u8],
         rng: &mut R,
     ) -> Result<(ServerStep, Vec<u8>)> {
+        let (step, reply) = self.offline_reply(layer, instances, sources, msg, rng)?;
+        Ok((step, reply.to_bytes()))
+    }
+
+    /// [`offline_with_sources`](Self::offline_with_sources) with the reply not yet written:
+    /// the caller writes it once where it goes ([`OfflineReply::write_to`]), e.g. straight
+    /// into the bindings' message object (its garbled tables are most of the offline bytes).
+    pub fn offline_reply<R: CryptoRng + RngCore>(
+        &mut self,
+        layer: &LayerCircuit,
+        instances: usize,
+        sources: Option<&[u32]>,
+        msg: &[u8],
+        rng: &mut R,
+    ) -> Result<(ServerStep, OfflineReply)> {
         check_instances(instances)?;
         let p = layer.p;
         let k = layer.arity();
@@ -161,14 +176,11 @@ impl ServerSession {
                 secrets.evaluator_zero_labels.len()
             )));
         }
-        let garbled = batch.without_decoding();
-        let table = table.to_bytes(p);
-        let mut reply = Vec::with_capacity(16 + tau.len() + garbled.byte_len() + table.len());
-        reply.extend_from_slice(&(tau.len() as u64).to_le_bytes());
-        reply.extend_from_slice(&tau);
-        reply.extend_from_slice(&(garbled.byte_len() as u64).to_le_bytes());
-        garbled.write_to(&mut reply); // written in place: the tables are most of the reply
-        reply.extend_from_slice(&table);
+        let reply = OfflineReply {
+            tau,
+            garbled: batch.without_decoding(),
+            table: table.to_bytes(p),
+        };
         let step = ServerStep {
             r,
             out_shares,
@@ -177,6 +189,39 @@ impl ServerSession {
             ot: Some(ChosenOtSender::from_correlated(ot)),
         };
         Ok((step, reply))
+    }
+}
+
+/// The server's offline reply of one step before it is written: the OT-extension answer, the
+/// garbled circuits (without decoding bits) and the output table, as
+/// `len(τ) ‖ τ ‖ len(garbled) ‖ garbled ‖ table` (lengths u64 little-endian).
+pub struct OfflineReply {
+    tau: Vec<u8>,
+    garbled: GarbledBatch,
+    table: Vec<u8>,
+}
+
+impl OfflineReply {
+    /// Length of the written reply in bytes.
+    pub fn byte_len(&self) -> usize {
+        16 + self.tau.len() + self.garbled.byte_len() + self.table.len()
+    }
+
+    /// Writes the reply to `out` (a `Vec<u8>`, or a `&mut [u8]` of [`Self::byte_len`] bytes;
+    /// an error only if a slice is shorter).
+    pub fn write_to<W: std::io::Write>(&self, out: &mut W) -> std::io::Result<()> {
+        out.write_all(&(self.tau.len() as u64).to_le_bytes())?;
+        out.write_all(&self.tau)?;
+        out.write_all(&(self.garbled.byte_len() as u64).to_le_bytes())?;
+        self.garbled.write_to(out)?;
+        out.write_all(&self.table)
+    }
+
+    /// The reply as one buffer.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.byte_len());
+        self.write_to(&mut out).expect("a Vec takes every write");
+        out
     }
 }
 

@@ -7,6 +7,7 @@ use heinfer_2pc::nonlinear::{self, ClientSession, ClientStep, ServerSession, Ser
 use heinfer_2pc::rng::os_rng;
 use heinfer_2pc::TwoPartyError;
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -167,11 +168,18 @@ impl TwoPartyServer {
             "TwoPartyServer.offline",
             || {
                 let src = sources.as_deref();
-                inner.offline_with_sources(&layer.inner, instances, src, msg, &mut os_rng()?)
+                inner.offline_reply(&layer.inner, instances, src, msg, &mut os_rng()?)
             },
             to_py,
         )?;
-        Ok((TwoPartyServerStep { inner: step }, bytes(py, reply)))
+        // written once, straight into the message object (the garbled tables are most of it)
+        let msg = PyBytes::new_with(py, reply.byte_len(), |buf| {
+            let mut rest: &mut [u8] = buf;
+            reply.write_to(&mut rest).map_err(|e| {
+                PyRuntimeError::new_err(format!("TwoPartyServer.offline: writing the reply: {e}"))
+            })
+        })?;
+        Ok((TwoPartyServerStep { inner: step }, msg))
     }
 }
 

@@ -139,10 +139,22 @@ pub fn garble<R: RngCore>(
     let starts: Vec<usize> = (0..instances).step_by(CHUNK).collect();
     let keys: Vec<Block> = starts.iter().map(|_| random_block(rng)).collect();
     let hash = FixedKeyHash::new();
-    let chunks: Vec<Chunk> = starts
-        .par_iter()
+    // every chunk writes its rows straight into its own part of the batch's tables (the
+    // tables are most of the garbler's memory: no per-chunk copy to assemble)
+    let rows_per_instance = 2 * circuit.and_count();
+    let mut tables = vec![Block::ZERO; rows_per_instance * instances];
+    let mut parts: Vec<&mut [Block]> = Vec::with_capacity(starts.len());
+    let mut rest = tables.as_mut_slice();
+    for &start in &starts {
+        let (part, tail) = rest.split_at_mut(rows_per_instance * CHUNK.min(instances - start));
+        parts.push(part);
+        rest = tail;
+    }
+    let chunks: Vec<Chunk> = parts
+        .into_par_iter()
+        .zip(starts.par_iter())
         .zip(keys.into_par_iter())
-        .map(|(&start, mut key)| {
+        .map(|((rows, &start), mut key)| {
             let n = CHUNK.min(instances - start);
             let chunk_prg = ColumnPrg::new(&[key]);
             key.0.zeroize();
@@ -154,12 +166,13 @@ pub fn garble<R: RngCore>(
                 delta,
                 &hash,
                 &chunk_prg,
+                rows,
             )
         })
         .collect();
     let mut batch = GarbledBatch {
         instances,
-        tables: Vec::with_capacity(2 * circuit.and_count() * instances),
+        tables,
         garbler_labels: Vec::with_capacity(instances * gi),
         decoding: Vec::with_capacity(instances * outs),
     };
@@ -169,7 +182,6 @@ pub fn garble<R: RngCore>(
         output_zero_labels: Vec::with_capacity(instances * outs),
     };
     for mut c in chunks {
-        batch.tables.append(&mut c.tables);
         batch.garbler_labels.append(&mut c.garbler_labels);
         batch.decoding.append(&mut c.decoding);
         secrets
@@ -182,7 +194,6 @@ pub fn garble<R: RngCore>(
 
 /// What one chunk of instances garbles to (see [`garble`]).
 struct Chunk {
-    tables: Vec<Block>,
     garbler_labels: Vec<Block>,
     decoding: Vec<bool>,
     evaluator_zero_labels: Vec<Block>,
@@ -190,7 +201,9 @@ struct Chunk {
 }
 
 /// Garbles instances `start..start + n` with their garbler bits (instance-major), wire-major
-/// over the chunk: every AND gate hashes its `n` instances in one batch.
+/// over the chunk: every AND gate hashes its `n` instances in one batch and writes their rows
+/// into `tables` (the chunk's `2·ands·n` rows, gate by gate).
+#[allow(clippy::too_many_arguments)]
 fn garble_chunk(
     circuit: &Circuit,
     start: usize,
@@ -199,6 +212,7 @@ fn garble_chunk(
     delta: Block,
     hash: &FixedKeyHash,
     prg: &ColumnPrg,
+    tables: &mut [Block],
 ) -> Chunk {
     let (gi, ei, outs, ands) = (
         circuit.garbler_inputs.len(),
@@ -207,7 +221,6 @@ fn garble_chunk(
         circuit.and_count(),
     );
     let mut out = Chunk {
-        tables: Vec::with_capacity(2 * ands * n),
         garbler_labels: Vec::with_capacity(n * gi),
         decoding: vec![false; n * outs],
         evaluator_zero_labels: vec![Block::ZERO; n * ei],
@@ -247,7 +260,7 @@ fn garble_chunk(
                     n,
                     delta,
                     tweak_run(start, ands, and_idx),
-                    &mut out.tables,
+                    &mut tables[2 * n * and_idx..2 * n * (and_idx + 1)],
                     &mut scratch,
                 );
                 and_idx += 1;
@@ -283,7 +296,7 @@ impl GarbledBatch {
     /// (none after [`Self::without_decoding`]).
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.byte_len());
-        self.write_to(&mut out);
+        self.write_to(&mut out).expect("a Vec takes every write");
         out
     }
 
@@ -295,24 +308,24 @@ impl GarbledBatch {
             + self.decoding.len().div_ceil(8)
     }
 
-    /// Appends [`Self::to_bytes`] to `out` (a message that carries the batch among other
-    /// fields is written once, not copied from a buffer of its own).
-    pub fn write_to(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&(self.instances as u64).to_le_bytes());
-        Block::write_all(&self.tables, out);
-        Block::write_all(&self.garbler_labels, out);
-        let mut byte = 0u8;
-        for (i, &bit) in self.decoding.iter().enumerate() {
-            byte |= u8::from(bit) << (i % 8);
-            if i % 8 == 7 {
-                out.push(byte);
-                byte = 0;
-            }
-        }
-        if !self.decoding.len().is_multiple_of(8) {
-            out.push(byte);
-        }
+    /// Writes [`Self::to_bytes`] to `out` (a `Vec<u8>`, or the `&mut [u8]` part of a message
+    /// that carries the batch among other fields: the batch is written once, in place; an
+    /// error only if a slice is shorter than [`Self::byte_len`]).
+    pub fn write_to<W: std::io::Write>(&self, out: &mut W) -> std::io::Result<()> {
+        out.write_all(MAGIC)?;
+        out.write_all(&(self.instances as u64).to_le_bytes())?;
+        Block::write_into(&self.tables, out)?;
+        Block::write_into(&self.garbler_labels, out)?;
+        let packed: Vec<u8> = self
+            .decoding
+            .chunks(8)
+            .map(|bits| {
+                bits.iter()
+                    .enumerate()
+                    .fold(0u8, |b, (i, &bit)| b | u8::from(bit) << i)
+            })
+            .collect();
+        out.write_all(&packed)
     }
 
     /// Parses [`Self::to_bytes`] for `circuit`, refusing any length that does not match

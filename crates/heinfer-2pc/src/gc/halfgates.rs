@@ -33,8 +33,8 @@ impl Scratch {
 #[cfg(target_arch = "x86_64")]
 const STEP: usize = 8;
 
-/// The garbler's half of an AND gate for `n` instances: appends the rows `T_G, T_E` of each
-/// instance to `tables` (instance by instance) and writes the output zero labels at `o`.
+/// The garbler's half of an AND gate for `n` instances: writes the rows `T_G, T_E` of each
+/// instance into `rows` (`2n` blocks, instance by instance) and the output zero labels at `o`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn garble_and(
     hash: &FixedKeyHash,
@@ -43,12 +43,10 @@ pub(crate) fn garble_and(
     n: usize,
     delta: Block,
     (base, step): (u128, u128),
-    tables: &mut Vec<Block>,
+    rows: &mut [Block],
     scratch: &mut Scratch,
 ) {
-    let first = tables.len();
-    tables.resize(first + 2 * n, Block::ZERO);
-    let rows = &mut tables[first..];
+    assert_eq!(rows.len(), 2 * n, "two rows per instance");
     #[allow(unused_mut)]
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
@@ -296,7 +294,7 @@ mod tests {
         let mut outs = Vec::new();
         for hash in [FixedKeyHash::new(), FixedKeyHash::generic()] {
             let mut lab = zero.clone();
-            let mut tables = vec![Block(5)];
+            let mut tables = vec![Block::ZERO; 2 * n];
             let mut scratch = Scratch::default();
             garble_and(
                 &hash,
@@ -308,7 +306,6 @@ mod tests {
                 &mut tables,
                 &mut scratch,
             );
-            assert_eq!(tables.len(), 1 + 2 * n);
             let out0 = lab[o..].to_vec();
             // the evaluator's labels for random bits
             let bits: Vec<(bool, bool)> = (0..n)
@@ -319,15 +316,7 @@ mod tests {
                 ev[a + i] = zero[a + i] ^ if x { delta } else { Block::ZERO };
                 ev[b + i] = zero[b + i] ^ if y { delta } else { Block::ZERO };
             }
-            eval_and(
-                &hash,
-                &mut ev,
-                (a, b, o),
-                n,
-                run,
-                &tables[1..],
-                &mut scratch,
-            );
+            eval_and(&hash, &mut ev, (a, b, o), n, run, &tables, &mut scratch);
             for (i, &(x, y)) in bits.iter().enumerate() {
                 let want = out0[i] ^ if x && y { delta } else { Block::ZERO };
                 assert_eq!(ev[o + i], want, "instance {i} of {n}");
