@@ -16,7 +16,7 @@ def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:
             flags = next((ln for ln in f if ln.startswith("flags")), "")
-        simd = [x for x in ("avx2", "avx512f", "avx512dq", "avx512ifma") if f" {x}" in flags]
+        simd = [x for x in ("avx2", "avx512f", "avx512dq", "avx512ifma", "vaes") if f" {x}" in flags]
     except OSError:
         pass
     return f"{_cpu_name()} ({os.cpu_count()} cores{'; ' + ', '.join(simd) if simd else ''})"
