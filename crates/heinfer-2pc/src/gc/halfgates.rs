@@ -147,6 +147,33 @@ mod x86 {
         load4(&t)
     }
 
+    /// What both halves of a gate read for instances `i .. i + 8`: the labels of wires `a`
+    /// and `b` and the tweaks `t` and `t + 1`, two registers of four each.
+    struct Step {
+        av: [__m512i; 2],
+        bv: [__m512i; 2],
+        t0: [__m512i; 2],
+        t1: [__m512i; 2],
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn step_inputs(
+        lab: &[u128],
+        (a, b): (usize, usize),
+        i: usize,
+        (base, step): (u128, u128),
+    ) -> Step {
+        let one = _mm512_set_epi64(0, 1, 0, 1, 0, 1, 0, 1);
+        let t0 = [tweaks4(base, step, i), tweaks4(base, step, i + 4)];
+        Step {
+            av: [load4(&lab[a + i..]), load4(&lab[a + i + 4..])],
+            bv: [load4(&lab[b + i..]), load4(&lab[b + i + 4..])],
+            t0,
+            t1: [_mm512_or_si512(t0[0], one), _mm512_or_si512(t0[1], one)],
+        }
+    }
+
     /// Rows `T_G, T_E` of four instances (two registers) from their `T_G` and `T_E` registers.
     const LOW_PAIRS: [i64; 8] = [0, 1, 8, 9, 2, 3, 10, 11];
     const HIGH_PAIRS: [i64; 8] = [4, 5, 12, 13, 6, 7, 14, 15];
@@ -177,16 +204,12 @@ mod x86 {
     ) -> usize {
         let keys = rk.broadcast();
         let d = _mm512_broadcast_i32x4(_mm_loadu_si128(&delta.0 as *const u128 as *const __m128i));
-        let one = _mm512_set_epi64(0, 1, 0, 1, 0, 1, 0, 1);
         let (lo, hi) = (index(LOW_PAIRS), index(HIGH_PAIRS));
         let lab = words_mut(lab);
         let rows = words_mut(rows);
         let mut i = 0;
         while i + STEP <= n {
-            let av = [load4(&lab[a + i..]), load4(&lab[a + i + 4..])];
-            let bv = [load4(&lab[b + i..]), load4(&lab[b + i + 4..])];
-            let t0 = [tweaks4(base, step, i), tweaks4(base, step, i + 4)];
-            let t1 = [_mm512_or_si512(t0[0], one), _mm512_or_si512(t0[1], one)];
+            let Step { av, bv, t0, t1 } = step_inputs(lab, (a, b), i, (base, step));
             let mut h = [
                 av[0],
                 _mm512_xor_si512(av[0], d),
@@ -241,16 +264,12 @@ mod x86 {
         rows: &[Block],
     ) -> usize {
         let keys = rk.broadcast();
-        let one = _mm512_set_epi64(0, 1, 0, 1, 0, 1, 0, 1);
         let (even, odd) = (index(EVEN_LANES), index(ODD_LANES));
         let lab = words_mut(lab);
         let rows = words(rows);
         let mut i = 0;
         while i + STEP <= n {
-            let av = [load4(&lab[a + i..]), load4(&lab[a + i + 4..])];
-            let bv = [load4(&lab[b + i..]), load4(&lab[b + i + 4..])];
-            let t0 = [tweaks4(base, step, i), tweaks4(base, step, i + 4)];
-            let t1 = [_mm512_or_si512(t0[0], one), _mm512_or_si512(t0[1], one)];
+            let Step { av, bv, t0, t1 } = step_inputs(lab, (a, b), i, (base, step));
             let mut h = [av[0], av[1], bv[0], bv[1]];
             tccr(&keys, &mut h, &[t0[0], t0[1], t1[0], t1[1]]);
             for g in 0..2 {
