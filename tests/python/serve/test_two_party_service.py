@@ -177,3 +177,28 @@ def test_queries_per_session_are_capped(prog) -> None:
             assert e.value.code == "RESOURCE_EXHAUSTED" and "max_queries_per_session" in str(e.value)
         with connect_two_party(handle.address, prog.public()) as conn:
             assert conn.infer(DIGITS[:1])[0].shape == (1, 10)
+
+
+def test_a_client_that_vanishes_mid_query_frees_its_session(prog) -> None:
+    """A client that takes the garbled circuits of a query and the first layer's results, then
+    closes its connection: the server ends the session (its place, its circuits and masks
+    go), answers nothing wrong to anyone, and serves the next client exactly."""
+    from heinfer.serve.limits import Limits
+
+    want, _ = run_in_process(prog, DIGITS[:1])
+    with serve_two_party(prog, limits=Limits(max_sessions=1)) as handle:
+        conn = connect_two_party(handle.address, prog.public())
+        c = conn._call
+        c.send(Kind.OFFLINE, 0, conn.client.offline_request(1))
+        conn.client.offline_finish(c.recv(Kind.GARBLED, 0))
+        c.send(Kind.LAYER, 0, conn.client.query(DIGITS[:1]))
+        assert c.recv(Kind.RESULT, 0)  # mid-query: the server holds this query's state
+        assert handle.service.open_sessions == 1
+        conn.close()  # gone without a word
+        deadline = time.monotonic() + 10
+        while handle.service.open_sessions and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert handle.service.open_sessions == 0
+        with connect_two_party(handle.address, prog.public()) as fresh:  # max_sessions=1: the place came back
+            got, _ = fresh.infer(DIGITS[:1])
+        np.testing.assert_array_equal(got, want)
