@@ -73,6 +73,12 @@ impl Block {
         Ok(())
     }
 
+    /// The blocks as the `u128` words they are (for the SIMD kernels).
+    pub(crate) fn as_words_mut(blocks: &mut [Block]) -> &mut [u128] {
+        // SAFETY: `Block` is a `repr(transparent)` u128.
+        unsafe { std::slice::from_raw_parts_mut(blocks.as_mut_ptr() as *mut u128, blocks.len()) }
+    }
+
     /// The memory of `blocks` as bytes (their little-endian form on a little-endian target).
     fn as_bytes(blocks: &[Block]) -> &[u8] {
         // SAFETY: `Block` is a `repr(transparent)` u128 (no padding, every byte initialized);

@@ -121,6 +121,63 @@ pub(crate) fn tccr<const K: usize>(rk: &[__m512i; 11], x: &mut [__m512i; K], t: 
     }
 }
 
+/// Blocks per step of the bulk kernels below (eight registers of four).
+const BULK: usize = 32;
+
+/// `out[i] ⊕= AES_rk(first + i)` (the counter as a little-endian `u128`) for the first
+/// `out.len() − out.len() mod 32` blocks of `out`; returns how many.
+///
+/// # Safety
+/// The CPU must have AES, VAES and AVX-512F (guaranteed by [`RoundKeys::detect`]).
+#[target_feature(enable = "avx512f,vaes")]
+pub(crate) unsafe fn ctr_xor(rk: &RoundKeys, first: u64, out: &mut [u128]) -> usize {
+    let keys = rk.broadcast();
+    // lane k of register r counts first + 4r + k (low 64 bits; the counter never nears 2^64)
+    let lanes = _mm512_set_epi64(0, 3, 0, 2, 0, 1, 0, 0);
+    let mut done = 0;
+    while done + BULK <= out.len() {
+        let mut x = [_mm512_setzero_si512(); 8];
+        for (r, v) in x.iter_mut().enumerate() {
+            let c = first.wrapping_add((done + 4 * r) as u64) as i64;
+            *v = _mm512_add_epi64(_mm512_set_epi64(0, c, 0, c, 0, c, 0, c), lanes);
+        }
+        permute(&keys, &mut x);
+        for (r, v) in x.iter().enumerate() {
+            let at = &mut out[done + 4 * r..];
+            store4(at, _mm512_xor_si512(load4(at), *v));
+        }
+        done += BULK;
+    }
+    done
+}
+
+/// The correlation-robust hash `π(σ(x)) ⊕ σ(x)` ([`crate::hash::FixedKeyHash::cr`]) of the
+/// first `xs.len() − xs.len() mod 32` blocks, in place; returns how many.
+///
+/// # Safety
+/// The CPU must have AES, VAES and AVX-512F (guaranteed by [`RoundKeys::detect`]).
+#[target_feature(enable = "avx512f,vaes")]
+pub(crate) unsafe fn cr(rk: &RoundKeys, xs: &mut [u128]) -> usize {
+    let keys = rk.broadcast();
+    let high = _mm512_set_epi64(-1, 0, -1, 0, -1, 0, -1, 0);
+    let mut done = 0;
+    while done + BULK <= xs.len() {
+        let mut x = [_mm512_setzero_si512(); 8];
+        for (r, v) in x.iter_mut().enumerate() {
+            let w = load4(&xs[done + 4 * r..]);
+            // σ(x_L ‖ x_R) = (x_L ⊕ x_R) ‖ x_L: the halves swapped, the high one XORed back
+            *v = _mm512_xor_si512(_mm512_shuffle_epi32::<0x4E>(w), _mm512_and_si512(w, high));
+        }
+        let sig = x;
+        permute(&keys, &mut x);
+        for (r, v) in x.iter().enumerate() {
+            store4(&mut xs[done + 4 * r..], _mm512_xor_si512(*v, sig[r]));
+        }
+        done += BULK;
+    }
+    done
+}
+
 /// The 8-bit mask of the 64-bit halves of the lanes of `x` whose label has colour bit 1
 /// (`lsb`): both halves of a lane set together, for the masked XORs of a half gate.
 #[inline]

@@ -134,11 +134,6 @@ mod x86 {
         unsafe { std::slice::from_raw_parts(blocks.as_ptr() as *const u128, blocks.len()) }
     }
 
-    fn words_mut(blocks: &mut [Block]) -> &mut [u128] {
-        // SAFETY: `Block` is a `repr(transparent)` `u128`.
-        unsafe { std::slice::from_raw_parts_mut(blocks.as_mut_ptr() as *mut u128, blocks.len()) }
-    }
-
     /// The tweaks `base + i·step` of instances `i .. i + 4` in one register.
     #[inline]
     #[target_feature(enable = "avx512f")]
@@ -205,8 +200,8 @@ mod x86 {
         let keys = rk.broadcast();
         let d = _mm512_broadcast_i32x4(_mm_loadu_si128(&delta.0 as *const u128 as *const __m128i));
         let (lo, hi) = (index(LOW_PAIRS), index(HIGH_PAIRS));
-        let lab = words_mut(lab);
-        let rows = words_mut(rows);
+        let lab = Block::as_words_mut(lab);
+        let rows = Block::as_words_mut(rows);
         let mut i = 0;
         while i + STEP <= n {
             let Step { av, bv, t0, t1 } = step_inputs(lab, (a, b), i, (base, step));
@@ -265,7 +260,7 @@ mod x86 {
     ) -> usize {
         let keys = rk.broadcast();
         let (even, odd) = (index(EVEN_LANES), index(ODD_LANES));
-        let lab = words_mut(lab);
+        let lab = Block::as_words_mut(lab);
         let rows = words(rows);
         let mut i = 0;
         while i + STEP <= n {
