@@ -125,10 +125,19 @@ impl FixedKeyHash {
         self.permute(p ^ Block(tweak)) ^ p
     }
 
-    /// `TCCR(xs[i], tweaks[i])` for every `i`, in place: both permutations of eight blocks
-    /// at a time in one stack buffer (no copy of `xs`, no allocation).
+    /// `TCCR(xs[i], tweaks[i])` for every `i`, in place: 32 blocks at a time on VAES, else
+    /// both permutations of eight blocks at a time in one stack buffer (no copy of `xs`, no
+    /// allocation).
     pub fn tccr_many(&self, xs: &mut [Block], tweaks: &[u128]) {
         assert_eq!(xs.len(), tweaks.len(), "one tweak per block");
+        #[allow(unused_mut)]
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if let Some(rk) = &self.vaes {
+            // SAFETY: `vaes` is Some only on CPUs with AES, VAES and AVX-512F; equal lengths.
+            done = unsafe { crate::vaes::tccr_bulk(rk, Block::as_words_mut(xs), tweaks) };
+        }
+        let (xs, tweaks) = (&mut xs[done..], &tweaks[done..]);
         for (chunk, tw) in xs.chunks_mut(LANES).zip(tweaks.chunks(LANES)) {
             let n = chunk.len();
             let mut buf = load(chunk);
@@ -171,7 +180,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_vaes_correlation_robust_hash_is_the_generic_one() {
+    fn the_vaes_hashes_are_the_generic_ones() {
         let xs: Vec<Block> = (0..101u128)
             .map(|i| Block(i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835) ^ (i << 64)))
             .collect();
@@ -181,6 +190,12 @@ mod tests {
         assert_eq!(fast, generic);
         let h = FixedKeyHash::generic();
         assert!(xs.iter().zip(&fast).all(|(x, y)| h.cr(*x) == *y));
+        let tweaks: Vec<u128> = (0..101u128).map(|i| i * 7 + (i << 90)).collect();
+        let (mut fast, mut generic) = (xs.clone(), xs.clone());
+        FixedKeyHash::new().tccr_many(&mut fast, &tweaks);
+        h.tccr_many(&mut generic, &tweaks);
+        assert_eq!(fast, generic);
+        assert!((0..xs.len()).all(|i| h.tccr(xs[i], tweaks[i]) == fast[i]));
     }
 
     #[test]

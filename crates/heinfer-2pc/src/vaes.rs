@@ -178,6 +178,33 @@ pub(crate) unsafe fn cr(rk: &RoundKeys, xs: &mut [u128]) -> usize {
     done
 }
 
+/// `TCCR(xs[i], tweaks[i])` ([`crate::hash::FixedKeyHash::tccr`]) for the first
+/// `xs.len() − xs.len() mod 32` blocks, in place; returns how many.
+///
+/// # Safety
+/// The CPU must have AES, VAES and AVX-512F (guaranteed by [`RoundKeys::detect`]), and
+/// `tweaks` must be as long as `xs`.
+#[target_feature(enable = "avx512f,vaes")]
+pub(crate) unsafe fn tccr_bulk(rk: &RoundKeys, xs: &mut [u128], tweaks: &[u128]) -> usize {
+    assert_eq!(xs.len(), tweaks.len());
+    let keys = rk.broadcast();
+    let mut done = 0;
+    while done + BULK <= xs.len() {
+        let mut x = [_mm512_setzero_si512(); 8];
+        let mut t = [_mm512_setzero_si512(); 8];
+        for r in 0..8 {
+            x[r] = load4(&xs[done + 4 * r..]);
+            t[r] = load4(&tweaks[done + 4 * r..]);
+        }
+        tccr(&keys, &mut x, &t);
+        for (r, v) in x.iter().enumerate() {
+            store4(&mut xs[done + 4 * r..], *v);
+        }
+        done += BULK;
+    }
+    done
+}
+
 /// The 8-bit mask of the 64-bit halves of the lanes of `x` whose label has colour bit 1
 /// (`lsb`): both halves of a lane set together, for the masked XORs of a half gate.
 #[inline]

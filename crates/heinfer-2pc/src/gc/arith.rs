@@ -47,7 +47,20 @@ fn hash_mod(hash: &FixedKeyHash, labels: &mut [Block], first: usize, p: u64) -> 
         .map(|j| OUTPUT_TWEAK | (first + j) as u128)
         .collect();
     hash.tccr_many(labels, &tweaks);
-    labels.iter().map(|b| (b.0 % p as u128) as u64).collect()
+    let r64 = (u64::MAX % p + 1) % p; // 2^64 mod p
+    labels.iter().map(|b| reduce128(b.0, p, r64)).collect()
+}
+
+/// `x mod p` given `r64 = 2^64 mod p`: below 2^32 by three 64-bit divisions
+/// (`x = hi·2^64 + lo`, every partial below 2^64), a fraction of a 128-bit one.
+#[inline]
+fn reduce128(x: u128, p: u64, r64: u64) -> u64 {
+    if p < 1 << 32 {
+        let (hi, lo) = ((x >> 64) as u64, x as u64);
+        ((hi % p) * r64 + lo % p) % p
+    } else {
+        (x % u128::from(p)) as u64
+    }
 }
 
 fn check(outs: usize, p: u64, labels: usize) -> Result<()> {
@@ -190,5 +203,40 @@ impl OutputTable {
             });
         }
         Ok(OutputTable { outs, entries })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reduce128;
+
+    #[test]
+    fn reduce128_is_the_remainder() {
+        let xs = [
+            0u128,
+            1,
+            u128::MAX,
+            u128::MAX - 1,
+            1 << 64,
+            (1 << 64) - 1,
+            0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835,
+        ];
+        for p in [
+            2u64,
+            3,
+            1_032_193,
+            (1 << 32) - 5,
+            (1 << 32) + 15,
+            (1 << 61) - 1,
+        ] {
+            let r64 = (u64::MAX % p + 1) % p;
+            for &x in &xs {
+                assert_eq!(
+                    u128::from(reduce128(x, p, r64)),
+                    x % u128::from(p),
+                    "{x} mod {p}"
+                );
+            }
+        }
     }
 }
