@@ -135,9 +135,8 @@ mod x86 {
     }
 
     /// The tweaks `base + i·step` of instances `i .. i + 4` in one register.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn tweaks4(base: u128, step: u128, i: usize) -> __m512i {
+    #[inline(always)]
+    unsafe fn tweaks4(base: u128, step: u128, i: usize) -> __m512i {
         let t = [0, 1, 2, 3].map(|k| base + (i + k) as u128 * step);
         load4(&t)
     }
@@ -151,9 +150,8 @@ mod x86 {
         t1: [__m512i; 2],
     }
 
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn step_inputs(
+    #[inline(always)]
+    unsafe fn step_inputs(
         lab: &[u128],
         (a, b): (usize, usize),
         i: usize,
@@ -176,9 +174,8 @@ mod x86 {
     const EVEN_LANES: [i64; 8] = [0, 1, 4, 5, 8, 9, 12, 13];
     const ODD_LANES: [i64; 8] = [2, 3, 6, 7, 10, 11, 14, 15];
 
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn index(i: [i64; 8]) -> __m512i {
+    #[inline(always)]
+    unsafe fn index(i: [i64; 8]) -> __m512i {
         // SAFETY: eight i64 (64 bytes) are readable at `i`.
         unsafe { _mm512_loadu_si512(i.as_ptr() as *const _) }
     }
