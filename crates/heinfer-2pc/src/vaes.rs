@@ -18,8 +18,22 @@
 use std::arch::x86_64::*;
 
 /// AES-128's eleven round keys (FIPS-197 §5.2), little-endian `u128` like [`crate::Block`].
-#[derive(Clone, Copy, Debug)]
+/// Wiped when dropped: the keys of IKNP's column streams and of the garbler's label streams
+/// are secrets (the fixed key of the hash is public).
+#[derive(Clone)]
 pub(crate) struct RoundKeys([u128; 11]);
+
+impl Drop for RoundKeys {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.0);
+    }
+}
+
+impl std::fmt::Debug for RoundKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RoundKeys(…)")
+    }
+}
 
 impl RoundKeys {
     /// The round keys of `key` if this CPU runs VAES on 512-bit registers, else `None`.
