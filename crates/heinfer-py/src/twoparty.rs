@@ -7,12 +7,13 @@ use heinfer_2pc::nonlinear::{self, ClientSession, ClientStep, ServerSession, Ser
 use heinfer_2pc::rng::os_rng;
 use heinfer_2pc::TwoPartyError;
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::errors::{OperandError, ProtocolError, SerializationError};
+use crate::filled::filled_bytes;
 use crate::pool::run_with;
+use heinfer_ckks as ckks;
 
 /// Maps a two-party error onto its Python class.
 fn to_py(e: TwoPartyError) -> PyErr {
@@ -172,12 +173,18 @@ impl TwoPartyServer {
             },
             to_py,
         )?;
-        // written once, straight into the message object (the garbled tables are most of it)
-        let msg = PyBytes::new_with(py, reply.byte_len(), |buf| {
+        // written once, straight into the message object (the garbled tables are most of it),
+        // not zeroed first, with the GIL released
+        let msg = filled_bytes(py, "TwoPartyServer.offline", &[], reply.byte_len(), |buf| {
             let mut rest: &mut [u8] = buf;
-            reply.write_to(&mut rest).map_err(|e| {
-                PyRuntimeError::new_err(format!("TwoPartyServer.offline: writing the reply: {e}"))
-            })
+            let written = reply.write_to(&mut rest);
+            match written {
+                Ok(()) if rest.is_empty() => Ok(()),
+                _ => Err(ckks::CkksError::InvalidOperand {
+                    op: "TwoPartyServer.offline",
+                    reason: "the reply did not fill its message".into(),
+                }),
+            }
         })?;
         Ok((TwoPartyServerStep { inner: step }, msg))
     }
