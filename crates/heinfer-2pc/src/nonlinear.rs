@@ -157,8 +157,10 @@ impl ServerSession {
                 r
             }
         };
-        let s: Vec<u64> = r.iter().map(|&v| (p - v) % p).collect();
-        let (batch, secrets) = garble(&layer.circuit, instances, &layer.garbler_bits(&s)?, rng)?;
+        let mut s: Vec<u64> = r.iter().map(|&v| (p - v) % p).collect();
+        let garbled = garble(&layer.circuit, instances, &layer.garbler_bits(&s)?, rng);
+        s.zeroize();
+        let (batch, mut secrets) = garbled?;
         let (table, rho) = garble_outputs(
             &secrets.output_zero_labels,
             secrets.delta,
@@ -184,7 +186,8 @@ impl ServerSession {
         let step = ServerStep {
             r,
             out_shares,
-            labels: secrets.evaluator_zero_labels.clone(),
+            // moved, not copied (the secrets are wiped when dropped; this vector goes with the step)
+            labels: std::mem::take(&mut secrets.evaluator_zero_labels),
             delta: secrets.delta,
             ot: Some(ChosenOtSender::from_correlated(ot)),
         };
