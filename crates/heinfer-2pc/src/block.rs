@@ -55,6 +55,18 @@ impl Block {
             .collect())
     }
 
+    /// Overwrites `out` with the blocks of `bytes` (exactly `16 · out.len()` bytes).
+    pub(crate) fn copy_from_bytes(bytes: &[u8], out: &mut [Block]) {
+        assert_eq!(bytes.len(), out.len() * Self::BYTES, "16 bytes per block");
+        if cfg!(target_endian = "little") {
+            Self::as_bytes_mut(out).copy_from_slice(bytes);
+            return;
+        }
+        for (b, c) in out.iter_mut().zip(bytes.chunks_exact(Self::BYTES)) {
+            *b = Block::from_bytes(c.try_into().expect("chunk of 16"));
+        }
+    }
+
     /// Appends the blocks to `out` as bytes.
     pub fn write_all(blocks: &[Block], out: &mut Vec<u8>) {
         out.reserve(blocks.len() * Self::BYTES);

@@ -19,6 +19,7 @@ pub mod gc;
 pub mod hash;
 pub mod nonlinear;
 pub mod ot;
+mod pool;
 pub mod rng;
 #[cfg(target_arch = "x86_64")]
 mod vaes;

@@ -68,6 +68,13 @@ pub struct GarbledBatch {
     pub decoding: Vec<bool>,
 }
 
+impl Drop for GarbledBatch {
+    /// The tables' buffer goes back to the pool for the next query's.
+    fn drop(&mut self) {
+        crate::pool::give(std::mem::take(&mut self.tables));
+    }
+}
+
 impl std::fmt::Debug for GarbledBatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -142,7 +149,8 @@ pub fn garble<R: RngCore>(
     // every chunk writes its rows straight into its own part of the batch's tables (the
     // tables are most of the garbler's memory: no per-chunk copy to assemble)
     let rows_per_instance = 2 * circuit.and_count();
-    let mut tables = vec![Block::ZERO; rows_per_instance * instances];
+    // every row is written below, so a kept buffer's old rows need no zeroing
+    let mut tables = crate::pool::take(rows_per_instance * instances);
     let mut parts: Vec<&mut [Block]> = Vec::with_capacity(starts.len());
     let mut rest = tables.as_mut_slice();
     for &start in &starts {
@@ -382,7 +390,8 @@ impl GarbledBatch {
             )));
         }
         let body = &bytes[12..];
-        let tables = Block::read_all(&body[..16 * rows], "garbled tables")?;
+        let mut tables = crate::pool::take(rows);
+        Block::copy_from_bytes(&body[..16 * rows], &mut tables);
         let garbler_labels =
             Block::read_all(&body[16 * rows..16 * (rows + labels)], "garbler labels")?;
         let packed = &body[16 * (rows + labels)..];
