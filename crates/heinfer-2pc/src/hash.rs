@@ -26,7 +26,8 @@ const LANES: usize = 8;
 #[derive(Clone)]
 pub struct FixedKeyHash {
     cipher: Aes128,
-    /// `π`'s round keys where the CPU runs VAES on 512-bit registers (the half gates use them).
+    /// `π`'s round keys where the CPU runs VAES on 512-bit registers (the half gates and the
+    /// bulk hashes use them).
     #[cfg(target_arch = "x86_64")]
     vaes: Option<crate::vaes::RoundKeys>,
 }

@@ -5,7 +5,7 @@
 //! `c ∈ [first, first + n)` and the session's counter moves past them, so later batches reuse
 //! the seeds (and the ~128 public-key operations of the base OT) without reusing PRG output.
 //! The garbler draws each chunk's input labels from one such stream under a fresh random key
-//! ([`crate::gc::garble`]).
+//! ([`mod@crate::gc::garble`]).
 
 use aes::cipher::generic_array::GenericArray;
 use aes::cipher::{BlockEncrypt, KeyInit};
