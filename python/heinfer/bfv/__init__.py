@@ -21,13 +21,14 @@ Typical flow::
 """
 
 from heinfer.bfv.ops import BatchEncoder, Decryptor, Evaluator, Multiplier, Rerandomizer
-from heinfer.bfv.params import INSECURE_LOGN10, PN13_PLAIN20, BfvParameters, flood_bits
+from heinfer.bfv.params import INSECURE_LOGN10, PN13_PLAIN20, BfvParameters, flood_bits, uniform_mod
 
 __all__ = [
     "BfvParameters",
     "PN13_PLAIN20",
     "INSECURE_LOGN10",
     "flood_bits",
+    "uniform_mod",
     "BatchEncoder",
     "Multiplier",
     "Evaluator",

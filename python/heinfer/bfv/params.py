@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from heinfer import _native
 from heinfer.ckks.params import CkksParameters
 
-__all__ = ["BfvParameters", "PN13_PLAIN20", "INSECURE_LOGN10", "flood_bits"]
+__all__ = ["BfvParameters", "PN13_PLAIN20", "INSECURE_LOGN10", "flood_bits", "uniform_mod"]
 
 
 class BfvParameters:
@@ -115,3 +117,12 @@ def flood_bits(noise_bits: int, log_n: int, stat_bits: int = 40) -> int:
     """Flooding exponent ``b`` hiding an error of at most ``2^noise_bits`` per coefficient in a
     ring of degree ``2^log_n``: statistical distance ``N·2^noise_bits / 2^(b+1) ≤ 2^(−stat_bits−1)``."""
     return _native.bfv_flood_bits(int(noise_bits), int(log_n), int(stat_bits))
+
+
+def uniform_mod(shape: tuple[int, ...], p: int) -> np.ndarray:
+    """Residues mod ``p`` (``uint64``, ``shape``) from the engine's stream, AES-256-CTR keyed from
+    the OS: each a 64-bit word reduced mod ``p``, statistical distance from uniform below
+    ``p/2^64`` (under 2^-40: ``p`` must be below 2^24, as every plaintext modulus of the
+    protocol is; others raise :class:`~heinfer.errors.ParameterError`)."""
+    count = int(np.prod(shape)) if len(shape) else 1
+    return _native.bfv_uniform_mod(count, int(p)).reshape(shape)

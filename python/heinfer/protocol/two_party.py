@@ -41,7 +41,6 @@ objects over ``bytes`` messages; :func:`run_in_process` plays both.
 
 from __future__ import annotations
 
-import os
 import struct
 import time
 from collections.abc import Iterator
@@ -69,10 +68,6 @@ def _params(prog: TwoPartyProgram) -> bfv.BfvParameters:
     return bfv.BfvParameters(b["log_n"], b["log_q"], b["log_p"], b["plain_modulus"], b["security"])
 
 
-def _uniform(shape: tuple[int, ...], p: int) -> np.ndarray:
-    """Uniform residues mod ``p`` from the OS (64 random bits each: bias below 2^-40)."""
-    words = np.frombuffer(os.urandom(8 * int(np.prod(shape))), dtype=np.uint64).reshape(shape)
-    return words % np.uint64(p)
 
 
 def queries(prog: TwoPartyProgram, x: np.ndarray, most: int | None = None) -> Iterator[np.ndarray]:
@@ -323,7 +318,7 @@ class TwoPartyInferenceServer(Party):
             out = self.layers[k].run(self._ev, cts)
         else:  # squared: W·(Enc(a²) + b²) in row 0, (W·diag(2b))·Enc(a) in row 1
             out = (self._cross[k] if squared else self.layers[k]).run(self._ev, cts, self._galois)
-        masks = _uniform((len(out), self.n), self.p)
+        masks = bfv.uniform_mod((len(out), self.n), self.p)
         if k < len(self.prog.steps):  # the step's inputs of every item: its masks, item-major
             entries = self.prog.steps[k].groups.reshape(-1)
             masks[seg.positions(entries, self._items, self.prog.batch_axis)] = self._steps[k].masks().reshape(self._items, -1)

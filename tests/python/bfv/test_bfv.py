@@ -205,3 +205,21 @@ def test_bytes_and_bad_input(ctx) -> None:
         ctx["ev"].add(scaled_copy(ct), ct)
     with pytest.raises(TypeError):
         ctx["ev"].mul_plain(ct, enc.encode([1]))
+
+
+def test_uniform_residues_are_in_range_uniform_and_fresh() -> None:
+    """The server's masks: residues below p in the asked shape, uniform (chi-square over 16
+    buckets and over the low bits), a new draw each call; moduli the bound does not cover are
+    refused."""
+    p = 1_032_193
+    x = bfv.uniform_mod((4, 8192), p)
+    assert x.shape == (4, 8192) and x.dtype == np.uint64 and int(x.max()) < p
+    for buckets in ((x.reshape(-1) * 16 // p).astype(int), (x.reshape(-1) % 16).astype(int)):
+        counts = np.bincount(buckets, minlength=16)
+        expected = x.size / 16
+        chi2 = ((counts - expected) ** 2 / expected).sum()
+        assert chi2 < 50.0, f"chi-square {chi2:.1f} over 15 degrees of freedom"  # p ≈ 1e-5
+    assert not np.array_equal(x, bfv.uniform_mod((4, 8192), p))
+    for bad in (1, 1 << 24, 1 << 40):
+        with pytest.raises(ParameterError, match="modulus"):
+            bfv.uniform_mod((3,), bad)
