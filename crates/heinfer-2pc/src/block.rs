@@ -42,20 +42,13 @@ impl Block {
                 ),
             });
         }
-        let n = bytes.len() / Self::BYTES;
-        if cfg!(target_endian = "little") {
-            // a block's bytes are its little-endian u128: one copy of the whole buffer
-            let mut out = vec![Block::ZERO; n];
-            Self::as_bytes_mut(&mut out).copy_from_slice(bytes);
-            return Ok(out);
-        }
-        Ok(bytes
-            .chunks_exact(Self::BYTES)
-            .map(|c| Block::from_bytes(c.try_into().expect("chunk of 16")))
-            .collect())
+        let mut out = vec![Block::ZERO; bytes.len() / Self::BYTES];
+        Self::copy_from_bytes(bytes, &mut out);
+        Ok(out)
     }
 
-    /// Overwrites `out` with the blocks of `bytes` (exactly `16 · out.len()` bytes).
+    /// Overwrites `out` with the blocks of `bytes` (exactly `16 · out.len()` bytes): on a
+    /// little-endian target one copy of the whole buffer (a block's bytes are its u128's).
     pub(crate) fn copy_from_bytes(bytes: &[u8], out: &mut [Block]) {
         assert_eq!(bytes.len(), out.len() * Self::BYTES, "16 bytes per block");
         if cfg!(target_endian = "little") {
@@ -86,6 +79,12 @@ impl Block {
     }
 
     /// The blocks as the `u128` words they are (for the SIMD kernels).
+    pub(crate) fn as_words(blocks: &[Block]) -> &[u128] {
+        // SAFETY: `Block` is a `repr(transparent)` u128.
+        unsafe { std::slice::from_raw_parts(blocks.as_ptr() as *const u128, blocks.len()) }
+    }
+
+    /// [`Self::as_words`], writable.
     pub(crate) fn as_words_mut(blocks: &mut [Block]) -> &mut [u128] {
         // SAFETY: `Block` is a `repr(transparent)` u128.
         unsafe { std::slice::from_raw_parts_mut(blocks.as_mut_ptr() as *mut u128, blocks.len()) }

@@ -38,18 +38,8 @@ impl std::fmt::Debug for RoundKeys {
 impl RoundKeys {
     /// The round keys of `key` if this CPU runs VAES on 512-bit registers, else `None`.
     pub(crate) fn detect(key: [u8; 16]) -> Option<RoundKeys> {
-        if std::env::var_os("HEINFER_NO_VAES").is_some() {
-            return None;
-        }
-        if is_x86_feature_detected!("aes")
-            && is_x86_feature_detected!("vaes")
-            && is_x86_feature_detected!("avx512f")
-        {
-            // SAFETY: the CPU has AES-NI (checked above).
-            Some(unsafe { expand(key) })
-        } else {
-            None
-        }
+        // SAFETY: `available` is true only on CPUs with AES-NI.
+        available().then(|| unsafe { expand(key) })
     }
 
     /// Each round key in all four 128-bit lanes.
@@ -64,6 +54,18 @@ impl RoundKeys {
         }
         out
     }
+}
+
+/// Whether the VAES kernels run here: the CPU has `aes`, `vaes` and `avx512f`, and
+/// `HEINFER_NO_VAES` is not set (read once per process: every hash and stream asks).
+fn available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        std::env::var_os("HEINFER_NO_VAES").is_none()
+            && is_x86_feature_detected!("aes")
+            && is_x86_feature_detected!("vaes")
+            && is_x86_feature_detected!("avx512f")
+    })
 }
 
 /// One step of the AES-128 key schedule: `gen` is `aeskeygenassist(prev, rcon)`.

@@ -91,13 +91,7 @@ impl Rerandomizer {
         let fresh = self.enc.encrypt_zero_with_error(self.params.level(), &e);
         e.zeroize();
         let mut fresh = fresh?;
-        for (part, theirs) in fresh.parts_mut().iter_mut().zip(ct.parts()) {
-            for (i, q) in rlwe.q().iter().enumerate() {
-                for (x, &y) in part.limb_mut(i).iter_mut().zip(theirs.limb(i)) {
-                    *x = add_mod(*x, y, *q);
-                }
-            }
-        }
+        self.ev.add_assign(&mut fresh, ct)?;
         Ok(fresh)
     }
 
@@ -127,15 +121,6 @@ impl Rerandomizer {
         }
         c.set_scale(1.0)?;
         Ok(c)
-    }
-}
-
-fn add_mod(a: u64, b: u64, q: u64) -> u64 {
-    let s = a + b;
-    if s >= q {
-        s - q
-    } else {
-        s
     }
 }
 

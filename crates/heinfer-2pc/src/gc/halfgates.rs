@@ -128,12 +128,6 @@ mod x86 {
     use crate::Block;
     use std::arch::x86_64::*;
 
-    /// Blocks as the `u128` words the VAES loads read (a `Block` is one `u128`).
-    fn words(blocks: &[Block]) -> &[u128] {
-        // SAFETY: `Block` is a `repr(transparent)` `u128`.
-        unsafe { std::slice::from_raw_parts(blocks.as_ptr() as *const u128, blocks.len()) }
-    }
-
     /// The tweaks `base + i·step` of instances `i .. i + 4` in one register.
     #[inline(always)]
     unsafe fn tweaks4(base: u128, step: u128, i: usize) -> __m512i {
@@ -258,7 +252,7 @@ mod x86 {
         let keys = rk.broadcast();
         let (even, odd) = (index(EVEN_LANES), index(ODD_LANES));
         let lab = Block::as_words_mut(lab);
-        let rows = words(rows);
+        let rows = Block::as_words(rows);
         let mut i = 0;
         while i + STEP <= n {
             let Step { av, bv, t0, t1 } = step_inputs(lab, (a, b), i, (base, step));
