@@ -34,6 +34,35 @@ pub fn has_avx512() -> bool {
     }
 }
 
+/// The rows of a packed input tile that a block reads, with the largest index kept, so a
+/// call checks one bound instead of every index (the check over 845 indices was 3.5 % of a
+/// CryptoNets query's server time).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowIndex {
+    idx: Vec<u32>,
+    max: u32,
+}
+
+impl RowIndex {
+    /// The indices, in the order the weights are packed.
+    pub fn new(idx: Vec<u32>) -> Self {
+        let max = idx.iter().copied().max().unwrap_or(0);
+        Self { idx, max }
+    }
+    /// The indices.
+    pub fn as_slice(&self) -> &[u32] {
+        &self.idx
+    }
+    /// Number of indices.
+    pub fn len(&self) -> usize {
+        self.idx.len()
+    }
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.idx.is_empty()
+    }
+}
+
 /// `out[r·NR + c] = Σ_k w[k·m + r]·xt[idx[k]·ldx + col + c]` for `r < m`, `c < NR`.
 ///
 /// # Panics
@@ -42,7 +71,7 @@ pub fn has_avx512() -> bool {
 pub fn block(
     m: usize,
     w: &[f64],
-    idx: &[u32],
+    idx: &RowIndex,
     xt: &[f64],
     ldx: usize,
     col: usize,
@@ -51,11 +80,12 @@ pub fn block(
     assert!(
         (1..=MR).contains(&m) && w.len() == idx.len() * m && out.len() >= m * NR && col + NR <= ldx
     );
-    assert!(idx.iter().all(|&k| (k as usize + 1) * ldx <= xt.len()));
+    assert!(idx.is_empty() || (idx.max as usize + 1) * ldx <= xt.len());
+    let idx = idx.as_slice();
     #[cfg(target_arch = "x86_64")]
     if has_avx512() {
         // SAFETY: the CPU supports AVX-512F (checked above) and every access was bounds-checked
-        // by the assertions: rows idx[k] of xt hold ldx ≥ col + NR values, out holds m·NR.
+        // by the assertions: rows idx[k] ≤ max of xt hold ldx ≥ col + NR values, out holds m·NR.
         unsafe {
             match m {
                 1 => avx512::block::<1>(w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()),
@@ -151,7 +181,7 @@ mod tests {
             let w: Vec<f64> = (0..k * m).map(|_| ((next() % (1 << 16)) as f64) - 32768.0).collect();
             let idx: Vec<u32> = (0..k).map(|_| (next() % rows as u64) as u32).collect();
             let mut out = vec![0f64; m * NR];
-            block(m, &w, &idx, &xt, ldx, 8, &mut out);
+            block(m, &w, &RowIndex::new(idx.clone()), &xt, ldx, 8, &mut out);
             for r in 0..m {
                 for c in 0..NR {
                     let exact: i128 = (0..k).map(|j| w[j * m + r] as i128 * xt[idx[j] as usize * ldx + 8 + c] as i128).sum();
@@ -159,5 +189,13 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    #[should_panic]
+    fn an_index_past_the_tile_is_refused() {
+        let xt = vec![0f64; 4 * NR];
+        let mut out = vec![0f64; NR];
+        block(1, &[1.0, 1.0], &RowIndex::new(vec![0, 4]), &xt, NR, 0, &mut out);
     }
 }

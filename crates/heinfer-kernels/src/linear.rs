@@ -27,7 +27,7 @@
 
 use crate::convert::{simd, split_bits};
 use crate::error::{KernelError, Result};
-use crate::gemm::{self, MR, NR};
+use crate::gemm::{self, RowIndex, MR, NR};
 use crate::output::{alloc_outputs, finish_outputs, Packing, SyncPtr};
 use heinfer_ckks::{Ciphertext, CkksParams};
 use heinfer_math::vecops::{self, BarrettConst};
@@ -57,7 +57,7 @@ pub struct GroupSpec {
 #[derive(Debug, Clone)]
 pub(crate) struct Group {
     pub(crate) rows: Vec<u32>,
-    pub(crate) cols: Vec<u32>,
+    pub(crate) cols: RowIndex,
     pub(crate) packed: Vec<Vec<f64>>,
 }
 
@@ -152,7 +152,7 @@ impl LinearLayer {
                 .collect();
             prepared.push(Group {
                 rows: spec.rows,
-                cols: spec.cols,
+                cols: RowIndex::new(spec.cols),
                 packed,
             });
         }
