@@ -2,9 +2,10 @@
 //! `cargo bench -p heinfer-kernels --bench linear [-- FILTER]`.
 //!
 //! Ids carry the shape and the parameters, e.g.
-//! `linear/conv28x28_5x5_s2_to845/logN=13/limbs=6/parts=3`; the throughput is in integer
-//! multiply-adds (`elem/s`: non-zero weights × parts × limbs × N per layer).
-//! `HEINFER_BENCH_LOGN` (default 13), `HEINFER_BENCH_LIMBS` (6) and `HEINFER_BENCH_PARTS` (3)
+//! `linear/conv28x28_5x5_s2_to845/logN=13/limbs=6x30bit/parts=3/digits=1`; the throughput is
+//! in f64 multiply-adds (`elem/s`: non-zero weights × parts × limbs × N × digits per layer).
+//! `HEINFER_BENCH_LOGN` (default 13), `HEINFER_BENCH_LIMBS` (6), `HEINFER_BENCH_PARTS` (3),
+//! `HEINFER_BENCH_PRIME_BITS` (30) and `HEINFER_BENCH_DIGITS` (1; 50-bit primes need 2)
 //! change the parameters; `ONLY_CONV=1` skips the dense layer.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -29,9 +30,12 @@ fn layers(c: &mut Criterion) {
     let log_n = env_number("HEINFER_BENCH_LOGN", 13) as u32;
     let limbs = env_number("HEINFER_BENCH_LIMBS", 6);
     let parts = env_number("HEINFER_BENCH_PARTS", 3);
+    // 50-bit primes need two digits per residue (CryptoNets-ReLU's 42-bit prime, MobileNetV2)
+    let prime_bits = env_number("HEINFER_BENCH_PRIME_BITS", 30) as u32;
+    let digits = env_number("HEINFER_BENCH_DIGITS", 1);
     let p = CkksParams::new(CkksParamsLiteral {
         log_n,
-        log_q: vec![30; limbs],
+        log_q: vec![prime_bits; limbs],
         log_p: vec![],
         log_scale: 20,
         digits: None,
@@ -74,7 +78,7 @@ fn layers(c: &mut Criterion) {
                 .collect(),
         }],
         2000.0,
-        1,
+        digits,
     )
     .unwrap();
     // conv 5×5 stride 2, 5 channels, on 28×28 with padding 1 → 13×13 positions
@@ -102,7 +106,7 @@ fn layers(c: &mut Criterion) {
             });
         }
     }
-    let conv = LinearLayer::new(845, 784, groups, 1000.0, 1).unwrap();
+    let conv = LinearLayer::new(845, 784, groups, 1000.0, digits).unwrap();
     let only_conv = std::env::var("ONLY_CONV").is_ok();
     let mut g = c.benchmark_group("linear");
     for (name, layer, inputs) in [
@@ -112,10 +116,10 @@ fn layers(c: &mut Criterion) {
         if only_conv && name.starts_with("fc") {
             continue;
         }
-        let fma = layer.nnz() as u64 * (parts * limbs * n) as u64;
+        let fma = layer.nnz() as u64 * (parts * limbs * n * digits) as u64;
         g.throughput(Throughput::Elements(fma));
         g.bench_function(
-            format!("{name}/logN={log_n}/limbs={limbs}/parts={parts}"),
+            format!("{name}/logN={log_n}/limbs={limbs}x{prime_bits}bit/parts={parts}/digits={digits}"),
             |b| b.iter(|| std::hint::black_box(layer.apply(&p, inputs, None, Packing::Real).unwrap())),
         );
     }
