@@ -421,6 +421,21 @@ impl LinearLayer {
                     if self.digits == 2 {
                         gemm::block(mr, w, &g.cols, xs_hi, NR, 0, &mut buf.y_hi);
                     }
+                    if self.digits == 2 {
+                        // the block's rows at once: lo + hi·2^s mod q in three vectorized calls
+                        // (per row, their dispatch cost more than the arithmetic; a scalar
+                        // loop here was 12 % of a CryptoNets-ReLU query)
+                        let len = mr * NR;
+                        simd::reduce(&buf.y[..len], q, &mut buf.r[..len]);
+                        simd::reduce(&buf.y_hi[..len], q, &mut buf.r_hi[..len]);
+                        vecops::mul_scalar_add_assign(
+                            &mut buf.r[..len],
+                            &buf.r_hi[..len],
+                            shift,
+                            shift_shoup,
+                            m,
+                        );
+                    }
                     for (r, &row) in rows.iter().enumerate() {
                         // SAFETY: each (output, part, limb, column range) is written by exactly
                         // one task (tasks partition parts × limbs × tiles), inside its allocation.
@@ -430,13 +445,10 @@ impl LinearLayer {
                                 NR,
                             )
                         };
-                        simd::reduce(&buf.y[r * NR..(r + 1) * NR], q, dst);
                         if self.digits == 2 {
-                            let mut hi = [0u64; NR];
-                            simd::reduce(&buf.y_hi[r * NR..(r + 1) * NR], q, &mut hi);
-                            // dst += hi·2^s mod q, vectorized (a scalar loop here was 12 % of
-                            // a CryptoNets-ReLU query's samples)
-                            vecops::mul_scalar_add_assign(dst, &hi, shift, shift_shoup, m);
+                            dst.copy_from_slice(&buf.r[r * NR..(r + 1) * NR]);
+                        } else {
+                            simd::reduce(&buf.y[r * NR..(r + 1) * NR], q, dst);
                         }
                     }
                 }
@@ -445,13 +457,15 @@ impl LinearLayer {
     }
 }
 
-/// Per-thread tiles: centered inputs (low digit), high digit, and one register block of
-/// output for each digit.
+/// Per-thread tiles: centered inputs (low digit), high digit, one register block of output
+/// for each digit, and (two digits) the block's residues of each digit.
 struct Buffers {
     x: Vec<f64>,
     x_hi: Vec<f64>,
     y: Vec<f64>,
     y_hi: Vec<f64>,
+    r: Vec<u64>,
+    r_hi: Vec<u64>,
 }
 
 impl Buffers {
@@ -462,6 +476,8 @@ impl Buffers {
             x_hi: vec![0.0; hi],
             y: vec![0.0; MR * NR],
             y_hi: vec![0.0; MR * NR],
+            r: vec![0; MR * NR],
+            r_hi: vec![0; MR * NR],
         }
     }
 }
