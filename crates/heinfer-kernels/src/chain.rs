@@ -75,8 +75,7 @@ pub fn square_chain(
         )));
     }
     let scale = mid_scale * mid_scale * second.weight_scale();
-    let m2 = second.out_count();
-    let (out, ptrs) = alloc_outputs(m2, 3, n, limbs);
+    let (out, ptrs) = alloc_outputs(&second.computed, 3, n, limbs);
     let moduli = params.moduli();
     let ones = packing.bias_vectors(params, level);
     let tiles = n / NR;
@@ -94,6 +93,9 @@ pub fn square_chain(
             chain_tile(first, second, inputs, &ctx, buf, &ptrs);
         },
     );
+    // SAFETY: the tasks partition limbs × tiles, and each writes its NR words of every part
+    // of every computed output of the second layer.
+    let out = unsafe { out.assume_written() };
     finish_outputs(params, out, level, scale, bias2, packing)
 }
 

@@ -71,6 +71,8 @@ pub struct LinearLayer {
     digits: usize,
     l1_max: f64,
     nnz: usize,
+    /// Whether output `j` is in a group (computed by the products; else the bias alone).
+    pub(crate) computed: Vec<bool>,
 }
 
 impl LinearLayer {
@@ -164,6 +166,7 @@ impl LinearLayer {
             digits,
             l1_max,
             nnz,
+            computed: seen,
         })
     }
 
@@ -275,7 +278,7 @@ impl LinearLayer {
             first.scale()
         };
         let scale = in_scale * self.weight_scale;
-        let (out, ptrs) = alloc_outputs(self.out_count, parts, n, limbs);
+        let (out, ptrs) = alloc_outputs(&self.computed, parts, n, limbs);
         let tiles = n / TILE;
         let moduli = params.moduli();
         let barrett: Vec<BarrettConst> = moduli[..limbs]
@@ -299,6 +302,9 @@ impl LinearLayer {
                 );
             },
         );
+        // SAFETY: the tasks partition parts × limbs × tiles, and each writes the NR-word
+        // chunks of its tile of every computed output (every row of every group).
+        let out = unsafe { out.assume_written() };
         finish_outputs(params, out, level, scale, bias, packing)
     }
 

@@ -40,26 +40,66 @@ impl Packing {
     }
 }
 
-/// Zeroed output polynomials (`count` ciphertexts of `parts` parts, `limbs` limbs) and the
-/// raw pointers through which parallel tile tasks write their disjoint ranges.
+/// Output polynomials being written by parallel tile tasks: `count` ciphertexts of `parts`
+/// parts, `limbs` limbs. The polynomials of the outputs a kernel computes (`written[j]`) are
+/// not zero-filled first — the tasks write every word of them, and zeroing 28 MB (a
+/// CryptoNets-ReLU convolution) to 118 MB (CryptoNets' chain) per call only to overwrite it
+/// was a pass over memory for nothing; the others (the bias alone) are zero.
+pub(crate) struct Outputs {
+    bufs: Vec<Vec<Vec<u64>>>,
+    len: usize,
+    n: usize,
+}
+
+impl Outputs {
+    /// The polynomials, once the tasks have written them.
+    ///
+    /// # Safety
+    /// Every word `[0, n·limbs)` of every part of every output allocated as written must have
+    /// been written through its pointer.
+    pub(crate) unsafe fn assume_written(self) -> Vec<Vec<RnsPoly>> {
+        let (len, n) = (self.len, self.n);
+        self.bufs
+            .into_iter()
+            .map(|parts| {
+                parts
+                    .into_iter()
+                    .map(|mut v| {
+                        if v.is_empty() {
+                            // SAFETY: the capacity is `len` (allocated so) and the caller
+                            // guarantees every word was written.
+                            unsafe { v.set_len(len) };
+                        }
+                        RnsPoly::from_data(v, n)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// The outputs (see [`Outputs`]) and the raw pointers through which the tasks write their
+/// disjoint ranges.
 pub(crate) fn alloc_outputs(
-    count: usize,
+    written: &[bool],
     parts: usize,
     n: usize,
     limbs: usize,
-) -> (Vec<Vec<RnsPoly>>, Vec<Vec<SyncPtr>>) {
-    let mut out: Vec<Vec<RnsPoly>> = (0..count)
-        .map(|_| (0..parts).map(|_| RnsPoly::zero(n, limbs)).collect())
-        .collect();
-    let ptrs = out
-        .iter_mut()
-        .map(|ps| {
-            ps.iter_mut()
-                .map(|p| SyncPtr(p.data_mut().as_mut_ptr()))
+) -> (Outputs, Vec<Vec<SyncPtr>>) {
+    let len = n * limbs;
+    let mut bufs: Vec<Vec<Vec<u64>>> = written
+        .iter()
+        .map(|&w| {
+            (0..parts)
+                .map(|_| if w { Vec::with_capacity(len) } else { vec![0; len] })
                 .collect()
         })
         .collect();
-    (out, ptrs)
+    let ptrs = bufs
+        .iter_mut()
+        .map(|ps| ps.iter_mut().map(|v| SyncPtr(v.as_mut_ptr())).collect())
+        .collect();
+    (Outputs { bufs, len, n }, ptrs)
 }
 
 /// The output ciphertexts at `level` and `scale`, with `bias` added to every item.
