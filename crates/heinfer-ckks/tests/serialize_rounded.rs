@@ -145,6 +145,7 @@ fn the_added_error_stays_within_the_requested_deviation() {
                 bytes.len(),
                 rounded_ciphertext_wire_bytes(&f.params, 2, ct.size(), &drop).unwrap()
             );
+            assert_eq!(bytes.capacity(), bytes.len(), "{label}: sized up front");
             let back = ciphertext_from_bytes_rounded(&f.params, &bytes, MAX, &drop).unwrap();
             let (x, y) = (decrypted(&ct), decrypted(&back));
             let var = x.iter().zip(&y).map(|(a, b)| (a - b).powi(2)).sum::<f64>() / x.len() as f64;

@@ -35,7 +35,7 @@ pub use rounded::{
     ciphertext_to_bytes_rounded, rounded_ciphertext_wire_bytes, rounded_q_bits, rounding_drop_bits,
     MAX_ROUNDED_Q_BITS,
 };
-use wire::{open, open_for, Reader, Writer};
+use wire::{open, open_for, poly_wire_bytes, Reader, Writer};
 
 /// Format magic.
 pub const MAGIC: &[u8; 4] = b"HEIN";
@@ -206,8 +206,14 @@ fn read_scale(r: &mut Reader<'_>) -> Result<f64> {
 /// Serializes a ciphertext (seed-compressed when it is a fresh secret-key encryption).
 pub fn ciphertext_to_bytes(params: &CkksParams, ct: &Ciphertext) -> Result<Vec<u8>> {
     params.check_id(ct.params_id)?;
-    let mut w = Writer::new(Kind::Ciphertext, ct.params_id);
     let idx = basis_indices(params, ct.level, false);
+    let polys = match (&ct.seed, ct.parts.len()) {
+        (Some(_), 2) => poly_wire_bytes(params, &idx) + SEED_BYTES,
+        (_, size) => size * poly_wire_bytes(params, &idx),
+    };
+    // header, level, scale, size, seed flag
+    let capacity = HEADER_BYTES + 4 + 8 + 1 + 1 + polys;
+    let mut w = Writer::with_capacity(Kind::Ciphertext, ct.params_id, capacity);
     w.u32(ct.level as u32);
     w.f64(ct.scale);
     w.u8(ct.parts.len() as u8);
