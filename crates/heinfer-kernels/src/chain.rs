@@ -16,6 +16,7 @@ use heinfer_ckks::{Ciphertext, CkksParams};
 use heinfer_math::vecops::{self, BarrettConst};
 use heinfer_math::Modulus;
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// `out = second(square(first(inputs) + b1)) + b2`, without storing the intermediates.
 ///
@@ -201,11 +202,15 @@ fn chain_tile(
                 gemm::block(rows.len(), w, &g.cols, &buf.s[p], NR, 0, &mut buf.y);
                 for (r, &row) in rows.iter().enumerate() {
                     // SAFETY: tasks partition limbs × tiles; each writes its own columns of
-                    // every output part, inside the allocation.
+                    // every output part, inside the allocation; the words may be
+                    // uninitialized (`alloc_outputs`), so they are only written.
                     let dst = unsafe {
-                        std::slice::from_raw_parts_mut(out[row as usize][p].0.add(t.off), NR)
+                        std::slice::from_raw_parts_mut(
+                            out[row as usize][p].0.add(t.off) as *mut MaybeUninit<u64>,
+                            NR,
+                        )
                     };
-                    simd::reduce(&buf.y[r * NR..(r + 1) * NR], q, dst);
+                    simd::reduce_into(&buf.y[r * NR..(r + 1) * NR], q, dst);
                 }
             }
         }

@@ -10,6 +10,8 @@ pub(crate) fn split_bits(q: u64) -> u32 {
 /// has it (the compiler vectorizes these loops; without `avx512dq` a u64↔f64 conversion is
 /// scalar).
 pub(crate) mod simd {
+    use std::mem::MaybeUninit;
+
     macro_rules! dispatch {
         ($name:ident, $body:ident, ($($arg:ident: $ty:ty),*)) => {
             pub(crate) fn $name($($arg: $ty),*) {
@@ -28,7 +30,14 @@ pub(crate) mod simd {
     }
     dispatch!(center, center_body, (src: &[u64], q: u64, dst: &mut [f64]));
     dispatch!(split, split_body, (src: &[u64], q: u64, s: u32, lo: &mut [f64], hi: &mut [f64]));
-    dispatch!(reduce, reduce_body, (y: &[f64], q: u64, dst: &mut [u64]));
+    dispatch!(reduce_into, reduce_body, (y: &[f64], q: u64, dst: &mut [MaybeUninit<u64>]));
+
+    /// `dst = y mod q` (see [`reduce_into`], which also writes into uninitialized memory).
+    pub(crate) fn reduce(y: &[f64], q: u64, dst: &mut [u64]) {
+        // SAFETY: `MaybeUninit<u64>` has the layout of `u64`, and `reduce_into` stores only
+        // initialized values into the slice.
+        reduce_into(y, q, unsafe { &mut *(dst as *mut [u64] as *mut [MaybeUninit<u64>]) })
+    }
 
     /// `dst = src` centered to `(−q/2, q/2]`, as f64.
     #[inline(always)]
@@ -53,9 +62,10 @@ pub(crate) mod simd {
         }
     }
 
-    /// `dst = y mod q` for exact integers `|y| < 2^53` held in f64.
+    /// `dst = y mod q` for exact integers `|y| < 2^53` held in f64 (every word of `dst`
+    /// written, none read).
     #[inline(always)]
-    fn reduce_body(y: &[f64], q: u64, dst: &mut [u64]) {
+    fn reduce_body(y: &[f64], q: u64, dst: &mut [MaybeUninit<u64>]) {
         let qf = q as f64;
         let inv = 1.0 / qf;
         for (d, &v) in dst.iter_mut().zip(y) {
@@ -64,7 +74,7 @@ pub(crate) mod simd {
             // unchecked conversion vectorizes where the saturating `as` does not.
             let r: i64 = unsafe { (-quot).mul_add(qf, v).to_int_unchecked() };
             let r = if r < 0 { r + q as i64 } else { r };
-            *d = (if r >= q as i64 { r - q as i64 } else { r }) as u64;
+            d.write((if r >= q as i64 { r - q as i64 } else { r }) as u64);
         }
     }
 }

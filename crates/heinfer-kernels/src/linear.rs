@@ -34,6 +34,7 @@ use heinfer_math::vecops::{self, BarrettConst};
 use heinfer_math::Modulus;
 use rayon::prelude::*;
 use std::borrow::Borrow;
+use std::mem::MaybeUninit;
 
 /// Coefficients per column tile (a multiple of [`NR`]; every ring degree ≥ 2^10 is a multiple).
 pub const TILE: usize = 64;
@@ -426,8 +427,6 @@ impl LinearLayer {
                     gemm::block(mr, w, &g.cols, xs, NR, 0, &mut buf.y);
                     if self.digits == 2 {
                         gemm::block(mr, w, &g.cols, xs_hi, NR, 0, &mut buf.y_hi);
-                    }
-                    if self.digits == 2 {
                         // the block's rows at once: lo + hi·2^s mod q in three vectorized calls
                         // (per row, their dispatch cost more than the arithmetic; a scalar
                         // loop here was 12 % of a CryptoNets-ReLU query)
@@ -444,17 +443,21 @@ impl LinearLayer {
                     }
                     for (r, &row) in rows.iter().enumerate() {
                         // SAFETY: each (output, part, limb, column range) is written by exactly
-                        // one task (tasks partition parts × limbs × tiles), inside its allocation.
+                        // one task (tasks partition parts × limbs × tiles), inside its
+                        // allocation; the words may be uninitialized (`alloc_outputs`), so
+                        // they are only written.
                         let dst = unsafe {
                             std::slice::from_raw_parts_mut(
-                                out[row as usize][p].0.add(off + c * NR),
+                                out[row as usize][p].0.add(off + c * NR) as *mut MaybeUninit<u64>,
                                 NR,
                             )
                         };
                         if self.digits == 2 {
-                            dst.copy_from_slice(&buf.r[r * NR..(r + 1) * NR]);
+                            for (d, &v) in dst.iter_mut().zip(&buf.r[r * NR..(r + 1) * NR]) {
+                                d.write(v);
+                            }
                         } else {
-                            simd::reduce(&buf.y[r * NR..(r + 1) * NR], q, dst);
+                            simd::reduce_into(&buf.y[r * NR..(r + 1) * NR], q, dst);
                         }
                     }
                 }
