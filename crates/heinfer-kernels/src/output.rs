@@ -40,8 +40,8 @@ impl Packing {
     }
 }
 
-/// Output polynomials being written by parallel tile tasks: `count` ciphertexts of `parts`
-/// parts, `limbs` limbs. The polynomials of the outputs a kernel computes (`written[j]`) are
+/// Output polynomials being written by parallel tile tasks: one ciphertext of `parts` parts
+/// and `limbs` limbs per output. The polynomials of the outputs a kernel computes (`written[j]`) are
 /// not zero-filled first — the tasks write every word of them, and zeroing 28 MB (a
 /// CryptoNets-ReLU convolution) to 118 MB (CryptoNets' chain) per call only to overwrite it
 /// was a pass over memory for nothing; the others (the bias alone) are zero.
