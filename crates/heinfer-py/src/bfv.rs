@@ -322,20 +322,19 @@ impl BfvRerandomizer {
     }
 }
 
-/// `count` residues mod `p` from the engine's stream (AES-256-CTR keyed from the OS), each a
-/// 64-bit word reduced mod `p`: statistical distance from uniform below `p/2^64`, under 2^-40
-/// for `p < 2^24` (the plaintext moduli of the protocol; larger ones are refused). The server's
-/// masks of every result: 41 µs per 8,192 values, where the OS's `urandom` took 185 µs.
+/// `count` residues uniform mod `p`, drawn from the engine's stream (AES-256-CTR keyed from
+/// the OS) by the samplers' rejection sampling (`Sampler::uniform_into`: exactly uniform). The
+/// server's masks of every result: 21 µs per 8,192 values, where the OS's `urandom` took
+/// 185 µs. `p` must be a plaintext modulus of the protocol's range, `[2, 2^24)`; others are
+/// refused (a caller's mistake, not a modulus the shares live in).
 #[pyfunction]
 pub fn bfv_uniform_mod<'py>(py: Python<'py>, count: usize, p: u64) -> PyResult<Bound<'py, PyArray1<u64>>> {
-    use rand_core::{RngCore, SeedableRng};
     if !(2..1 << 24).contains(&p) {
         return Err(ParameterError::new_err(format!("uniform residues mod {p}: the modulus must be in [2, 2^24)")));
     }
-    let seed = heinfer_math::sampler::os_seed().map_err(|e| to_py(CkksError::from(e)))?;
-    let mut bytes = zeroize::Zeroizing::new(vec![0u8; 8 * count]);
-    heinfer_math::prg::AesCtr::from_seed(seed).fill_bytes(&mut bytes);
-    let words: Vec<u64> = bytes.chunks_exact(8).map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")) % p).collect();
+    let mut sampler = heinfer_math::sampler::Sampler::from_os().map_err(|e| to_py(CkksError::from(e)))?;
+    let mut words = vec![0u64; count];
+    sampler.uniform_into(&mut words, &heinfer_math::Modulus::new(p));
     Ok(PyArray1::from_vec(py, words))
 }
 

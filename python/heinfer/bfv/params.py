@@ -120,9 +120,9 @@ def flood_bits(noise_bits: int, log_n: int, stat_bits: int = 40) -> int:
 
 
 def uniform_mod(shape: tuple[int, ...], p: int) -> np.ndarray:
-    """Residues mod ``p`` (``uint64``, ``shape``) from the engine's stream, AES-256-CTR keyed from
-    the OS: each a 64-bit word reduced mod ``p``, statistical distance from uniform below
-    ``p/2^64`` (under 2^-40: ``p`` must be below 2^24, as every plaintext modulus of the
-    protocol is; others raise :class:`~heinfer.errors.ParameterError`)."""
+    """Residues uniform mod ``p`` (``uint64``, ``shape``) from the engine's stream, AES-256-CTR
+    keyed from the OS, by rejection sampling (exactly uniform). ``p`` must be in ``[2, 2^24)``,
+    the range of the protocol's plaintext moduli; others raise
+    :class:`~heinfer.errors.ParameterError`."""
     count = int(np.prod(shape)) if len(shape) else 1
     return _native.bfv_uniform_mod(count, int(p)).reshape(shape)

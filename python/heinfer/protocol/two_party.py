@@ -68,8 +68,6 @@ def _params(prog: TwoPartyProgram) -> bfv.BfvParameters:
     return bfv.BfvParameters(b["log_n"], b["log_q"], b["log_p"], b["plain_modulus"], b["security"])
 
 
-
-
 def queries(prog: TwoPartyProgram, x: np.ndarray, most: int | None = None) -> Iterator[np.ndarray]:
     """The items ``x`` in queries of at most ``prog.batch_capacity`` items (one in latency
     mode), or at most ``most`` when smaller (a transport's message limit)."""

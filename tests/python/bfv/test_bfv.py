@@ -209,8 +209,8 @@ def test_bytes_and_bad_input(ctx) -> None:
 
 def test_uniform_residues_are_in_range_uniform_and_fresh() -> None:
     """The server's masks: residues below p in the asked shape, uniform (chi-square over 16
-    buckets and over the low bits), a new draw each call; moduli the bound does not cover are
-    refused."""
+    buckets and over the low bits), a new draw each call; moduli outside the protocol's
+    plaintext range are refused."""
     p = 1_032_193
     x = bfv.uniform_mod((4, 8192), p)
     assert x.shape == (4, 8192) and x.dtype == np.uint64 and int(x.max()) < p
