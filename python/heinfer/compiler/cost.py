@@ -296,6 +296,10 @@ def predict_seconds(program, costs: CostTable, items: int = 1) -> float:
         if seg.layout.kind == "slots":
             total += seg.predicted_s
             continue
+        # the server parses the segment's input ciphertexts and serializes its outputs, as a
+        # slot-layout segment's price includes (without it, one item of a small network was
+        # priced below latency mode in throughput mode, which ran 1.7× slower)
+        total += messages_cost(seg.n_input_cts, seg.input_level, seg.n_output_cts, seg.output_level, costs)
         level, parts, size = seg.input_level, 2, seg.in_size
         for op in seg.ops:
             if isinstance(op, Linear):
