@@ -36,6 +36,7 @@ from heinfer.compiler.onnx_import import from_torch, load_onnx
 from heinfer.compiler.throughput import Options, compile_graph
 from heinfer.errors import CompileError, NotSupportedYetError, OutOfRangeWarning, ProtocolError
 from heinfer.compiler.latency.two_party import compile_two_party
+from heinfer.compiler.two_party_cost import analytic_two_party_costs, cost_params, predict_two_party_seconds
 from heinfer.compiler.two_party_throughput import compile_two_party_throughput
 from heinfer.features import META_KEY, FeatureExtractor
 from heinfer.program.model import Program, PublicProgram
@@ -85,22 +86,22 @@ def compile(  # noqa: A001 - the API name is the contract
     parameter dict; ``strategy``); in throughput mode up to ``batch_size`` items per query on
     the batch axis (default :data:`~heinfer.compiler.two_party_throughput.DEFAULT_BATCH`, fewer
     for networks with many activations;
-    option ``bfv``). ``mode="auto"`` is **not supported yet** with two-party
-    (:class:`~heinfer.errors.NotSupportedYetError`).
+    option ``bfv``). ``mode="auto"`` with two-party compiles both and keeps the one with the
+    lower predicted time for ``batch_size`` items (:mod:`heinfer.compiler.two_party_cost`).
     """
     if features is not None:
         return _compile_on_features(model, features, mode=mode, example_input=example_input, calibration=calibration,
                                     input_bound=input_bound, security=security, batch_size=batch_size, protocol=protocol, **options)
     if mode not in ("throughput", "latency", "auto"):
         raise CompileError(f"unknown mode {mode!r}: 'throughput', 'latency' or 'auto'")
-    if protocol == "two-party" and mode == "auto":
-        raise NotSupportedYetError('protocol="two-party" with mode="auto" is not supported yet: choose "latency" or "throughput"')
     if protocol not in ("client-aided", "two-party"):
         raise CompileError(f"unknown protocol {protocol!r}: 'client-aided' or 'two-party'")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise CompileError(f"batch_size must be a positive integer, got {batch_size!r}")
     graph = _load_graph(model, example_input)
     if protocol == "two-party":
+        if mode == "auto":
+            return _compile_two_party_auto(graph, calibration, input_bound, security, options, batch_size)
         batch = batch_size if mode == "throughput" and batch_size > 1 else None
         return _compile_two_party(graph, calibration, input_bound, security, options, mode, batch)
     if mode == "latency":
@@ -182,6 +183,38 @@ def _compile_latency(graph: Graph, calibration, input_bound, security: int, opti
         bound = prog.input_bound
         calibration = np.random.default_rng(0).uniform(-bound, bound, (MAX_ITEMS, *prog.input_shape))
     return state_noise(prog, np.asarray(calibration, dtype=np.float64))
+
+
+def _compile_two_party_auto(graph: Graph, calibration, input_bound, security: int, options: dict, batch_size: int) -> TwoPartyProgram:
+    """``mode="auto"`` with the two-party protocol: both modes compiled, the one with the lower
+    predicted time for ``batch_size`` items kept (:mod:`heinfer.compiler.two_party_cost`: the
+    ciphertext work and traffic, the part that differs; measured on this machine, cached, or
+    analytic with ``measure_costs=False``). A mode that refuses the network (e.g. throughput
+    mode's exact kernel, whose weight rows must stay below a 1-norm bound) leaves the other."""
+    from heinfer.runtime.costs import measure_costs
+
+    measured = options.get("measure_costs", True)
+    bandwidth = float(options.get("bandwidth", 125e6))
+    candidates, refused = {}, {}
+    for mode in ("latency", "throughput"):
+        try:
+            candidates[mode] = _compile_two_party(graph, calibration, input_bound, security, options, mode, None)
+        except CompileError as e:
+            refused[mode] = str(e)
+    if not candidates:
+        lat, thr = refused["latency"], refused["throughput"]
+        raise CompileError(lat if lat == thr else f"two-party protocol: neither mode compiles this network: latency: {lat}; throughput: {thr}")
+    bfv = next(iter(candidates.values())).bfv
+    params = cost_params(bfv)
+    costs = measure_costs(params) if measured else analytic_two_party_costs(bfv)
+    times = {m: predict_two_party_seconds(p, costs, batch_size, bandwidth) for m, p in candidates.items()}
+    chosen = candidates[min(times, key=times.get)]
+    chosen.meta["auto"] = {
+        "batch_size": batch_size, **{f"{m}_s": t for m, t in times.items()}, "bandwidth": bandwidth,
+        "priced": "ciphertext work and traffic (the garbled circuits, the same per item in both modes, are not priced)",
+        **({"refused": refused} if refused else {}),
+    }
+    return chosen
 
 
 def _compile_two_party(graph: Graph, calibration, input_bound, security: int, options: dict, mode: str, batch: int | None) -> TwoPartyProgram:

@@ -289,10 +289,14 @@ def test_not_supported_yet_is_a_heinfer_error_and_not_implemented() -> None:
     assert issubclass(heinfer.NotSupportedYetError, NotImplementedError)
 
 
-def test_two_party_protocol_compiles_in_both_modes_not_auto_and_others_are_unknown() -> None:
+def test_two_party_protocol_compiles_in_every_mode_and_others_are_unknown() -> None:
     model = _model("mlp-matmul-relu-softmax")
-    with pytest.raises(heinfer.NotSupportedYetError, match='two-party.*"auto" is not supported yet'):
-        heinfer.compile(model, mode="auto", input_bound=1.0, protocol="two-party")
+    # auto: one item is cheaper in latency mode, a million in full batch-axis queries
+    one = heinfer.compile(model, mode="auto", input_bound=1.0, protocol="two-party", measure_costs=False)
+    many = heinfer.compile(model, mode="auto", input_bound=1.0, protocol="two-party", measure_costs=False, batch_size=1 << 20)
+    assert (one.mode, many.mode) == ("latency", "throughput")
+    assert one.meta["auto"]["latency_s"] < one.meta["auto"]["throughput_s"]
+    assert many.meta["auto"]["throughput_s"] < many.meta["auto"]["latency_s"]
     for mode in ("latency", "throughput"):
         two_party = heinfer.compile(model, mode=mode, input_bound=1.0, protocol="two-party")
         assert two_party.mode == mode

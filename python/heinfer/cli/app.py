@@ -265,12 +265,23 @@ def _two_party_summary(program: Any, output: str, public_path: str, data: bytes,
         "mode": program.mode,
         "batch_capacity": program.batch_capacity,
     }
+    auto = program.meta.get("auto")
+    if auto is not None:
+        summary["auto"] = auto
     if as_json:
         click.echo(to_json(summary))
         return
+    chosen = (
+        f"  chosen by --mode auto for {auto['batch_size']} item(s): "
+        + " vs ".join(f"{m} {auto[m + '_s']:.3f} s" for m in ("latency", "throughput") if m + "_s" in auto)
+        + f" predicted (ciphertext work and traffic at {auto['bandwidth'] * 8 / 1e9:g} Gbit/s)\n"
+        if auto is not None
+        else ""
+    )
     click.echo(
         _wrote_line(output, public_path, data, public, seconds) + "\n"
-        f"  two-party protocol (GAZELLE), {program.mode} mode, {program.batch_capacity} item(s) per query; "
+        + chosen
+        + f"  two-party protocol (GAZELLE), {program.mode} mode, {program.batch_capacity} item(s) per query; "
         f"program id {program.id[:16]}…\n"
         f"  BFV N = 2^{b['log_n']}, q = {b['log_q']} bits, P = {b['log_p']}, p = {b['plain_modulus']}, "
         f"{b['security']}-bit security; {len(program.segments)} linear layer(s), {len(program.steps)} "

@@ -35,7 +35,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from heinfer.compiler.cost import analytic_costs
 from heinfer.compiler.fixed_point import FixedPointLayer, as_client_square, plan_fixed_point
 from heinfer.compiler.fuse import fold_linear, merge_linear
 from heinfer.compiler.ir import Graph, Linear
@@ -44,6 +43,7 @@ from heinfer.compiler.latency.search import input_candidates
 from heinfer.compiler.pools import pools_to_client
 from heinfer.compiler.ranges import calibrated_bounds
 from heinfer.compiler.throughput import split_segments
+from heinfer.compiler.two_party_cost import analytic_two_party_costs, ciphertext_bytes, result_bytes
 from heinfer.errors import CompileError, NotSupportedYetError
 from heinfer.program.placement import Placement
 from heinfer.program.share_folds import fold_problem, replicated_gather
@@ -81,17 +81,6 @@ def noise_bits(t: Transform, log_n: int, p: int) -> int:
     for _ in t.fold:
         total = 2 * total + ks
     return math.ceil(math.log2(total)) + 1
-
-
-#: Seconds of one number-theoretic transform at ``N = 2^13`` on one core, as the engine runs
-#: it (measured: 15–20 µs with tfhe-ntt's IFMA path on an AMD EPYC, 25–35 µs with the FMA
-#: transform on an Intel Xeon); other ring degrees scale by ``N·log N``.
-NTT_SECONDS_8192 = 25e-6
-
-
-def ntt_seconds(log_n: int) -> float:
-    """:data:`NTT_SECONDS_8192` scaled to a ring of degree ``2^log_n``."""
-    return NTT_SECONDS_8192 * (1 << log_n) * log_n / (8192 * 13)
 
 
 def flood_bits_for(noise: int, log_n: int, stat_bits: int = STATISTICAL_BITS) -> int:
@@ -137,7 +126,7 @@ def compile_two_party(
     input_bound, pre, seg_ops, post, plan = fixed_point_front(graph, calibration, input_bound, options.headroom, p)
     slots = 1 << (log_n - 1)
     # compute priced in real seconds: the layouts trade it against the link's
-    costs = analytic_costs(log_n, len(bfv["log_q"]), len(bfv["log_p"]), ntt_seconds(log_n))
+    costs = analytic_two_party_costs(bfv)
     # the parties replicate and fold on their own (_to_shares): the search prices both at 0,
     # and prices them again where a layout's folds cannot leave the server
     shares = {**costs, "fold_weight": [0.0] * len(bfv["log_q"])}
@@ -149,8 +138,8 @@ def compile_two_party(
         squared = k > 0 and [f.kind for f in plan.layers[k - 1].step] == ["square"]
         for table in (shares, costs):
             gather, steps, placement = _segment_two_party(
-                quantized, slots, table, options.strategy, _ciphertext_bytes(bfv) / bandwidth,
-                _result_bytes(bfv) / bandwidth, squared
+                quantized, slots, table, options.strategy, ciphertext_bytes(bfv) / bandwidth,
+                result_bytes(bfv) / bandwidth, squared
             )
             t = steps[0].transform
             _check_integral(t, lin.name)
@@ -234,23 +223,6 @@ def two_party_steps(plan, segments: list[TwoPartySegment]) -> list[TwoPartyStep]
 BFV_HOISTING = ("single",)
 
 
-def _ciphertext_bytes(bfv: dict) -> float:
-    """Bytes of one BFV ciphertext on the wire (two polynomials, bit-packed) over all the
-    ciphertext primes."""
-    return 2 * (1 << int(bfv["log_n"])) * sum(bfv["log_q"]) / 8
-
-
-def _result_bytes(bfv: dict) -> float:
-    """Bytes of one result on the wire as the search prices it: switched down to the first
-    prime after flooding and rounded (``heinfer_bfv::rounding``: ``c_0`` without
-    ``j_0 ≈ log2 Δ_0 − 4`` low bits, ``c_1`` without ``j_0 − log2 N``, at the largest flooding
-    that first prime holds; smaller floodings drop a bit more)."""
-    q0, log_n = int(bfv["log_q"][0]), int(bfv["log_n"])
-    j0 = max(0, math.floor(q0 - 1 - math.log2(bfv["plain_modulus"]) - 3))
-    j1 = max(0, j0 - log_n)
-    return (1 << log_n) * (2 * q0 - j0 - j1) / 8
-
-
 def _segment_two_party(op: Linear, slots: int, costs, strategy, ct_seconds: float, result_seconds: float, squared: bool = False) -> tuple:
     """Latency mode's layout choice (:func:`heinfer.compiler.latency.compile._segment`) with the
     ciphertexts priced on the wire too: the client's inputs (``ct_seconds`` per full
@@ -262,7 +234,7 @@ def _segment_two_party(op: Linear, slots: int, costs, strategy, ct_seconds: floa
     (:meth:`~heinfer.program.two_party.TwoPartyProgram.rows_packed`): one run of the
     transform; the parties add the rows of their shares. Otherwise two or more inputs travel
     two per ciphertext (``row_pairs``): half the uploads and encryptions, summed the same way.
-    The compute is priced in real seconds (:func:`ntt_seconds`): with the analytic table's
+    The compute is priced in real seconds (:func:`~heinfer.compiler.two_party_cost.ntt_seconds`): with the analytic table's
     ranking unit (~25× a real transform) the halved uploads looked cheap enough to choose a
     100-ciphertext input for MiniONN MNIST's second layer, measured 17 % more bytes and
     14–27 % more time than the layout it replaced."""

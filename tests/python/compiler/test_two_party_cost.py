@@ -1,0 +1,113 @@
+"""The two-party cost model (``heinfer.compiler.two_party_cost``) and ``mode="auto"`` with the
+two-party protocol: what a prediction counts, how it grows with the items and the link, and
+which mode ``compile`` keeps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import heinfer
+import heinfer.inference as inference
+from heinfer.compiler.two_party_cost import (
+    analytic_two_party_costs,
+    ciphertext_bytes,
+    cost_params,
+    predict_two_party_seconds,
+    result_bytes,
+)
+from heinfer.errors import CompileError
+
+MODELS = Path(__file__).resolve().parents[3] / "models"
+CAL = np.load(MODELS / "digits_test.npz")["x"][100:132]
+
+
+@pytest.fixture(scope="module")
+def programs():
+    model = MODELS / "cryptonets_relu.onnx"
+    return {
+        mode: heinfer.compile(model, mode=mode, protocol="two-party", calibration=CAL, measure_costs=False)
+        for mode in ("latency", "throughput")
+    }
+
+
+def _wire_bytes(prog) -> float:
+    """Every ciphertext of one query on the wire, counted from the program's segments: the
+    client's fresh ones (seed-compressed: half) and the server's results."""
+    fresh, result = ciphertext_bytes(prog.bfv) / 2, result_bytes(prog.bfv)
+    total = 0.0
+    for k, seg in enumerate(prog.segments):
+        total += seg.n_input_cts * prog.input_lists(k) * fresh
+        total += (seg.out_size if prog.batch_axis else seg.output.n_cts) * result
+    return total
+
+
+def test_a_query_costs_the_same_for_any_item_count_up_to_the_capacity(programs) -> None:
+    costs = analytic_two_party_costs(programs["latency"].bfv)
+    thr, lat = programs["throughput"], programs["latency"]
+    cap = thr.batch_capacity
+    one = predict_two_party_seconds(thr, costs, 1)
+    assert predict_two_party_seconds(thr, costs, cap) == one
+    assert predict_two_party_seconds(thr, costs, cap + 1) == pytest.approx(2 * one)
+    assert predict_two_party_seconds(lat, costs, 7) == pytest.approx(7 * predict_two_party_seconds(lat, costs, 1))
+
+
+@pytest.mark.parametrize("mode", ["latency", "throughput"])
+def test_the_link_prices_every_ciphertext_of_a_query(programs, mode: str) -> None:
+    prog = programs[mode]
+    costs = analytic_two_party_costs(prog.bfv)
+    fast, slow = 1e9, 1e6
+    delta = predict_two_party_seconds(prog, costs, 1, slow) - predict_two_party_seconds(prog, costs, 1, fast)
+    assert delta == pytest.approx(_wire_bytes(prog) * (1 / slow - 1 / fast), rel=1e-9)
+
+
+def test_the_prices_come_from_the_programs_own_ring() -> None:
+    bfv = {"log_n": 12, "log_q": [36, 36], "log_p": [37], "plain_modulus": 65537, "security": 128}
+    params = cost_params(bfv)
+    assert (params["log_n"], params["log_q"], params["log_p"], params["security"]) == (12, [36, 36], [37], 128)
+    assert params["log_scale"] < min(bfv["log_q"])
+    small, large = analytic_two_party_costs(bfv), analytic_two_party_costs({**bfv, "log_n": 13})
+    assert small["encrypt"][1] < large["encrypt"][1]
+
+
+def test_a_public_program_and_a_bad_link_are_refused(programs) -> None:
+    prog = programs["latency"]
+    costs = analytic_two_party_costs(prog.bfv)
+    with pytest.raises(ValueError, match="layers"):
+        predict_two_party_seconds(prog.public(), costs)
+    with pytest.raises(ValueError, match="bandwidth"):
+        predict_two_party_seconds(prog, costs, 1, 0.0)
+
+
+def test_auto_keeps_the_mode_predicted_faster_and_says_why() -> None:
+    model = MODELS / "cryptonets_relu.onnx"
+    picks = {}
+    for items in (1, 4096):
+        prog = heinfer.compile(model, mode="auto", protocol="two-party", calibration=CAL, batch_size=items)
+        a = prog.meta["auto"]
+        assert a["batch_size"] == items and "garbled circuits" in a["priced"]
+        assert prog.mode == min(("latency", "throughput"), key=lambda m: a[f"{m}_s"])
+        picks[items] = prog.mode
+    # one item: a few ciphertexts against one per input element; 4,096: 16 full queries
+    assert picks == {1: "latency", 4096: "throughput"}
+    x = np.load(MODELS / "digits_test.npz")["x"][:2]
+    want = heinfer.infer(heinfer.compile(model, mode="latency", protocol="two-party", calibration=CAL), x).outputs
+    got = heinfer.infer(heinfer.compile(model, mode="auto", protocol="two-party", calibration=CAL), x).outputs
+    np.testing.assert_array_equal(got, want)  # the same fixed-point plan: the same integers
+
+
+def test_auto_falls_back_to_the_mode_that_compiles(monkeypatch) -> None:
+    def refuse(*args, **kwargs):
+        raise CompileError("two-party protocol: refused for the test")
+
+    monkeypatch.setattr(inference, "compile_two_party_throughput", refuse)
+    prog = heinfer.compile(MODELS / "cryptonets_relu.onnx", mode="auto", protocol="two-party", calibration=CAL,
+                           batch_size=4096, measure_costs=False)
+    assert prog.mode == "latency"
+    assert prog.meta["auto"]["refused"] == {"throughput": "two-party protocol: refused for the test"}
+    monkeypatch.setattr(inference, "compile_two_party", refuse)
+    with pytest.raises(CompileError, match="^two-party protocol: refused for the test$"):
+        heinfer.compile(MODELS / "cryptonets_relu.onnx", mode="auto", protocol="two-party", calibration=CAL,
+                        measure_costs=False)
