@@ -36,7 +36,14 @@ per image = the query's totals divided by its items. GAZELLE reports single-imag
 only: the ratios printed beside these rows compare amortized throughput with its single-image
 latency (not like with like; the latency-mode rows are).
 
-    .venv/bin/python bench/twoparty.py [--quick] [--no-spu] [--no-networks]
+**mode="auto"** (``--auto``: only this): networks A and C compiled in both modes and with
+``mode="auto"`` for 1, 100 and 200 items; each point prints the mode auto kept, both modes'
+predicted times (:mod:`heinfer.compiler.two_party_cost`: the ciphertext work, measured on this
+machine, and every ciphertext on a 1 Gbit/s link; also without the link) and both modes run
+in this process on those items (offline + online seconds, no link), and whether auto kept
+the mode that ran faster.
+
+    .venv/bin/python bench/twoparty.py [--quick] [--no-spu] [--no-networks] [--auto]
 
 The last line is one JSON object.
 """
@@ -169,12 +176,51 @@ def spu_peer(relu: list[int], maxpool: int) -> dict | None:
         return None
 
 
+def auto_check(name: str, points=(1, 100, 200)) -> list[dict]:
+    """``mode="auto"`` against both modes run on the same items (module documentation)."""
+    from heinfer.compiler.two_party_cost import cost_params, predict_two_party_seconds
+    from heinfer.runtime.costs import measure_costs
+    from heinfer.runtime.two_party_costs import measure_two_party_costs
+
+    model, cal, _ = _network_model(name)
+    x = np.load(os.path.join(ROOT, "models", "digits_test.npz"))["x"]
+    x = np.concatenate([x] * -(-max(points) // len(x)))
+    progs = {m: heinfer.compile(model, mode=m, protocol="two-party", calibration=cal) for m in ("latency", "throughput")}
+    flood = max(seg.flood_bits for p in progs.values() for seg in p.segments)
+    bfv = progs["latency"].bfv
+    costs = {**measure_costs(cost_params(bfv)), **measure_two_party_costs(bfv, flood)}
+    rows = []
+    for items in points:
+        auto = heinfer.compile(model, mode="auto", protocol="two-party", calibration=cal, batch_size=items)
+        row = {"network": name, "items": items, "auto": auto.mode}
+        for m, p in progs.items():
+            rep = heinfer.infer(p, x[:items]).report
+            row[f"{m}_predicted_s"] = round(predict_two_party_seconds(p, costs, items), 3)
+            row[f"{m}_predicted_no_link_s"] = round(predict_two_party_seconds(p, costs, items, float("inf")), 3)
+            row[f"{m}_measured_s"] = round(rep["offline_s"] + rep["online_s"], 3)
+        row["auto_was_faster"] = auto.mode == min(progs, key=lambda m: row[f"{m}_measured_s"])
+        print(f"auto {name} × {items}: kept {auto.mode}; predicted latency {row['latency_predicted_s']} s, throughput "
+              f"{row['throughput_predicted_s']} s (no link {row['latency_predicted_no_link_s']} / "
+              f"{row['throughput_predicted_no_link_s']} s); ran latency {row['latency_measured_s']} s, throughput "
+              f"{row['throughput_measured_s']} s → kept the faster: {row['auto_was_faster']}", flush=True)
+        rows.append(row)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="3 repetitions instead of 7")
     ap.add_argument("--no-spu", action="store_true", help="skip the SPU peer")
     ap.add_argument("--no-networks", action="store_true", help="only the ReLU and max-pool steps")
+    ap.add_argument("--auto", action="store_true", help='only the mode="auto" check (A and C, 1/100/200 items)')
     args = ap.parse_args()
+    if args.auto:
+        heinfer.set_num_threads(2)
+        print(f"# heinfer two-party mode=\"auto\" — CPU: {cpu_model()}, build: {build_profile()}, 2 engine threads")
+        rows = auto_check("mnist_a") + auto_check("mnist_c")
+        print(json.dumps({"auto": rows, "kept_the_faster": sum(r["auto_was_faster"] for r in rows), "points": len(rows),
+                          "cpu": cpu_model(), "build": build_profile()}))
+        return
     reps = 3 if args.quick else 7
     heinfer.set_num_threads(1)
     print(f"# heinfer two-party benchmark — CPU: {cpu_model()}, build: {build_profile()}, 1 thread, p = {P} (20 bits)")

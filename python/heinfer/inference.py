@@ -188,10 +188,12 @@ def _compile_latency(graph: Graph, calibration, input_bound, security: int, opti
 def _compile_two_party_auto(graph: Graph, calibration, input_bound, security: int, options: dict, batch_size: int) -> TwoPartyProgram:
     """``mode="auto"`` with the two-party protocol: both modes compiled, the one with the lower
     predicted time for ``batch_size`` items kept (:mod:`heinfer.compiler.two_party_cost`: the
-    ciphertext work and traffic, the part that differs; measured on this machine, cached, or
-    analytic with ``measure_costs=False``). A mode that refuses the network (e.g. throughput
+    ciphertext work and traffic, the part that differs: the engine's cost table for the BFV
+    ring, measured once and cached, and the protocol's per-ciphertext steps, measured on each
+    call in well under a second; analytic with ``measure_costs=False``). A mode that refuses the network (e.g. throughput
     mode's exact kernel, whose weight rows must stay below a 1-norm bound) leaves the other."""
     from heinfer.runtime.costs import measure_costs
+    from heinfer.runtime.two_party_costs import measure_two_party_costs
 
     measured = options.get("measure_costs", True)
     bandwidth = float(options.get("bandwidth", 125e6))
@@ -206,7 +208,11 @@ def _compile_two_party_auto(graph: Graph, calibration, input_bound, security: in
         raise CompileError(lat if lat == thr else f"two-party protocol: neither mode compiles this network: latency: {lat}; throughput: {thr}")
     bfv = next(iter(candidates.values())).bfv
     params = cost_params(bfv)
-    costs = measure_costs(params) if measured else analytic_two_party_costs(bfv)
+    if measured:
+        flood = max(seg.flood_bits for p in candidates.values() for seg in p.segments)
+        costs = {**measure_costs(params), **measure_two_party_costs(bfv, flood)}
+    else:
+        costs = analytic_two_party_costs(bfv)
     times = {m: predict_two_party_seconds(p, costs, batch_size, bandwidth) for m, p in candidates.items()}
     chosen = candidates[min(times, key=times.get)]
     chosen.meta["auto"] = {

@@ -21,8 +21,16 @@ import math
 
 from heinfer.compiler.cost import CostTable, analytic_costs, transform_cost
 
-__all__ = ["NTT_SECONDS_8192", "analytic_two_party_costs", "ciphertext_bytes", "cost_params", "ntt_seconds",
-           "predict_two_party_seconds", "result_bytes"]
+__all__ = ["NTT_SECONDS_8192", "TWO_PARTY_KINDS", "analytic_two_party_costs", "ciphertext_bytes", "cost_params",
+           "ntt_seconds", "predict_two_party_seconds", "result_bytes"]
+
+#: Seconds per ciphertext of the protocol's own steps (one number each, not per level): the
+#: client encoding, encrypting (secret key, seed-compressed) and serializing an input; the
+#: server parsing it and adding its share; the server adding a result's masks,
+#: re-randomizing and flooding it, switching it down and serializing it rounded; the client
+#: parsing and decrypting a result. Measured by
+#: :func:`heinfer.runtime.two_party_costs.measure_two_party_costs`.
+TWO_PARTY_KINDS = ("tp_client_input", "tp_server_input", "tp_server_result", "tp_client_result")
 
 #: Seconds of one number-theoretic transform at ``N = 2^13`` on one core, as the engine runs
 #: it (measured: 15–20 µs with tfhe-ntt's IFMA path on an AMD EPYC, 25–35 µs with the FMA
@@ -38,8 +46,21 @@ def ntt_seconds(log_n: int) -> float:
 def analytic_two_party_costs(bfv: dict) -> CostTable:
     """The analytic cost table of :func:`cost_params` in real seconds (transforms at
     :func:`ntt_seconds`): what the layout search prices with, and the stand-in for a measured
-    table."""
-    return analytic_costs(int(bfv["log_n"]), len(bfv["log_q"]), len(bfv["log_p"]), ntt_seconds(int(bfv["log_n"])))
+    table; :data:`TWO_PARTY_KINDS` priced as the nearest CKKS kinds (an encryption, a parse
+    and an addition; an encryption and a serialization; a decryption at one prime)."""
+    costs = analytic_costs(int(bfv["log_n"]), len(bfv["log_q"]), len(bfv["log_p"]), ntt_seconds(int(bfv["log_n"])))
+    return {**costs, **analytic_protocol_kinds(costs)}
+
+
+def analytic_protocol_kinds(costs: CostTable) -> dict:
+    """:data:`TWO_PARTY_KINDS` from a table's CKKS kinds (see :func:`analytic_two_party_costs`)."""
+    top = len(costs["encrypt"]) - 1
+    return {
+        "tp_client_input": costs["encrypt"][top],
+        "tp_server_input": costs["ct_in"][top] + costs["add"][top],
+        "tp_server_result": costs["encrypt"][top] + costs["ct_out"][0],
+        "tp_client_result": costs["decrypt"][0],
+    }
 
 
 def cost_params(bfv: dict, log_scale: int = 40) -> dict:
@@ -74,17 +95,19 @@ def predict_two_party_seconds(program, costs: CostTable, items: int = 1, bandwid
     """Predicted seconds of the ciphertext work and ciphertext traffic (module documentation)
     to answer ``items`` items with a :class:`~heinfer.program.two_party.TwoPartyProgram` that
     holds its layers (the server's program), ``costs`` a table for :func:`cost_params` of its
-    parameters and ``bandwidth`` the link in bytes/s."""
+    parameters with :data:`TWO_PARTY_KINDS` (:func:`analytic_two_party_costs`, or a measured
+    table and the measured kinds) and ``bandwidth`` the link in bytes/s."""
     if program.layers is None:
         raise ValueError("pricing a two-party program needs its layers (the server's program)")
     if not bandwidth > 0:
         raise ValueError(f"bandwidth must be positive bytes per second, got {bandwidth!r}")
     top = len(program.bfv["log_q"]) - 1
     fresh, result = ciphertext_bytes(program.bfv) / 2, result_bytes(program.bfv)
+    per_in = costs["tp_client_input"] + costs["tp_server_input"] + fresh / bandwidth
+    per_out = costs["tp_server_result"] + costs["tp_client_result"] + result / bandwidth
     total = 0.0
     for k, (seg, layer) in enumerate(zip(program.segments, program.layers)):
-        n_in = seg.n_input_cts * program.input_lists(k)
-        total += n_in * (costs["encrypt"][top] + costs["ct_in"][top] + fresh / bandwidth)
+        total += seg.n_input_cts * program.input_lists(k) * per_in
         if program.batch_axis:
             total += layer.matrix.nnz * layer.digits * costs["gemm_mac"][top]
             if program.squared_input(k):  # Enc(a)·2b, one plaintext product per element
@@ -93,5 +116,5 @@ def predict_two_party_seconds(program, costs: CostTable, items: int = 1, bandwid
         else:
             total += transform_cost(layer, top, costs)
             n_out = seg.output.n_cts
-        total += n_out * (costs["encrypt"][top] + costs["ct_out"][0] + costs["decrypt"][0] + result / bandwidth)
+        total += n_out * per_out
     return -(-int(items) // program.batch_capacity) * total

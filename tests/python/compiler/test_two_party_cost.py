@@ -12,6 +12,7 @@ import pytest
 import heinfer
 import heinfer.inference as inference
 from heinfer.compiler.two_party_cost import (
+    TWO_PARTY_KINDS,
     analytic_two_party_costs,
     ciphertext_bytes,
     cost_params,
@@ -70,6 +71,17 @@ def test_the_prices_come_from_the_programs_own_ring() -> None:
     assert params["log_scale"] < min(bfv["log_q"])
     small, large = analytic_two_party_costs(bfv), analytic_two_party_costs({**bfv, "log_n": 13})
     assert small["encrypt"][1] < large["encrypt"][1]
+
+
+def test_the_protocol_kinds_are_measured_per_ciphertext_on_this_machine(programs) -> None:
+    from heinfer.runtime.two_party_costs import measure_two_party_costs
+
+    bfv = programs["latency"].bfv
+    measured = measure_two_party_costs(bfv, max(seg.flood_bits for seg in programs["latency"].segments), reps=1)
+    assert set(measured) == set(TWO_PARTY_KINDS) == set(analytic_two_party_costs(bfv)) & set(TWO_PARTY_KINDS)
+    # each is a few hundred microseconds per ciphertext at N = 2^13 (flooding and rounding
+    # make a result the dearest): far above timer resolution, far below a second
+    assert all(1e-6 < t < 0.1 for t in measured.values()), measured
 
 
 def test_a_public_program_and_a_bad_link_are_refused(programs) -> None:
