@@ -4,7 +4,9 @@ For a latency program: per segment and layer, the kernel the packing search chos
 giant-step modulus, input layout), the rotations and key switches it performs, its
 plaintexts and its predicted time from the measured cost table; then the rotation keys (count,
 bytes on the wire and in the server's memory). For a throughput program: parameters,
-packing, capacity and the ops of every segment. Layer: top level (reads a full program).
+packing, capacity and the ops of every segment. For a two-party program: the BFV parameters,
+every linear layer's ciphertexts and flooding, every garbled-circuit step and the rotation
+keys. Layer: top level (reads a full program).
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ def _mb(b: float) -> str:
 
 def explain(program: Program, file: TextIO | None = None) -> str:
     """Prints (to ``file``, default stdout) and returns a description of ``program``'s plan."""
+    if getattr(program, "protocol", None) == "two-party":
+        text = "\n".join(_two_party(program)) + "\n"
+        (file or sys.stdout).write(text)
+        return text
     p = program.params
     lines = [
         f"mode {program.mode}: N = 2^{p['log_n']}, q = {p['log_q']} bits, P = {p['log_p'] or 'none'} bits, "
@@ -44,6 +50,40 @@ def explain(program: Program, file: TextIO | None = None) -> str:
     text = "\n".join(lines) + "\n"
     (file or sys.stdout).write(text)
     return text
+
+
+def _two_party(program) -> list[str]:
+    """A :class:`~heinfer.program.two_party.TwoPartyProgram`: its BFV parameters, each linear
+    layer's ciphertexts and flooding, each garbled-circuit step, the rotation keys (all public:
+    a public program shows the same, without the layers' names)."""
+    b = program.bfv
+    out = [
+        f"two-party protocol (GAZELLE), {program.mode} mode, {program.batch_capacity} item(s) per query: BFV N = 2^{b['log_n']}, "
+        f"q = {b['log_q']} bits, P = {b['log_p']} bits, p = {b['plain_modulus']}, {b['security']}-bit security",
+    ]
+    per = "per query" if program.batch_axis else "per item"
+    for k, seg in enumerate(program.segments):
+        name = f" {program.layers[k].name!r}" if program.layers is not None and hasattr(program.layers[k], "name") else ""
+        lists = program.input_lists(k)
+        sent = f"{seg.n_input_cts} ciphertext(s)" + (f" × {lists} (a and a² after the square)" if lists > 1 else "")
+        n_out = seg.out_size if program.batch_axis else seg.output.n_cts
+        out.append(
+            f"layer {k}{name}: {seg.in_size} → {seg.out_size} values; the client sends {sent} {per}, the server returns "
+            f"{n_out} flooded with 2^{seg.flood_bits}" + (f", folded by {len(seg.fold)} rotate-and-add step(s) on the shares" if seg.fold else "")
+        )
+        if k < len(program.steps):
+            st = program.steps[k]
+            window = f", windows of {st.window}" if st.window > 1 else ""
+            pool = f", then {st.pool.shape[0]} sum-pooled outputs" if st.pool is not None else ""
+            kind = {"relu": "ReLU", "maxpool_relu": "max-pool and ReLU", "square": "truncation (then GAZELLE's AHE square)"}.get(st.kind, st.kind)
+            out.append(f"step {k}: {kind} in a garbled circuit, {st.instances} instance(s) per item{window}, truncating {st.shift} bit(s){pool}")
+    wire, _ = key_bytes(int(b["log_n"]), list(b["log_q"]), list(b["log_p"]))
+    out.append(f"rotation keys: {program.galois_key_count} ({_mb(wire * program.galois_key_count)} on the wire)")
+    if "auto" in program.meta:
+        a = program.meta["auto"]
+        times = " vs ".join(f"{m} {a[m + '_s']:.3f} s" for m in ("latency", "throughput") if m + "_s" in a)
+        out.append(f"auto mode for {a['batch_size']} items: {times} predicted — {a['priced']}")
+    return out
 
 
 def _latency(program: Program) -> list[str]:
