@@ -85,6 +85,11 @@ class Client:
     cannot be pickled."""
 
     def __init__(self, program: PublicProgram) -> None:
+        if getattr(program, "protocol", None) == "two-party":
+            raise ProtocolError(
+                "a Client runs client-aided programs; a two-party program runs with heinfer.infer, or its client "
+                "with heinfer.serve.two_party.connect_two_party (heinfer predict on the command line)"
+            )
         if not isinstance(program, PublicProgram):
             raise ProtocolError(f"a Client takes a heinfer.PublicProgram, got {type(program).__name__}")
         self.program = program.public()

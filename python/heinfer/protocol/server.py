@@ -142,8 +142,13 @@ class Server(QueryTable):
         self, program: Program, max_sessions: int = 64, max_message_bytes: int | None = None, baseline: bool | None = None, executor=None,
         max_memory: int | None = None, round_outputs: bool = True,
     ) -> None:
+        if getattr(program, "protocol", None) == "two-party":
+            raise ProtocolError(
+                "a Server runs client-aided programs; a two-party program runs with heinfer.infer, or is served by "
+                "heinfer.serve.two_party.serve_two_party (heinfer serve on the command line)"
+            )
         if not isinstance(program, Program):
-            raise ProtocolError("a Server needs the full program with its weights (heinfer.Program), not a PublicProgram")
+            raise ProtocolError(f"a Server needs the full program with its weights (heinfer.Program), not a {type(program).__name__}")
         lazy = bool(program.meta.get("lazy", True))
         baseline = (not lazy) if baseline is None else baseline
         if not lazy and not baseline:

@@ -215,6 +215,11 @@ def test_public_api_compiles_and_runs_two_party() -> None:
         assert r.report[key] > 0, key
     with pytest.raises(heinfer.NotSupportedYetError, match="own parties"):
         heinfer.infer(prog, DIGITS[:1], client=object())
+    # the client-aided parties refuse it by name and say what runs it
+    with pytest.raises(ProtocolError, match="a Server runs client-aided programs; a two-party program runs with heinfer.infer"):
+        heinfer.Server(prog)
+    with pytest.raises(ProtocolError, match="a Client runs client-aided programs; .*connect_two_party"):
+        heinfer.Client(prog.public())
 
 
 def test_streamed_diagonals_give_the_same_result(compiled) -> None:
