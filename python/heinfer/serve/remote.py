@@ -104,6 +104,8 @@ class RemoteSession:
         limits: Limits,
         wait_for_ready: bool,
     ) -> None:
+        if getattr(program, "protocol", None) == "two-party":
+            raise TypeError("connect() opens client-aided sessions; a two-party program's client is heinfer.serve.two_party.connect_two_party")
         if not isinstance(program, PublicProgram):
             raise TypeError(
                 f"connect() takes a heinfer.PublicProgram, got {type(program).__name__}"

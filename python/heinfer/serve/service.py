@@ -136,6 +136,8 @@ def serve(
     ``tls`` and without ``insecure=True`` among them — and
     :class:`~heinfer.errors.ServiceError` (``UNAVAILABLE``) when the address cannot be bound.
     """
+    if getattr(program, "protocol", None) == "two-party":
+        raise TypeError("serve() serves client-aided programs; a two-party program is served by heinfer.serve.two_party.serve_two_party")
     if not isinstance(program, Program):
         raise TypeError(
             f"serve() needs the server's program with its weights (heinfer.Program), got "

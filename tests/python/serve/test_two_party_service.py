@@ -110,6 +110,13 @@ def test_misuse_is_refused_with_a_status(prog) -> None:
         assert handle.service.errors == 2
     with pytest.raises(ServiceError):
         connect_two_party("127.0.0.1:1", prog.public(), timeout_s=5)
+    # the client-aided service's entry points name the two-party ones
+    from heinfer.serve import connect, serve
+
+    with pytest.raises(TypeError, match="a two-party program is served by heinfer.serve.two_party.serve_two_party"):
+        serve(prog)
+    with pytest.raises(TypeError, match="client is heinfer.serve.two_party.connect_two_party"):
+        connect("127.0.0.1:1", prog.public())
 
 
 def test_token_and_tls(prog, pki) -> None:
