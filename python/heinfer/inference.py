@@ -190,13 +190,16 @@ def _compile_two_party_auto(graph: Graph, calibration, input_bound, security: in
     predicted time for ``batch_size`` items kept (:mod:`heinfer.compiler.two_party_cost`: the
     ciphertext work and traffic, the part that differs: the engine's cost table for the BFV
     ring, measured once and cached, and the protocol's per-ciphertext steps, measured on each
-    call in well under a second; analytic with ``measure_costs=False``). A mode that refuses the network (e.g. throughput
-    mode's exact kernel, whose weight rows must stay below a 1-norm bound) leaves the other."""
+    call in well under a second; analytic with ``measure_costs=False``). A mode that refuses
+    the network (e.g. throughput mode's exact kernel, whose weight rows must stay below a
+    1-norm bound) leaves the other."""
     from heinfer.runtime.costs import measure_costs
     from heinfer.runtime.two_party_costs import measure_two_party_costs
 
     measured = options.get("measure_costs", True)
-    bandwidth = float(options.get("bandwidth", 125e6))
+    bandwidth = options.get("bandwidth", 125e6)
+    if not isinstance(bandwidth, (int, float)) or not bandwidth > 0:
+        raise CompileError(f"bandwidth must be positive bytes per second, got {bandwidth!r}")
     candidates, refused = {}, {}
     for mode in ("latency", "throughput"):
         try:
@@ -213,7 +216,7 @@ def _compile_two_party_auto(graph: Graph, calibration, input_bound, security: in
         costs = {**measure_costs(params), **measure_two_party_costs(bfv, flood)}
     else:
         costs = analytic_two_party_costs(bfv)
-    times = {m: predict_two_party_seconds(p, costs, batch_size, bandwidth) for m, p in candidates.items()}
+    times = {m: predict_two_party_seconds(p, costs, batch_size, float(bandwidth)) for m, p in candidates.items()}
     chosen = candidates[min(times, key=times.get)]
     chosen.meta["auto"] = {
         "batch_size": batch_size, **{f"{m}_s": t for m, t in times.items()}, "bandwidth": bandwidth,

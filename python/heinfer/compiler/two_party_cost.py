@@ -6,13 +6,14 @@ oblivious transfers): what differs is the ciphertext work. Latency mode encrypts
 and returns a few ciphertexts per item; throughput mode encrypts one ciphertext per input
 element and returns one per output element for a whole query of up to ``batch_capacity`` items,
 and runs each layer as multiply-accumulates of integer weights over whole ciphertexts. So the
-choice between them is made on that part, priced per query with the engine's cost table for
-the ring and primes of the BFV parameters (BFV and CKKS share the RNS arithmetic, transforms,
-key switching and the batch-axis kernel): the client's encryptions and decryptions, the
-server's parsing of the client's ciphertexts, its linear layers, the re-randomization of each
-result (an encryption of zero), and every ciphertext on the wire at the link's ``bandwidth``
-(the client's seed-compressed, the server's results switched down to one prime and rounded).
-The circuits and the session's set-up (latency mode's rotation keys, base OTs) are not priced.
+choice between them is made on that part, priced per query: the protocol's own steps per
+ciphertext (:data:`TWO_PARTY_KINDS`: the client's encryptions and decryptions, the server's
+parsing of the client's ciphertexts and the re-randomization of each result), the linear
+layers from the engine's cost table for the ring and primes of the BFV parameters (BFV and
+CKKS share the RNS arithmetic, transforms, key switching and the batch-axis kernel), and every
+ciphertext on the wire at the link's ``bandwidth`` (the client's seed-compressed, the server's
+results switched down to one prime and rounded). The circuits and the session's set-up
+(latency mode's rotation keys, base OTs) are not priced.
 """
 
 from __future__ import annotations
@@ -49,10 +50,10 @@ def analytic_two_party_costs(bfv: dict) -> CostTable:
     table; :data:`TWO_PARTY_KINDS` priced as the nearest CKKS kinds (an encryption, a parse
     and an addition; an encryption and a serialization; a decryption at one prime)."""
     costs = analytic_costs(int(bfv["log_n"]), len(bfv["log_q"]), len(bfv["log_p"]), ntt_seconds(int(bfv["log_n"])))
-    return {**costs, **analytic_protocol_kinds(costs)}
+    return {**costs, **_protocol_kinds(costs)}
 
 
-def analytic_protocol_kinds(costs: CostTable) -> dict:
+def _protocol_kinds(costs: CostTable) -> dict:
     """:data:`TWO_PARTY_KINDS` from a table's CKKS kinds (see :func:`analytic_two_party_costs`)."""
     top = len(costs["encrypt"]) - 1
     return {

@@ -110,6 +110,13 @@ def test_auto_keeps_the_mode_predicted_faster_and_says_why() -> None:
     np.testing.assert_array_equal(got, want)  # the same fixed-point plan: the same integers
 
 
+def test_auto_refuses_a_bad_link_as_a_compile_error() -> None:
+    for bad in (0.0, -1.0, "fast"):
+        with pytest.raises(CompileError, match="bandwidth must be positive"):
+            heinfer.compile(MODELS / "cryptonets_relu.onnx", mode="auto", protocol="two-party", calibration=CAL,
+                            bandwidth=bad, measure_costs=False)
+
+
 def test_auto_falls_back_to_the_mode_that_compiles(monkeypatch) -> None:
     def refuse(*args, **kwargs):
         raise CompileError("two-party protocol: refused for the test")
