@@ -22,7 +22,7 @@ from heinfer import _native
 from heinfer.compiler.cost import BATCH_KINDS, DEFAULT_LLC, KINDS, SIZES, CostTable, analytic_costs, operand_sizes
 from heinfer.runtime.slots import DOT_BATCH
 
-__all__ = ["measure_costs", "cpu_model", "llc_bytes"]
+__all__ = ["measure_costs", "cpu_model", "llc_bytes", "median_seconds"]
 
 _VERSION = 14
 
@@ -81,7 +81,8 @@ def _cache_path() -> str:
     return os.path.join(root, "latency-costs.json")
 
 
-def _median(f, reps: int) -> float:
+def median_seconds(f, reps: int) -> float:
+    """Median wall-clock seconds of ``reps`` calls of ``f`` after one warm-up call."""
     f()
     ts = []
     for _ in range(reps):
@@ -161,31 +162,31 @@ def _measure_batch(p: _native.Params, kg: _native.KeyGenerator, params: dict, re
         vals = rng.uniform(-1, 1, (m, 64))
         big = _native.encrypt_batch_coefficients(kg, vals, scale, lvl)
         small = big.take(list(range(n)))
-        copy = _median(lambda: small.take(list(range(n))), reps)
+        copy = median_seconds(lambda: small.take(list(range(n))), reps)
 
         def timed(op) -> float:
             def run() -> None:
                 op(small.take(list(range(n))))
 
-            return max(_median(run, reps) - copy, 0.0) / n
+            return max(median_seconds(run, reps) - copy, 0.0) / n
 
         def squared_relin(b) -> None:
             _native.batch_square(b)
             _native.batch_relinearize(b, rlk)
 
         sq = timed(_native.batch_square)
-        out["gemm_mac"].append(_median(lambda: layer.apply(big, None, "coeff", False), reps) / (m * m * digits))
+        out["gemm_mac"].append(median_seconds(lambda: layer.apply(big, None, "coeff", False), reps) / (m * m * digits))
         out["batch_square"].append(sq)
         out["batch_relin"].append(max(timed(squared_relin) - sq, 0.0) if rlk is not None else float("inf"))
         if lvl > 0:  # operands at a scale above the prime the rescale drops (see _measure_slots)
             r_small = _native.encrypt_batch_coefficients(kg, vals[:n], float(p.q[lvl]) * 2.0**20, lvl)
-            r_copy = _median(lambda: r_small.take(list(range(n))), reps)
-            r = _median(lambda: _native.batch_rescale(r_small.take(list(range(n))), 1), reps)
+            r_copy = median_seconds(lambda: r_small.take(list(range(n))), reps)
+            r = median_seconds(lambda: _native.batch_rescale(r_small.take(list(range(n))), 1), reps)
             out["batch_rescale"].append(max(r - r_copy, 0.0) / n)
         else:
             out["batch_rescale"].append(0.0)
-        out["batch_encrypt"].append(_median(lambda: _native.encrypt_batch_coefficients(kg, vals[:n], scale, lvl), reps) / n)
-        out["batch_decrypt"].append(_median(lambda: _native.decrypt_batch_coefficients(dec, small), reps) / n)
+        out["batch_encrypt"].append(median_seconds(lambda: _native.encrypt_batch_coefficients(kg, vals[:n], scale, lvl), reps) / n)
+        out["batch_decrypt"].append(median_seconds(lambda: _native.decrypt_batch_coefficients(dec, small), reps) / n)
     return out
 
 
@@ -215,13 +216,13 @@ def _measure_slots(p: _native.Params, kg: _native.KeyGenerator, params: dict, re
         # per-term and per-call parts of the dot products, from n terms against one; the n
         # terms as the executor sums them: GROUPS groups over the same ciphertexts in one call
         # (dot_plain_groups), per group
-        d1 = _median(lambda: ev.dot_plain_extended(exts[:1], ptes[:1]), reps)
-        dn = _median(lambda: ev.dot_plain_extended_groups(exts, [list(range(n))] * GROUPS, [ptes] * GROUPS), reps) / GROUPS
-        p1 = _median(lambda: ev.dot_plain(cts[:1], pts[:1]), reps)
-        pn = _median(lambda: ev.dot_plain_groups(cts, [list(range(n))] * GROUPS, [pts] * GROUPS), reps) / GROUPS
-        t1 = _median(lambda: ev.rotate_hoisted_extended(ct, steps[:1], gk), reps)
-        tn = _median(lambda: ev.rotate_hoisted_extended(ct, steps, gk), reps)
-        t01 = _median(lambda: ev.rotate_hoisted_extended(ct, [0, 1], gk), reps)
+        d1 = median_seconds(lambda: ev.dot_plain_extended(exts[:1], ptes[:1]), reps)
+        dn = median_seconds(lambda: ev.dot_plain_extended_groups(exts, [list(range(n))] * GROUPS, [ptes] * GROUPS), reps) / GROUPS
+        p1 = median_seconds(lambda: ev.dot_plain(cts[:1], pts[:1]), reps)
+        pn = median_seconds(lambda: ev.dot_plain_groups(cts, [list(range(n))] * GROUPS, [pts] * GROUPS), reps) / GROUPS
+        t1 = median_seconds(lambda: ev.rotate_hoisted_extended(ct, steps[:1], gk), reps)
+        tn = median_seconds(lambda: ev.rotate_hoisted_extended(ct, steps, gk), reps)
+        t01 = median_seconds(lambda: ev.rotate_hoisted_extended(ct, [0, 1], gk), reps)
         ext = max((tn - t1) / (n - 1), 0.0)
         term_e, term_p = max((dn - d1) / (n - 1), 0.0), max((pn - p1) / (n - 1), 0.0)
         k = iter(range(1 << 30))
@@ -233,14 +234,14 @@ def _measure_slots(p: _native.Params, kg: _native.KeyGenerator, params: dict, re
             "mod_down": max(d1 - term_e, 0.0),
             "mul_plain": term_p,
             "dot": max(p1 - term_p, 0.0),
-            "rotate": _median(lambda: ev.rotate(cts[next(k) % n], steps[next(k) % n], gk), reps),
+            "rotate": median_seconds(lambda: ev.rotate(cts[next(k) % n], steps[next(k) % n], gk), reps),
             # the executor's giant steps and folds: DISTINCT rotations in one call, per rotation
-            "rotate_many": _median(lambda: ev.rotate_many(cts, steps, gk), reps) / n,
-            "add": _median(lambda: ev.add(cts[next(k) % n], cts[next(k) % n]), reps),
-            "square_relin": _median(lambda: ev.relinearize(ev.square(cts[next(k) % n]), rlk), reps),
-            "rescale": _median(lambda: ev.rescale(r_cts[next(k) % n]), reps) if lvl > 0 else 0.0,
-            "encrypt": _median(lambda: kg.encrypt_symmetric(enc.encode_real(xs[next(k) % n], scale, lvl, False)), reps),
-            "decrypt": _median(lambda: enc.decode(dec.decrypt(cts[next(k) % n])), reps),
+            "rotate_many": median_seconds(lambda: ev.rotate_many(cts, steps, gk), reps) / n,
+            "add": median_seconds(lambda: ev.add(cts[next(k) % n], cts[next(k) % n]), reps),
+            "square_relin": median_seconds(lambda: ev.relinearize(ev.square(cts[next(k) % n]), rlk), reps),
+            "rescale": median_seconds(lambda: ev.rescale(r_cts[next(k) % n]), reps) if lvl > 0 else 0.0,
+            "encrypt": median_seconds(lambda: kg.encrypt_symmetric(enc.encode_real(xs[next(k) % n], scale, lvl, False)), reps),
+            "decrypt": median_seconds(lambda: enc.decode(dec.decrypt(cts[next(k) % n])), reps),
             **_measure_messages(p, kg, ev, cts, xs, scale, lvl, reps),
         }
         row.update(_measure_streamed(enc, ev, cts, exts, many, sizes, lvl, reps, row, p.slots, float(p.q[lvl])))
@@ -258,8 +259,8 @@ def _measure_messages(p, kg, ev, cts, xs, scale: float, lvl: int, reps: int) -> 
     n = len(xs)
     results = _native.CiphertextBatch.from_list([ev.add(c, c) for c in cts])
     return {
-        "ct_in": _median(lambda: _native.CiphertextBatch.from_bytes(p, sent, 2 * len(sent), n), reps) / n,
-        "ct_out": _median(results.to_bytes, reps) / n,
+        "ct_in": median_seconds(lambda: _native.CiphertextBatch.from_bytes(p, sent, 2 * len(sent), n), reps) / n,
+        "ct_out": median_seconds(results.to_bytes, reps) / n,
     }
 
 
@@ -291,12 +292,12 @@ def _measure_streamed(enc, ev, cts, exts, many, sizes: dict, lvl: int, reps: int
     size = min(DISTINCT, len(steps) // 2)
     chunks = [steps[i:i + size] for i in range(0, len(steps) - size + 1, size)]
     c1, cm = iter(range(1 << 30)), iter(range(1 << 30))
-    t1 = _median(lambda: ev.rotate_hoisted_extended(ct, chunks[next(c1) % len(chunks)][:1], gk), reps)
-    tm = _median(lambda: ev.rotate_hoisted_extended(ct, chunks[next(cm) % len(chunks)], gk), reps)
+    t1 = median_seconds(lambda: ev.rotate_hoisted_extended(ct, chunks[next(c1) % len(chunks)][:1], gk), reps)
+    tm = median_seconds(lambda: ev.rotate_hoisted_extended(ct, chunks[next(cm) % len(chunks)], gk), reps)
     k = iter(range(1 << 30))
     out = {
         "rotate_ext_mem": max((tm - t1) / (size - 1), row["rotate_ext"]),
-        "rotate_mem": max(_median(lambda: ev.rotate(cts[next(k) % len(cts)], steps[next(k) % len(steps)], gk), reps), row["rotate"]),
+        "rotate_mem": max(median_seconds(lambda: ev.rotate(cts[next(k) % len(cts)], steps[next(k) % len(steps)], gk), reps), row["rotate"]),
     }
     for name, ext, size in (("mul_plain_ext_mem", True, "pt_ext_bytes"), ("mul_plain_mem", False, "pt_bytes")):
         count = int(min(max(DISTINCT + 1, -(-2 * int(llc) // int(sizes[size][lvl]))), STREAM_BUDGET // int(sizes[size][lvl]), 4096))
@@ -304,7 +305,7 @@ def _measure_streamed(enc, ev, cts, exts, many, sizes: dict, lvl: int, reps: int
         base_ops = exts if ext else cts
         ops = [base_ops[i % len(base_ops)] for i in range(count)]
         dot = ev.dot_plain_extended if ext else ev.dot_plain
-        one = _median(lambda: dot(ops[:1], pts[:1]), reps)
+        one = median_seconds(lambda: dot(ops[:1], pts[:1]), reps)
         # every plaintext distinct (streamed), in groups of DISTINCT terms over the shared
         # operands, GROUPS groups per call, as the executor sums them
         grouped = ev.dot_plain_extended_groups if ext else ev.dot_plain_groups
@@ -315,7 +316,7 @@ def _measure_streamed(enc, ev, cts, exts, many, sizes: dict, lvl: int, reps: int
             for c in range(0, len(terms), GROUPS):
                 grouped(base_ops, terms[c:c + GROUPS], chunks[c:c + GROUPS])
 
-        all_ = _median(stream, max(2, reps // 2)) - (len(terms) - 1) * row["dot" if not ext else "mod_down"]
+        all_ = median_seconds(stream, max(2, reps // 2)) - (len(terms) - 1) * row["dot" if not ext else "mod_down"]
         base = row["mul_plain_ext" if ext else "mul_plain"]
         out[name] = max((all_ - one) / (count - 1), base)
         del pts, ops
@@ -335,15 +336,15 @@ def _measure_spilled(enc, ev, ct, many, sizes: dict, lvl: int, reps: int, mem: d
     n = max(2, min(len(steps), (STREAM_BUDGET // 2) // (3 * ext_bytes)))
     steps = steps[:n]
     few = max(3, reps // 2)  # an odd count: one disturbed call does not move the median
-    one = _median(lambda: ev.rotate_hoisted_extended(ct, steps[:1], gk), few)
-    every = _median(lambda: ev.rotate_hoisted_extended(ct, steps, gk), few)
+    one = median_seconds(lambda: ev.rotate_hoisted_extended(ct, steps[:1], gk), few)
+    every = median_seconds(lambda: ev.rotate_hoisted_extended(ct, steps, gk), few)
     exts = ev.rotate_hoisted_extended(ct, steps, gk)
     rng = np.random.default_rng()
     pts = [enc.encode_real(rng.uniform(-1, 1, slots), q, lvl, True) for _ in range(n)]
-    d1 = _median(lambda: ev.dot_plain_extended(exts[:1], pts[:1]), few)
+    d1 = median_seconds(lambda: ev.dot_plain_extended(exts[:1], pts[:1]), few)
     # the products as the executor sums them: GROUPS groups over the spilled baby steps in one
     # call, each column chunk of them read from memory once for all the groups
-    dn = _median(lambda: ev.dot_plain_extended_groups(exts, [list(range(n))] * GROUPS, [pts] * GROUPS), few) / GROUPS
+    dn = median_seconds(lambda: ev.dot_plain_extended_groups(exts, [list(range(n))] * GROUPS, [pts] * GROUPS), few) / GROUPS
     return {
         "rotate_ext_spill": max((every - one) / (n - 1), mem["rotate_ext_mem"]),
         "mul_plain_ext_spill": max((dn - d1) / (n - 1), mem["mul_plain_ext_mem"]),

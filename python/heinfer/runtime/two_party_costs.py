@@ -9,28 +9,17 @@ runs. No cache: the four measurements take well under a second.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from heinfer import bfv, ckks
 from heinfer.compiler.two_party_cost import TWO_PARTY_KINDS
+from heinfer.runtime.costs import median_seconds
 from heinfer.threads import parallel_map
 
 __all__ = ["CIPHERTEXTS", "measure_two_party_costs"]
 
 #: Ciphertexts per measurement: a multiple of the engine's threads on any machine here.
 CIPHERTEXTS = 16
-
-
-def _median(f, reps: int) -> float:
-    f()  # warm-up: first touches, lazily built tables
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
 
 
 def measure_two_party_costs(bfv_params: dict, flood_bits: int, reps: int = 3) -> dict:
@@ -70,4 +59,4 @@ def measure_two_party_costs(bfv_params: dict, flood_bits: int, reps: int = 3) ->
         lambda: parallel_map(server_result, list(zip(cts, rows))),
         lambda: parallel_map(client_result, results),
     )
-    return {kind: _median(run, reps) / CIPHERTEXTS for kind, run in zip(TWO_PARTY_KINDS, runs)}
+    return {kind: median_seconds(run, reps) / CIPHERTEXTS for kind, run in zip(TWO_PARTY_KINDS, runs)}
