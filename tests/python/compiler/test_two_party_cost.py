@@ -95,19 +95,25 @@ def test_a_public_program_and_a_bad_link_are_refused(programs) -> None:
 
 def test_auto_keeps_the_mode_predicted_faster_and_says_why() -> None:
     model = MODELS / "cryptonets_relu.onnx"
-    picks = {}
-    for items in (1, 4096):
-        prog = heinfer.compile(model, mode="auto", protocol="two-party", calibration=CAL, batch_size=items)
-        a = prog.meta["auto"]
-        assert a["batch_size"] == items and "garbled circuits" in a["priced"]
-        assert prog.mode == min(("latency", "throughput"), key=lambda m: a[f"{m}_s"])
-        picks[items] = prog.mode
-    # one item: a few ciphertexts against one per input element; 4,096: 16 full queries
-    assert picks == {1: "latency", 4096: "throughput"}
+    # measured on this machine: one item costs a few ciphertexts in latency mode against one per
+    # input element in throughput mode (a 200-fold margin, beyond any noise of the machine)
+    prog = heinfer.compile(model, mode="auto", protocol="two-party", calibration=CAL, batch_size=1)
+    a = prog.meta["auto"]
+    assert a["batch_size"] == 1 and "garbled circuits" in a["priced"] and a["bandwidth"] == 125e6
+    assert prog.mode == "latency" and 50 * a["latency_s"] < a["throughput_s"]
     x = np.load(MODELS / "digits_test.npz")["x"][:2]
     want = heinfer.infer(heinfer.compile(model, mode="latency", protocol="two-party", calibration=CAL), x).outputs
-    got = heinfer.infer(heinfer.compile(model, mode="auto", protocol="two-party", calibration=CAL), x).outputs
-    np.testing.assert_array_equal(got, want)  # the same fixed-point plan: the same integers
+    np.testing.assert_array_equal(heinfer.infer(prog, x).outputs, want)  # the same fixed-point plan
+    # the analytic table (deterministic): network A's full queries are 1.3× cheaper per item
+    # than latency mode's (measured here: the margins are within this machine's noise)
+    picks = {}
+    for items in (1, 4096):
+        prog = heinfer.compile(MODELS / "mnist_a.onnx", mode="auto", protocol="two-party", calibration=CAL,
+                               batch_size=items, measure_costs=False)
+        a = prog.meta["auto"]
+        assert prog.mode == min(("latency", "throughput"), key=lambda m: a[f"{m}_s"])
+        picks[items] = prog.mode
+    assert picks == {1: "latency", 4096: "throughput"}
 
 
 def test_auto_refuses_a_bad_link_as_a_compile_error() -> None:
