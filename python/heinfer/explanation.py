@@ -18,7 +18,7 @@ from heinfer.compiler.cost import key_bytes
 from heinfer.program.model import Program
 from heinfer.program.ops import Linear, Square
 
-__all__ = ["explain"]
+__all__ = ["auto_summary", "explain"]
 
 
 def _mb(b: float) -> str:
@@ -47,6 +47,8 @@ def explain(program: Program, file: TextIO | None = None) -> str:
             lines.append(f"segment {i}: level {seg.input_level} → {seg.output_level}: {ops}")
             if i < len(program.steps):
                 lines.append(f"client step {i}: " + ", ".join(f.kind for f in program.steps[i].functions))
+        if "auto" in program.meta:
+            lines.append(auto_summary(program.meta["auto"]))
     text = "\n".join(lines) + "\n"
     (file or sys.stdout).write(text)
     return text
@@ -80,10 +82,20 @@ def _two_party(program) -> list[str]:
     wire, _ = key_bytes(int(b["log_n"]), list(b["log_q"]), list(b["log_p"]))
     out.append(f"rotation keys: {program.galois_key_count} ({_mb(wire * program.galois_key_count)} on the wire)")
     if "auto" in program.meta:
-        a = program.meta["auto"]
-        times = " vs ".join(f"{m} {a[m + '_s']:.3f} s" for m in ("latency", "throughput") if m + "_s" in a)
-        out.append(f"auto mode for {a['batch_size']} items: {times} predicted — {a['priced']}")
+        out.append(auto_summary(program.meta["auto"]))
     return out
+
+
+def auto_summary(a: dict) -> str:
+    """One line for ``mode="auto"``'s record (``program.meta["auto"]``): the predicted time of
+    each mode that compiled, what was priced when it says, and why a mode was left out."""
+    times = " vs ".join(f"{m} {a[m + '_s']:.3f} s" for m in ("latency", "throughput") if m + "_s" in a)
+    line = f"mode chosen by auto for {a['batch_size']} item(s): {times} predicted"
+    if "priced" in a:
+        line += f" — {a['priced']}"
+    for m, why in a.get("refused", {}).items():
+        line += f"; {m} mode refused the network: {why}"
+    return line
 
 
 def _latency(program: Program) -> list[str]:
@@ -120,7 +132,7 @@ def _latency(program: Program) -> list[str]:
     )
     if "auto" in program.meta:
         a = program.meta["auto"]
-        out.append(f"auto mode for {a['batch_size']} items: latency {a['latency_s']:.3f} s vs throughput {a['throughput_s']:.3f} s predicted")
+        out.append(auto_summary(a))
     return out
 
 

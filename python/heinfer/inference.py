@@ -115,17 +115,39 @@ def compile(  # noqa: A001 - the API name is the contract
         opts = Options(security=security, **options)
     except TypeError as e:
         raise CompileError(f"unknown compiler option: {e}") from None
-    prog = set_exact_scales(compile_graph(graph, calibration=calibration, input_bound=input_bound, options=opts))
     if mode == "throughput":
-        return prog
-    lat = _compile_latency(graph, calibration, input_bound, security, lat_options)
+        return set_exact_scales(compile_graph(graph, calibration=calibration, input_bound=input_bound, options=opts))
+    try:  # an unknown latency-mode option is the caller's error, not a mode that refuses
+        LatencyOptions(security=security, **{k: v for k, v in lat_options.items() if k != "measure_costs"})
+    except TypeError as e:
+        raise CompileError(f"unknown latency-mode option: {e}") from None
+    compilers = {
+        "latency": lambda: _compile_latency(graph, calibration, input_bound, security, lat_options),
+        "throughput": lambda: set_exact_scales(compile_graph(graph, calibration=calibration, input_bound=input_bound, options=opts)),
+    }
+    candidates, refused = _each_mode(compilers)
     measured = lat_options.get("measure_costs", True)
     # one cost model prices both candidates, client included (heinfer.compiler.cost)
-    t_lat = predict_seconds(lat, _costs(lat, measured), batch_size)
-    t_thr = predict_seconds(prog, _costs(prog, measured), batch_size)
-    chosen = lat if t_lat <= t_thr else prog
-    chosen.meta["auto"] = {"batch_size": batch_size, "latency_s": t_lat, "throughput_s": t_thr}
+    times = {m: predict_seconds(p, _costs(p, measured), batch_size) for m, p in candidates.items()}
+    chosen = candidates[min(times, key=times.get)]
+    chosen.meta["auto"] = {"batch_size": batch_size, **{f"{m}_s": t for m, t in times.items()}, **({"refused": refused} if refused else {})}
     return chosen
+
+
+def _each_mode(compilers: dict) -> tuple[dict, dict]:
+    """``mode="auto"``'s candidates: each mode's program, or why it refused the network
+    (:class:`CompileError`; latency first, which wins a tie). Raises the refusal when both
+    refuse (both messages when they differ)."""
+    candidates, refused = {}, {}
+    for mode, build in compilers.items():
+        try:
+            candidates[mode] = build()
+        except CompileError as e:
+            refused[mode] = str(e)
+    if not candidates:
+        lat, thr = refused["latency"], refused["throughput"]
+        raise CompileError(lat if lat == thr else f"neither mode compiles this network: latency: {lat}; throughput: {thr}")
+    return candidates, refused
 
 
 def _load_graph(model: Any, example_input: Any) -> Graph:
@@ -200,15 +222,9 @@ def _compile_two_party_auto(graph: Graph, calibration, input_bound, security: in
     bandwidth = options.get("bandwidth", 125e6)
     if not isinstance(bandwidth, (int, float)) or not bandwidth > 0:
         raise CompileError(f"bandwidth must be positive bytes per second, got {bandwidth!r}")
-    candidates, refused = {}, {}
-    for mode in ("latency", "throughput"):
-        try:
-            candidates[mode] = _compile_two_party(graph, calibration, input_bound, security, options, mode, None)
-        except CompileError as e:
-            refused[mode] = str(e)
-    if not candidates:
-        lat, thr = refused["latency"], refused["throughput"]
-        raise CompileError(lat if lat == thr else f"two-party protocol: neither mode compiles this network: latency: {lat}; throughput: {thr}")
+    candidates, refused = _each_mode(
+        {m: (lambda m=m: _compile_two_party(graph, calibration, input_bound, security, options, m, None)) for m in ("latency", "throughput")}
+    )
     bfv = next(iter(candidates.values())).bfv
     params = cost_params(bfv)
     if measured:

@@ -46,5 +46,5 @@ def test_auto_says_what_it_predicted() -> None:
     prog = heinfer.compile(MODELS / "cryptonets.onnx", mode="auto", protocol="two-party", calibration=CAL,
                            batch_size=3, measure_costs=False)
     text = _explain(prog)
-    assert "auto mode for 3 items: latency " in text and " vs throughput " in text and "garbled circuits" in text
+    assert "mode chosen by auto for 3 item(s): latency " in text and " vs throughput " in text and "garbled circuits" in text
     assert "truncation (then GAZELLE's AHE square) in a garbled circuit" in text

@@ -427,7 +427,7 @@ def test_explain_writes_to_a_file_and_mentions_auto(auto_programs) -> None:
     buf = io.StringIO()
     text = heinfer.explain(one, file=buf)
     assert buf.getvalue() == text
-    assert "auto mode for 1 items" in text
+    assert "mode chosen by auto for 1 item(s): latency " in text
     a = one.meta["auto"]
     assert f"latency {a['latency_s']:.3f} s" in text
 
@@ -449,3 +449,23 @@ def test_measured_costs_for_a_large_first_prime() -> None:
     params = {"log_n": 13, "log_q": [47, 30], "log_p": [47], "log_scale": 30, "security": 128}
     table = measure_costs(params, reps=1, use_cache=False)
     assert len(table["gemm_mac"]) == 2 and all(0 < t < 1e-3 for t in table["gemm_mac"])
+
+
+def test_auto_keeps_the_mode_that_compiles_and_says_why_the_other_refused(monkeypatch) -> None:
+    import heinfer.inference as inference
+
+    def refuse(*args, **kwargs):
+        raise heinfer.CompileError("refused for the test")
+
+    model, cal = om.mlp((16, 4), act=None), None
+    monkeypatch.setattr(inference, "compile_latency", refuse)
+    prog = heinfer.compile(model, mode="auto", batch_size=1, input_bound=1.0, measure_costs=False)
+    assert prog.mode == "throughput" and prog.meta["auto"]["refused"] == {"latency": "refused for the test"}
+    assert "latency_s" not in prog.meta["auto"]
+    assert "latency mode refused the network: refused for the test" in heinfer.explain(prog, file=io.StringIO())
+    # an option neither mode knows is the caller's error, not a refusal
+    with pytest.raises(heinfer.CompileError, match="unknown compiler option"):
+        heinfer.compile(model, mode="auto", input_bound=1.0, bogus=1)
+    monkeypatch.setattr(inference, "compile_graph", refuse)
+    with pytest.raises(heinfer.CompileError, match="^refused for the test$"):
+        heinfer.compile(model, mode="auto", batch_size=1, input_bound=1.0, measure_costs=False)

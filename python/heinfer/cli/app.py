@@ -28,6 +28,7 @@ from heinfer.cli.files import (
     write_atomic,
 )
 from heinfer.cli.network import serve
+from heinfer.explanation import auto_summary
 from heinfer.cli.predict import predict
 
 __all__ = ["cli", "main", "public_name"]
@@ -271,13 +272,7 @@ def _two_party_summary(program: Any, output: str, public_path: str, data: bytes,
     if as_json:
         click.echo(to_json(summary))
         return
-    chosen = (
-        f"  chosen by --mode auto for {auto['batch_size']} item(s): "
-        + " vs ".join(f"{m} {auto[m + '_s']:.3f} s" for m in ("latency", "throughput") if m + "_s" in auto)
-        + f" predicted (ciphertext work and traffic at {auto['bandwidth'] * 8 / 1e9:g} Gbit/s)\n"
-        if auto is not None
-        else ""
-    )
+    chosen = f"  {auto_summary(auto)}; the link priced at {auto['bandwidth'] * 8 / 1e9:g} Gbit/s\n" if auto is not None else ""
     click.echo(
         _wrote_line(output, public_path, data, public, seconds) + "\n"
         + chosen

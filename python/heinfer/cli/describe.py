@@ -18,6 +18,7 @@ import io
 import math
 from typing import Any
 
+from heinfer.explanation import auto_summary
 from heinfer.features import META_KEY as FEATURES_KEY
 from heinfer.program.model import Program, PublicProgram
 
@@ -265,11 +266,7 @@ def render(desc: dict, console: Any) -> None:
     )
     _render_keys(desc["keys"], console)
     if "auto" in desc:
-        a = desc["auto"]
-        console.print(
-            f"mode chosen by auto for {a['batch_size']} item(s): latency {a['latency_s']:.3f} s "
-            f"vs throughput {a['throughput_s']:.3f} s predicted"
-        )
+        console.print(auto_summary(desc["auto"]))
 
 
 def _render_segments(desc: dict, console: Any) -> None:

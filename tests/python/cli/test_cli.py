@@ -148,7 +148,7 @@ def test_compile_serve_and_predict_two_party(files: dict, mode: str) -> None:
             "--input-bound", "16", "--protocol", "two-party", "--batch-size", "1" if mode == "latency" else "4096")
     r = invoke(*args)
     assert r.exit_code == 0, r.output
-    assert "chosen by --mode auto for" in r.output
+    assert "mode chosen by auto for" in r.output
     # one item: latency mode by a 200-fold margin; 4,096 (16 full queries): the two modes are
     # within this machine's noise of each other, so only the choice's consistency is checked
     summary = json.loads(invoke(*args, "--json").output.strip().splitlines()[-1])
