@@ -207,6 +207,18 @@ def _compile_latency(graph: Graph, calibration, input_bound, security: int, opti
     return state_noise(prog, np.asarray(calibration, dtype=np.float64))
 
 
+def _check_bfv(params: Any) -> None:
+    """A caller's BFV parameter dict, checked as the parties will build it (the engine's
+    :class:`~heinfer.errors.ParameterError` names what is wrong: security, a plaintext modulus
+    that is not a prime ``≡ 1 (mod 2N)``, …) — at compile time, not at the first query."""
+    from heinfer import bfv as _bfv
+
+    keys = ("log_n", "log_q", "log_p", "plain_modulus", "security")
+    if not isinstance(params, dict) or any(k not in params for k in keys):
+        raise CompileError(f"bfv must be a dict with the keys {', '.join(keys)}, got {params!r}")
+    _bfv.BfvParameters(params["log_n"], params["log_q"], params["log_p"], params["plain_modulus"], params["security"])
+
+
 def _compile_two_party_auto(graph: Graph, calibration, input_bound, security: int, options: dict, batch_size: int) -> TwoPartyProgram:
     """``mode="auto"`` with the two-party protocol: both modes compiled, the one with the lower
     predicted time for ``batch_size`` items kept (:mod:`heinfer.compiler.two_party_cost`: the
@@ -245,6 +257,8 @@ def _compile_two_party_auto(graph: Graph, calibration, input_bound, security: in
 def _compile_two_party(graph: Graph, calibration, input_bound, security: int, options: dict, mode: str, batch: int | None) -> TwoPartyProgram:
     options = {k: v for k, v in options.items() if k != "measure_costs"}
     bfv = options.pop("bfv", None)
+    if bfv is not None:
+        _check_bfv(bfv)
     bandwidth = float(options.pop("bandwidth", 125e6))
     if security != 128 and bfv is None:
         raise NotSupportedYetError("two-party protocol: only the 128-bit BFV preset is built in; pass bfv={...} for others")

@@ -477,3 +477,20 @@ def test_client_functions_before_the_first_layer_run_on_the_client(mode: str) ->
     assert np.abs(out - want).max() / np.abs(want).max() < 0.02
     # the input bound guards the first layer's input: sigmoid keeps it below 1 whatever x is
     assert prog.input_bound <= 4.0
+
+
+def test_bfv_parameters_of_the_callers_choice_are_checked_at_compile_time() -> None:
+    model = MODELS / "cryptonets_relu.onnx"
+    default = heinfer.compile(model, mode="latency", protocol="two-party", calibration=CAL)
+    wide = {"log_n": 13, "log_q": [54, 54, 54], "log_p": [54], "plain_modulus": 1_032_193, "security": 128}
+    prog = heinfer.compile(model, mode="latency", protocol="two-party", calibration=CAL, bfv=wide)
+    assert prog.bfv == wide and max(s.flood_bits for s in prog.segments) == max(s.flood_bits for s in default.segments)
+    # the same fixed-point plan mod the same p: the same integers whatever the ciphertext modulus
+    np.testing.assert_array_equal(heinfer.infer(prog, DIGITS[:1]).outputs, heinfer.infer(default, DIGITS[:1]).outputs)
+    for bad, match in (
+        ({**wide, "log_n": 14}, "p ≡ 1 \\(mod 2N = 32768\\)"),  # p = 1,032,193 is 1 mod 8,192 only
+        ({**wide, "log_q": [60, 60, 60]}, "insecure parameters: log2\\(QP\\) = 234"),  # above 218 bits at N = 2^13
+        ({"log_n": 13}, "bfv must be a dict with the keys"),
+    ):
+        with pytest.raises(heinfer.HeinferError, match=match):
+            heinfer.compile(model, mode="latency", protocol="two-party", calibration=CAL, bfv=bad)
