@@ -544,3 +544,40 @@ def test_squares_refuse_complex_and_coefficient_packing() -> None:
     for packing in ("complex", "coeff"):
         with pytest.raises(heinfer.CompileError, match="squares"):
             heinfer.compile(_model("mlp-gemm-square"), calibration=om.random_input((16,), 64, seed=11), packing=packing)
+
+
+_BAD_VALUES = [
+    ({"calibration": "nan"}, "calibration inputs must be finite"),
+    ({"input_bound": float("nan")}, "input_bound must be a finite positive number"),
+    ({"input_bound": -1.0}, "input_bound must be a finite positive number"),
+    ({"input_bound": float("inf")}, "input_bound must be a finite positive number"),
+    ({"headroom": 0.5}, "headroom must be a finite factor of at least 1"),
+    ({"headroom": float("inf")}, "headroom must be a finite factor of at least 1"),
+    ({"precision_bits": 0}, "precision_bits must be an integer from 1 to 52"),
+    ({"precision_bits": 2.5}, "precision_bits must be an integer from 1 to 52"),
+]
+
+
+@pytest.mark.parametrize("mode,protocol", [("throughput", "client-aided"), ("latency", "client-aided"), ("latency", "two-party")])
+@pytest.mark.parametrize("bad,message", _BAD_VALUES)
+def test_bad_option_values_are_compile_errors_that_name_them(mode: str, protocol: str, bad: dict, message: str) -> None:
+    """Values that used to fail deep inside the compiler (``ValueError: cannot convert float NaN
+    to integer``), compile a plan with a bound below the calibration (head-room under 1) or
+    compile and fail at the first query (a negative input bound) are refused by name."""
+    if protocol == "two-party" and "precision_bits" in bad:
+        pytest.skip("the two-party protocol releases the fixed-point output: no precision option")
+    kwargs = {"input_bound": 1.0, **bad}
+    if kwargs.get("calibration") == "nan":
+        x = np.full((4, 16), 0.5)
+        x[1, 3] = np.nan
+        kwargs = {"calibration": x}
+    if mode == "latency":
+        kwargs["measure_costs"] = False
+    with pytest.raises(heinfer.CompileError, match=message):
+        heinfer.compile(_model("mlp-matmul-relu-softmax"), mode=mode, protocol=protocol, **kwargs)
+
+
+def test_latency_scale_bits_are_checked() -> None:
+    for bad in ((), (70,), ("40",), 40):
+        with pytest.raises(heinfer.CompileError, match="scale_bits must be a non-empty tuple"):
+            heinfer.compile(_model("mlp-matmul-relu-softmax"), mode="latency", input_bound=1.0, measure_costs=False, scale_bits=bad)

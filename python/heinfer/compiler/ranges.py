@@ -10,12 +10,14 @@ the client checks every decrypted tensor against the planned bound and raises
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from heinfer.compiler.ir import ClientFunction, Graph, Linear, Square
 from heinfer.errors import CompileError
 
-__all__ = ["tensor_bounds"]
+__all__ = ["calibrated_bounds", "check_precision_bits", "tensor_bounds"]
 
 
 def _interval(op: object, bound: np.ndarray) -> np.ndarray:
@@ -84,14 +86,33 @@ def tensor_bounds(graph: Graph, calibration: np.ndarray | None, input_bound: flo
 
 def calibrated_bounds(graph: Graph, calibration: np.ndarray | None, input_bound: float | None, headroom: float) -> tuple[np.ndarray | None, float, list[float]]:
     """``(calibration as float64, input bound, tensor bounds)`` for a compiler entry point:
-    checks the calibration inputs' shape, takes the input bound from them when not given
-    (one of the two is required) and runs :func:`tensor_bounds`."""
+    checks the calibration inputs' shape and values, the input bound and the head-room, takes
+    the input bound from the calibration when not given (one of the two is required) and runs
+    :func:`tensor_bounds`."""
+    if not _finite(headroom) or headroom < 1:
+        raise CompileError(f"headroom must be a finite factor of at least 1 over the calibrated maxima, got {headroom!r}")
     if calibration is not None:
         calibration = np.asarray(calibration, dtype=np.float64)
         if calibration.shape[1:] != graph.input_shape or len(calibration) == 0:
             raise CompileError(f"calibration inputs have shape {calibration.shape}, expected (n, *{graph.input_shape})")
+        if not np.isfinite(calibration).all():
+            raise CompileError("calibration inputs must be finite: they hold NaN or infinity")
     if input_bound is None:
         if calibration is None:
             raise CompileError("give calibration inputs or an input_bound")
         input_bound = float(np.abs(calibration).max())
+    elif not _finite(input_bound) or input_bound <= 0:
+        raise CompileError(f"input_bound must be a finite positive number (the largest |input|), got {input_bound!r}")
     return calibration, input_bound, tensor_bounds(graph, calibration, max(input_bound, 1e-6), headroom)
+
+
+def check_precision_bits(bits: object) -> None:
+    """:class:`CompileError` unless ``bits`` (the released precision: decrypted values rounded
+    to ``bound · 2^-bits``) is an integer from 1 to 52 (a double's mantissa)."""
+    if not isinstance(bits, int) or isinstance(bits, bool) or not 1 <= bits <= 52:
+        raise CompileError(f"precision_bits must be an integer from 1 to 52, got {bits!r}")
+
+
+def _finite(x: object) -> bool:
+    """True for a finite real number (Python or NumPy, not a bool or a string)."""
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(float(x))

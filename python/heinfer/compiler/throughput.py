@@ -23,7 +23,7 @@ import numpy as np
 from heinfer.compiler.fuse import fold_linear
 from heinfer.compiler.ir import ClientFunction, Graph, Linear, Square
 from heinfer.compiler.plan import max_log_qp, op_in_size, op_out_size, plan_segment
-from heinfer.compiler.ranges import calibrated_bounds
+from heinfer.compiler.ranges import calibrated_bounds, check_precision_bits
 from heinfer.errors import CompileError
 from heinfer.program import Layout, LinearStep, Program, Segment, Step
 from heinfer.program.ops import DropTo, Relinearize, Rescale
@@ -111,6 +111,7 @@ def compile_graph(graph: Graph, calibration: np.ndarray | None = None, input_bou
     """
     if options.security not in (128, 192, 256):
         raise CompileError(f"security must be 128, 192 or 256 bits, got {options.security}")
+    check_precision_bits(options.precision_bits)
     g = fold_linear(graph)
     calibration, input_bound, bounds = calibrated_bounds(g, calibration, input_bound, options.headroom)
     pre, seg_ops, step_fns, post = split_segments(g.ops)

@@ -29,7 +29,7 @@ from heinfer.compiler.latency.search import (
 )
 from heinfer.compiler.plan import max_log_qp
 from heinfer.compiler.pools import pools_to_client
-from heinfer.compiler.ranges import calibrated_bounds
+from heinfer.compiler.ranges import calibrated_bounds, check_precision_bits
 from heinfer.compiler.throughput import split_segments
 from heinfer.errors import CompileError
 from heinfer.program import Layout, Program, Segment, Step
@@ -92,6 +92,10 @@ def compile_latency(
     analytic NTT-count model is used."""
     if options.security not in (128, 192, 256):
         raise CompileError(f"security must be 128, 192 or 256 bits, got {options.security}")
+    check_precision_bits(options.precision_bits)
+    bits = options.scale_bits
+    if not isinstance(bits, (tuple, list)) or not bits or not all(isinstance(b, int) and 20 <= b <= 58 for b in bits):
+        raise CompileError(f"scale_bits must be a non-empty tuple of integers from 20 to 58, largest first, got {bits!r}")
     if options.strategy is not None and options.strategy not in STRATEGIES:
         raise CompileError(f"unknown strategy {options.strategy!r}: one of {sorted(STRATEGIES)}")
     g = fold_linear(pools_to_client(graph))
