@@ -53,7 +53,9 @@ def check_input(vals: np.ndarray, bound: float) -> None:
     """Refuses (:class:`RangeError`) client inputs beyond the bound the scales were planned
     for, or not finite. These are the client's own plaintexts, not decryptions."""
     m = float(np.abs(vals).max()) if vals.size else 0.0
-    if not np.isfinite(m) or m > bound:
+    if not np.isfinite(m):
+        raise RangeError("input holds non-finite values (NaN or infinity)")
+    if m > bound:
         raise RangeError(
             f"input values reach {m:.4g}, beyond the bound {bound:.4g} the program was compiled for "
             "(recompile with calibration inputs that cover these inputs)"
@@ -145,7 +147,7 @@ class Client:
         if not 1 <= n <= p.batch_capacity:
             raise ProtocolError(f"{n} items in one query; capacity is {p.batch_capacity}")
         if not np.isfinite(x).all():
-            raise RangeError("input holds non-finite values")
+            raise RangeError("input holds non-finite values (NaN or infinity)")
         if self._needs_eval_keys:
             if self._session_key is None:
                 raise ProtocolError("call keys_message() and open a session before querying")
