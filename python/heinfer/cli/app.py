@@ -126,6 +126,13 @@ def cli() -> None:
     "--weight-bits (±4) where the plan keeps its parameters and levels, and keep the split "
     "whose simulated error on the calibration inputs is least (heinfer.tune_precision).",
 )
+@click.option(
+    "--link-mbps",
+    type=click.FloatRange(min=0.001),
+    help="--protocol two-party: the client's link in Mbit/s (default 1000, GAZELLE's LAN), which "
+    "latency mode's layouts and --mode auto price ciphertexts on: a slow link favours fewer "
+    "ciphertexts over faster compute.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def compile_cmd(
     model: str,
@@ -141,6 +148,7 @@ def compile_cmd(
     input_bits: int | None,
     weight_bits: int | None,
     tune_precision: bool,
+    link_mbps: float | None,
     as_json: bool,
 ) -> None:
     """Compiles an ONNX MODEL into a program for encrypted inference: the server's
@@ -166,6 +174,10 @@ def compile_cmd(
     if tune_precision and calib is None:
         raise CliError("--tune-precision needs --calibration (the inputs the splits are simulated on)")
     options.update(bits)
+    if link_mbps is not None:
+        if protocol != "two-party" or mode == "throughput":
+            raise CliError("--link-mbps applies to --protocol two-party with --mode latency or auto")
+        options["bandwidth"] = link_mbps * 1e6 / 8
     t0 = time.perf_counter()
     tuned = None
     if tune_precision:

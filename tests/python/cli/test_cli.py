@@ -155,6 +155,12 @@ def test_compile_serve_and_predict_two_party(files: dict, mode: str) -> None:
     kept = heinfer.load_program(auto.read_bytes()).mode
     assert kept == summary["mode"] == min(("latency", "throughput"), key=lambda m: summary["auto"][f"{m}_s"])
     assert kept == "latency" or mode == "throughput"
+    if mode == "latency":  # the link the ciphertexts are priced on: 10 Mbit/s
+        r = invoke(*args, "--link-mbps", "10", "--json")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.output.strip().splitlines()[-1])["auto"]["bandwidth"] == 1.25e6
+    else:
+        assert_user_error(invoke(*args[:-2], "--mode", "throughput", "--link-mbps", "10"), "--link-mbps applies to")
     r = invoke("compile", os.path.join(MODELS, "cryptonets_relu.onnx"), "-o", str(out), "--mode", mode,
                "--input-bound", "16", "--protocol", "two-party", "--batch-size", "6")
     assert r.exit_code == 0, r.output
