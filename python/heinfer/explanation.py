@@ -17,6 +17,7 @@ from typing import TextIO
 from heinfer.compiler.cost import key_bytes
 from heinfer.program.model import Program
 from heinfer.program.ops import Linear, Square
+from heinfer.program.two_party import TwoPartyProgram
 
 __all__ = ["auto_summary", "explain"]
 
@@ -25,7 +26,7 @@ def _mb(b: float) -> str:
     return f"{b / 1e6:.1f} MB"
 
 
-def explain(program: Program, file: TextIO | None = None) -> str:
+def explain(program: Program | TwoPartyProgram, file: TextIO | None = None) -> str:
     """Prints (to ``file``, default stdout) and returns a description of ``program``'s plan."""
     if getattr(program, "protocol", None) == "two-party":
         text = "\n".join(_two_party(program)) + "\n"
@@ -54,7 +55,7 @@ def explain(program: Program, file: TextIO | None = None) -> str:
     return text
 
 
-def _two_party(program) -> list[str]:
+def _two_party(program: TwoPartyProgram) -> list[str]:
     """A :class:`~heinfer.program.two_party.TwoPartyProgram`: its BFV parameters, each linear
     layer's ciphertexts and flooding, each garbled-circuit step, the rotation keys (all public:
     a public program shows the same, without the layers' names)."""
@@ -131,8 +132,7 @@ def _latency(program: Program) -> list[str]:
         f"relinearization key: {_mb(kb['relinearization_wire'])}"
     )
     if "auto" in program.meta:
-        a = program.meta["auto"]
-        out.append(auto_summary(a))
+        out.append(auto_summary(program.meta["auto"]))
     return out
 
 

@@ -28,8 +28,8 @@ from heinfer.cli.files import (
     write_atomic,
 )
 from heinfer.cli.network import serve
-from heinfer.explanation import auto_summary
 from heinfer.cli.predict import predict
+from heinfer.explanation import auto_summary
 
 __all__ = ["cli", "main", "public_name"]
 
