@@ -21,6 +21,7 @@ import click
 
 from heinfer.cli.files import (
     CliError,
+    check_writable,
     error_line,
     load_array,
     load_program,
@@ -162,6 +163,7 @@ def compile_cmd(
 
     if not os.path.isfile(model):
         raise CliError(f"model file {model!r} does not exist")
+    check_writable(output)  # before the compile, not after it
     calib = load_array(calibration, what="calibration") if calibration else None
     options: dict[str, Any] = {"packing": packing} if packing else {}
     if features is not None:

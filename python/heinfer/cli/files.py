@@ -26,6 +26,7 @@ __all__ = [
     "EXIT_USAGE",
     "TOKEN_ENV",
     "CliError",
+    "check_writable",
     "error_line",
     "load_array",
     "load_client_program",
@@ -210,6 +211,16 @@ def read_token(token_file: str | None) -> str | None:
         return token
     token = os.environ.get(TOKEN_ENV, "").strip()
     return token or None
+
+
+def check_writable(path: str) -> None:
+    """:class:`CliError` now, rather than after minutes of work, when ``path``'s directory does
+    not exist or cannot be written (what :func:`write_atomic` will need)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise CliError(f"cannot write {path!r}: directory {directory!r} does not exist")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise CliError(f"cannot write {path!r}: directory {directory!r} is not writable")
 
 
 def write_atomic(path: str, data: bytes) -> None:

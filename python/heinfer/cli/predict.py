@@ -14,7 +14,7 @@ from typing import Any
 import click
 import numpy as np
 
-from heinfer.cli.files import CliError, load_array, load_client_program, load_program, read_pem, read_token, to_json
+from heinfer.cli.files import CliError, check_writable, load_array, load_client_program, load_program, read_pem, read_token, to_json
 from heinfer.errors import HeinferError
 from heinfer.program.two_party import TwoPartyProgram
 
@@ -102,6 +102,7 @@ def predict(
     from heinfer.cli.progress import ProgressBars
 
     _check_address(server)
+    check_writable(output)  # before the queries: their results are not lost to a bad path
     prog = load_program(model)
     if isinstance(prog, TwoPartyProgram):
         tls = _client_tls(tls_ca, tls_cert, tls_key)

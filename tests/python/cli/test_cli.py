@@ -139,6 +139,19 @@ def test_compile_precision_options_and_tuning(files: dict) -> None:
     assert_user_error(invoke("compile", model, "-o", str(out), "--calibration", DIGITS, "--mode", "latency", "--weight-bits", "20"), "apply to --mode throughput")
 
 
+def test_an_output_path_that_cannot_be_written_is_refused_before_any_work(files: dict, monkeypatch) -> None:
+    import heinfer
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("compiled although the output could not be written")
+
+    monkeypatch.setattr(heinfer, "compile", no_work)
+    missing = files["dir"] / "no such dir" / "p.hep"
+    for args in (("compile", os.path.join(MODELS, "mnist_a.onnx"), "--input-bound", "1"),
+                 ("predict", files["few"], "--server", "127.0.0.1:1", "--model", str(files["dir"] / "no.hep"))):
+        assert_user_error(invoke(*args, "-o", str(missing)), f"cannot write '{missing}': directory")
+
+
 @pytest.mark.parametrize("mode", ["latency", "throughput"])
 def test_compile_serve_and_predict_two_party(files: dict, mode: str) -> None:
     out = files["dir"] / mode / "tp.hep"
