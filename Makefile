@@ -40,9 +40,12 @@ native: $(STAMPS)/native
 # running cargo test second leaves both builds fresh for the next `make test`.
 # `cargo check --benches`: the criterion benchmarks are not built by `cargo test`, and a bench
 # that no longer compiles went unnoticed once (kernels' linear bench after an API change).
+# `cargo doc` with warnings as errors: a doc comment's link that no longer resolves (an item
+# moved or renamed) fails the build instead of rendering as plain text.
 test-rust: $(STAMPS)/native
 	cargo test --workspace --release
 	cargo check --workspace --benches --quiet
+	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
 # The PyTorch front end with both of torch's ONNX exporters (tests/python/test_torch.py, which
 # `make test` skips while torch is absent). Installs torch and onnxscript into the venv: about

@@ -2,10 +2,10 @@
 //! zero-filling megabytes per operation (SEAL's memory pools, in small).
 //!
 //! Part of `heinfer-ckks`, below the evaluator, the encryptor and key generation. Buffers come
-//! back from [`take`] with arbitrary (initialized) contents: callers overwrite every word they
+//! back from `take` with arbitrary (initialized) contents: callers overwrite every word they
 //! read. A buffer that held anything derived from the secret key or from encryption randomness
 //! (the ternary `u`, the errors, `a·s`, decryption and key-generation temporaries) goes back
-//! through [`give_secret`], which zeroes all of its capacity first, so no later operation — and
+//! through `give_secret`, which zeroes all of its capacity first, so no later operation — and
 //! no memory dump of the pool — finds secret material in it. [`stats`] shows what the current
 //! thread's pool holds.
 

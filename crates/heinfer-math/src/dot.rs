@@ -10,7 +10,7 @@
 //! digit's limb is loaded once for both key halves. When the process runs the IFMA kernels
 //! ([`crate::vec_kernel`]) and `q < 2^50`, the 104-bit products are summed unreduced instead,
 //! two multiply-add instructions per product and one reduction per 15 terms
-//! ([`crate::vecops_ifma::dot2`]). Otherwise, Barrett products. All paths give the same bits.
+//! (`vecops_ifma::dot2`). Otherwise, Barrett products. All paths give the same bits.
 
 use crate::vec_kernel::{kernel_for, VecKernel};
 use crate::vecops::{self, BarrettConst};

@@ -4,7 +4,7 @@
 //! `a(X) = Σ a_i X^i` to its evaluations at the odd powers of `ψ`; a product of polynomials
 //! becomes a point-wise product. Two implementations: the `tfhe-ntt` crate (AVX-512 with
 //! IFMA where the CPU has it, AVX-512, AVX2 or scalar, chosen at run time) and, for primes
-//! below 2^50 on AVX-512 machines, our double-precision FMA transform ([`crate::ntt_fma`]).
+//! below 2^50 on AVX-512 machines, our double-precision FMA transform (`ntt_fma`).
 //! Which one is faster depends on the CPU (measured: the FMA transform wins by 8–20% on an
 //! Intel Xeon without IFMA; `tfhe-ntt`'s IFMA path wins by 1.5–1.8× on an AMD EPYC with
 //! IFMA), so the first plan of each ring degree and prime size in a process times both on a
@@ -141,7 +141,7 @@ impl NttPlan {
         self.kernel
     }
 
-    /// Whether this plan runs the double-precision FMA kernels (see [`crate::ntt_fma`]).
+    /// Whether this plan runs the double-precision FMA kernels (see `ntt_fma`).
     pub fn uses_fma(&self) -> bool {
         self.kernel == NttKernel::Fma
     }

@@ -19,7 +19,7 @@ pub enum VecKernel {
     /// AVX-512F/DQ: 64×64-bit products from four 32-bit multiplies.
     Avx512,
     /// AVX-512 IFMA: 52-bit multiply-add instructions, for primes `q < 2^50`
-    /// (see [`crate::vecops_ifma`] for the bounds).
+    /// (see `vecops_ifma` for the bounds).
     Ifma,
 }
 

@@ -3,7 +3,7 @@
 //! These are the inner loops of every homomorphic operation. Each kernel has a portable body,
 //! on x86-64 with AVX-512F/DQ an explicitly vectorized body (64×64→128-bit products built from
 //! four 32-bit multiplies, `vpmuludq`), and for primes `q < 2^50` on CPUs with AVX-512 IFMA a
-//! 52-bit multiply-add body ([`crate::vecops_ifma`]). The family is chosen once per process
+//! 52-bit multiply-add body (`vecops_ifma`). The family is chosen once per process
 //! ([`crate::vec_kernel`]); all produce the same fully reduced outputs.
 //!
 //! * `x·w mod q` for a constant `w` uses Shoup's companion `w' = ⌊w·2^64/q⌋`.

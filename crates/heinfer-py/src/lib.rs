@@ -14,6 +14,10 @@
 //!   `PanicException`, which derives from `BaseException`.
 //! * Every wrapped object keeps the parameters it belongs to, so it can serialize itself.
 
+// This crate is an extension module with no Rust users: its documentation is read with
+// `--document-private-items`, so links to its private modules are the point.
+#![allow(rustdoc::private_intra_doc_links)]
+
 mod batch;
 mod bfv;
 mod encoder;
