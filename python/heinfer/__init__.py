@@ -50,7 +50,7 @@ _LAZY = {
     "explain": ("heinfer.explanation", "explain"),
     "simulate": ("heinfer.compiler.simulate", "simulate"),
     "tune_precision": ("heinfer.precision", "tune_precision"),
-    "compile": ("heinfer.inference", "compile"),
+    "compile": ("heinfer.compilation", "compile"),
     "infer": ("heinfer.inference", "infer"),
     "Client": ("heinfer.inference", "Client"),
     "Server": ("heinfer.inference", "Server"),

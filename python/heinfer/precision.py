@@ -40,7 +40,7 @@ def tuned_program(model: Any, calibration: np.ndarray, shift: int = 4, seeds: in
     """:func:`tune_precision` and the program it chose, compiled once (what
     ``heinfer compile --tune-precision`` writes). Only the requested split's program and the
     best one so far are kept while the others are tried."""
-    from heinfer.inference import compile as compile_program
+    from heinfer.compilation import compile as compile_program
 
     if not isinstance(shift, int) or shift < 0 or not isinstance(seeds, int) or seeds < 1:
         raise CompileError(f"tune_precision: shift must be an integer ≥ 0 and seeds ≥ 1, got {shift!r}, {seeds!r}")

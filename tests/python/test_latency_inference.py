@@ -32,7 +32,7 @@ import pytest
 from compiler import onnx_models as om
 from heinfer.compiler.cost import predict_seconds
 from heinfer.compiler.plan import max_log_qp
-from heinfer.inference import _costs
+from heinfer.compilation import _costs
 from heinfer.program.ops import Linear, Square
 from heinfer.runtime.executor import native_params
 from test_inference import MODELS
@@ -452,13 +452,13 @@ def test_measured_costs_for_a_large_first_prime() -> None:
 
 
 def test_auto_keeps_the_mode_that_compiles_and_says_why_the_other_refused(monkeypatch) -> None:
-    import heinfer.inference as inference
+    import heinfer.compilation as compilation
 
     def refuse(*args, **kwargs):
         raise heinfer.CompileError("refused for the test")
 
     model, cal = om.mlp((16, 4), act=None), None
-    monkeypatch.setattr(inference, "compile_latency", refuse)
+    monkeypatch.setattr(compilation, "compile_latency", refuse)
     prog = heinfer.compile(model, mode="auto", batch_size=1, input_bound=1.0, measure_costs=False)
     assert prog.mode == "throughput" and prog.meta["auto"]["refused"] == {"latency": "refused for the test"}
     assert "latency_s" not in prog.meta["auto"]
@@ -466,6 +466,6 @@ def test_auto_keeps_the_mode_that_compiles_and_says_why_the_other_refused(monkey
     # an option neither mode knows is the caller's error, not a refusal
     with pytest.raises(heinfer.CompileError, match="unknown compiler option"):
         heinfer.compile(model, mode="auto", input_bound=1.0, bogus=1)
-    monkeypatch.setattr(inference, "compile_graph", refuse)
+    monkeypatch.setattr(compilation, "compile_graph", refuse)
     with pytest.raises(heinfer.CompileError, match="^refused for the test$"):
         heinfer.compile(model, mode="auto", batch_size=1, input_bound=1.0, measure_costs=False)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import heinfer
-import heinfer.inference as inference
+import heinfer.compilation as compilation
 from heinfer.compiler.two_party_cost import (
     TWO_PARTY_KINDS,
     analytic_two_party_costs,
@@ -127,12 +127,12 @@ def test_auto_falls_back_to_the_mode_that_compiles(monkeypatch) -> None:
     def refuse(*args, **kwargs):
         raise CompileError("two-party protocol: refused for the test")
 
-    monkeypatch.setattr(inference, "compile_two_party_throughput", refuse)
+    monkeypatch.setattr(compilation, "compile_two_party_throughput", refuse)
     prog = heinfer.compile(MODELS / "cryptonets_relu.onnx", mode="auto", protocol="two-party", calibration=CAL,
                            batch_size=4096, measure_costs=False)
     assert prog.mode == "latency"
     assert prog.meta["auto"]["refused"] == {"throughput": "two-party protocol: refused for the test"}
-    monkeypatch.setattr(inference, "compile_two_party", refuse)
+    monkeypatch.setattr(compilation, "compile_two_party", refuse)
     with pytest.raises(CompileError, match="^two-party protocol: refused for the test$"):
         heinfer.compile(MODELS / "cryptonets_relu.onnx", mode="auto", protocol="two-party", calibration=CAL,
                         measure_costs=False)
