@@ -322,15 +322,17 @@ def inspect_cmd(program: str, ray_workers: int | None, ray_split: str, as_json: 
     from heinfer.program.two_party import TwoPartyProgram
 
     if isinstance(prog, TwoPartyProgram):
-        desc2 = {
-            "program_id": prog.id, "protocol": "two-party", "mode": prog.mode, "has_weights": not prog.is_public,
-            "bfv": dict(prog.bfv), "input_shape": list(prog.input_shape), "output_shape": list(prog.output_shape),
-            "input_frac": prog.input_frac, "output_frac": prog.output_frac,
-            "layers": [{"in": s.in_size, "out": s.out_size, "input_cts": s.n_input_cts, "output_cts": s.output.n_cts, "flood_bits": s.flood_bits} for s in prog.segments],
-            "steps": [{"kind": st.kind, "instances": st.instances, "shift": st.shift, "pooled": st.pool is not None} for st in prog.steps],
-            "rotation_keys": prog.galois_key_count, "batch_capacity": prog.batch_capacity,
-        }
-        click.echo(to_json(desc2) if as_json else "\n".join(f"{k}: {v}" for k, v in desc2.items()))
+        from heinfer.cli.describe_two_party import describe_two_party, render_two_party
+
+        if ray_workers is not None:
+            raise click.UsageError("--ray-workers: a two-party program's sessions go whole to one actor each; there is no shard plan to show")
+        desc2 = describe_two_party(prog, size_bytes=os.path.getsize(program))
+        if as_json:
+            click.echo(to_json(desc2))
+            return
+        from rich.console import Console
+
+        render_two_party(desc2, Console(soft_wrap=True))
         return
     desc = describe(prog, size_bytes=os.path.getsize(program), ray_workers=ray_workers, ray_split=ray_split)
     if as_json:

@@ -23,7 +23,7 @@ import math
 from heinfer.compiler.cost import CostTable, analytic_costs, transform_cost
 
 __all__ = ["NTT_SECONDS_8192", "TWO_PARTY_KINDS", "analytic_two_party_costs", "ciphertext_bytes", "cost_params",
-           "ntt_seconds", "predict_two_party_seconds", "result_bytes"]
+           "ntt_seconds", "predict_two_party_seconds", "query_ciphertexts", "result_bytes"]
 
 #: Seconds per ciphertext of the protocol's own steps (one number each, not per level): the
 #: client encoding, encrypting (secret key, seed-compressed) and serializing an input; the
@@ -107,15 +107,23 @@ def predict_two_party_seconds(program, costs: CostTable, items: int = 1, bandwid
     per_in = costs["tp_client_input"] + costs["tp_server_input"] + fresh / bandwidth
     per_out = costs["tp_server_result"] + costs["tp_client_result"] + result / bandwidth
     total = 0.0
-    for k, (seg, layer) in enumerate(zip(program.segments, program.layers)):
-        total += seg.n_input_cts * program.input_lists(k) * per_in
+    for k, ((n_in, n_out), layer) in enumerate(zip(query_ciphertexts(program), program.layers)):
+        total += n_in * per_in + n_out * per_out
         if program.batch_axis:
             total += layer.matrix.nnz * layer.digits * costs["gemm_mac"][top]
             if program.squared_input(k):  # Enc(a)·2b, one plaintext product per element
-                total += seg.in_size * (costs["mul_plain"][top] + costs["add"][top])
-            n_out = seg.out_size
+                total += program.segments[k].in_size * (costs["mul_plain"][top] + costs["add"][top])
         else:
             total += transform_cost(layer, top, costs)
-            n_out = seg.output.n_cts
-        total += n_out * per_out
     return -(-int(items) // program.batch_capacity) * total
+
+
+def query_ciphertexts(program) -> list[tuple[int, int]]:
+    """Per linear layer of a two-party program (public or not), the ciphertexts of one query:
+    ``(inputs the client sends, results the server returns)`` — on the wire each input takes
+    ``ciphertext_bytes / 2`` (seed-compressed) and each result :func:`result_bytes`."""
+    out = []
+    for k, seg in enumerate(program.segments):
+        n_out = seg.out_size if program.batch_axis else seg.output.n_cts
+        out.append((seg.n_input_cts * program.input_lists(k), n_out))
+    return out

@@ -63,6 +63,8 @@ def two_party_public_to_json(p: TwoPartyProgram) -> tuple[dict, dict]:
     }
     if p.batch_axis:  # latency programs keep the manifest (and the id) they had before
         manifest.update(mode=p.mode, batch_capacity=p.batch_capacity)
+    if "auto" in p.meta:  # mode="auto"'s record (public: predicted times, refusals); only when present
+        manifest["meta"] = {"auto": p.meta["auto"]}
     return manifest, arrays
 
 
@@ -152,11 +154,27 @@ def two_party_public_from_json(m: dict, arrays) -> TwoPartyProgram:
         mode=mode,
         batch_capacity=capacity,
     )
+    prog.meta = _public_meta(m.get("meta", {}))
     if any(s.row_pairs and prog.squared_input(k) for k, s in enumerate(segments)):
         raise SerializationError("cannot read program: a squared input fills both rows already; it cannot travel in row pairs")
     # the client functions chain from the input to the first layer and from the last to the output
     check_io(prog, segments[0].in_size, segments[-1].out_size)
     return prog
+
+
+def _public_meta(meta) -> dict:
+    """The public metadata of a manifest: ``{"auto": record}`` or nothing (checked as JSON
+    objects and numbers; the record is informative, it changes nothing the parties run)."""
+    if not isinstance(meta, dict) or set(meta) - {"auto"}:
+        raise SerializationError("cannot read program: meta must be an object with at most the key 'auto'")
+    auto = meta.get("auto")
+    if auto is None:
+        return {}
+    if not isinstance(auto, dict) or not isinstance(auto.get("batch_size"), int) or not all(
+        isinstance(auto.get(f"{m}_s", 0.0), (int, float)) for m in ("latency", "throughput")
+    ):
+        raise SerializationError("cannot read program: meta.auto is not a record of mode='auto'")
+    return {"auto": auto}
 
 
 def two_party_weights_to_json(p: TwoPartyProgram) -> tuple[dict, dict]:
