@@ -19,7 +19,7 @@ RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null
 # Cargo and maturin must agree on the interpreter, or pyo3 rebuilds at every switch.
 export PYO3_PYTHON := $(abspath $(PY))
 
-.PHONY: proto all venv native test test-rust test-python test-slow test-torch demo bench bench-quick bench-throughput bench-latency bench-kernels bench-service bench-scaleout bench-deps models clean
+.PHONY: proto all venv native test test-rust test-python test-fast test-torch demo bench bench-quick bench-throughput bench-latency bench-kernels bench-service bench-scaleout bench-deps models clean
 
 all: native
 
@@ -55,13 +55,15 @@ test-torch: $(STAMPS)/native
 	$(PY) -m pip install --quiet --disable-pip-version-check $(TORCH_DEPS)
 	$(PY) -m pytest tests/python/test_torch.py tests/python/compiler/test_onnx_import.py -q
 
+# Every Python test, the @slow ones included (they fit CI's time: the one there takes ~6 s).
 test-python: $(STAMPS)/native
-	$(PY) -m pytest tests/python -q
+	$(PY) -m pytest tests/python -q --run-slow
 
 test: test-rust test-python
 
-test-slow: $(STAMPS)/native
-	$(PY) -m pytest tests/python -q --run-slow
+# The Python tests without the @slow ones, for a quick round while editing.
+test-fast: $(STAMPS)/native
+	$(PY) -m pytest tests/python -q
 
 demo: $(STAMPS)/native
 	$(PY) examples/demo.py

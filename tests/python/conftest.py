@@ -31,7 +31,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--run-slow"):
         return
-    skip = pytest.mark.skip(reason="slow: run with --run-slow (make test-slow)")
+    skip = pytest.mark.skip(reason="slow: run with --run-slow (make test runs them)")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
