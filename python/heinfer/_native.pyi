@@ -330,9 +330,10 @@ def naive_linear_rows_timed(
 TWO_PARTY_MAX_INSTANCES: int
 
 class LayerCircuit:
-    """A non-linear layer's garbled circuit on shares mod p: ``kind`` "relu", "maxpool_relu" or "truncate"."""
+    """A non-linear layer's garbled circuit on shares mod p: ``kind`` "relu", "maxpool_relu",
+    "truncate" or "clip" (to ``[lo, hi]``, signed integers at the input's scale)."""
 
-    def __init__(self, kind: str, p: int, shift: int, window: int = 1) -> None: ...
+    def __init__(self, kind: str, p: int, shift: int, window: int = 1, lo: int = 0, hi: int = 0) -> None: ...
     @property
     def and_gates(self) -> int: ...
     @property

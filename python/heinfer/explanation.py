@@ -79,7 +79,10 @@ def _two_party(program: TwoPartyProgram) -> list[str]:
             window = f", windows of {st.window}" if st.window > 1 else ""
             pool = f", then {st.pool.shape[0]} sum-pooled outputs" if st.pool is not None else ""
             kind = {"relu": "ReLU", "maxpool_relu": "max-pool and ReLU", "square": "truncation (then GAZELLE's AHE square)"}.get(st.kind, st.kind)
-            out.append(f"step {k}: {kind} in a garbled circuit, {st.instances} instance(s) per item{window}, truncating {st.shift} bit(s){pool}")
+            if st.kind == "clip":
+                kind = f"clip to [{st.lo}, {st.hi}] (the layer's fixed-point integers)"
+            kept = f", {sum(st.keep)} value(s) passing through (a truncation circuit each)" if sum(st.keep) else ""
+            out.append(f"step {k}: {kind} in a garbled circuit, {st.instances} instance(s) per item{window}, truncating {st.shift} bit(s){pool}{kept}")
     wire, _ = key_bytes(int(b["log_n"]), list(b["log_q"]), list(b["log_p"]))
     out.append(f"rotation keys: {program.galois_key_count} ({_mb(wire * program.galois_key_count)} on the wire)")
     if "auto" in program.meta:

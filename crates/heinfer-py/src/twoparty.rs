@@ -27,8 +27,9 @@ fn to_py(e: TwoPartyError) -> PyErr {
 }
 
 /// The circuit of one non-linear layer: `kind` "relu", "maxpool_relu" (with `window`
-/// values per instance) or "truncate" (the signed floor alone, before an AHE square),
-/// plaintext modulus `p`, truncation `shift` bits.
+/// values per instance), "truncate" (the signed floor alone, before an AHE square) or "clip"
+/// (to `[lo, hi]`, signed integers at the input's scale: ReLU6), plaintext modulus `p`,
+/// truncation `shift` bits.
 #[pyclass(module = "heinfer._native", name = "LayerCircuit", frozen)]
 pub struct PyLayerCircuit {
     inner: LayerCircuit,
@@ -37,15 +38,16 @@ pub struct PyLayerCircuit {
 #[pymethods]
 impl PyLayerCircuit {
     #[new]
-    #[pyo3(signature = (kind, p, shift, window = 1))]
-    fn new(kind: &str, p: u64, shift: usize, window: usize) -> PyResult<Self> {
+    #[pyo3(signature = (kind, p, shift, window = 1, lo = 0, hi = 0))]
+    fn new(kind: &str, p: u64, shift: usize, window: usize, lo: i64, hi: i64) -> PyResult<Self> {
         let layer = match kind {
             "relu" => Layer::Relu,
             "maxpool_relu" => Layer::MaxPoolRelu { window },
             "truncate" => Layer::Truncate,
+            "clip" => Layer::Clip { lo, hi },
             other => {
                 return Err(OperandError::new_err(format!(
-                    "unknown non-linear layer {other:?}: relu, maxpool_relu or truncate"
+                    "unknown non-linear layer {other:?}: relu, maxpool_relu, truncate or clip"
                 )))
             }
         };

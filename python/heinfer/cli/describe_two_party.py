@@ -41,11 +41,13 @@ def describe_two_party(program: TwoPartyProgram, size_bytes: int | None = None) 
         })  # fmt: skip
     steps = []
     for k, st in enumerate(program.steps):
-        circuit = _native.LayerCircuit(st.circuit_kind, p, st.shift, st.window)
+        gates = [(_native.LayerCircuit(*args).and_gates, len(entries)) for args, entries in st.parts(p)]
         steps.append({
             "after_layer": k, "kind": st.kind, "instances_per_item": st.instances, "window": st.window,
-            "shift": st.shift, "pooled": st.pool is not None, "and_gates_per_instance": circuit.and_gates,
-            "garbled_bytes_per_item": st.instances * circuit.and_gates * AND_GATE_BYTES,
+            "shift": st.shift, "pooled": st.pool is not None, "and_gates_per_instance": gates[0][0],
+            # values passing through (a residual's skip): a truncation circuit each
+            "kept_per_item": sum(st.keep), "and_gates_per_kept": gates[1][0] if len(gates) > 1 else 0,
+            "garbled_bytes_per_item": sum(g * n for g, n in gates) * AND_GATE_BYTES,
         })  # fmt: skip
     keys = program.galois_key_count
     desc: dict[str, Any] = {
@@ -109,14 +111,15 @@ def render_two_party(desc: dict, console: Any) -> None:
         )  # fmt: skip
     console.print(t)
     if desc["steps"]:
-        t = Table(title="garbled-circuit steps (per item)", title_justify="left")
-        for col in ("after layer", "kind", "instances", "truncation", "AND gates each", "garbled tables"):
+        t = Table(title="garbled-circuit steps, per item (kept: values passing through, × AND gates of their truncation)", title_justify="left")
+        for col in ("after layer", "kind", "instances", "AND each", "kept", "shift", "tables"):
             t.add_column(col)
         for st in desc["steps"]:
             kind = st["kind"] + (f" (window {st['window']})" if st["window"] > 1 else "") + (", pooled" if st["pooled"] else "")
+            kept = f"{st['kept_per_item']} × {st['and_gates_per_kept']}" if st["kept_per_item"] else "—"
             t.add_row(
-                str(st["after_layer"]), kind, str(st["instances_per_item"]), f"{st['shift']} bits",
-                str(st["and_gates_per_instance"]), _mb(st["garbled_bytes_per_item"]),
+                str(st["after_layer"]), kind, str(st["instances_per_item"]), str(st["and_gates_per_instance"]), kept,
+                f"{st['shift']} bits", _mb(st["garbled_bytes_per_item"]),
             )  # fmt: skip
         console.print(t)
     q = desc["query_bytes"]

@@ -40,8 +40,8 @@ from heinfer.errors import CompileError, UnsupportedOperatorError
 __all__ = ["FixedPointLayer", "FixedPointPlan", "plan_fixed_point", "simulate"]
 
 #: Client functions a step evaluates between two linear layers (a square: a truncation
-#: circuit, then GAZELLE's AHE square protocol).
-CIRCUIT_KINDS = frozenset({"relu", "maxpool", "sumpool", "square"})
+#: circuit, then GAZELLE's AHE square protocol; a clip: its own circuit, e.g. ReLU6).
+CIRCUIT_KINDS = frozenset({"relu", "maxpool", "sumpool", "square", "clip"})
 #: Client functions allowed as the last op: applied by the client to its output in the clear.
 OUTPUT_KINDS = frozenset({"softmax", "sigmoid", "tanh", "relu", "maxpool", "clip", "leaky_relu"})
 
@@ -70,6 +70,25 @@ class FixedPointLayer:
     def out_frac(self) -> int:
         """Fractional bits of the layer's integer output (before the step's truncation)."""
         return self.in_frac + self.weight_frac
+
+    def clip_bounds(self, p: int) -> tuple[int, int] | None:
+        """The step's clip (``Clip`` between linear layers: ``[min, max]``, either optional) as
+        the circuit's integer bounds at :attr:`out_frac` fractional bits, half an ulp of the
+        truncation added as the bias carries it (``⌊clamp(y + h, lo + h, hi + h)/2^s⌋`` rounds
+        ``clamp(y, lo, hi)``), limited to what the circuit holds modulo ``p`` (``[−H, p − H)``,
+        ``H = ⌊(p−1)/2 / 2^s⌋·2^s``: every value the plan allows lies inside). ``None`` without
+        a clip."""
+        fn = next((f for f in self.step if f.kind == "clip"), None)
+        if fn is None:
+            return None
+        h = 1 << (self.shift - 1) if self.shift > 0 else 0
+        big_h = (((p - 1) // 2) >> self.shift) << self.shift
+        lo, hi = fn.attrs["min"], fn.attrs["max"]
+        lo_i = -big_h if lo is None else max(-big_h, int(np.rint(lo * 2.0**self.out_frac)) + h)
+        hi_i = p - big_h - 1 if hi is None else min(p - big_h - 1, int(np.rint(hi * 2.0**self.out_frac)) + h)
+        if lo_i > hi_i:
+            raise CompileError(f"two-party protocol: the clip after {self.name!r} to [{lo}, {hi}] is empty in fixed point")
+        return lo_i, hi_i
 
 
 @dataclass(frozen=True)
@@ -262,7 +281,11 @@ def simulate(plan: FixedPointPlan, x: np.ndarray, check: bool = True) -> np.ndar
                 )
         squares = [fn.kind for fn in layer.step] == ["square"]
         for fn in layer.step:  # exact on integers below 2^53
-            if fn.kind not in ("sumpool", "square"):
+            if fn.kind == "clip":  # at the integers' scale, as the circuit clamps; kept values pass
+                before, after = fn.keep
+                s = s.copy()
+                s[:, before : s.shape[1] - after] = np.clip(s[:, before : s.shape[1] - after], *layer.clip_bounds(p))
+            elif fn.kind not in ("sumpool", "square"):
                 s = np.rint(fn.apply(s.astype(np.float64))).astype(np.int64)
         s = s >> layer.shift  # floor division by 2^shift, as the circuit truncates
         if squares:  # the AHE square of the truncated value

@@ -79,12 +79,20 @@ def _linear(program: TwoPartyProgram, k: int, layer: Transform | LinearStep, v: 
 def _step(step: TwoPartyStep, s: np.ndarray) -> np.ndarray:
     """A garbled-circuit step on signed values ``s`` ``(items, in_size)``: each instance's
     window (ReLU: one element; max-pooling: the max of the ReLUs), truncated by ``shift``
-    (a floor, as the circuit drops the low bits); a square step truncates the signed value and
-    the AHE protocol squares it; then the optional sum-pool of the instances."""
+    (a floor, as the circuit drops the low bits); a clip clamps to its integer bounds first;
+    a square step truncates the signed value and
+    the AHE protocol squares it; then the optional sum-pool of the instances, and the values
+    kept, truncated, in their places."""
     w = s[:, step.groups]  # (items, instances, window)
     if step.kind == "square":
         t = w[..., 0] >> step.shift
         out = t * t
+    elif step.kind == "clip":  # bounds at the integers' scale, as the circuit clamps
+        out = np.clip(w[..., 0], step.lo, step.hi) >> step.shift
     else:
         out = np.maximum(w, 0).max(axis=-1) >> step.shift
-    return out if step.pool is None else out[:, step.pool].sum(axis=-1)
+    out = out if step.pool is None else out[:, step.pool].sum(axis=-1)
+    if sum(step.keep):  # the values kept: truncated, in their places around the layer's
+        kept, before = s[:, step.kept] >> step.shift, step.keep[0]
+        out = np.concatenate([kept[:, :before], out, kept[:, before:]], axis=1)
+    return out

@@ -143,18 +143,29 @@ class TwoPartySegment:
 class TwoPartyStep:
     """A garbled-circuit step between segments ``k`` and ``k+1``: ``kind`` ``"relu"`` (one
     instance per element), ``"maxpool_relu"`` (instance ``j`` is the max of the ReLUs of
-    elements ``groups[j]``; windows may share elements, see :meth:`sources`) or ``"square"``
-    (one instance per element: the circuit only truncates, then GAZELLE's AHE square protocol
-    squares the shares — the client encrypts its share ``a`` and ``a²``, the server adds
-    ``2b·a + b²`` for its share ``b``); the result is truncated by ``shift`` bits. ``pool``
-    (optional): disjoint windows of instances that both parties then sum on their own shares
-    (an average pool, whose ``1/k`` the next layer's weights carry)."""
+    elements ``groups[j]``; windows may share elements, see :meth:`sources`), ``"clip"`` (one
+    instance per element, clamped to ``[lo, hi]``: ONNX's ``Clip``, e.g. ReLU6; ``lo`` and
+    ``hi`` are signed integers at the layer output's fixed-point scale, the rounding's half
+    ulp included) or ``"square"`` (one instance per element: the circuit only truncates, then
+    GAZELLE's AHE square protocol squares the shares — the client encrypts its share ``a`` and
+    ``a²``, the server adds ``2b·a + b²`` for its share ``b``); the result is truncated by
+    ``shift`` bits. ``pool`` (optional): disjoint windows of instances that both parties then
+    sum on their own shares (an average pool, whose ``1/k`` the next layer's weights carry).
+
+    ``keep = (before, after)``: the first ``before`` and last ``after`` input values pass
+    through (a tensor that lives across the step, e.g. the skip of a residual block whose
+    values may be negative): a second circuit only truncates them (GAZELLE's truncation, as
+    before a square), and the step's output is ``[kept before, the layer's outputs, kept
+    after]``. ``groups`` index the whole input vector (they avoid the kept values)."""
 
     kind: str
     shift: int
     in_size: int
     groups: np.ndarray
     pool: np.ndarray | None = None
+    lo: int = 0
+    hi: int = 0
+    keep: tuple[int, int] = (0, 0)
 
     @property
     def window(self) -> int:
@@ -166,6 +177,11 @@ class TwoPartyStep:
         """The garbled circuit's kind (``heinfer.twoparty.LayerCircuit``)."""
         return "truncate" if self.kind == "square" else self.kind
 
+    def circuit_args(self, p: int) -> tuple:
+        """The arguments of ``heinfer.twoparty.LayerCircuit(kind, p, shift, window, lo, hi)``
+        for this step modulo ``p``."""
+        return (self.circuit_kind, int(p), self.shift, self.window, self.lo, self.hi)
+
     @property
     def instances(self) -> int:
         """Circuit instances."""
@@ -173,8 +189,35 @@ class TwoPartyStep:
 
     @property
     def out_size(self) -> int:
-        """Values passed to the next segment: the instances, or their pooled sums."""
-        return int(self.groups.shape[0] if self.pool is None else self.pool.shape[0])
+        """Values passed to the next segment: the instances, or their pooled sums, and the
+        values kept."""
+        return int(self.groups.shape[0] if self.pool is None else self.pool.shape[0]) + sum(self.keep)
+
+    @property
+    def kept(self) -> np.ndarray:
+        """The indices of the input values that pass through (``int64``; see ``keep``)."""
+        before, after = self.keep
+        return np.concatenate([np.arange(before), np.arange(self.in_size - after, self.in_size)]).astype(np.int64)
+
+    def parts(self, p: int) -> list[tuple[tuple, np.ndarray]]:
+        """The step's circuits modulo ``p``: ``(LayerCircuit arguments, entries)`` with
+        ``entries`` ``(instances, window)`` indices into the input vector — the layer's
+        circuit, then (with values kept) a truncation of one value per instance."""
+        out = [(self.circuit_args(p), self.groups)]
+        if sum(self.keep):
+            out.append((("truncate", int(p), self.shift, 1, 0, 0), self.kept.reshape(-1, 1)))
+        return out
+
+    def assemble(self, outs: list[np.ndarray], p: int) -> np.ndarray:
+        """A party's shares of the step's outputs from its shares of each part's outputs
+        (``int64`` in ``[0, p)``, ``(items, instances)`` per part, as :meth:`parts` orders
+        them): the layer's, summed over :attr:`pool` when there is one (additive shares of the
+        sums), between the kept values."""
+        main = outs[0] if self.pool is None else outs[0][..., self.pool].sum(axis=-1) % p
+        if not sum(self.keep):
+            return main
+        before = self.keep[0]
+        return np.concatenate([outs[1][..., :before], main, outs[1][..., before:]], axis=-1)
 
     def sources(self, items: int) -> np.ndarray | None:
         """The value each circuit input of a query of ``items`` items reads, numbered from 0
@@ -186,11 +229,6 @@ class TwoPartyStep:
         if len(values) == len(entries):
             return None
         return (np.arange(items, dtype=np.int64)[:, None] * len(values) + index.reshape(1, -1)).reshape(-1).astype(np.uint32)
-
-    def pool_shares(self, shares: np.ndarray, p: int) -> np.ndarray:
-        """A party's shares of the step's outputs (``int64`` in ``[0, p)``, instances along the
-        last axis), summed over :attr:`pool` when there is one — additive shares of the sums."""
-        return shares if self.pool is None else shares[..., self.pool].sum(axis=-1) % p
 
 
 @dataclass(eq=False)

@@ -22,7 +22,7 @@ from heinfer.program.two_party import TwoPartyProgram, TwoPartySegment, TwoParty
 __all__ = ["two_party_public_to_json", "two_party_public_from_json", "two_party_weights_to_json", "two_party_weights_from_json"]
 
 _BFV_KEYS = ("log_n", "log_q", "log_p", "plain_modulus", "security")
-_STEP_KINDS = ("relu", "maxpool_relu", "square")
+_STEP_KINDS = ("relu", "maxpool_relu", "clip", "square")
 _MODES = ("latency", "throughput")
 
 
@@ -45,6 +45,10 @@ def two_party_public_to_json(p: TwoPartyProgram) -> tuple[dict, dict]:
         if st.pool is not None:
             arrays[f"step{i}.pool"] = np.asarray(st.pool, dtype=np.int64)
         steps.append({"kind": st.kind, "shift": st.shift, "in_size": st.in_size, "pool": st.pool is not None})
+        if st.kind == "clip":  # written only for clips: other steps keep their bytes (and id)
+            steps[-1].update(lo=st.lo, hi=st.hi)
+        if sum(st.keep):  # likewise, only where values pass through
+            steps[-1]["keep"] = list(st.keep)
     manifest = {
         "protocol": "two-party",
         "bfv": {k: p.bfv[k] for k in _BFV_KEYS},
@@ -131,7 +135,19 @@ def two_party_public_from_json(m: dict, arrays) -> TwoPartyProgram:
             raise SerializationError(f"cannot read program: step {i} ({kind}) has windows of {groups.shape[1]} values")
         if kind == "square" and pool is not None:
             raise SerializationError(f"cannot read program: step {i} (square) has a pool")
-        step = TwoPartyStep(kind, _i(st["shift"]), in_size, groups, pool)
+        lo, hi = (_i(st["lo"]), _i(st["hi"])) if kind == "clip" else (0, 0)
+        shift = _i(st["shift"])
+        if kind == "clip" and not _clip_fits(bfv["plain_modulus"], shift, lo, hi):
+            raise SerializationError(f"cannot read program: step {i} clips to [{lo}, {hi}], outside what the circuit holds modulo p")
+        keep = st.get("keep", [0, 0])
+        if not isinstance(keep, list) or len(keep) != 2:
+            raise SerializationError(f"cannot read program: step {i}'s kept values {keep!r}")
+        keep = (_i(keep[0]), _i(keep[1]))
+        if sum(keep) and (min(keep) < 0 or sum(keep) >= in_size or kind == "square"):
+            raise SerializationError(f"cannot read program: step {i} ({kind}) keeps {keep} of {in_size} values")
+        if sum(keep):
+            _index(groups, keep[0], in_size - keep[1], f"step {i}'s windows (beside the kept values)")
+        step = TwoPartyStep(kind, shift, in_size, groups, pool, lo, hi, keep)
         if step.out_size != segments[i + 1].in_size:
             raise SerializationError(f"cannot read program: step {i} yields {step.out_size} values, segment {i + 1} takes {segments[i + 1].in_size}")
         steps.append(step)
@@ -160,6 +176,13 @@ def two_party_public_from_json(m: dict, arrays) -> TwoPartyProgram:
     # the client functions chain from the input to the first layer and from the last to the output
     check_io(prog, segments[0].in_size, segments[-1].out_size)
     return prog
+
+
+def _clip_fits(p: int, shift: int, lo: int, hi: int) -> bool:
+    """Whether ``heinfer.twoparty.LayerCircuit("clip", p, shift, lo=lo, hi=hi)`` exists:
+    ``−H ≤ lo ≤ hi < p − H`` with ``H = ⌊(p−1)/2 / 2^shift⌋·2^shift > 0``."""
+    big_h = ((p - 1) // 2 >> shift) << shift if shift >= 0 else 0
+    return big_h > 0 and -big_h <= lo <= hi < p - big_h
 
 
 def _public_meta(meta) -> dict:

@@ -55,7 +55,8 @@ from heinfer.protocol.client import check_input
 from heinfer.runtime.bfv_batch import prepare_batch_layers
 from heinfer.runtime.bfv_transform import BfvLayer, prepare_layers
 from heinfer.threads import parallel_map
-from heinfer.twoparty import LayerCircuit, TwoPartyClient, TwoPartyServer
+from heinfer.protocol.two_party_steps import ClientStepRun, ServerStepRun
+from heinfer.twoparty import TwoPartyClient, TwoPartyServer
 
 __all__ = ["Party", "TwoPartyInferenceClient", "TwoPartyInferenceServer", "queries", "run_in_process"]
 
@@ -78,11 +79,6 @@ def queries(prog: TwoPartyProgram, x: np.ndarray, most: int | None = None) -> It
 
 def _items_header(items: int) -> bytes:
     return struct.pack("<I", items)
-
-
-def _circuit(prog: TwoPartyProgram, k: int) -> LayerCircuit:
-    st = prog.steps[k]
-    return LayerCircuit(st.circuit_kind, prog.plain_modulus, st.shift, st.window)
 
 
 class Party:
@@ -146,13 +142,9 @@ class TwoPartyInferenceClient(Party):
         garbled-circuit step (``items`` circuits per activation)."""
         if not 1 <= items <= self.prog.batch_capacity:
             raise ProtocolError(f"{items} items in one query; this program takes 1 to {self.prog.batch_capacity}")
-        out, self._steps = [_items_header(items)], []
-        for k, st in enumerate(self.prog.steps):
-            step, msg = self._gc.offline(_circuit(self.prog, k), st.instances * items)
-            self._steps.append(step)
-            out.append(msg)
+        self._steps = [ClientStepRun(self._gc, st, self.p, items, k) for k, st in enumerate(self.prog.steps)]
         self._items = items
-        return out
+        return [_items_header(items)] + [step.request for step in self._steps]
 
     def offline_finish(self, msgs: list[bytes]) -> None:
         """The server's garbled circuits and OT corrections."""
@@ -213,16 +205,13 @@ class TwoPartyInferenceClient(Party):
         choices for step ``k``."""
         if k != self._k or k >= len(self.prog.steps):
             raise ProtocolError(f"unexpected result of layer {k}")
-        c = self._decrypt(k, msgs)
-        st = self.prog.steps[k]  # item-major: the circuits of item 0, then item 1, …
-        return self._steps[k].choose(np.ascontiguousarray(c[:, st.groups.reshape(-1)].reshape(-1), dtype=np.uint64))
+        return self._steps[k].choose(self._decrypt(k, msgs))  # item-major: the circuits of item 0, then item 1, …
 
     def next_input(self, k: int, labels: bytes) -> list[bytes]:
         """Evaluates step ``k`` with the server's labels; encrypts the new share for layer ``k+1``."""
         if k != self._k:
             raise ProtocolError(f"unexpected labels of step {k}")
-        z = self._steps[k].finish(labels).astype(np.int64).reshape(self._items, -1)
-        z = self.prog.steps[k].pool_shares(z, self.p)
+        z = self._steps[k].finish(labels)
         self._k = k + 1
         if self.prog.rows_packed(k + 1):  # the AHE square: a² in row 0, a in row 1
             return self._encrypt(k + 1, z * z % self.p, z)
@@ -270,11 +259,9 @@ class TwoPartyInferenceServer(Party):
             raise ProtocolError(f"offline: expected a header and {len(self.prog.steps)} requests, got {len(msgs)} blobs")
         if len(msgs[0]) != 4 or not 1 <= (items := struct.unpack("<I", msgs[0])[0]) <= self.prog.batch_capacity:
             raise ProtocolError(f"offline: the header must name 1 to {self.prog.batch_capacity} items per query")
-        out, self._steps, self._items = [], [], 0
-        for k, (st, m) in enumerate(zip(self.prog.steps, msgs[1:])):
-            step, reply = self._gc.offline(_circuit(self.prog, k), st.instances * items, m, st.sources(items))
-            self._steps.append(step)
-            out.append(reply)
+        self._steps, self._items = [], 0
+        self._steps = [ServerStepRun(self._gc, st, self.p, items, k, m) for k, (st, m) in enumerate(zip(self.prog.steps, msgs[1:]))]
+        out = [step.reply for step in self._steps]
         self._items = items
         self._cross = {k: self._cross_term(k) for k in range(len(self.prog.segments)) if self.prog.squared_input(k)}
         return out
@@ -291,8 +278,7 @@ class TwoPartyInferenceServer(Party):
 
     def _share(self, k: int) -> np.ndarray:
         """The server's shares (``int64`` residues, ``items × out_size``) of step ``k``'s outputs."""
-        shares = self._steps[k].output_shares().astype(np.int64).reshape(self._items, -1)
-        return self.prog.steps[k].pool_shares(shares, self.p)
+        return self._steps[k].output_shares()
 
     def layer(self, k: int, msgs: list[bytes]) -> list[bytes]:
         """Runs linear layer ``k`` on the client's encrypted share; returns the masked,
@@ -318,8 +304,8 @@ class TwoPartyInferenceServer(Party):
             out = (self._cross[k] if squared else self.layers[k]).run(self._ev, cts, self._galois)
         masks = bfv.uniform_mod((len(out), self.n), self.p)
         if k < len(self.prog.steps):  # the step's inputs of every item: its masks, item-major
-            entries = self.prog.steps[k].groups.reshape(-1)
-            masks[seg.positions(entries, self._items, self.prog.batch_axis)] = self._steps[k].masks().reshape(self._items, -1)
+            step = self._steps[k]
+            masks[seg.positions(step.entries, self._items, self.prog.batch_axis)] = step.masks()
         else:  # the output: unmasked at its positions, uniform everywhere else
             masks[seg.positions(np.arange(seg.out_size), self._items, self.prog.batch_axis)] = 0
         summed = self.prog.rows_summed(k)

@@ -46,18 +46,18 @@ def client_limits(program: TwoPartyProgram) -> Callable[[int, int], tuple[int, i
     ct = ciphertext_bytes_bound(b, len(b["log_q"]) - 1)
     key = switching_key_bytes_bound(b)
     bits = program.plain_modulus.bit_length()
-    ots = [program.batch_capacity * st.instances * st.window * bits for st in program.steps]
+    ots = [[program.batch_capacity * e.size * bits for _, e in st.parts(program.plain_modulus)] for st in program.steps]
 
     def limit(kind: int, step: int) -> tuple[int, int]:
         if kind == Kind.KEYS:
             return 3, (program.galois_key_count + 2) * key + SLACK
         if kind == Kind.OFFLINE:
-            return len(program.steps) + 1, sum(16 * (t + 128) + SLACK for t in ots) + SLACK
+            return len(program.steps) + 1, sum(16 * (t + 128) + SLACK for step in ots for t in step) + SLACK
         if kind == Kind.LAYER and 0 <= step < len(program.segments):
             blobs = program.segments[step].n_input_cts * program.input_lists(step)
             return blobs, blobs * ct
         if kind == Kind.CHOICES and 0 <= step < len(program.steps):
-            return 1, ots[step] // 8 + SLACK
+            return 1, sum(t // 8 + SLACK for t in ots[step])
         return 0, 0
 
     return limit
@@ -71,10 +71,14 @@ def _garbled_bytes(program: TwoPartyProgram, items: int) -> list[int]:
     width = (bits + 7) // 8
     out = []
     for st in program.steps:
-        c = LayerCircuit(st.circuit_kind, p, st.shift, st.window)
-        ots = items * st.instances * st.window * bits
-        per = 32 * c.and_gates + 16 * st.window * bits + 2 * width * (bits - st.shift)
-        out.append(16 * (ots + 128) + items * st.instances * per + SLACK)
+        total = 0
+        for args, entries in st.parts(p):  # one circuit, or two when values pass through
+            c = LayerCircuit(*args)
+            instances, window = entries.shape
+            ots = items * instances * window * bits
+            per = 32 * c.and_gates + 16 * window * bits + 2 * width * (bits - st.shift)
+            total += 16 * (ots + 128) + items * instances * per + SLACK
+        out.append(total)
     return out
 
 
@@ -112,8 +116,8 @@ def server_limits(program: TwoPartyProgram) -> Callable[[int, int], tuple[int, i
             cts = program.segments[step].output.n_cts
             return cts, cts * ct
         if kind == Kind.LABELS and 0 <= step < len(program.steps):
-            st = program.steps[step]
-            return 1, 16 * items * st.instances * st.window * bits + SLACK
+            parts = program.steps[step].parts(program.plain_modulus)
+            return 1, sum(16 * items * e.size * bits + SLACK for _, e in parts)
         return 0, 0
 
     return limit

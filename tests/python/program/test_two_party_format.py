@@ -75,6 +75,35 @@ def test_square_steps_round_trip_and_bad_ones_are_refused() -> None:
         heinfer.load_program(_pack(2, (man, arrays)))
 
 
+def test_clips_and_kept_values_round_trip_and_bad_ones_are_refused() -> None:
+    """A residual network's steps: ReLU6-style clips (their integer bounds) and the skip's
+    values passing through (``keep``) survive the format; forged ones are refused."""
+    from protocol.residual_models import residual_model
+
+    x = np.random.default_rng(1).normal(0, 1, (64, 16))
+    prog = heinfer.compile(residual_model("clip"), mode="latency", protocol="two-party", calibration=x)
+    back = heinfer.load_program(prog.public().to_bytes())
+    assert back.id == prog.id
+    for a, b in zip(back.steps, prog.steps):
+        assert (a.kind, a.lo, a.hi, a.keep) == (b.kind, b.lo, b.hi, b.keep) and np.array_equal(a.groups, b.groups)
+    assert back.steps[0].keep == (24, 0) and back.steps[0].kind == "clip"
+    man, arrays = two_party_public_to_json(prog.public())
+    st0 = man["steps"][0]
+    p = prog.plain_modulus
+    for forged, what in (
+        (dict(st0, lo=st0["hi"] + 1), "clips to"),  # lo > hi
+        (dict(st0, hi=p), "clips to"),  # beyond what the circuit holds
+        (dict(st0, keep=[24, 24]), "keeps"),  # every value kept
+        (dict(st0, keep=[-1, 0]), "keeps"),
+        (dict(st0, keep=[24]), "kept values"),
+        (dict(st0, kind="square"), "keeps"),  # a square's values cannot pass through
+        (dict(st0, keep=[25, 0]), "indexes outside"),  # a window reads a kept value
+    ):
+        bad = dict(man, steps=[forged] + man["steps"][1:])
+        with pytest.raises(SerializationError, match=what):
+            heinfer.load_program(_pack(2, (bad, arrays)))
+
+
 def test_row_pairs_round_trip() -> None:
     """CryptoNets-ReLU's first layer takes LoLa's expanded input, 7 slot vectors: they travel
     two per ciphertext, and the flag survives the format."""

@@ -47,6 +47,21 @@ def test_square_networks_are_served_with_the_in_process_results() -> None:
     assert handle.service.errors == 0
 
 
+def test_steps_with_kept_values_are_served_with_the_in_process_results() -> None:
+    """A residual network with clips (ReLU6-style) whose skip passes through its first step:
+    two circuits per step, their messages joined, within the service's limits."""
+    from protocol.residual_models import residual_model
+
+    x = np.random.default_rng(1).normal(0, 1, (64, 16))
+    prog = heinfer.compile(residual_model("clip"), mode="latency", protocol="two-party", calibration=x)
+    assert sum(prog.steps[0].keep) > 0
+    want, _ = run_in_process(prog, x[:2])
+    with serve_two_party(prog) as handle, connect_two_party(handle.address, prog.public()) as conn:
+        got, _ = conn.infer(x[:2])
+    np.testing.assert_array_equal(got, want)
+    assert handle.service.errors == 0
+
+
 def test_throughput_queries_are_cut_to_fit_a_message(monkeypatch) -> None:
     """Network A in throughput mode (squares on the batch axis) over gRPC: with the largest
     message lowered so one query's garbled circuits fit only two items, five items travel as

@@ -25,6 +25,11 @@
 //!   wiring, and the server takes `K` off its share: one addition mod `p` whose reduction
 //!   selects only the bits above the truncation, `3b + 1 − shift` AND gates, 49 at b = 20 and
 //!   a 12-bit truncation.
+//! * Clipping to `[lo, hi]` (ReLU6 is `[0, 6·2^f]`): the server shifts its shares by `H` as for
+//!   the truncation, so `v = x + H` is ordered on `[0, p)`; two comparisons with the public
+//!   constants `lo + H` and `hi + H` (b each) and two multiplexers on the bits above the
+//!   truncation clamp `v`, whose bits above `shift` are `⌊clamp(x)/2^shift⌋ + K`: `7b + 1 −
+//!   2·shift` AND gates, 117 at b = 20 and a 12-bit truncation.
 
 use super::circuit::{from_bits, to_bits, Builder, Circuit, Wire};
 use crate::{Result, TwoPartyError};
@@ -41,6 +46,14 @@ pub enum Layer {
     },
     /// `⌊x / 2^shift⌋` of the signed value, nothing else (the square protocol's truncation).
     Truncate,
+    /// `⌊min(max(x, lo), hi) / 2^shift⌋`, with `−H ≤ lo ≤ hi < p − H` (`H = K·2^shift`, see
+    /// [`LayerCircuit::output_offset`]): ONNX's `Clip`, e.g. ReLU6.
+    Clip {
+        /// The lower bound, a signed integer at the input's fixed-point scale.
+        lo: i64,
+        /// The upper bound, likewise.
+        hi: i64,
+    },
 }
 
 /// A layer's circuit for one plaintext modulus and truncation, with its input encodings.
@@ -73,7 +86,7 @@ impl LayerCircuit {
             )));
         }
         let k = match layer {
-            Layer::Relu | Layer::Truncate => 1,
+            Layer::Relu | Layer::Truncate | Layer::Clip { .. } => 1,
             Layer::MaxPoolRelu { window } if window >= 2 => window,
             Layer::MaxPoolRelu { window } => {
                 return Err(TwoPartyError::InvalidArgument(format!(
@@ -106,12 +119,24 @@ impl LayerCircuit {
                 b.zero_if(below, &d[shift..])
             }
             Layer::Truncate => {
-                if ((p - 1) / 2) >> shift == 0 {
+                check_offset(p, shift)?;
+                b.add_mod_from(&c[0], &s[0], p, shift)
+            }
+            Layer::Clip { lo, hi } => {
+                let big_h = (check_offset(p, shift)? << shift) as i128;
+                if lo > hi || (lo as i128) < -big_h || hi as i128 >= p as i128 - big_h {
                     return Err(TwoPartyError::InvalidArgument(format!(
-                        "truncation of {shift} bits leaves no signed range modulo {p}"
+                        "clipping to [{lo}, {hi}] needs −{big_h} ≤ lo ≤ hi < {} modulo {p}",
+                        p as i128 - big_h
                     )));
                 }
-                b.add_mod_from(&c[0], &s[0], p, shift)
+                let v = b.add_mod(&c[0], &s[0], p);
+                let low = b.constant((lo as i128 + big_h) as u64, bits);
+                let high = b.constant((hi as i128 + big_h) as u64, bits);
+                let below = b.less_than(&v, &low);
+                let above = b.less_than(&high, &v);
+                let y = b.mux(below, &low[shift..], &v[shift..]);
+                b.mux(above, &high[shift..], &y)
             }
         };
         // the truncated value's bits, shared through the output table, never decoded
@@ -127,7 +152,7 @@ impl LayerCircuit {
     /// Values per instance (1 for ReLU, the window for max-pooling).
     pub fn arity(&self) -> usize {
         match self.layer {
-            Layer::Relu | Layer::Truncate => 1,
+            Layer::Relu | Layer::Truncate | Layer::Clip { .. } => 1,
             Layer::MaxPoolRelu { window } => window,
         }
     }
@@ -162,18 +187,19 @@ impl LayerCircuit {
         let bias = match self.layer {
             Layer::Relu => 0,
             Layer::MaxPoolRelu { .. } => (self.p - 1) / 2,
-            Layer::Truncate => self.truncation_offset() << self.shift,
+            Layer::Truncate | Layer::Clip { .. } => self.truncation_offset() << self.shift,
         };
         Ok(s.iter()
             .flat_map(|&v| to_bits((v + bias) % self.p, self.bits))
             .collect())
     }
 
-    /// What the circuit's output value exceeds the layer's result by (`K` for truncation, 0
-    /// otherwise): the server takes it off its output share.
+    /// What the circuit's output value exceeds the layer's result by (`K = ⌊(p−1)/2 /
+    /// 2^shift⌋` for truncation and clipping, which reconstruct `x + H` with `H = K·2^shift`;
+    /// 0 otherwise): the server takes it off its output share.
     pub fn output_offset(&self) -> u64 {
         match self.layer {
-            Layer::Truncate => self.truncation_offset(),
+            Layer::Truncate | Layer::Clip { .. } => self.truncation_offset(),
             _ => 0,
         }
     }
@@ -215,6 +241,14 @@ impl LayerCircuit {
             .map(|(&a, &b)| signed((a + b) % p))
             .max()
             .expect("one value");
+        if let Layer::Clip { lo, hi } = self.layer {
+            // what the circuit computes for every input: v = x + H modulo p, clamped
+            let big_h = (self.truncation_offset() << self.shift) as i128;
+            let v = (x + big_h)
+                .rem_euclid(p as i128)
+                .clamp(lo as i128 + big_h, hi as i128 + big_h) as u64;
+            return ((v >> self.shift) + p - self.truncation_offset()) % p;
+        }
         if self.layer == Layer::Truncate {
             let h = (self.truncation_offset() << self.shift) as i128;
             if x < -h || x >= p as i128 - h {
@@ -226,4 +260,15 @@ impl LayerCircuit {
         }
         (x.max(0) as u64) >> self.shift
     }
+}
+
+/// `K = ⌊(p−1)/2 / 2^shift⌋`, refused when 0 (no signed range is left after the truncation).
+fn check_offset(p: u64, shift: usize) -> Result<u64> {
+    let k = ((p - 1) / 2) >> shift;
+    if k == 0 {
+        return Err(TwoPartyError::InvalidArgument(format!(
+            "truncation of {shift} bits leaves no signed range modulo {p}"
+        )));
+    }
+    Ok(k)
 }

@@ -182,6 +182,52 @@ fn truncate_reference_is_the_signed_floor_in_range() {
 }
 
 #[test]
+fn clip_on_every_share_pair_of_small_moduli() {
+    for p in [13u64, 31, 61] {
+        let h = ((p - 1) / 2) as i64;
+        for shift in [0usize, 1, 2]
+            .into_iter()
+            .filter(|&k| ((p - 1) / 2) >> k > 0)
+        {
+            let big_h = h >> shift << shift;
+            for (lo, hi) in [
+                (0, h / 2),
+                (-big_h, big_h / 3),
+                (1, 1),
+                (-2, 3),
+                (0, p as i64 - big_h - 1),
+            ] {
+                let lc = LayerCircuit::new(Layer::Clip { lo, hi }, p, shift).unwrap();
+                let (c, s) = all_share_pairs(p);
+                check_layer(&lc, &c, &s, 7 * p + shift as u64);
+            }
+        }
+    }
+}
+
+#[test]
+fn clip_reference_is_the_clamped_signed_floor_in_range() {
+    let p = 61u64;
+    let h = 30i64;
+    for shift in 0..3usize {
+        let big_h = h >> shift << shift; // −H ≤ x ≤ (p−1)/2 is exact
+        for (lo, hi) in [(0i64, 12i64), (-8, 5), (0, 0)] {
+            let lc = LayerCircuit::new(Layer::Clip { lo, hi }, p, shift).unwrap();
+            for x in -big_h..=h {
+                let share = 17u64;
+                let c = (x.rem_euclid(p as i64) as u64 + p - share) % p;
+                let want = x.clamp(lo, hi).div_euclid(1 << shift).rem_euclid(p as i64) as u64;
+                assert_eq!(
+                    lc.reference(&[c], &[share]),
+                    want,
+                    "x={x} [{lo}, {hi}] shift={shift}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn maxpool_relu_on_every_window_of_a_small_modulus() {
     let p = 13u64;
     for (window, shift) in [(2usize, 0usize), (4, 1)] {
@@ -216,6 +262,11 @@ fn layers_at_20_and_36_bits_on_random_shares() {
             Layer::Relu,
             Layer::MaxPoolRelu { window: 4 },
             Layer::Truncate,
+            Layer::Clip { lo: 0, hi: 6 << 10 },
+            Layer::Clip {
+                lo: -5000,
+                hi: 70_000,
+            },
         ] {
             let lc = LayerCircuit::new(layer, p, shift).unwrap();
             let n = 300;
@@ -239,6 +290,10 @@ fn and_gate_counts_are_the_documented_ones() {
     assert_eq!(ands(Layer::Relu, 0), 5 * b + 1);
     assert_eq!(ands(Layer::Relu, 7), 5 * b + 1 - 7);
     assert_eq!(ands(Layer::Truncate, 3), 3 * b + 1 - 3);
+    assert_eq!(
+        ands(Layer::Clip { lo: 0, hi: 6 << 12 }, 4),
+        7 * b + 1 - 2 * 4
+    );
     let k = 4;
     assert_eq!(
         ands(Layer::MaxPoolRelu { window: k }, 5),
@@ -260,6 +315,10 @@ fn bad_arguments_are_errors() {
     assert!(LayerCircuit::new(Layer::Relu, 13, 4).is_err());
     assert!(LayerCircuit::new(Layer::MaxPoolRelu { window: 1 }, 13, 0).is_err());
     assert!(LayerCircuit::new(Layer::Truncate, 13, 3).is_err()); // (13−1)/2 >> 3 = 0
+    assert!(LayerCircuit::new(Layer::Clip { lo: 3, hi: 2 }, 61, 0).is_err()); // lo > hi
+    assert!(LayerCircuit::new(Layer::Clip { lo: 0, hi: 31 }, 61, 0).is_err()); // hi ≥ p − H = 31
+    assert!(LayerCircuit::new(Layer::Clip { lo: -29, hi: 0 }, 61, 2).is_err()); // lo < −H = −28
+    assert!(LayerCircuit::new(Layer::Clip { lo: 0, hi: 1 }, 13, 3).is_err()); // K = 0
     let lc = LayerCircuit::new(Layer::Relu, 13, 0).unwrap();
     assert!(lc.evaluator_bits(&[13]).is_err());
     assert!(lc.garbler_bits(&[1, 13]).is_err());

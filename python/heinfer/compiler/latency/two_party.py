@@ -167,7 +167,7 @@ def fixed_point_front(graph: Graph, calibration: np.ndarray | None, input_bound:
     before it encodes its input (as in the CKKS modes): the plan starts at the first layer,
     on the calibration inputs passed through them, and the input bound is the planned bound
     of the first layer's input."""
-    g = _merge_all_linear(fold_linear(pools_to_client(graph, after=frozenset({"relu"}))))
+    g = _merge_all_linear(fold_linear(pools_to_client(graph, after=frozenset({"relu", "clip"}))))
     g = replace(g, ops=[as_client_square(op) for op in g.ops])  # squares are steps between layers
     calibration, input_bound, bounds = calibrated_bounds(g, calibration, input_bound, headroom)
     pre, seg_ops, _, post = split_segments(g.ops)
@@ -210,7 +210,7 @@ def two_party_program(
 
 def two_party_steps(plan, segments: list[TwoPartySegment]) -> list[TwoPartyStep]:
     """The circuit steps between the segments, checked against their sizes."""
-    steps_out = [_step(fl, segments[k].out_size) for k, fl in enumerate(plan.layers[:-1])]
+    steps_out = [_step(fl, segments[k].out_size, plan.p) for k, fl in enumerate(plan.layers[:-1])]
     for k, st in enumerate(steps_out):
         if st.out_size != segments[k + 1].in_size:
             raise CompileError(f"two-party protocol: step {k} yields {st.out_size} values, layer {k + 1} takes {segments[k + 1].in_size}")
@@ -301,22 +301,34 @@ def _fill_padding(groups: np.ndarray, name: str) -> np.ndarray:
     return np.where(pad, first[:, None], groups)
 
 
-def _step(fl: FixedPointLayer, n_in: int) -> TwoPartyStep:
+def _step(fl: FixedPointLayer, n_in: int, p: int) -> TwoPartyStep:
+    """Layer ``fl``'s circuit step on its ``n_in`` outputs modulo ``p``; values its functions
+    keep (a tensor living across the step) pass through a truncation of their own."""
     pools = [f for f in fl.step if f.kind == "sumpool"]
     kinds = [f.kind for f in fl.step if f.kind != "sumpool"]
     if len(pools) > 1 or (pools and fl.step[-1] is not pools[0]):
         raise NotSupportedYetError(f"two-party protocol: layer {fl.name!r}: a sum-pool must be the step's last function")
+    keeps = {f.keep for f in fl.step}
+    if len(keeps) > 1:
+        raise NotSupportedYetError(f"two-party protocol: layer {fl.name!r}: the step's functions pass different values through")
+    keep = keeps.pop() if keeps else (0, 0)
+    before, after = keep
     pool = np.asarray(pools[0].groups, dtype=np.int64) if pools else None
-    if kinds in (["relu"], ["square"]):
-        if pool is not None and kinds == ["square"]:  # pragma: no cover - pools follow ReLUs only
+    if kinds in (["relu"], ["square"], ["clip"]):
+        if pool is not None and kinds == ["square"]:  # pragma: no cover - pools follow ReLUs and clips only
             raise NotSupportedYetError(f"two-party protocol: layer {fl.name!r}: a pool after a square is not supported yet")
-        return TwoPartyStep(kinds[0], fl.shift, n_in, np.arange(n_in, dtype=np.int64).reshape(-1, 1), pool)
+        if sum(keep) and kinds == ["square"]:
+            raise NotSupportedYetError(f"two-party protocol: layer {fl.name!r}: a square with values passing through is not supported yet")
+        lo, hi = fl.clip_bounds(p) if kinds == ["clip"] else (0, 0)
+        groups = np.arange(before, n_in - after, dtype=np.int64).reshape(-1, 1)
+        return TwoPartyStep(kinds[0], fl.shift, n_in, groups, pool, lo, hi, keep)
     if pool is not None:
         raise NotSupportedYetError(f"two-party protocol: layer {fl.name!r}: a pool after a max-pool is not supported yet")
     if sorted(kinds) == ["maxpool", "relu"]:
         groups = next(f for f in fl.step if f.kind == "maxpool").groups
-        return TwoPartyStep("maxpool_relu", fl.shift, n_in, _fill_padding(np.asarray(groups, dtype=np.int64), fl.name))
+        groups = _fill_padding(np.asarray(groups, dtype=np.int64), fl.name) + before  # the maxpool indexes its slice
+        return TwoPartyStep("maxpool_relu", fl.shift, n_in, groups, keep=keep)
     raise NotSupportedYetError(
         f"two-party protocol: the step after {fl.name!r} ({' → '.join(kinds) or 'none'}) has no garbled circuit yet "
-        "(ReLU, or max-pooling next to a ReLU)"
+        "(ReLU, a clip such as ReLU6, or max-pooling next to a ReLU)"
     )

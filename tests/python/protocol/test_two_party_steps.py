@@ -1,0 +1,50 @@
+"""A garbled-circuit step over its circuits (``heinfer.protocol.two_party_steps``): values that
+pass through a step (a residual skip of either sign) are truncated by a circuit of their own,
+not given the layer's function; ONNX ``Clip`` (ReLU6) has its circuit; joined messages split
+only into the parts the program names."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import heinfer
+from heinfer.compiler.simulate_two_party import simulate_two_party
+from heinfer.errors import ProtocolError
+from heinfer.protocol.two_party_steps import join, split
+from protocol.residual_models import reference, residual_model
+
+X = np.random.default_rng(1).normal(0, 1, (300, 16))
+
+
+@pytest.mark.parametrize("mode", ["latency", "throughput"])
+@pytest.mark.parametrize("act", ["relu", "clip"])
+def test_a_skip_of_either_sign_passes_through_the_step(act: str, mode: str) -> None:
+    want, wrong = reference(act, X), reference(act, X, skip_activated=True)
+    scale = np.abs(want).max()
+    assert np.abs(wrong - want).max() > 0.3 * scale  # the test tells the two apart
+    prog = heinfer.compile(residual_model(act), mode=mode, protocol="two-party", calibration=X[:64], batch_size=4)
+    first = prog.steps[0]
+    assert first.kind == act and first.keep == (24, 0) and first.instances == 24  # h kept beside act(h)
+    sim = simulate_two_party(prog, X)
+    assert np.abs(sim - want).max() < 0.03 * scale  # 20-bit fixed point
+    assert (sim.argmax(1) == want.argmax(1)).mean() > 0.97
+    got = heinfer.infer(prog, X[:4]).outputs  # the protocol computes the simulation exactly
+    np.testing.assert_array_equal(got, sim[:4])
+
+
+def test_clip_bounds_are_the_layer_s_integers_with_the_rounding_s_half_ulp() -> None:
+    prog = heinfer.compile(residual_model("clip"), mode="latency", protocol="two-party", calibration=X[:64])
+    for st in prog.steps:
+        h = 1 << (st.shift - 1)
+        frac = round(np.log2((st.hi - h) / 3))  # hi = 3·2^f + h
+        assert st.lo == h and st.hi == 3 * 2**frac + h
+
+
+def test_joined_messages_split_only_into_the_named_parts() -> None:
+    assert join([b"abc"]) == b"abc" and split(b"abc", 1, "m") == [b"abc"]  # one part: as it is
+    blob = join([b"abc", b"", b"xy"])
+    assert split(blob, 3, "m") == [b"abc", b"", b"xy"]
+    for bad, count, what in ((blob, 2, "bytes after"), (blob[:-1], 3, "claims"), (blob[:5], 3, "claims"), (b"\x01", 2, "truncated")):
+        with pytest.raises(ProtocolError, match=what):
+            split(bad, count, "m")
