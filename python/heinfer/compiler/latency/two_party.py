@@ -11,8 +11,9 @@ Layer: ``heinfer.compiler`` (pure numpy). Passes:
 3. what the parties can do without the server's keys moves out of each transform: the
    replication of its inputs into the client's input layout, its final folds onto the
    shares (:func:`_to_shares`, :mod:`heinfer.program.share_folds`);
-4. the circuit steps: ReLU, or max-pooling fused with ReLU, with their windows as indices into
-   the previous layer's outputs;
+4. the circuit steps: ReLU, a clip (ONNX ``Clip``, e.g. ReLU6), or max-pooling fused with
+   ReLU, with their windows as indices into the previous layer's outputs; values that live
+   across the step (a residual skip) pass through a truncation circuit of their own;
 5. the noise budget: a worst-case bound on each layer's BFV error, so the server floods it
    with 40 bits of statistical distance (:func:`flood_bits_for`).
 
@@ -25,7 +26,8 @@ one run computes both parts).
 Max-pooling windows may overlap and be padded (a padded entry repeats a value of its window;
 inputs that read one value share its mask). Client functions before the first layer run on
 the client in the clear before it encodes its input. Not supported yet (a clear error names
-them): a max-pool without a ReLU before or after it, a square next to another function.
+them): a max-pool without a ReLU before or after it, a square next to another function or
+with values passing through its step.
 """
 
 from __future__ import annotations
