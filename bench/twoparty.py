@@ -20,7 +20,9 @@ protocol="two-party")`` and ``heinfer.infer`` with both parties in this process 
 messages, 2 engine threads: A (SecureML's 3 FC layers with squares, ``models/mnist_a.onnx``),
 B (the bundled CryptoNets, squares), C (the bundled CryptoNets-ReLU), D (the bundled MiniONN
 MNIST net) and CIFAR-A (MiniONN's CIFAR-10 net, deterministic random weights, random inputs;
-skipped by ``--quick``); layouts priced for a 1 Gbit/s link (GAZELLE's LAN), and A, B and C
+skipped by ``--quick``), and beyond GAZELLE's networks ResNet-20 (``models/cifar.py``, random
+weights and inputs, skipped by ``--quick``: residual blocks, whose skips pass through the
+steps in truncation circuits of their own); layouts priced for a 1 Gbit/s link (GAZELLE's LAN), and A, B and C
 again for 10 Mbit/s (``*_10mbps``: fewer ciphertexts, more compute). Squares run as a
 truncation circuit and GAZELLE's AHE square (GAZELLE's A and B have no offline phase: their
 squares do not truncate). Per image: offline (OT extension, garbling) and online (BFV linear layers with
@@ -80,12 +82,12 @@ GAZELLE_NETS = {
 
 def _network_model(name: str) -> tuple[bytes, np.ndarray, np.ndarray]:
     """(ONNX bytes, calibration inputs, test inputs) of a benchmark network."""
-    if name == "cifar_a":
+    if name in ("cifar_a", "resnet20"):
         sys.path.insert(0, os.path.join(ROOT, "models"))
         import cifar
 
         x = cifar.random_inputs(80)
-        return cifar.build("minionn_cifar"), x[16:], x[:16]
+        return cifar.build("minionn_cifar" if name == "cifar_a" else name), x[16:], x[:16]
     d = np.load(os.path.join(ROOT, "models", "digits_test.npz"))["x"]
     file = {"mnist_a": "mnist_a", "mnist_b": "cryptonets", "mnist_c": "cryptonets_relu", "mnist_d": "mnist_d"}[name]
     with open(os.path.join(ROOT, "models", f"{file}.onnx"), "rb") as f:
@@ -101,7 +103,7 @@ def network(name: str, items: int, bandwidth: float = 125e6, mode: str = "latenc
     model, cal, x = _network_model(name)
     if len(x) < items:  # larger batches: every digit not used for calibration (296), repeated
         d = np.load(os.path.join(ROOT, "models", "digits_test.npz"))["x"]
-        x = np.concatenate([x, d[164:]]) if name != "cifar_a" else x
+        x = np.concatenate([x, d[164:]]) if name not in ("cifar_a", "resnet20") else x
         x = np.concatenate([x] * -(-items // len(x)))
     x = x[:items]
     t0 = time.perf_counter()
@@ -132,8 +134,9 @@ def network(name: str, items: int, bandwidth: float = 125e6, mode: str = "latenc
     }
     out["total_s"] = out["offline_s"] + out["online_s"]
     out["total_mb"] = out["offline_mb"] + out["online_mb"]
-    g = GAZELLE_NETS[name]
-    out["vs_gazelle_time"], out["vs_gazelle_bytes"] = round(out["total_s"] / g[2], 3), round(out["total_mb"] / g[5], 3)
+    g = GAZELLE_NETS.get(name)  # none for the networks GAZELLE did not run
+    if g:
+        out["vs_gazelle_time"], out["vs_gazelle_bytes"] = round(out["total_s"] / g[2], 3), round(out["total_mb"] / g[5], 3)
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}
 
 
@@ -258,20 +261,22 @@ def main() -> None:
     if not args.no_networks:
         heinfer.set_num_threads(2)
         nets = [(n, bw) for n in ("mnist_a", "mnist_b", "mnist_c") for bw in (125e6, 1.25e6)] + [("mnist_d", 125e6)]
-        nets += [] if args.quick else [("cifar_a", 125e6)]
+        nets += [] if args.quick else [("cifar_a", 125e6), ("resnet20", 125e6)]
         nets += [(n, "throughput") for n in ("mnist_a", "mnist_b", "mnist_c")] + ([] if args.quick else [("mnist_d", "throughput")])
         for name, bw in nets:
-            items = {"mnist_d": 2 if args.quick else 10, "cifar_a": 3}.get(name, 5 if args.quick else 20)
+            items = {"mnist_d": 2 if args.quick else 10, "cifar_a": 3, "resnet20": 3}.get(name, 5 if args.quick else 20)
             key = name if bw == 125e6 else f"{name}_10mbps"
             if bw == "throughput":
                 key, items = f"{name}_throughput", 64 if args.quick or name == "mnist_d" else 512
                 r = result[key] = network(name, items, mode="throughput")
             else:
                 r = result[key] = network(name, items, bw)
-            g = GAZELLE_NETS[name]
-            print(f"{key}: per image offline {r['offline_s']:.3f} s + online {r['online_s']:.3f} s = {r['total_s']:.3f} s "
-                  f"(GAZELLE, quoted: {g[2]} s → ×{r['vs_gazelle_time']}); {r['offline_mb']:.2f} + {r['online_mb']:.2f} = "
-                  f"{r['total_mb']:.2f} MB (GAZELLE {g[5]} MB → ×{r['vs_gazelle_bytes']}); set-up once per session "
+            g = GAZELLE_NETS.get(name)
+            vs_t = f" (GAZELLE, quoted: {g[2]} s → ×{r['vs_gazelle_time']})" if g else " (GAZELLE: not run)"
+            vs_b = f" (GAZELLE {g[5]} MB → ×{r['vs_gazelle_bytes']})" if g else ""
+            print(f"{key}: per image offline {r['offline_s']:.3f} s + online {r['online_s']:.3f} s = {r['total_s']:.3f} s"
+                  f"{vs_t}; {r['offline_mb']:.2f} + {r['online_mb']:.2f} = "
+                  f"{r['total_mb']:.2f} MB{vs_b}; set-up once per session "
                   f"{r['setup_s']:.2f} s, {r['setup_mb']:.1f} MB ({r['rotation_keys']} rotation keys); agreement "
                   f"{r['agreement']:.3f} over {r['items']}, rel. logit error {r['rel_logit_error']:.2e}")
     if peer and "mnist_d" in peer:
