@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from typing import Any
 
 import numpy as np
@@ -26,8 +27,9 @@ from heinfer.compiler.latency.two_party import compile_two_party
 from heinfer.compiler.onnx_import import from_torch, load_onnx
 from heinfer.compiler.throughput import Options, compile_graph
 from heinfer.compiler.two_party_cost import analytic_two_party_costs, cost_params, predict_two_party_seconds
+from heinfer.compiler.simulate_two_party import simulate_two_party
 from heinfer.compiler.two_party_throughput import compile_two_party_throughput
-from heinfer.errors import CompileError, NotSupportedYetError
+from heinfer.errors import CompileError, NotSupportedYetError, PrecisionWarning
 from heinfer.features import META_KEY, FeatureExtractor
 from heinfer.program.model import Program
 from heinfer.program.two_party import TwoPartyProgram
@@ -254,5 +256,43 @@ def _compile_two_party(graph: Graph, calibration, input_bound, security: int, op
     except TypeError as e:
         raise CompileError(f"unknown two-party option: {e}") from None
     if mode == "throughput":
-        return compile_two_party_throughput(graph, calibration, input_bound, opts, bfv, batch)
-    return compile_two_party(graph, calibration, input_bound, opts, bfv, bandwidth)
+        prog = compile_two_party_throughput(graph, calibration, input_bound, opts, bfv, batch)
+    else:
+        prog = compile_two_party(graph, calibration, input_bound, opts, bfv, bandwidth)
+    if calibration is not None:
+        _check_two_party_precision(prog, graph, calibration)
+    return prog
+
+
+#: Calibration items :func:`_check_two_party_precision` simulates.
+PRECISION_CHECK_ITEMS = 16
+#: A two-party program warns (:class:`~heinfer.errors.PrecisionWarning`) when, on those items,
+#: an item's largest output error exceeds this fraction of its largest output …
+PRECISION_WARN_REL_ERROR = 0.5
+#: … or fewer than this fraction of the items keep the model's largest output (classifiers).
+PRECISION_WARN_AGREEMENT = 0.75
+
+
+def _check_two_party_precision(prog: TwoPartyProgram, graph: Graph, calibration) -> None:
+    """Simulates ``prog`` exactly (as the protocol computes: integers mod ``p``, the circuits'
+    truncations) on the first calibration inputs, compares with the model in float64, records
+    ``prog.meta["simulated_error"]`` and warns when the fixed point is too coarse for the
+    network (a deep one at a 20-bit plaintext modulus: MobileNetV2's answers are wrong)."""
+    if prog.plain_modulus >= 1 << 31:  # the exact simulation's limit; the parties still run it
+        return
+    x = np.asarray(calibration, dtype=np.float64)[:PRECISION_CHECK_ITEMS]
+    want = graph.run(x).reshape(len(x), -1)
+    got = simulate_two_party(prog, x).reshape(len(x), -1)
+    rel = float((np.abs(got - want).max(axis=1) / np.maximum(np.abs(want).max(axis=1), 1e-300)).max())
+    agree = float((got.argmax(axis=1) == want.argmax(axis=1)).mean()) if want.shape[1] > 1 else None
+    prog.meta["simulated_error"] = {"items": len(x), "rel_error": rel, "agreement": agree}
+    if rel > PRECISION_WARN_REL_ERROR or (agree is not None and agree < PRECISION_WARN_AGREEMENT):
+        warnings.warn(
+            PrecisionWarning(
+                f"two-party protocol: simulated on {len(x)} calibration inputs, the program's outputs are off by up to "
+                f"{rel:.0%} of each input's largest output" + (f" and {agree:.0%} keep the model's largest output" if agree is not None else "")
+                + f": the {prog.plain_modulus.bit_length()}-bit plaintext modulus is too coarse for this network's fixed point "
+                "(pass larger BFV parameters with bfv={...})"
+            ),
+            stacklevel=4,
+        )

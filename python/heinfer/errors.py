@@ -51,6 +51,7 @@ __all__ = [
     "ProtocolError",
     "RangeError",
     "OutOfRangeWarning",
+    "PrecisionWarning",
     "ServiceError",
     "ClusterError",
     "InternalError",
@@ -129,6 +130,12 @@ class RangeError(HeinferError, ArithmeticError):
 class OutOfRangeWarning(UserWarning):
     """Some decrypted values were beyond their planned range and were clamped: the outputs
     of the affected items are not reliable (``report["out_of_range"]`` counts them)."""
+
+
+class PrecisionWarning(UserWarning):
+    """A compiled program's outputs, simulated exactly on the calibration inputs, are far from
+    the model's own: its fixed point (the two-party protocol's plaintext modulus) is too coarse
+    for the network; the message gives the error and the agreement."""
 
 
 class ServiceError(HeinferError):
