@@ -259,7 +259,7 @@ class TwoPartyInferenceServer(Party):
             raise ProtocolError(f"offline: expected a header and {len(self.prog.steps)} requests, got {len(msgs)} blobs")
         if len(msgs[0]) != 4 or not 1 <= (items := struct.unpack("<I", msgs[0])[0]) <= self.prog.batch_capacity:
             raise ProtocolError(f"offline: the header must name 1 to {self.prog.batch_capacity} items per query")
-        self._steps, self._items = [], 0
+        self._steps, self._items = [], 0  # a request refused below leaves no query behind
         self._steps = [ServerStepRun(self._gc, st, self.p, items, k, m) for k, (st, m) in enumerate(zip(self.prog.steps, msgs[1:]))]
         out = [step.reply for step in self._steps]
         self._items = items
