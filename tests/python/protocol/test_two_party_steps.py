@@ -33,6 +33,26 @@ def test_a_skip_of_either_sign_passes_through_the_step(act: str, mode: str) -> N
     np.testing.assert_array_equal(got, sim[:4])
 
 
+def test_the_client_decrypts_the_kept_values_only_as_uniform_shares() -> None:
+    """Privacy: the skip that passes through the first step is masked like the activations —
+    the client's decrypted shares of it, over a 256-item query, are uniform mod p (chi-square
+    over 16 buckets; the skip's values themselves are small integers and would fail badly)."""
+    from heinfer.protocol.two_party import TwoPartyInferenceClient, TwoPartyInferenceServer
+
+    x = np.random.default_rng(2).normal(0, 1, (256, 16))
+    prog = heinfer.compile(residual_model("relu"), mode="throughput", protocol="two-party", calibration=X[:64], batch_size=256)
+    client = TwoPartyInferenceClient(prog.public())
+    server = TwoPartyInferenceServer(prog, client.keys_message())
+    client.finish_setup(server.setup_reply)
+    client.offline_finish(server.offline(client.offline_request(len(x))))
+    shares = client._decrypt(0, server.layer(0, client.query(x)))  # items × out_size residues
+    kept = shares[:, prog.steps[0].kept].reshape(-1).astype(np.float64)
+    p = prog.plain_modulus
+    counts = np.bincount((kept * 16 / p).astype(int), minlength=16)
+    chi2 = ((counts - len(kept) / 16) ** 2 / (len(kept) / 16)).sum()
+    assert len(kept) == 256 * 24 and chi2 < 50.0, f"chi-square {chi2:.1f} over 15 degrees of freedom"
+
+
 def test_clip_bounds_are_the_layer_s_integers_with_the_rounding_s_half_ulp() -> None:
     prog = heinfer.compile(residual_model("clip"), mode="latency", protocol="two-party", calibration=X[:64])
     for st in prog.steps:
