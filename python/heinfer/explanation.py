@@ -85,6 +85,10 @@ def _two_party(program: TwoPartyProgram) -> list[str]:
             out.append(f"step {k}: {kind} in a garbled circuit, {st.instances} instance(s) per item{window}, truncating {st.shift} bit(s){pool}{kept}")
     wire, _ = key_bytes(int(b["log_n"]), list(b["log_q"]), list(b["log_p"]))
     out.append(f"rotation keys: {program.galois_key_count} ({_mb(wire * program.galois_key_count)} on the wire)")
+    if "simulated_error" in program.meta:  # the compiler's exact simulation on calibration inputs
+        e = program.meta["simulated_error"]
+        agree = f", {e['agreement']:.0%} keep the model's largest output" if e["agreement"] is not None else ""
+        out.append(f"fixed point, simulated exactly on {e['items']} calibration input(s): outputs off by up to {e['rel_error']:.1%} of the largest{agree}")
     if "auto" in program.meta:
         out.append(auto_summary(program.meta["auto"]))
     return out

@@ -4,6 +4,7 @@ the program simulated exactly on the calibration inputs against the model in flo
 
 from __future__ import annotations
 
+import io
 import warnings
 
 import numpy as np
@@ -27,6 +28,8 @@ def test_a_fitting_fixed_point_compiles_quietly_and_records_its_simulated_error(
     got = heinfer.simulate(prog, X[:16])
     assert rec["rel_error"] == pytest.approx((np.abs(got - want).max(1) / np.abs(want).max(1)).max(), rel=1e-6)
     assert 0 < rec["rel_error"] < compilation.PRECISION_WARN_REL_ERROR
+    text = heinfer.explain(prog, file=io.StringIO())
+    assert f"simulated exactly on 16 calibration input(s): outputs off by up to {rec['rel_error']:.1%}" in text
 
 
 def test_a_coarse_fixed_point_warns_with_its_error(monkeypatch) -> None:

@@ -318,4 +318,5 @@ class TwoPartyProgram:
 
     def public(self) -> TwoPartyProgram:
         """The client's part: everything but the transforms."""
-        return replace(self, layers=None, meta={k: v for k, v in self.meta.items() if k != "plans"})
+        # the search's plans and the compiler's simulated error are derived from the weights
+        return replace(self, layers=None, meta={k: v for k, v in self.meta.items() if k not in ("plans", "simulated_error")})
