@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 from typing import Any
 
 import click
@@ -190,7 +191,8 @@ def compile_cmd(
         options = {k: v for k, v in found.items() if k not in ("input_bound", "security")}
         tuned = next(r for r in table if r["input_bits"] == options["input_bits"])
     else:
-        with _Spinner("compiling", enabled=not as_json):
+        with _Spinner("compiling", enabled=not as_json), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", heinfer.PrecisionWarning)
             program = heinfer.compile(
                 model,
                 mode=mode,
@@ -201,6 +203,11 @@ def compile_cmd(
                 protocol=protocol,
                 **options,
             )
+        for w in caught:  # the compiler's precision warning as a plain line on stderr; others as they were
+            if issubclass(w.category, heinfer.PrecisionWarning):
+                click.echo(f"warning: {w.message}", err=True)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     seconds = time.perf_counter() - t0
     data = program.to_bytes()
     public_path = public_name(output)
@@ -283,10 +290,15 @@ def _two_party_summary(program: Any, output: str, public_path: str, data: bytes,
     auto = program.meta.get("auto")
     if auto is not None:
         summary["auto"] = auto
+    sim = program.meta.get("simulated_error")
+    if sim is not None:
+        summary["simulated_error"] = sim
     if as_json:
         click.echo(to_json(summary))
         return
     chosen = f"  {auto_summary(auto)}; the link priced at {auto['bandwidth'] * 8 / 1e9:g} Gbit/s\n" if auto is not None else ""
+    if sim is not None:
+        chosen += f"  fixed point simulated exactly on {sim['items']} calibration input(s): outputs off by up to {sim['rel_error']:.1%} of the largest\n"
     click.echo(
         _wrote_line(output, public_path, data, public, seconds) + "\n"
         + chosen

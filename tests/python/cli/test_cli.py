@@ -196,6 +196,25 @@ def test_compile_serve_and_predict_two_party(files: dict, mode: str) -> None:
     np.testing.assert_array_equal(got, want)
 
 
+def test_compile_prints_the_two_party_precision_check_and_its_warning(files: dict, monkeypatch) -> None:
+    """The compiler's exact simulation on the calibration inputs: its error in the summary (and
+    the JSON), and a PrecisionWarning as one ``warning:`` line on stderr (the threshold lowered
+    here so that network A, off by ~15 %, trips it)."""
+    import heinfer.compilation as compilation
+
+    out = str(files["dir"] / "prec.hep")
+    args = ("compile", os.path.join(MODELS, "mnist_a.onnx"), "-o", out, "--protocol", "two-party", "--calibration", DIGITS)
+    r = invoke(*args)
+    assert r.exit_code == 0 and "fixed point simulated exactly on 16 calibration input(s): outputs off by up to" in r.output
+    assert "warning" not in r.stderr
+    monkeypatch.setattr(compilation, "PRECISION_WARN_REL_ERROR", 0.01)
+    r = invoke(*args, "--json")
+    assert r.exit_code == 0, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("warning: two-party protocol: simulated on 16 calibration inputs")
+    assert json.loads(r.stdout.strip().splitlines()[-1])["simulated_error"]["items"] == 16
+
+
 def test_compile_and_inspect_latency_mode(files: dict) -> None:
     out = files["dir"] / "lat.hep"
     calib = files["dir"] / "calib64.npy"
