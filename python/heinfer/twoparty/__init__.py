@@ -4,8 +4,9 @@ Layer: ``heinfer.twoparty`` (a typed view of the native module's ``heinfer-2pc``
 ``heinfer.protocol`` builds on it). The server holds the encrypted pre-activations ``x``; it
 adds masks ``r`` and the client decrypts its share ``c = x + r mod p``. A garbled circuit —
 garbled by the server, evaluated by the client, the client's input labels delivered by
-oblivious transfer — reconstructs ``x``, applies ReLU (or max-pooling fused with ReLU),
-truncates by the fixed-point plan's shift; its output bits are never decoded but turned into
+oblivious transfer — reconstructs ``x``, applies ReLU (or max-pooling fused with ReLU, a
+clip to public bounds ``LayerCircuit("clip", p, shift, lo=…, hi=…)``, or nothing: the
+truncation alone), truncates by the fixed-point plan's shift; its output bits are never decoded but turned into
 shares by the server's output table: the client gets ``z = y − ρ mod p``, the server keeps
 ``ρ``. Neither share tells its holder anything (both are uniform mod ``p``).
 
