@@ -12,7 +12,7 @@ import heinfer
 from heinfer.compiler.simulate_two_party import simulate_two_party
 from heinfer.errors import ProtocolError
 from heinfer.protocol.two_party_steps import join, split
-from protocol.residual_models import reference, residual_model
+from protocol.residual_models import pooled_skip_model, reference, residual_model
 
 X = np.random.default_rng(1).normal(0, 1, (300, 16))
 
@@ -31,6 +31,24 @@ def test_a_skip_of_either_sign_passes_through_the_step(act: str, mode: str) -> N
     assert (sim.argmax(1) == want.argmax(1)).mean() > 0.97
     got = heinfer.infer(prog, X[:4]).outputs  # the protocol computes the simulation exactly
     np.testing.assert_array_equal(got, sim[:4])
+
+
+@pytest.mark.parametrize("mode", ["latency", "throughput"])
+def test_values_kept_beside_a_max_pool_pass_through_it(mode: str) -> None:
+    """A convolution's output read by a max-pool step and again after it: the max-pool's
+    windows index the pooled slice (offset past the kept values), the kept values travel in
+    truncation circuits, and the protocol computes the exact simulation, close to the model."""
+    import onnxruntime as ort
+
+    model = pooled_skip_model()
+    x = np.random.default_rng(4).normal(0, 1, (200, 1, 4, 4))
+    want = ort.InferenceSession(model).run(None, {"x": x.astype(np.float32)})[0]
+    prog = heinfer.compile(model, mode=mode, protocol="two-party", calibration=x[:64], batch_size=4)
+    st = prog.steps[0]
+    assert (st.kind, st.keep, st.instances, st.window) == ("maxpool_relu", (32, 0), 8, 4) and st.groups.min() >= 32
+    sim = simulate_two_party(prog, x)
+    assert np.abs(sim - want).max() < 0.04 * np.abs(want).max()
+    np.testing.assert_array_equal(heinfer.infer(prog, x[:4]).outputs, sim[:4])
 
 
 def test_the_client_decrypts_the_kept_values_only_as_uniform_shares() -> None:
