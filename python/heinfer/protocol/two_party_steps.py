@@ -27,7 +27,10 @@ def join(blobs: list[bytes]) -> bytes:
     """The parts' messages as one (see the module documentation)."""
     if len(blobs) == 1:
         return bytes(blobs[0])
-    return b"".join(struct.pack("<I", len(b)) + bytes(b) for b in blobs)
+    parts: list = []
+    for b in blobs:  # one copy of each part, into the joined message (the circuits: 100s of MB)
+        parts += (struct.pack("<I", len(b)), b)
+    return b"".join(parts)
 
 
 def split(blob: bytes, count: int, what: str) -> list[bytes]:
