@@ -40,3 +40,16 @@ def test_a_coarse_fixed_point_warns_with_its_error(monkeypatch) -> None:
     with pytest.warns(PrecisionWarning, match=r"off by up to \d+% .* 17-bit plaintext modulus is too coarse"):
         prog = heinfer.compile(residual_model("relu"), mode="throughput", protocol="two-party", calibration=X, bfv=bfv, batch_size=4)
     assert prog.meta["simulated_error"]["rel_error"] > 0.1
+
+
+def test_auto_checks_only_the_program_it_keeps(monkeypatch) -> None:
+    """``mode="auto"`` compiles both modes but simulates (and warns about) only the one kept."""
+    monkeypatch.setattr(compilation, "PRECISION_WARN_REL_ERROR", 0.001)
+    calls = []
+    check = compilation._check_two_party_precision
+    monkeypatch.setattr(compilation, "_check_two_party_precision", lambda prog, *a: calls.append(prog) or check(prog, *a))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prog = heinfer.compile(residual_model("relu"), mode="auto", protocol="two-party", calibration=X, batch_size=4, measure_costs=False)
+    assert calls == [prog] and "simulated_error" in prog.meta
+    assert sum(issubclass(w.category, PrecisionWarning) for w in caught) == 1

@@ -52,7 +52,7 @@ def client_limits(program: TwoPartyProgram) -> Callable[[int, int], tuple[int, i
         if kind == Kind.KEYS:
             return 3, (program.galois_key_count + 2) * key + SLACK
         if kind == Kind.OFFLINE:
-            return len(program.steps) + 1, sum(16 * (t + 128) + SLACK for step in ots for t in step) + SLACK
+            return len(program.steps) + 1, sum(16 * (t + 128) + SLACK for parts in ots for t in parts) + SLACK
         if kind == Kind.LAYER and 0 <= step < len(program.segments):
             blobs = program.segments[step].n_input_cts * program.input_lists(step)
             return blobs, blobs * ct
