@@ -36,6 +36,7 @@ import scipy.sparse as sp
 
 from heinfer.compiler.ir import ClientFunction, Graph, Linear, Square
 from heinfer.errors import CompileError, UnsupportedOperatorError
+from heinfer.program.two_party import clip_range
 
 __all__ = ["FixedPointLayer", "FixedPointPlan", "plan_fixed_point", "simulate"]
 
@@ -75,17 +76,17 @@ class FixedPointLayer:
         """The step's clip (``Clip`` between linear layers: ``[min, max]``, either optional) as
         the circuit's integer bounds at :attr:`out_frac` fractional bits, half an ulp of the
         truncation added as the bias carries it (``⌊clamp(y + h, lo + h, hi + h)/2^s⌋`` rounds
-        ``clamp(y, lo, hi)``), limited to what the circuit holds modulo ``p`` (``[−H, p − H)``,
-        ``H = ⌊(p−1)/2 / 2^s⌋·2^s``: every value the plan allows lies inside). ``None`` without
-        a clip."""
+        ``clamp(y, lo, hi)``), limited to what the circuit holds modulo ``p``
+        (:func:`~heinfer.program.two_party.clip_range`: every value the plan allows lies
+        inside). ``None`` without a clip."""
         fn = next((f for f in self.step if f.kind == "clip"), None)
         if fn is None:
             return None
         h = 1 << (self.shift - 1) if self.shift > 0 else 0
-        big_h = (((p - 1) // 2) >> self.shift) << self.shift
+        low, high = clip_range(p, self.shift)
         lo, hi = fn.attrs["min"], fn.attrs["max"]
-        lo_i = -big_h if lo is None else max(-big_h, int(np.rint(lo * 2.0**self.out_frac)) + h)
-        hi_i = p - big_h - 1 if hi is None else min(p - big_h - 1, int(np.rint(hi * 2.0**self.out_frac)) + h)
+        lo_i = low if lo is None else max(low, int(np.rint(lo * 2.0**self.out_frac)) + h)
+        hi_i = high if hi is None else min(high, int(np.rint(hi * 2.0**self.out_frac)) + h)
         if lo_i > hi_i:
             raise CompileError(f"two-party protocol: the clip after {self.name!r} to [{lo}, {hi}] is empty in fixed point")
         return lo_i, hi_i

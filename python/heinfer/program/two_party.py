@@ -37,7 +37,15 @@ from heinfer.program.share_folds import fold_at, fold_slots, row_sum
 from heinfer.program.transform import Transform
 from heinfer.program.weights import LinearStep
 
-__all__ = ["TwoPartyProgram", "TwoPartySegment", "TwoPartyStep"]
+__all__ = ["TwoPartyProgram", "TwoPartySegment", "TwoPartyStep", "clip_range"]
+
+
+def clip_range(p: int, shift: int) -> tuple[int, int]:
+    """The bounds a clip circuit holds modulo ``p`` with a ``shift``-bit truncation: ``(−H,
+    p − H − 1)`` with ``H = ⌊(p−1)/2 / 2^shift⌋·2^shift`` (it reconstructs ``x + H``, see
+    ``heinfer_2pc::gc::layers``); ``(0, −1)``, an empty range, when ``H`` is 0."""
+    big_h = (((p - 1) // 2) >> shift) << shift if shift >= 0 else 0
+    return (-big_h, p - big_h - 1) if big_h > 0 else (0, -1)
 
 
 @dataclass(eq=False)

@@ -17,7 +17,7 @@ from heinfer.program.validate import check_io
 from heinfer.program.placement import Placement
 from heinfer.program.share_folds import fold_problem
 from heinfer.program.transform import Transform
-from heinfer.program.two_party import TwoPartyProgram, TwoPartySegment, TwoPartyStep
+from heinfer.program.two_party import TwoPartyProgram, TwoPartySegment, TwoPartyStep, clip_range
 
 __all__ = ["two_party_public_to_json", "two_party_public_from_json", "two_party_weights_to_json", "two_party_weights_from_json"]
 
@@ -179,10 +179,9 @@ def two_party_public_from_json(m: dict, arrays) -> TwoPartyProgram:
 
 
 def _clip_fits(p: int, shift: int, lo: int, hi: int) -> bool:
-    """Whether ``heinfer.twoparty.LayerCircuit("clip", p, shift, lo=lo, hi=hi)`` exists:
-    ``−H ≤ lo ≤ hi < p − H`` with ``H = ⌊(p−1)/2 / 2^shift⌋·2^shift > 0``."""
-    big_h = ((p - 1) // 2 >> shift) << shift if shift >= 0 else 0
-    return big_h > 0 and -big_h <= lo <= hi < p - big_h
+    """Whether ``heinfer.twoparty.LayerCircuit("clip", p, shift, lo=lo, hi=hi)`` exists."""
+    low, high = clip_range(p, shift)
+    return low <= lo <= hi <= high
 
 
 def _public_meta(meta) -> dict:
