@@ -188,17 +188,28 @@ fn out_of_order_and_malformed_messages_are_refused() {
 /// table masks each with a fresh ρ).
 #[test]
 fn client_output_shares_hide_the_result() {
-    let (mut client, mut server, mut crng, mut srng) = sessions();
-    let lc = LayerCircuit::new(Layer::Relu, P, 3).unwrap();
-    let n = 16_000;
-    let (mut cstep, off1) = client.offline(&lc, n, &mut crng).unwrap();
-    let (mut sstep, off2) = server.offline(&lc, n, &off1, &mut srng).unwrap();
-    cstep.receive_offline(&off2).unwrap();
-    let c: Vec<u64> = sstep.masks().to_vec(); // x = 0
-    let choices = cstep.choose(&c).unwrap();
-    let z = cstep.finish(&sstep.labels(&choices).unwrap()).unwrap();
-    let s = sstep.output_shares();
-    assert!(z.iter().zip(&s).all(|(&a, &b)| (a + b) % P == 0));
-    let chi2 = chi2_16(&z);
-    assert!(chi2 < 37.7, "client shares: chi-square {chi2:.1}");
+    // every circuit kind: ReLU, a clip (ReLU6-style bounds), the truncation alone
+    for layer in [
+        Layer::Relu,
+        Layer::Clip { lo: 0, hi: 6 << 10 },
+        Layer::Truncate,
+    ] {
+        let (mut client, mut server, mut crng, mut srng) = sessions();
+        let lc = LayerCircuit::new(layer, P, 3).unwrap();
+        let n = 16_000;
+        let (mut cstep, off1) = client.offline(&lc, n, &mut crng).unwrap();
+        let (mut sstep, off2) = server.offline(&lc, n, &off1, &mut srng).unwrap();
+        cstep.receive_offline(&off2).unwrap();
+        let c: Vec<u64> = sstep.masks().to_vec(); // x = 0
+        let choices = cstep.choose(&c).unwrap();
+        let z = cstep.finish(&sstep.labels(&choices).unwrap()).unwrap();
+        let s = sstep.output_shares();
+        // the result: 0 for ReLU and the truncation, the clip's lower bound (0) here
+        assert!(
+            z.iter().zip(&s).all(|(&a, &b)| (a + b) % P == 0),
+            "{layer:?}"
+        );
+        let chi2 = chi2_16(&z);
+        assert!(chi2 < 37.7, "{layer:?} client shares: chi-square {chi2:.1}");
+    }
 }
