@@ -33,9 +33,13 @@ use heinfer_math::prg::AesCtr;
 use rand_core::{RngCore, SeedableRng};
 use zeroize::Zeroize;
 
-/// Largest flooding exponent: `U[−2^b, 2^b)` is drawn from `b + 1 ≤ 126` random bits of a
-/// 128-bit word.
-pub const MAX_FLOOD_BITS: u32 = 125;
+/// Largest flooding exponent: `U[−2^b, 2^b)` is drawn as `hi·2^64 + lo` with `lo` uniform
+/// in `[0, 2^64)` and `hi` uniform in `[−2^{b−64}, 2^{b−64})` from `b − 63 ≤ 126` random bits
+/// of a 128-bit word (above [`NARROW_FLOOD_BITS`]; below, from `b + 1` bits of one word).
+pub const MAX_FLOOD_BITS: u32 = 189;
+
+/// Largest flooding exponent drawn as one 128-bit word.
+const NARROW_FLOOD_BITS: u32 = 125;
 
 /// Statistical security of flooding in bits (λ), the and GAZELLE's choice.
 pub const STATISTICAL_BITS: u32 = 40;
@@ -64,12 +68,14 @@ impl Rerandomizer {
     }
 
     /// Largest flooding `b` these parameters decrypt through with an error of `2^noise_bits`:
-    /// `2^b + 2^noise_bits + (fresh encryption) < Δ/2` with a bit of margin.
-    /// At most [`MAX_FLOOD_BITS`] (the sampler draws 128-bit integers).
+    /// `2^{b+1} ≤ Δ/16` (the flood, the error it hides and the fresh encryption's below
+    /// `2^{b+1}`, with the 4 bits of margin [`crate::rounding::compact_level`] asks of every
+    /// level, so that a result flooded this much still switches down).
+    /// At most [`MAX_FLOOD_BITS`] (the sampler's widest draw).
     pub fn max_flood_bits(&self) -> u32 {
         let log_delta = self.params.log_q() - (self.params.plain_modulus() as f64).log2();
         (log_delta.floor() as u32)
-            .saturating_sub(3)
+            .saturating_sub(5)
             .min(MAX_FLOOD_BITS)
     }
 
@@ -86,10 +92,21 @@ impl Rerandomizer {
         let rlwe = self.params.rlwe();
         // the engine's stream (AES-256-CTR), keyed from the OS
         let mut rng = AesCtr::from_seed(heinfer_math::sampler::os_seed()?);
-        let mut e = uniform_centered(&mut rng, rlwe.n(), b);
         // a fresh encryption of zero whose c_0 error carries the flood: one set of transforms
-        let fresh = self.enc.encrypt_zero_with_error(self.params.level(), &e);
-        e.zeroize();
+        let fresh = if b <= NARROW_FLOOD_BITS {
+            let mut e = uniform_centered(&mut rng, rlwe.n(), b);
+            let fresh = self.enc.encrypt_zero_with_error(self.params.level(), &e);
+            e.zeroize();
+            fresh
+        } else {
+            let (mut hi, mut lo) = uniform_centered_wide(&mut rng, rlwe.n(), b);
+            let fresh = self
+                .enc
+                .encrypt_zero_with_wide_error(self.params.level(), &hi, &lo);
+            hi.zeroize();
+            lo.zeroize();
+            fresh
+        };
         let mut fresh = fresh?;
         self.ev.add_assign(&mut fresh, ct)?;
         Ok(fresh)
@@ -128,7 +145,7 @@ impl Rerandomizer {
 /// `2^b` (every draw kept: no rejection, no data-dependent branch). The bytes are drawn
 /// [`DRAW_BYTES`] at a time into one reused buffer, wiped once at the end.
 pub(crate) fn uniform_centered(rng: &mut impl RngCore, n: usize, b: u32) -> Vec<i128> {
-    assert!(b <= MAX_FLOOD_BITS, "flooding bound out of range");
+    assert!(b <= NARROW_FLOOD_BITS, "flooding bound out of range");
     let mask: u128 = (1u128 << (b + 1)) - 1;
     let half = 1i128 << b;
     let mut out = Vec::with_capacity(n);
@@ -145,6 +162,29 @@ pub(crate) fn uniform_centered(rng: &mut impl RngCore, n: usize, b: u32) -> Vec<
     }
     buf.zeroize();
     out
+}
+
+/// `n` integers uniform in `[−2^b, 2^b)` for `64 ≤ b ≤` [`MAX_FLOOD_BITS`], as `hi·2^64 + lo`:
+/// `lo` uniform in `[0, 2^64)` and, independently, `hi` uniform in `[−2^{b−64}, 2^{b−64})`
+/// ([`uniform_centered`]), so each of the `2^{b+1}` values is taken by exactly one pair.
+pub(crate) fn uniform_centered_wide(
+    rng: &mut impl RngCore,
+    n: usize,
+    b: u32,
+) -> (Vec<i128>, Vec<u64>) {
+    assert!(
+        (64..=MAX_FLOOD_BITS).contains(&b),
+        "flooding bound out of range"
+    );
+    let hi = uniform_centered(rng, n, b - 64);
+    let mut bytes = vec![0u8; 8 * n];
+    rng.fill_bytes(&mut bytes);
+    let lo = bytes
+        .chunks_exact(8)
+        .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
+        .collect();
+    bytes.zeroize();
+    (hi, lo)
 }
 
 /// Random bytes per draw of [`uniform_centered`] (256 values).
@@ -207,5 +247,71 @@ mod tests {
         assert!(
             wide.iter().any(|&x| x > 1i128 << 118) && wide.iter().any(|&x| x < -(1i128 << 118))
         );
+    }
+
+    /// The wide sampler: `hi·2^64 + lo` in `[−2^b, 2^b)`, `hi` uniform on its `2^{b−63}`
+    /// values, `lo`'s top and bottom bits each set about half the time, both ends reached.
+    #[test]
+    fn uniform_centered_wide_is_uniform_on_its_range() {
+        let mut rng = AesCtr::from_seed([9u8; 32]);
+        let (hi, lo) = uniform_centered_wide(&mut rng, 40_000, 66);
+        assert_eq!((hi.len(), lo.len()), (40_000, 40_000));
+        let mut counts = [0usize; 8];
+        for &h in &hi {
+            assert!((-4..4).contains(&h), "{h}");
+            counts[(h + 4) as usize] += 1;
+        }
+        // 5,000 each; a standard deviation of ~66
+        assert!(
+            counts.iter().all(|&c| (4_700..5_300).contains(&c)),
+            "{counts:?}"
+        );
+        for bit in [0, 31, 63] {
+            let ones = lo.iter().filter(|&&x| x >> bit & 1 == 1).count();
+            assert!((19_000..21_000).contains(&ones), "bit {bit}: {ones}");
+        }
+        let (hi, _) = uniform_centered_wide(&mut rng, 4096, MAX_FLOOD_BITS);
+        let top = 1i128 << (MAX_FLOOD_BITS - 64);
+        assert!(hi.iter().all(|&h| (-top..top).contains(&h)));
+        assert!(hi.iter().any(|&h| h > top / 4) && hi.iter().any(|&h| h < -top / 4));
+    }
+
+    /// A flood wider than one 128-bit word (2^150 on four 55-bit primes, N = 2^10) decrypts
+    /// to the message, and the error it leaves is that wide: the noise budget drops by about
+    /// the flood's bits.
+    #[test]
+    fn a_wide_flood_decrypts_and_floods() {
+        use crate::{BatchEncoder, Decryptor};
+        use heinfer_ckks::KeyGenerator;
+        let params = BfvParams::new_insecure_for_tests(crate::BfvParamsLiteral {
+            log_n: 10,
+            log_q: vec![55, 55, 55, 55],
+            log_p: vec![55],
+            plain_modulus: crate::presets::PLAIN_MODULUS_20,
+            security: heinfer_ckks::SecurityLevel::InsecureTestOnly,
+        })
+        .unwrap();
+        let kg = KeyGenerator::new(params.rlwe()).unwrap();
+        let pk = kg.public_key().unwrap();
+        let p = params.plain_modulus();
+        let values: Vec<u64> = (0..params.n() as u64).map(|i| (i * 31 + 7) % p).collect();
+        let ct = Encryptor::new(params.rlwe(), &pk)
+            .unwrap()
+            .encrypt(&BatchEncoder::new(&params).encode(&values).unwrap())
+            .unwrap();
+        let rr = Rerandomizer::new(&params, &pk).unwrap();
+        assert_eq!(rr.max_flood_bits(), MAX_FLOOD_BITS);
+        let dec = Decryptor::new(&params, kg.secret_key()).unwrap();
+        let before = dec.noise_budget(&ct).unwrap();
+        let flooded = rr.rerandomize(&ct, 150).unwrap();
+        assert_eq!(dec.decrypt(&flooded).unwrap(), values);
+        let after = dec.noise_budget(&flooded).unwrap();
+        // the budget is log2(Δ/2) − log2|e|: the flood's 2^150 leaves Δ's bits less ~150
+        let log_delta = params.log_q() - (p as f64).log2();
+        assert!(
+            (log_delta - 153.0..log_delta - 148.0).contains(&after),
+            "{before} → {after}"
+        );
+        assert!(rr.rerandomize(&ct, rr.max_flood_bits() + 1).is_err());
     }
 }

@@ -163,7 +163,7 @@ mod tests {
             assert_eq!(result_drop_bits(&params, b), bits, "b = {b}");
         }
         // at every flooding: the bound plus the rounding stays below Δ_ℓ/8
-        let rr_max = (params.log_q() - (params.plain_modulus() as f64).log2()).floor() as u32 - 3;
+        let rr_max = (params.log_q() - (params.plain_modulus() as f64).log2()).floor() as u32 - 5;
         for b in 60..=rr_max.min(crate::MAX_FLOOD_BITS) {
             let level = compact_level(&params, b);
             let log_ql: f64 = params.rlwe().q()[..=level]

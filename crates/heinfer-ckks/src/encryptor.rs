@@ -103,6 +103,30 @@ impl Encryptor {
     /// ModDowns: BFV's re-randomization with flooding (`heinfer_bfv::Rerandomizer`). Fails for
     /// a level out of range or `extra` of another length than `N`.
     pub fn encrypt_zero_with_error(&self, level: usize, extra: &[i128]) -> Result<Ciphertext> {
+        self.check_extra(level, extra.len())?;
+        self.encrypt_zero_with(level, |q, j| q.reduce_i128(extra[j]))
+    }
+
+    /// [`Self::encrypt_zero_with_error`] with a wider error: `hi[j]·2^64 + lo[j]` on
+    /// coefficient `j` (up to 191 bits, for flooding beyond what an `i128` holds). Fails as
+    /// [`Self::encrypt_zero_with_error`] does, and for `hi` and `lo` of different lengths.
+    pub fn encrypt_zero_with_wide_error(
+        &self,
+        level: usize,
+        hi: &[i128],
+        lo: &[u64],
+    ) -> Result<Ciphertext> {
+        self.check_extra(level, hi.len())?;
+        self.check_extra(level, lo.len())?;
+        self.encrypt_zero_with(level, |q, j| {
+            // 2^64 mod q, then hi·2^64 + lo mod q
+            let two64 = q.reduce_u128(1u128 << 64);
+            q.add(q.mul(q.reduce_i128(hi[j]), two64), q.reduce_u64(lo[j]))
+        })
+    }
+
+    /// The level in range and `len` error coefficients, one per coefficient of the ring.
+    fn check_extra(&self, level: usize, len: usize) -> Result<()> {
         let params = &self.params;
         if level > params.max_level() {
             return Err(CkksError::LevelOutOfRange {
@@ -111,12 +135,24 @@ impl Encryptor {
             });
         }
         let n = params.n();
-        if extra.len() != n {
+        if len != n {
             return Err(CkksError::InvalidOperand {
                 op: "encrypt_zero_with_error",
-                reason: format!("{} error coefficients for N = {n}", extra.len()),
+                reason: format!("{len} error coefficients for N = {n}"),
             });
         }
+        Ok(())
+    }
+
+    /// `(b·u + e_0 + x, a·u + e_1)` over `Q_ℓ`, with `extra(q, j)` the residue of `x`'s
+    /// coefficient `j` modulo `q` (checked by the callers: [`Self::check_extra`]).
+    fn encrypt_zero_with(
+        &self,
+        level: usize,
+        extra: impl Fn(&heinfer_math::modulus::Modulus, usize) -> u64 + Sync,
+    ) -> Result<Ciphertext> {
+        let params = &self.params;
+        let n = params.n();
         let inner = params.inner();
         let idx: Vec<usize> = (0..=level).collect();
         let mut os = Sampler::from_os()?;
@@ -133,8 +169,8 @@ impl Encryptor {
             .enumerate()
             .for_each(|(i, (l0, l1))| {
                 let q = &inner.moduli[i];
-                for ((x, &e), &f) in l0.iter_mut().zip(e0.iter()).zip(extra) {
-                    *x = q.reduce_i128(i128::from(e) + f);
+                for (j, (x, &e)) in l0.iter_mut().zip(e0.iter()).enumerate() {
+                    *x = q.add(q.reduce_i64(e), extra(q, j));
                 }
                 inner.ntt[i].forward(l0);
                 // c_0 = b·u + (e_0 + extra), c_1 = a·u + e_1 (the key holds all of Q, then P)

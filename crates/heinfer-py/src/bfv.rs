@@ -325,17 +325,29 @@ impl BfvRerandomizer {
 /// `count` residues uniform mod `p`, drawn from the engine's stream (AES-256-CTR keyed from
 /// the OS) by the samplers' rejection sampling (`Sampler::uniform_into`: exactly uniform). The
 /// server's masks of every result: 21 µs per 8,192 values, where the OS's `urandom` took
-/// 185 µs. `p` must be a plaintext modulus of the protocol's range, `[2, 2^24)`; others are
+/// 185 µs. `p` must be in the plaintext moduli's range, `[2, 2^40)`; others are
 /// refused (a caller's mistake, not a modulus the shares live in).
 #[pyfunction]
 pub fn bfv_uniform_mod<'py>(py: Python<'py>, count: usize, p: u64) -> PyResult<Bound<'py, PyArray1<u64>>> {
-    if !(2..1 << 24).contains(&p) {
-        return Err(ParameterError::new_err(format!("uniform residues mod {p}: the modulus must be in [2, 2^24)")));
+    if !(2..1 << 40).contains(&p) {
+        return Err(ParameterError::new_err(format!("uniform residues mod {p}: the modulus must be in [2, 2^40)")));
     }
     let mut sampler = heinfer_math::sampler::Sampler::from_os().map_err(|e| to_py(CkksError::from(e)))?;
     let mut words = vec![0u64; count];
     sampler.uniform_into(&mut words, &heinfer_math::Modulus::new(p));
     Ok(PyArray1::from_vec(py, words))
+}
+
+/// The plaintext primes `p ≡ 1 (mod 2N)` of `bits` bits (12 to 40), largest first, at most
+/// `count` (`heinfer_bfv::plain_primes`).
+#[pyfunction]
+pub fn bfv_plain_primes(log_n: u32, bits: u32, count: usize) -> PyResult<Vec<u64>> {
+    if !(12..=40).contains(&bits) || !(10..=16).contains(&log_n) || bits <= log_n + 1 {
+        return Err(ParameterError::new_err(format!(
+            "plaintext primes of {bits} bits for N = 2^{log_n}: bits must be in 12..=40, above log2(2N), and log_n in 10..=16"
+        )));
+    }
+    Ok(bfv::plain_primes(log_n, bits, count.min(1 << 16)))
 }
 
 /// Flooding exponent hiding a `2^noise_bits` error in a ring of degree `2^log_n` with

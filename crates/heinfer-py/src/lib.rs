@@ -73,6 +73,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<bfv::BfvRerandomizer>()?;
     m.add_function(wrap_pyfunction!(bfv::bfv_flood_bits, m)?)?;
     m.add_function(wrap_pyfunction!(bfv::bfv_uniform_mod, m)?)?;
+    m.add_function(wrap_pyfunction!(bfv::bfv_plain_primes, m)?)?;
+    m.add("BFV_MAX_FLOOD_BITS", heinfer_bfv::MAX_FLOOD_BITS)?;
     m.add_class::<kernels::LinearLayer>()?;
     m.add_class::<twoparty::PyLayerCircuit>()?;
     m.add_class::<twoparty::TwoPartyClient>()?;

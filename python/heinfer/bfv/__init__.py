@@ -21,13 +21,15 @@ Typical flow::
 """
 
 from heinfer.bfv.ops import BatchEncoder, Decryptor, Evaluator, Multiplier, Rerandomizer
-from heinfer.bfv.params import INSECURE_LOGN10, PN13_PLAIN20, BfvParameters, flood_bits, uniform_mod
+from heinfer.bfv.params import INSECURE_LOGN10, MAX_FLOOD_BITS, PN13_PLAIN20, BfvParameters, flood_bits, plain_primes, uniform_mod
 
 __all__ = [
     "BfvParameters",
     "PN13_PLAIN20",
     "INSECURE_LOGN10",
+    "MAX_FLOOD_BITS",
     "flood_bits",
+    "plain_primes",
     "uniform_mod",
     "BatchEncoder",
     "Multiplier",

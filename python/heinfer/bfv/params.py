@@ -9,7 +9,10 @@ import numpy as np
 from heinfer import _native
 from heinfer.ckks.params import CkksParameters
 
-__all__ = ["BfvParameters", "PN13_PLAIN20", "INSECURE_LOGN10", "flood_bits", "uniform_mod"]
+__all__ = ["BfvParameters", "MAX_FLOOD_BITS", "PN13_PLAIN20", "INSECURE_LOGN10", "flood_bits", "plain_primes", "uniform_mod"]
+
+#: The widest flooding the engine draws: ``U[−2^b, 2^b)`` for ``b`` up to 189 bits.
+MAX_FLOOD_BITS: int = _native.BFV_MAX_FLOOD_BITS
 
 
 class BfvParameters:
@@ -119,10 +122,17 @@ def flood_bits(noise_bits: int, log_n: int, stat_bits: int = 40) -> int:
     return _native.bfv_flood_bits(int(noise_bits), int(log_n), int(stat_bits))
 
 
+def plain_primes(log_n: int, bits: int, count: int = 1) -> list[int]:
+    """The primes ``p ≡ 1 (mod 2^(log_n+1))`` of ``bits`` bits, largest first, at most ``count``:
+    plaintext moduli with SIMD batching for every ring up to ``N = 2^log_n``. ``bits`` must be
+    in 12..40 and above ``log_n + 1``, else :class:`~heinfer.errors.ParameterError`."""
+    return [int(p) for p in _native.bfv_plain_primes(int(log_n), int(bits), int(count))]
+
+
 def uniform_mod(shape: tuple[int, ...], p: int) -> np.ndarray:
     """Residues uniform mod ``p`` (``uint64``, ``shape``) from the engine's stream, AES-256-CTR
-    keyed from the OS, by rejection sampling (exactly uniform). ``p`` must be in ``[2, 2^24)``,
-    the range of the protocol's plaintext moduli; others raise
+    keyed from the OS, by rejection sampling (exactly uniform). ``p`` must be in ``[2, 2^40)``,
+    the range of the plaintext moduli; others raise
     :class:`~heinfer.errors.ParameterError`."""
     count = int(np.prod(shape)) if len(shape) else 1
     return _native.bfv_uniform_mod(count, int(p)).reshape(shape)

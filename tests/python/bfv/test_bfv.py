@@ -209,8 +209,8 @@ def test_bytes_and_bad_input(ctx) -> None:
 
 def test_uniform_residues_are_in_range_uniform_and_fresh() -> None:
     """The server's masks: residues below p in the asked shape, uniform (chi-square over 16
-    buckets and over the low bits), a new draw each call; moduli outside the protocol's
-    plaintext range are refused."""
+    buckets and over the low bits), a new draw each call, up to 40-bit moduli; moduli outside
+    the plaintext range are refused."""
     p = 1_032_193
     x = bfv.uniform_mod((4, 8192), p)
     assert x.shape == (4, 8192) and x.dtype == np.uint64 and int(x.max()) < p
@@ -220,6 +220,22 @@ def test_uniform_residues_are_in_range_uniform_and_fresh() -> None:
         chi2 = ((counts - expected) ** 2 / expected).sum()
         assert chi2 < 50.0, f"chi-square {chi2:.1f} over 15 degrees of freedom"  # p ≈ 1e-5
     assert not np.array_equal(x, bfv.uniform_mod((4, 8192), p))
-    for bad in (1, 1 << 24, 1 << 40):
+    wide = bfv.uniform_mod((8192,), bfv.plain_primes(15, 36)[0])  # the widest plaintext moduli
+    assert int(wide.max()) < bfv.plain_primes(15, 36)[0] and int(wide.max()) > 1 << 35
+    for bad in (1, 1 << 40, 1 << 62):
         with pytest.raises(ParameterError, match="modulus"):
             bfv.uniform_mod((3,), bad)
+
+
+def test_plain_primes_batch_in_every_ring_up_to_the_one_asked() -> None:
+    """``plain_primes(15, bits)``: primes of ``bits`` bits ``≡ 1 (mod 2^16)``, largest first,
+    that the engine takes as plaintext moduli at N = 2^13 and 2^14; sizes outside 12..40
+    are refused."""
+    ps = bfv.plain_primes(15, 36, 3)
+    assert len(ps) == 3 and ps == sorted(ps, reverse=True)
+    assert all(p.bit_length() == 36 and p % (1 << 16) == 1 for p in ps)
+    for log_n, primes in ((13, 3), (14, 4)):
+        assert bfv.BfvParameters(log_n, [50] * primes, [50], ps[0]).plain_modulus == ps[0]
+    for bad in (11, 41):
+        with pytest.raises(ParameterError, match="bits"):
+            bfv.plain_primes(15, bad)
