@@ -36,6 +36,7 @@ import scipy.sparse as sp
 
 from heinfer.compiler.ir import ClientFunction, Graph, Linear, Square
 from heinfer.errors import CompileError, UnsupportedOperatorError
+from heinfer.program.modular import MAX_MODULUS_BITS, matmul_mod
 from heinfer.program.two_party import clip_range
 
 __all__ = ["FixedPointLayer", "FixedPointPlan", "plan_fixed_point", "simulate"]
@@ -238,18 +239,6 @@ def plan_fixed_point(
     return FixedPointPlan(p, input_frac, tuple(layers), tail[0] if tail else None)
 
 
-def _matmul_mod(w: sp.csr_matrix, x: np.ndarray, p: int) -> np.ndarray:
-    """``(x @ w.T) mod p`` exactly for int64 ``x`` in ``[0, p)`` and ``p < 2^31`` (at most
-    2^16 inputs): ``w`` reduced mod ``p`` and ``x`` in two 16-bit limbs keep every partial
-    sum below 2^63."""
-    w = w.copy()
-    w.data %= p
-    lo, hi = x & 0xFFFF, x >> 16
-    a_lo = np.asarray(w @ lo.T).T % p
-    a_hi = np.asarray(w @ hi.T).T % p
-    return (a_hi * 65536 + a_lo) % p
-
-
 def _signed(v: np.ndarray, p: int) -> np.ndarray:
     return np.where(v > (p - 1) // 2, v - p, v)
 
@@ -261,8 +250,8 @@ def simulate(plan: FixedPointPlan, x: np.ndarray, check: bool = True) -> np.ndar
     raises :class:`CompileError` when a value leaves the signed range (the plan's bound was
     exceeded: the protocol would wrap around)."""
     p = plan.p
-    if p >= 1 << 31:
-        raise CompileError("simulate: plaintext moduli of 31 bits and more are not supported")
+    if p >= 1 << MAX_MODULUS_BITS:
+        raise CompileError(f"simulate: plaintext moduli of more than {MAX_MODULUS_BITS} bits are not supported")
     half = (p - 1) // 2
     x = np.asarray(x, np.float64).reshape(len(x), -1)
     v = np.rint(x * 2.0**plan.input_frac).astype(np.int64)
@@ -270,7 +259,7 @@ def simulate(plan: FixedPointPlan, x: np.ndarray, check: bool = True) -> np.ndar
         raise CompileError("simulate: an input exceeds the planned range")
     v %= p
     for layer in plan.layers:
-        y = (_matmul_mod(layer.weights, v, p) + layer.bias) % p
+        y = (matmul_mod(layer.weights, v, p) + layer.bias) % p
         s = _signed(y, p)
         if check:
             exact = np.asarray(layer.weights @ _signed(v, p).T.astype(np.float64)).T + layer.bias

@@ -10,7 +10,7 @@ server's program on integers mod ``p`` — the transforms' diagonals and rotatio
 mode, the integer matrices in throughput mode, each step as its circuit computes it — gives the
 outputs a protocol run decrypts, digit for digit (tests check it against real runs). Values are
 read as signed (above ``(p − 1)/2`` they are negative), as the circuits read them; plaintext
-moduli below 2^31 (every product of two residues fits 64 bits).
+moduli up to 40 bits (BFV's range: :mod:`heinfer.program.modular`'s exact products).
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from heinfer.compiler.fixed_point import _matmul_mod, _signed
+from heinfer.compiler.fixed_point import _signed
 from heinfer.errors import CompileError, NotSupportedYetError, RangeError
 from heinfer.program.transform import Transform
+from heinfer.program.modular import MAX_MODULUS_BITS, matmul_mod
 from heinfer.program.two_party import TwoPartyProgram, TwoPartyStep
 from heinfer.program.weights import LinearStep
 
@@ -38,8 +39,8 @@ def simulate_two_party(program: TwoPartyProgram, x: np.ndarray) -> np.ndarray:
     if x.shape[1:] != tuple(program.input_shape):
         raise CompileError(f"simulate: input has shape {x.shape}, expected (batch, *{tuple(program.input_shape)})")
     p = program.plain_modulus
-    if p >= 1 << 31:  # every product of two residues must stay below 2^63
-        raise NotSupportedYetError(f"simulating a two-party program with a {p.bit_length()}-bit plaintext modulus (31 bits and more)")
+    if p >= 1 << MAX_MODULUS_BITS:  # heinfer.program.modular's products
+        raise NotSupportedYetError(f"simulating a two-party program with a {p.bit_length()}-bit plaintext modulus (above {MAX_MODULUS_BITS} bits)")
     y = x.reshape(x.shape[0], -1)
     for f in program.pre:
         y = f.apply(y)
@@ -65,9 +66,7 @@ def _linear(program: TwoPartyProgram, k: int, layer: Transform | LinearStep, v: 
     if isinstance(layer, LinearStep):
         w = layer.matrix.tocsc()
         w = sp.csc_matrix((np.rint(w.data).astype(np.int64), w.indices, w.indptr), shape=w.shape)
-        out = np.zeros((v.shape[0], w.shape[0]), dtype=np.int64)
-        for c in range(0, w.shape[1], 1 << 16):  # _matmul_mod is exact for 2^16 inputs at a time
-            out = (out + _matmul_mod(w[:, c : c + (1 << 16)].tocsr(), v[:, c : c + (1 << 16)], p)) % p
+        out = matmul_mod(w.tocsr(), v, p)
         bias = 0 if layer.bias is None else np.rint(layer.bias).astype(np.int64) % p
         return (out + bias) % p
     seg = program.segments[k]

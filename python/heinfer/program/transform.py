@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from heinfer.errors import CompileError
+from heinfer.program.modular import mul_mod
 
 __all__ = ["HOISTINGS", "OP_KINDS", "Transform", "build_transform", "single_hoisting", "split"]
 
@@ -189,7 +190,7 @@ class Transform:
     def simulate(self, x: np.ndarray, modulus: int | None = None) -> np.ndarray:
         """The transform on slot values ``x`` ``(..., n_in, S)`` (any leading axes: items),
         folds and bias included: ``(..., n_out, S)``. In float64 (no noise), or with
-        ``modulus`` ``p < 2^31`` on integers mod ``p`` as BFV computes it (diagonals and bias
+        ``modulus`` ``p < 2^40`` on integers mod ``p`` as BFV computes it (diagonals and bias
         rounded to integers, every product and sum reduced: exact)."""
         vec, reduce = self.vectors, _identity
         if modulus is not None:
@@ -206,7 +207,9 @@ class Transform:
             acc = np.zeros((*x.shape[:-2], self.slots), dtype=vec.dtype)
             for i in ix:
                 _, _, a, b = self.terms[i]
-                acc = reduce(acc + vec[i] * np.roll(x[..., a, :], -int(b), axis=-1))
+                term = np.roll(x[..., a, :], -int(b), axis=-1)
+                term = vec[i] * term if modulus is None else mul_mod(np.broadcast_to(vec[i], term.shape), term, p)
+                acc = reduce(acc + term)
             y[..., o, :] = reduce(y[..., o, :] + np.roll(acc, -g, axis=-1))
         return self.finish(y, modulus)
 
