@@ -34,7 +34,10 @@ per session. Argmax agreement and the relative logit error against onnxruntime.
 ciphertext per activation, the items along its slots, one circuit per item and activation):
 A, B and C with 512 items in one query (the 296 digits not used for calibration, repeated;
 64 with ``--quick``) and D with 64 (skipped by ``--quick``);
-per image = the query's totals divided by its items. GAZELLE reports single-image queries
+per image = the query's totals divided by its items. ``--mobilenet`` adds MobileNetV2-0.35 at
+96 px (``models/mobilenet.py``, random weights and inputs, two images; about 10 minutes and up
+to ~12 GB) with the BFV parameters the compiler picks for it (a 36-bit plaintext modulus,
+N = 2^14): each network row names its parameters. GAZELLE reports single-image queries
 only: the ratios printed beside these rows compare amortized throughput with its single-image
 latency (not like with like; the latency-mode rows are).
 
@@ -55,6 +58,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -82,6 +86,12 @@ GAZELLE_NETS = {
 
 def _network_model(name: str) -> tuple[bytes, np.ndarray, np.ndarray]:
     """(ONNX bytes, calibration inputs, test inputs) of a benchmark network."""
+    if name.startswith("mobilenetv2"):
+        sys.path.insert(0, os.path.join(ROOT, "models"))
+        import mobilenet
+
+        _, width, size = name.split("_")
+        return mobilenet.build(int(width) / 100, int(size)), mobilenet.random_inputs(32, int(size), 11), mobilenet.random_inputs(16, int(size), 12)
     if name in ("cifar_a", "resnet20"):
         sys.path.insert(0, os.path.join(ROOT, "models"))
         import cifar
@@ -103,7 +113,7 @@ def network(name: str, items: int, bandwidth: float = 125e6, mode: str = "latenc
     model, cal, x = _network_model(name)
     if len(x) < items:  # larger batches: every digit not used for calibration (296), repeated
         d = np.load(os.path.join(ROOT, "models", "digits_test.npz"))["x"]
-        x = np.concatenate([x, d[164:]]) if name not in ("cifar_a", "resnet20") else x
+        x = np.concatenate([x, d[164:]]) if name.startswith("mnist") else x
         x = np.concatenate([x] * -(-items // len(x)))
     x = x[:items]
     t0 = time.perf_counter()
@@ -131,6 +141,8 @@ def network(name: str, items: int, bandwidth: float = 125e6, mode: str = "latenc
         "rotation_keys": prog.galois_key_count,
         "mode": mode,
         "queries": rep["queries"],
+        "bfv": {"log_n": prog.bfv["log_n"], "primes": len(prog.bfv["log_q"]), "plain_bits": prog.plain_modulus.bit_length()},
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
     }
     out["total_s"] = out["offline_s"] + out["online_s"]
     out["total_mb"] = out["offline_mb"] + out["online_mb"]
@@ -220,7 +232,12 @@ def main() -> None:
     ap.add_argument("--no-spu", action="store_true", help="skip the SPU peer")
     ap.add_argument("--no-networks", action="store_true", help="only the ReLU and max-pool steps")
     ap.add_argument("--auto", action="store_true", help='only the mode="auto" check (A and C, 1/100/200 items)')
+    ap.add_argument("--mobilenet", action="store_true", help="also MobileNetV2-0.35-96 (about 10 minutes, up to ~12 GB)")
+    ap.add_argument("--only", default="", help="comma-separated network rows to run (e.g. mobilenetv2_035_96), nothing else")
     args = ap.parse_args()
+    only = {n for n in args.only.split(",") if n}
+    if "mobilenetv2_035_96" in only:
+        args.mobilenet = True
     if args.auto:
         heinfer.set_num_threads(2)
         print(f"# heinfer two-party mode=\"auto\" — CPU: {cpu_model()}, build: {build_profile()}, 2 engine threads")
@@ -238,7 +255,7 @@ def main() -> None:
     setup = {"ms": round((time.perf_counter() - t) * 1e3, 1), "bytes": len(m1) + len(m2)}
     print(f"session set-up (128 base OTs, once per session): {setup['ms']} ms, {setup['bytes']} bytes")
     result: dict = {"relu": {}, "maxpool": {}}
-    for kind, n in (("relu", 1000), ("relu", 10000), ("maxpool", 1000)):
+    for kind, n in () if only else (("relu", 1000), ("relu", 10000), ("maxpool", 1000)):
         layer = LayerCircuit("relu", P, 0) if kind == "relu" else LayerCircuit("maxpool_relu", P, 0, window=4)
         r = measure(client, server, layer, n, reps)
         g_ms, g_mb = GAZELLE[kind][str(n)]
@@ -248,7 +265,7 @@ def main() -> None:
         print(f"{kind:8s} ×{n:<6d}: offline {r['offline_ms']:7.1f} ms + online {r['online_ms']:6.1f} ms = {r['total_ms']:7.1f} ms "
               f"(GAZELLE, quoted: {g_ms} ms → ×{r['vs_gazelle_time']}); {r['offline_mb']:.2f} + {r['online_mb']:.2f} = "
               f"{r['total_mb']:.2f} MB (GAZELLE {g_mb} MB → ×{r['vs_gazelle_bytes']}); {r['and_gates']} AND gates each")
-    peer = None if args.no_spu or args.quick else spu_peer([1000, 10000], 1000)
+    peer = None if args.no_spu or args.quick or only else spu_peer([1000, 10000], 1000)
     if peer and "unavailable" not in peer:
         for kind, key in (("relu", "1000"), ("relu", "10000"), ("maxpool", "1000")):
             s = peer.get(kind, {}).get(key)
@@ -262,9 +279,10 @@ def main() -> None:
         heinfer.set_num_threads(2)
         nets = [(n, bw) for n in ("mnist_a", "mnist_b", "mnist_c") for bw in (125e6, 1.25e6)] + [("mnist_d", 125e6)]
         nets += [] if args.quick else [("cifar_a", 125e6), ("resnet20", 125e6)]
+        nets += [("mobilenetv2_035_96", 125e6)] if args.mobilenet else []
         nets += [(n, "throughput") for n in ("mnist_a", "mnist_b", "mnist_c")] + ([] if args.quick else [("mnist_d", "throughput")])
-        for name, bw in nets:
-            items = {"mnist_d": 2 if args.quick else 10, "cifar_a": 3, "resnet20": 3}.get(name, 5 if args.quick else 20)
+        for name, bw in [(n, bw) for n, bw in nets if not only or n in only]:
+            items = {"mnist_d": 2 if args.quick else 10, "cifar_a": 3, "resnet20": 3, "mobilenetv2_035_96": 2}.get(name, 5 if args.quick else 20)
             key = name if bw == 125e6 else f"{name}_10mbps"
             if bw == "throughput":
                 key, items = f"{name}_throughput", 64 if args.quick or name == "mnist_d" else 512
@@ -278,7 +296,8 @@ def main() -> None:
                   f"{vs_t}; {r['offline_mb']:.2f} + {r['online_mb']:.2f} = "
                   f"{r['total_mb']:.2f} MB{vs_b}; set-up once per session "
                   f"{r['setup_s']:.2f} s, {r['setup_mb']:.1f} MB ({r['rotation_keys']} rotation keys); agreement "
-                  f"{r['agreement']:.3f} over {r['items']}, rel. logit error {r['rel_logit_error']:.2e}")
+                  f"{r['agreement']:.3f} over {r['items']}, rel. logit error {r['rel_logit_error']:.2e}; BFV N = 2^{r['bfv']['log_n']}, "
+                  f"{r['bfv']['primes']} primes, {r['bfv']['plain_bits']}-bit p; compile {r['compile_s']:.1f} s; peak RSS so far {r['peak_rss_gb']:.1f} GB")
     if peer and "mnist_d" in peer:
         s_d = peer["mnist_d"]
         ours = result.get("mnist_d")

@@ -21,6 +21,7 @@ import importlib
 from heinfer.errors import (
     ClusterError,
     CompileError,
+    FloodBudgetError,
     EncodingError,
     HeinferError,
     InternalError,
@@ -116,6 +117,7 @@ __all__ = [
     "OperandError",
     "UnsupportedOperatorError",
     "CompileError",
+    "FloodBudgetError",
     "ProtocolError",
     "RangeError",
 ]

@@ -23,15 +23,17 @@ from heinfer.compiler.dag import Dag, to_chain
 from heinfer.compiler.ir import Graph
 from heinfer.compiler.latency.compile import LatencyOptions, compile_latency
 from heinfer.compiler.latency.noise import MAX_ITEMS, state_noise
-from heinfer.compiler.latency.two_party import compile_two_party
+from heinfer.compiler.latency.two_party import DEFAULT_BFV, compile_two_party
 from heinfer.compiler.onnx_import import from_torch, load_onnx
 from heinfer.compiler.throughput import Options, compile_graph
 from heinfer.compiler.two_party_cost import analytic_two_party_costs, cost_params, predict_two_party_seconds
 from heinfer.compiler.simulate_two_party import simulate_two_party
+from heinfer.compiler.two_party_params import CHECK_ITEMS, PlainChoice, choose_bfv, choose_plain_bits
 from heinfer.compiler.two_party_throughput import compile_two_party_throughput
-from heinfer.errors import CompileError, NotSupportedYetError, PrecisionWarning
+from heinfer.errors import CompileError, FloodBudgetError, PrecisionWarning
 from heinfer.features import META_KEY, FeatureExtractor
 from heinfer.program.model import Program
+from heinfer.program.modular import MAX_MODULUS_BITS
 from heinfer.program.two_party import TwoPartyProgram
 from heinfer.runtime.scales import set_exact_scales
 
@@ -71,12 +73,17 @@ def compile(  # noqa: A001 - the API name is the contract
     learns the output only). Two-party compiles to a
     :class:`~heinfer.program.two_party.TwoPartyProgram` that :func:`infer` runs: in latency
     mode one item per query in latency mode's layouts (options: ``bandwidth`` in bytes/s,
-    which prices layouts by their ciphertexts on the wire, default 1 Gbit/s; ``bfv``, a BFV
-    parameter dict; ``strategy``); in throughput mode up to ``batch_size`` items per query on
-    the batch axis (default :data:`~heinfer.compiler.two_party_throughput.DEFAULT_BATCH`, fewer
-    for networks with many activations;
-    option ``bfv``). ``mode="auto"`` with two-party compiles both and keeps the one with the
-    lower predicted time for ``batch_size`` items (:mod:`heinfer.compiler.two_party_cost`).
+    which prices layouts by their ciphertexts on the wire, default 1 Gbit/s; ``bfv``;
+    ``strategy``); in throughput mode up to ``batch_size`` items per query on the batch axis
+    (default :data:`~heinfer.compiler.two_party_throughput.DEFAULT_BATCH`, fewer for networks
+    with many activations; option ``bfv``). ``mode="auto"`` with two-party compiles both and
+    keeps the one with the lower predicted time for ``batch_size`` items
+    (:mod:`heinfer.compiler.two_party_cost`). The BFV parameters are chosen for the network
+    (:mod:`heinfer.compiler.two_party_params`: GAZELLE's 20-bit plaintext modulus unless the
+    plan simulated on ``calibration`` needs up to 36 bits; the fewest 50-bit primes and the
+    smallest ring at ``security`` that hold every layer's noise flooding; recorded in
+    ``prog.meta["bfv_choice"]``), or given as ``bfv={"log_n", "log_q", "log_p",
+    "plain_modulus", "security"}`` (checked against the security table).
     """
     if features is not None:
         return _compile_on_features(model, features, mode=mode, example_input=example_input, calibration=calibration,
@@ -223,17 +230,17 @@ def _compile_two_party_auto(graph: Graph, calibration, input_bound, security: in
     bandwidth = options.get("bandwidth", 125e6)
     if not isinstance(bandwidth, (int, float)) or not bandwidth > 0:
         raise CompileError(f"bandwidth must be positive bytes per second, got {bandwidth!r}")
+    shared: dict = {}  # the plaintext modulus is chosen once for both modes (it depends on the plan only)
     candidates, refused = _each_mode(  # the precision check runs once, on the program kept
-        {m: (lambda m=m: _compile_two_party(graph, calibration, input_bound, security, options, m, None, False)) for m in ("latency", "throughput")}
+        {m: (lambda m=m: _compile_two_party(graph, calibration, input_bound, security, options, m, None, False, shared)) for m in ("latency", "throughput")}
     )
-    bfv = next(iter(candidates.values())).bfv
-    params = cost_params(bfv)
-    if measured:
-        flood = max(seg.flood_bits for p in candidates.values() for seg in p.segments)
-        costs = {**measure_costs(params), **measure_two_party_costs(bfv, flood)}
-    else:
-        costs = analytic_two_party_costs(bfv)
-    times = {m: predict_two_party_seconds(p, costs, batch_size, float(bandwidth)) for m, p in candidates.items()}
+    def costs_for(prog: TwoPartyProgram) -> dict:  # each mode priced in its own BFV ring
+        if not measured:
+            return analytic_two_party_costs(prog.bfv)
+        flood = max((seg.flood_bits for seg in prog.segments), default=0)
+        return {**measure_costs(cost_params(prog.bfv)), **measure_two_party_costs(prog.bfv, flood)}
+
+    times = {m: predict_two_party_seconds(p, costs_for(p), batch_size, float(bandwidth)) for m, p in candidates.items()}
     chosen = candidates[min(times, key=times.get)]
     chosen.meta["auto"] = {
         "batch_size": batch_size, **{f"{m}_s": t for m, t in times.items()}, "bandwidth": bandwidth,
@@ -246,30 +253,79 @@ def _compile_two_party_auto(graph: Graph, calibration, input_bound, security: in
 
 
 def _compile_two_party(
-    graph: Graph, calibration, input_bound, security: int, options: dict, mode: str, batch: int | None, check_precision: bool = True
+    graph: Graph, calibration, input_bound, security: int, options: dict, mode: str, batch: int | None, check_precision: bool = True,
+    shared: dict | None = None,
 ) -> TwoPartyProgram:
+    """One mode's two-party program; ``shared`` (``mode="auto"``) carries the plaintext modulus
+    chosen by the first mode compiled to the second."""
     options = {k: v for k, v in options.items() if k != "measure_costs"}
     bfv = options.pop("bfv", None)
     if bfv is not None:
         _check_bfv(bfv)
     bandwidth = float(options.pop("bandwidth", 125e6))
-    if security != 128 and bfv is None:
-        raise NotSupportedYetError("two-party protocol: only the 128-bit BFV preset is built in; pass bfv={...} for others")
     try:
         opts = LatencyOptions(security=security, **options)
     except TypeError as e:
         raise CompileError(f"unknown two-party option: {e}") from None
-    if mode == "throughput":
-        prog = compile_two_party_throughput(graph, calibration, input_bound, opts, bfv, batch)
+
+    def compile_with(params: dict) -> TwoPartyProgram:
+        if mode == "throughput":
+            return compile_two_party_throughput(graph, calibration, input_bound, opts, params, batch)
+        return compile_two_party(graph, calibration, input_bound, opts, params, bandwidth)
+
+    if bfv is not None:
+        prog = compile_with(bfv)
     else:
-        prog = compile_two_party(graph, calibration, input_bound, opts, bfv, bandwidth)
+        shared = {} if shared is None else shared
+        if "choice" not in shared:
+            shared["choice"] = _plain_choice(graph, calibration, input_bound, opts.headroom)
+        prog = _compile_two_party_chosen(shared["choice"], opts, compile_with)
     if check_precision and calibration is not None:
         _check_two_party_precision(prog, graph, calibration)
     return prog
 
 
-#: Calibration items :func:`_check_two_party_precision` simulates.
-PRECISION_CHECK_ITEMS = 16
+def _prime_for(bits: int) -> int:
+    """The largest plaintext prime of ``bits`` bits ``≡ 1 (mod 2^16)``: batching in every ring
+    up to ``N = 2^15``."""
+    from heinfer import bfv as _bfv
+
+    return _bfv.plain_primes(15, bits)[0]
+
+
+def _plain_choice(graph: Graph, calibration, input_bound, headroom: float) -> PlainChoice:
+    """The plaintext modulus size for the network (:func:`~heinfer.compiler.two_party_params.choose_plain_bits`
+    on the calibration inputs; GAZELLE's 20 bits without them)."""
+    if calibration is None:
+        return PlainChoice(20, {})
+    return choose_plain_bits(graph, calibration, input_bound, headroom, _prime_for)
+
+
+def _compile_two_party_chosen(choice: PlainChoice, opts: LatencyOptions, compile_with) -> TwoPartyProgram:
+    """Compiles with BFV parameters chosen for the network (:mod:`heinfer.compiler.two_party_params`):
+    the plaintext modulus of ``choice``, the ciphertext modulus and ring from the layers'
+    flooding, at ``opts.security``. GAZELLE's parameters where they suffice;
+    ``prog.meta["bfv_choice"]`` records the choice."""
+    p = int(DEFAULT_BFV["plain_modulus"]) if choice.bits == 20 else _prime_for(choice.bits)
+
+    def checked(params: dict) -> TwoPartyProgram:
+        _check_bfv(params)  # the table holds what ring_for_flood picks; the engine checks it too
+        return compile_with(params)
+
+    try:
+        prog = choose_bfv(checked, p, opts.security)
+    except FloodBudgetError:
+        if p != DEFAULT_BFV["plain_modulus"]:
+            raise
+        # GAZELLE's p batches in N = 2^13 only: a 20-bit prime that batches in larger rings
+        prog = choose_bfv(checked, _prime_for(20), opts.security)
+    prog.meta["bfv_choice"] = {**choice.record(), "log_n": prog.bfv["log_n"], "log_q": list(prog.bfv["log_q"])}
+    return prog
+
+
+#: Calibration items :func:`_check_two_party_precision` simulates (as many as the choice of
+#: the plaintext modulus does).
+PRECISION_CHECK_ITEMS = CHECK_ITEMS
 #: A two-party program warns (:class:`~heinfer.errors.PrecisionWarning`) when, on those items,
 #: an item's largest output error exceeds this fraction of its largest output …
 PRECISION_WARN_REL_ERROR = 0.5
@@ -282,7 +338,7 @@ def _check_two_party_precision(prog: TwoPartyProgram, graph: Graph, calibration)
     truncations) on the first calibration inputs, compares with the model in float64, records
     ``prog.meta["simulated_error"]`` and warns when the fixed point is too coarse for the
     network (a deep one at a 20-bit plaintext modulus: MobileNetV2's answers are wrong)."""
-    if prog.plain_modulus >= 1 << 31:  # the exact simulation's limit; the parties still run it
+    if prog.plain_modulus >= 1 << MAX_MODULUS_BITS:  # the exact simulation's limit; the parties still run it
         return
     x = np.asarray(calibration, dtype=np.float64)[:PRECISION_CHECK_ITEMS]
     want = graph.run(x).reshape(len(x), -1)
@@ -296,7 +352,8 @@ def _check_two_party_precision(prog: TwoPartyProgram, graph: Graph, calibration)
                 f"two-party protocol: simulated on {len(x)} calibration inputs, the program's outputs are off by up to "
                 f"{rel:.0%} of each input's largest output" + (f" and {agree:.0%} keep the model's largest output" if agree is not None else "")
                 + f": the {prog.plain_modulus.bit_length()}-bit plaintext modulus is too coarse for this network's fixed point "
-                "(pass larger BFV parameters with bfv={...})"
+                "(without bfv={...} the compiler picks the smallest of 20 to 36 bits whose plan is precise enough; "
+                "pass bfv={...} with a wider plaintext modulus, or calibration inputs closer to the queries)"
             ),
             stacklevel=4,
         )

@@ -22,6 +22,8 @@ class                      raised when
                            relinearized one is needed)
 ``UnsupportedOperatorError``  a model uses an operator heinfer cannot evaluate (compiler)
 ``CompileError``           a compiler pass failed (names the node and the pass)
+``FloodBudgetError``       (a ``CompileError``) a two-party layer's noise flooding does not
+                           fit the BFV ciphertext modulus (``bits`` needed, ``limit`` held)
 ``ProtocolError``          a client/server exchange is malformed or out of order
 ``RangeError``             decrypted values exceed the range a program was compiled for
                            (recompile with calibration inputs that cover them)
@@ -48,6 +50,7 @@ __all__ = [
     "OperandError",
     "UnsupportedOperatorError",
     "CompileError",
+    "FloodBudgetError",
     "ProtocolError",
     "RangeError",
     "OutOfRangeWarning",
@@ -107,6 +110,18 @@ class UnsupportedOperatorError(HeinferError, NotImplementedError):
 
 class CompileError(HeinferError):
     """A compiler pass failed; the message names the node and the pass."""
+
+
+class FloodBudgetError(CompileError):
+    """A two-party layer needs more noise flooding (``2^bits``) than the BFV parameters decrypt
+    through (``2^limit``): a larger ciphertext modulus is needed. The compiler's automatic BFV
+    parameters catch it and grow the modulus; with parameters passed by the caller it is
+    raised."""
+
+    def __init__(self, message: str, *, bits: int, limit: int) -> None:
+        super().__init__(message)
+        self.bits = bits
+        self.limit = limit
 
 
 class NotSupportedYetError(HeinferError, NotImplementedError):

@@ -109,13 +109,14 @@ def compile_two_party_throughput(
     (default :data:`DEFAULT_BATCH`, fewer when a query's circuits would read more than
     :data:`DEFAULT_CIRCUIT_INPUTS` values; at most ``N`` and at most what one step's circuit
     count allows). Raises :class:`NotSupportedYetError` for the shapes latency mode's two-party
-    compiler refuses, :class:`CompileError` when a layer's weights do not fit the exact kernel
-    or its flooding does not fit the ciphertext modulus."""
+    compiler refuses, :class:`CompileError` when a layer's weights do not fit the exact kernel,
+    :class:`~heinfer.errors.FloodBudgetError` when its flooding does not fit the ciphertext
+    modulus."""
     bfv = dict(bfv or DEFAULT_BFV)
     p, log_n = int(bfv["plain_modulus"]), int(bfv["log_n"])
     input_bound, pre, seg_ops, post, plan = fixed_point_front(graph, calibration, input_bound, options.headroom, p)
-    limit, l1_cap = max_flood_bits(bfv), exact_l1_limit(bfv["log_q"])
-    segments, layers, plans = [], [], {}
+    l1_cap = exact_l1_limit(bfv["log_q"])
+    segments, layers, plans, floods = [], [], {}, {}
     for k, (ops, fl) in enumerate(zip(seg_ops, plan.layers)):
         lin = ops[0]
         w = _centered(fl.weights, p)
@@ -126,11 +127,12 @@ def compile_two_party_throughput(
                 f"absolute value, beyond the exact batch-axis kernel's {l1_cap:.3g} at {max(bfv['log_q'])}-bit primes"
             )
         squared = k > 0 and [f.kind for f in plan.layers[k - 1].step] == ["square"]
-        b = check_flood(lin.name, flood_bits_for(batch_noise_bits(l1, p, input_noise(p, log_n, squared)), log_n), limit)
+        b = floods[lin.name] = flood_bits_for(batch_noise_bits(l1, p, input_noise(p, log_n, squared)), log_n)
         bias = (np.asarray(fl.bias, dtype=np.int64) % p).astype(np.float64)
         layers.append(LinearStep(lin.name, sp.csr_matrix(w, dtype=np.float64), bias, 1.0, 2))
         plans[str(k)] = {"flood_bits": b, "in_frac": fl.in_frac, "weight_frac": fl.weight_frac, "l1": l1}
         segments.append(TwoPartySegment.batch_axis(w.shape[1], w.shape[0], b))
+    check_flood(floods, max_flood_bits(bfv))
     steps = two_party_steps(plan, segments)
     most = max((st.instances for st in steps), default=1)
     inputs = sum(st.instances * st.window for st in steps)

@@ -43,12 +43,13 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
 from heinfer import bfv, ckks
 from heinfer.errors import ProtocolError
+from heinfer.program.modular import mul_mod
 from heinfer.program.share_folds import masks_for_folds
 from heinfer.program.two_party import TwoPartyProgram
 from heinfer.protocol.client import check_input
@@ -146,12 +147,18 @@ class TwoPartyInferenceClient(Party):
         self._items = items
         return [_items_header(items)] + [step.request for step in self._steps]
 
-    def offline_finish(self, msgs: list[bytes]) -> None:
-        """The server's garbled circuits and OT corrections."""
-        if len(msgs) != len(self._steps):
-            raise ProtocolError(f"offline: expected {len(self._steps)} messages, got {len(msgs)}")
-        for step, m in zip(self._steps, msgs):
-            step.receive_offline(m)
+    def offline_finish(self, msgs: Iterable[bytes]) -> None:
+        """The server's garbled circuits and OT corrections, one message per step (a list, or
+        an iterator read one step at a time, as :meth:`TwoPartyInferenceServer.offline_steps`
+        yields them: no message is held after its step has read it)."""
+        count = 0
+        for m in msgs:
+            if count == len(self._steps):
+                raise ProtocolError(f"offline: expected {len(self._steps)} messages, got more")
+            self._steps[count].receive_offline(m)
+            count += 1
+        if count != len(self._steps):
+            raise ProtocolError(f"offline: expected {len(self._steps)} messages, got {count}")
 
     def query(self, x: np.ndarray) -> list[bytes]:
         """The encrypted input of the query's items (fixed point with the program's fractional
@@ -214,9 +221,9 @@ class TwoPartyInferenceClient(Party):
         z = self._steps[k].finish(labels)
         self._k = k + 1
         if self.prog.rows_packed(k + 1):  # the AHE square: a² in row 0, a in row 1
-            return self._encrypt(k + 1, z * z % self.p, z)
+            return self._encrypt(k + 1, mul_mod(z, z, self.p), z)
         if self.prog.squared_input(k + 1):  # throughput mode: Enc(a²), then Enc(a)
-            return self._encrypt(k + 1, z * z % self.p) + self._encrypt(k + 1, z)
+            return self._encrypt(k + 1, mul_mod(z, z, self.p)) + self._encrypt(k + 1, z)
         return self._encrypt(k + 1, z)
 
     def finish(self, msgs: list[bytes]) -> np.ndarray:
@@ -254,17 +261,28 @@ class TwoPartyInferenceServer(Party):
 
     def offline(self, msgs: list[bytes]) -> list[bytes]:
         """Masks, garbling and OT corrections for every step of the next query (``msgs``: the
-        item-count header and one request per step)."""
+        item-count header and one request per step), all steps' replies at once."""
+        return list(self.offline_steps(msgs))
+
+    def offline_steps(self, msgs: list[bytes]) -> Iterator[bytes]:
+        """:meth:`offline` one step at a time: the requests are checked now, and each step is
+        garbled when its reply is asked for and not kept after (a query's circuits need not
+        all be in memory at once). The query is ready once every reply has been taken."""
         if len(msgs) != len(self.prog.steps) + 1:
             raise ProtocolError(f"offline: expected a header and {len(self.prog.steps)} requests, got {len(msgs)} blobs")
         if len(msgs[0]) != 4 or not 1 <= (items := struct.unpack("<I", msgs[0])[0]) <= self.prog.batch_capacity:
             raise ProtocolError(f"offline: the header must name 1 to {self.prog.batch_capacity} items per query")
         self._steps, self._items = [], 0  # a request refused below leaves no query behind
-        self._steps = [ServerStepRun(self._gc, st, self.p, items, k, m) for k, (st, m) in enumerate(zip(self.prog.steps, msgs[1:]))]
-        out = [step.reply for step in self._steps]
-        self._items = items
+        return self._garble(items, msgs[1:])
+
+    def _garble(self, items: int, requests: list[bytes]) -> Iterator[bytes]:
+        steps = []
+        for k, (st, m) in enumerate(zip(self.prog.steps, requests)):
+            step = ServerStepRun(self._gc, st, self.p, items, k, m)
+            steps.append(step)
+            yield step.take_reply()
+        self._steps, self._items = steps, items
         self._cross = {k: self._cross_term(k) for k in range(len(self.prog.segments)) if self.prog.squared_input(k)}
-        return out
 
     def _cross_term(self, k: int):
         """What multiplies ``Enc(a)`` after a square, encoded offline from the server's share
@@ -292,7 +310,7 @@ class TwoPartyInferenceServer(Party):
         if k > 0:  # add the server's share of the input: Enc(z) + ρ = Enc(y); squared: Enc(a²) + b²
             share = self._share(k - 1)
             if squared:
-                share = share * share % self.p
+                share = mul_mod(share, share, self.p)
             rows = seg.wire_rows(seg.input_rows(share, self.n, self.prog.batch_axis), self.n)
             cts[:n] = parallel_map(lambda cr: self._ev.add_plain(cr[0], self._enc.encode(cr[1])), list(zip(cts[:n], rows)))
         if self.prog.batch_axis:
@@ -338,11 +356,11 @@ def run_in_process(prog: TwoPartyProgram, x: np.ndarray, server: TwoPartyInferen
     for batch in queries(prog, np.asarray(x)):
         t0 = time.perf_counter()
         req = client.offline_request(len(batch))
-        rep_msgs = server.offline(req)
-        client.offline_finish(rep_msgs)
+        sizes: list[int] = []  # each step's circuits go to the client as soon as they are garbled
+        client.offline_finish(sizes.append(len(m)) or m for m in server.offline_steps(req))
         t1 = time.perf_counter()
         rep["offline_s"] += t1 - t0
-        rep["offline_bytes"] += sum(map(len, req)) + sum(map(len, rep_msgs))
+        rep["offline_bytes"] += sum(map(len, req)) + sum(sizes)
         msgs = client.query(batch)
         online = sum(map(len, msgs))
         for k in range(len(prog.segments)):

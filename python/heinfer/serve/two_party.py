@@ -65,11 +65,13 @@ class Kind(enum.IntEnum):
     LABELS = 8
 
 
-def frames(kind: Kind, step: int, blobs: list[bytes]) -> Iterator[pb.TwoPartyFrame]:
-    """A message as frames (an empty blob still sends one frame)."""
+def frames(kind: Kind, step: int, blobs: Iterable[bytes], count: int | None = None) -> Iterator[pb.TwoPartyFrame]:
+    """A message as frames (an empty blob still sends one frame). ``blobs`` may be an iterator
+    of ``count`` blobs, each framed as it arrives (the offline phase's circuits, step by step)."""
+    count = len(blobs) if count is None else count  # type: ignore[arg-type]
     for i, b in enumerate(blobs):
         for off in range(0, max(len(b), 1), PART_BYTES):
-            yield pb.TwoPartyFrame(kind=kind, step=step, count=len(blobs), blob=i, size=len(b), offset=off, data=b[off : off + PART_BYTES])
+            yield pb.TwoPartyFrame(kind=kind, step=step, count=count, blob=i, size=len(b), offset=off, data=b[off : off + PART_BYTES])
 
 
 class Reassembler:
@@ -247,7 +249,10 @@ class TwoPartyService:
                 if kind == Kind.OFFLINE:  # a query starts
                     check_query_cap(self.limits, started, "this session (one TwoParty/Run call)")
                     started += 1
-                    yield from frames(Kind.GARBLED, 0, party.offline(blobs))
+                    if isinstance(party, TwoPartyInferenceServer):  # each step's circuits sent as garbled
+                        yield from frames(Kind.GARBLED, 0, party.offline_steps(blobs), count=len(self.program.steps))
+                    else:
+                        yield from frames(Kind.GARBLED, 0, party.offline(blobs))
                 elif kind == Kind.LAYER:
                     if step >= len(self.program.segments):
                         raise ProtocolError(f"no layer {step}")

@@ -347,7 +347,7 @@ def test_the_flooding_bound_holds_the_measured_noise(compiled) -> None:
         out = server.layers[k].run(server._ev, cts, server._galois)
         # invariant noise v = |R|/Q with R ≈ p·e + (Q mod p)·m, budget = −log2(2|v|)
         worst = max(log_q - np.log2(p) - client._dec.noise_budget(c) - 1 for c in out)
-        assert worst < noise_bits(prog.layers[k], params.log_n, p), (k, worst)
+        assert worst < noise_bits(prog.layers[k], prog.bfv), (k, worst)
 
 
 @pytest.mark.parametrize("name", ["cryptonets", "mnist_a"])
@@ -381,7 +381,7 @@ def test_both_rows_stay_within_the_flooding_bound_and_sum_on_the_shares(compiled
             want = values % p
         out = layer.run(server._ev, cts, server._galois)
         worst = max(log_q - np.log2(p) - client._dec.noise_budget(c) - 1 for c in out)
-        assert worst < noise_bits(prog.layers[k], params.log_n, p), (k, worst)
+        assert worst < noise_bits(prog.layers[k], prog.bfv), (k, worst)
         got = seg.read(np.stack([client._dec.decrypt(c) for c in out]), 1, False, p, summed=True)
         # the layer in the clear on the residues (W·v + bias, folds included)
         np.testing.assert_array_equal(got % p, linear_in_clear(prog, k, prog.layers[k], want[None], p) % p)

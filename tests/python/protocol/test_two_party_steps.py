@@ -86,3 +86,30 @@ def test_joined_messages_split_only_into_the_named_parts() -> None:
     for bad, count, what in ((blob, 2, "bytes after"), (blob[:-1], 3, "claims"), (blob[:5], 3, "claims"), (b"\x01", 2, "truncated")):
         with pytest.raises(ProtocolError, match=what):
             split(bad, count, "m")
+
+
+def test_the_offline_phase_streams_step_by_step_and_the_server_keeps_no_circuits() -> None:
+    """``offline_steps`` garbles each step when its reply is taken and keeps none of them (a
+    reply taken twice is refused); the query is ready only once every step has been sent; the
+    client reads the replies one at a time and refuses too few or too many."""
+    from heinfer.protocol.two_party import TwoPartyInferenceClient, TwoPartyInferenceServer
+
+    prog = heinfer.compile(residual_model("relu"), mode="latency", protocol="two-party", calibration=X[:64])
+    client = TwoPartyInferenceClient(prog.public())
+    server = TwoPartyInferenceServer(prog, client.keys_message())
+    client.finish_setup(server.setup_reply)
+    replies = server.offline_steps(client.offline_request())
+    first = next(replies)
+    with pytest.raises(ProtocolError, match="offline phase"):  # not ready: a step is still to come
+        server.layer(0, client.query(X[0]))
+    rest = list(replies)
+    assert len(rest) == len(prog.steps) - 1
+    assert all(step._reply is None for step in server._steps)
+    with pytest.raises(ProtocolError, match="already sent"):
+        server._steps[0].take_reply()
+    with pytest.raises(ProtocolError, match="got more"):
+        client.offline_finish([first, *rest, first])
+    client.offline_request()
+    if len(prog.steps) > 1:
+        with pytest.raises(ProtocolError, match="expected"):
+            client.offline_finish(iter([first]))

@@ -39,40 +39,62 @@ import numpy as np
 
 from heinfer.compiler.fixed_point import FixedPointLayer, as_client_square, plan_fixed_point
 from heinfer.compiler.fuse import fold_linear, merge_linear
-from heinfer.compiler.ir import Graph, Linear
+from heinfer.compiler.ir import Graph, Linear, Square
 from heinfer.compiler.latency.compile import LatencyOptions, _lower
 from heinfer.compiler.latency.search import input_candidates
 from heinfer.compiler.pools import pools_to_client
 from heinfer.compiler.ranges import calibrated_bounds
 from heinfer.compiler.throughput import split_segments
 from heinfer.compiler.two_party_cost import analytic_two_party_costs, ciphertext_bytes, result_bytes
-from heinfer.errors import CompileError, NotSupportedYetError
+from heinfer.errors import CompileError, FloodBudgetError, NotSupportedYetError
 from heinfer.program.placement import Placement
 from heinfer.program.share_folds import fold_problem, replicated_gather
 from heinfer.program.transform import Transform
 from heinfer.program.two_party import TwoPartyProgram, TwoPartySegment, TwoPartyStep
 
-__all__ = ["DEFAULT_BFV", "STATISTICAL_BITS", "check_flood", "compile_two_party", "fixed_point_front", "flood_bits_for", "max_flood_bits", "noise_bits", "two_party_program", "two_party_steps"]
+__all__ = [
+    "DEFAULT_BFV", "MAX_FLOOD_BITS", "STATISTICAL_BITS", "check_flood", "compile_two_party", "fixed_point_front", "flood_bits_for",
+    "key_switch_bits", "max_flood_bits", "noise_bits", "two_party_program", "two_party_steps",
+]
 
 #: The BFV parameters of the protocol (``heinfer.bfv.PN13_PLAIN20``): N = 8192, three 50-bit
 #: primes, one special prime, p = 1,032,193 — the share modulus of the garbled circuits.
 DEFAULT_BFV = {"log_n": 13, "log_q": [50, 50, 50], "log_p": [50], "plain_modulus": 1_032_193, "security": 128}
 #: Statistical distance of flooding: 2^-40 (GAZELLE's choice).
 STATISTICAL_BITS = 40
-#: Bound on one key switch's error per coefficient at these sizes: β·N·B_e·Q_j/P with β = 3
-#: digits, Q_j ≈ P, B_e = 6σ ≈ 2^4.3, plus the ModDown rounding (2^21 is above both).
-KEY_SWITCH_BITS = 21
+#: The Gaussian's tail cut: ``6σ`` with ``σ = 3.19`` (``B_e``).
+ERROR_BOUND = 6 * 3.19
 #: Bound on a fresh secret-key encryption's error: the Gaussian's 6σ tail cut, 19.1 < 2^5.
 FRESH_BITS = 5
+#: The widest flooding the engine draws (``heinfer.bfv.MAX_FLOOD_BITS``; a test checks they
+#: agree): ``U[−2^b, 2^b)`` as a 125-bit high part and a 64-bit low part.
+MAX_FLOOD_BITS = 189
 
 
-def noise_bits(t: Transform, log_n: int, p: int) -> int:
+def key_switch_bits(bfv: dict) -> int:
+    """``⌈log2⌉`` of a bound on one key switch's error per coefficient (a rotation) with the
+    parameters ``bfv``: hybrid key switching splits ``Q`` into ``β`` digits of ``α`` primes and
+    sums ``β`` products ``[d_j]·e_j`` before dividing by ``P``. The approximate ModUp lifts each
+    digit to ``[0, (α+1)·D)`` (``D`` its modulus), so the error is at most
+    ``β·(α+1)·N·D·B_e/P + (1 + N)/2`` (ModDown's rounding with a ternary secret). The engine picks
+    the largest ``α`` whose digits stay below ``P`` (``D/P ≤ 1``), else one prime per digit:
+    ``β·(α+1) ≤ 2L`` and ``D/P ≤ max(1, 2^(b_max − Σ(b_P − 1)))`` for ``L`` primes of at most
+    ``b_max`` bits — a bound from the bit sizes alone. At GAZELLE-like sizes (N = 2^13, three
+    50-bit primes, one special) 21 bits."""
+    n = 1 << int(bfv["log_n"])
+    log_q, log_p = [int(b) for b in bfv["log_q"]], [int(b) for b in bfv["log_p"]]
+    ratio = max(1.0, 2.0 ** (max(log_q) - sum(b - 1 for b in log_p)))
+    return math.ceil(math.log2(2 * len(log_q) * n * ratio * ERROR_BOUND + (1 + n) / 2))
+
+
+def noise_bits(t: Transform, bfv: dict) -> int:
     """``⌈log2⌉`` of a worst-case bound on the error of one output of transform ``t`` run on
-    fresh encryptions: replication and rotations add key-switching errors, each product
-    multiplies by at most ``N·p/2`` and adds BFV's ``(Q mod p)·k ≤ N·p²/2`` term (which depends
-    on the weights, so it is flooded too), giant steps and folds add and double."""
-    n = 1 << log_n
-    ks = 2.0**KEY_SWITCH_BITS
+    fresh encryptions under the parameters ``bfv``: replication and rotations add
+    key-switching errors (:func:`key_switch_bits`), each product multiplies by at most
+    ``N·p/2`` and adds BFV's ``(Q mod p)·k ≤ N·p²/2`` term (which depends on the weights, so it
+    is flooded too), giant steps and folds add and double."""
+    n, p = 1 << int(bfv["log_n"]), int(bfv["plain_modulus"])
+    ks = 2.0 ** key_switch_bits(bfv)
     e = 2.0**FRESH_BITS
     for _ in t.replicate:
         e = 2 * e + ks
@@ -90,21 +112,25 @@ def flood_bits_for(noise: int, log_n: int, stat_bits: int = STATISTICAL_BITS) ->
     return noise + stat_bits + log_n
 
 
-def check_flood(name: str, bits: int, limit: int) -> int:
-    """``bits``, or :class:`CompileError` when layer ``name``'s flooding exceeds ``2^limit``."""
-    if bits > limit:
-        raise CompileError(
-            f"two-party protocol: layer {name!r} needs 2^{bits} of flooding, more than the BFV "
-            f"parameters hold (2^{limit}); choose a larger ciphertext modulus"
+def check_flood(floods: dict[str, int], limit: int) -> None:
+    """Raises :class:`~heinfer.errors.FloodBudgetError` when a layer's flooding (``floods``:
+    layer name → bits) exceeds ``2^limit``; the error names the widest layer and its bits."""
+    if not floods:
+        return
+    name = max(floods, key=floods.get)
+    if floods[name] > limit:
+        raise FloodBudgetError(
+            f"two-party protocol: layer {name!r} needs 2^{floods[name]} of flooding, more than the BFV "
+            f"parameters hold (2^{limit}); choose a larger ciphertext modulus",
+            bits=floods[name], limit=limit,
         )
-    return bits
 
 
 def max_flood_bits(bfv: dict) -> int:
     """The largest flooding exponent the parameters decrypt through (a lower bound on
     ``log2 ⌊Q/p⌋`` less 3 bits, as the engine's ``Rerandomizer.max_flood_bits``)."""
     log_q = sum(bfv["log_q"]) - len(bfv["log_q"])  # a b-bit prime is at least 2^(b−1)
-    return min(int(math.floor(log_q - math.log2(bfv["plain_modulus"]))) - 3, 125)
+    return min(int(math.floor(log_q - math.log2(bfv["plain_modulus"]))) - 3, MAX_FLOOD_BITS)
 
 
 def compile_two_party(
@@ -118,7 +144,8 @@ def compile_two_party(
     """Compiles ``graph`` (a chain of linear layers, ReLUs and max-pools) for the two-party
     protocol. Raises :class:`NotSupportedYetError` for the shapes listed in the module
     documentation and :class:`CompileError` when a layer does not fit the plaintext modulus
-    or its flooding does not fit the ciphertext modulus. ``bandwidth`` (bytes/s) prices the
+    or :class:`~heinfer.errors.FloodBudgetError` when its flooding does not fit the ciphertext
+    modulus (after every layer is planned: the error names the widest). ``bandwidth`` (bytes/s) prices the
     ciphertexts of each candidate layout on the wire: the default is GAZELLE's 1 Gbit/s LAN;
     a slow link favours layouts with fewer ciphertexts over faster compute."""
     if not bandwidth > 0:
@@ -132,8 +159,7 @@ def compile_two_party(
     # the parties replicate and fold on their own (_to_shares): the search prices both at 0,
     # and prices them again where a layout's folds cannot leave the server
     shares = {**costs, "fold_weight": [0.0] * len(bfv["log_q"])}
-    limit = max_flood_bits(bfv)
-    segments, layers, plans = [], [], {}
+    segments, layers, plans, floods = [], [], {}, {}
     for k, (ops, fl) in enumerate(zip(seg_ops, plan.layers)):
         lin = ops[0]
         quantized = Linear(lin.name, fl.weights.astype(np.float64), fl.bias.astype(np.float64), lin.in_shape, lin.out_shape)
@@ -153,10 +179,11 @@ def compile_two_party(
         # after a square (Enc(a²) in row 0, Enc(a) with the diagonals scaled by 2b in row 1) or
         # with row pairs, one run of the transform computes both rows' parts (each multiplier
         # still a centered lift) and the parties sum the rows on their shares: no more noise
-        b = check_flood(lin.name, flood_bits_for(noise_bits(t, log_n, p), log_n), limit)
+        b = floods[lin.name] = flood_bits_for(noise_bits(t, bfv), log_n)
         layers.append(t)
         plans[str(k)] = {**steps[0].plan, "flood_bits": b, "in_frac": fl.in_frac, "weight_frac": fl.weight_frac}
         segments.append(TwoPartySegment(gather, int(np.prod(lin.in_shape)), int(np.prod(lin.out_shape)), placement, b, fold, pairs))
+    check_flood(floods, max_flood_bits(bfv))
     rotations = sorted({s for t in layers for s in t.rotation_steps()})
     return two_party_program(graph, bfv, plan, float(input_bound) * options.headroom, segments, post, layers, plans, rotations, pre=pre)
 
@@ -170,6 +197,11 @@ def fixed_point_front(graph: Graph, calibration: np.ndarray | None, input_bound:
     on the calibration inputs passed through them, and the input bound is the planned bound
     of the first layer's input."""
     g = _merge_all_linear(fold_linear(pools_to_client(graph, after=frozenset({"relu", "clip"}))))
+    if p >= 1 << 31 and any(isinstance(op, Square) for op in g.ops):
+        raise NotSupportedYetError(
+            f"two-party protocol: a square activation with a {p.bit_length()}-bit plaintext modulus (the square "
+            "protocol's products are exact below 2^31; use a plaintext modulus of at most 31 bits)"
+        )
     g = replace(g, ops=[as_client_square(op) for op in g.ops])  # squares are steps between layers
     calibration, input_bound, bounds = calibrated_bounds(g, calibration, input_bound, headroom)
     pre, seg_ops, _, post = split_segments(g.ops)
