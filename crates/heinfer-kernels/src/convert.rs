@@ -7,8 +7,9 @@ pub(crate) fn split_bits(q: u64) -> u32 {
 }
 
 /// Conversions between residues and centered f64 values, compiled for AVX-512 when the CPU
-/// has it (the compiler vectorizes these loops; without `avx512dq` a u64↔f64 conversion is
-/// scalar).
+/// has it, else for AVX2 and FMA (the compiler vectorizes these loops; without `avx512dq` a
+/// u64↔f64 conversion is scalar; without `fma` the reduction's `mul_add` is a call into the
+/// runtime's `fma`, once per coefficient).
 pub(crate) mod simd {
     use std::mem::MaybeUninit;
 
@@ -24,6 +25,15 @@ pub(crate) mod simd {
                     // SAFETY: the CPU supports the enabled features (checked just above).
                     return unsafe { fast($($arg),*) };
                 }
+                #[cfg(target_arch = "x86_64")]
+                if crate::gemm::has_avx2_fma() {
+                    #[target_feature(enable = "avx2,fma")]
+                    unsafe fn mid($($arg: $ty),*) {
+                        $body($($arg),*)
+                    }
+                    // SAFETY: the CPU supports the enabled features (checked just above).
+                    return unsafe { mid($($arg),*) };
+                }
                 $body($($arg),*)
             }
         };
@@ -36,7 +46,9 @@ pub(crate) mod simd {
     pub(crate) fn reduce(y: &[f64], q: u64, dst: &mut [u64]) {
         // SAFETY: `MaybeUninit<u64>` has the layout of `u64`, and `reduce_into` stores only
         // initialized values into the slice.
-        reduce_into(y, q, unsafe { &mut *(dst as *mut [u64] as *mut [MaybeUninit<u64>]) })
+        reduce_into(y, q, unsafe {
+            &mut *(dst as *mut [u64] as *mut [MaybeUninit<u64>])
+        })
     }
 
     /// `dst = src` centered to `(−q/2, q/2]`, as f64.
