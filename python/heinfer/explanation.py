@@ -19,7 +19,7 @@ from heinfer.program.model import Program
 from heinfer.program.ops import Linear, Square
 from heinfer.program.two_party import TwoPartyProgram
 
-__all__ = ["auto_summary", "explain"]
+__all__ = ["auto_summary", "bfv_choice_summary", "explain"]
 
 
 def _mb(b: float) -> str:
@@ -85,6 +85,8 @@ def _two_party(program: TwoPartyProgram) -> list[str]:
             out.append(f"step {k}: {kind} in a garbled circuit, {st.instances} instance(s) per item{window}, truncating {st.shift} bit(s){pool}{kept}")
     wire, _ = key_bytes(int(b["log_n"]), list(b["log_q"]), list(b["log_p"]))
     out.append(f"rotation keys: {program.galois_key_count} ({_mb(wire * program.galois_key_count)} on the wire)")
+    if "bfv_choice" in program.meta:  # the compiler's choice of the BFV parameters
+        out.append(bfv_choice_summary(program.meta["bfv_choice"]))
     if "simulated_error" in program.meta:  # the compiler's exact simulation on calibration inputs
         e = program.meta["simulated_error"]
         agree = f", {e['agreement']:.0%} keep the model's largest output" if e["agreement"] is not None else ""
@@ -92,6 +94,17 @@ def _two_party(program: TwoPartyProgram) -> list[str]:
     if "auto" in program.meta:
         out.append(auto_summary(program.meta["auto"]))
     return out
+
+
+def bfv_choice_summary(c: dict) -> str:
+    """One line for the compiler's choice of the BFV parameters (``program.meta["bfv_choice"]``):
+    the plaintext modulus kept, the sizes simulated before it, and the ring."""
+    tried = ", ".join(
+        f"{b} bits {v['rel_error']:.1%}" + (f" / {v['agreement']:.0%}" if v["agreement"] is not None else "")
+        for b, v in c["simulated"].items()
+    )
+    why = f" (worst error / agreement on {c['items']} calibration inputs: {tried})" if tried else " (no calibration inputs: GAZELLE's)"
+    return f"BFV parameters chosen: a {c['plain_bits']}-bit plaintext modulus{why}; N = 2^{c['log_n']}, {len(c['log_q'])} ciphertext primes"
 
 
 def auto_summary(a: dict) -> str:

@@ -31,7 +31,7 @@ from heinfer.cli.files import (
 )
 from heinfer.cli.network import serve
 from heinfer.cli.predict import predict
-from heinfer.explanation import auto_summary
+from heinfer.explanation import auto_summary, bfv_choice_summary
 
 __all__ = ["cli", "main", "public_name"]
 
@@ -293,10 +293,15 @@ def _two_party_summary(program: Any, output: str, public_path: str, data: bytes,
     sim = program.meta.get("simulated_error")
     if sim is not None:
         summary["simulated_error"] = sim
+    choice = program.meta.get("bfv_choice")
+    if choice is not None:
+        summary["bfv_choice"] = choice
     if as_json:
         click.echo(to_json(summary))
         return
     chosen = f"  {auto_summary(auto)}; the link priced at {auto['bandwidth'] * 8 / 1e9:g} Gbit/s\n" if auto is not None else ""
+    if choice is not None:
+        chosen += f"  {bfv_choice_summary(choice)}\n"
     if sim is not None:
         chosen += f"  fixed point simulated exactly on {sim['items']} calibration input(s): outputs off by up to {sim['rel_error']:.1%} of the largest\n"
     click.echo(

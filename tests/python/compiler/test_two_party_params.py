@@ -3,6 +3,7 @@ the bounds they rest on (``key_switch_bits``, ``max_flood_bits``)."""
 
 from __future__ import annotations
 
+import io
 import math
 import sys
 from pathlib import Path
@@ -101,6 +102,9 @@ def test_a_network_too_fine_for_20_bits_gets_a_wider_plaintext_modulus(monkeypat
     assert choice["plain_bits"] == 24 and set(choice["simulated"]) == {"20", "24"}
     assert prog.plain_modulus == hbfv.plain_primes(15, 24)[0] and prog.plain_modulus.bit_length() == 24
     assert prog.meta["simulated_error"]["rel_error"] < rel20
+    assert "BFV parameters chosen: a 24-bit plaintext modulus (worst error / agreement on 16 calibration inputs: 20 bits" in (
+        heinfer.explain(prog, file=io.StringIO())
+    )
     got = heinfer.infer(prog, X[:2]).outputs
     np.testing.assert_array_equal(got, heinfer.simulate(prog, X[:2]))
 
