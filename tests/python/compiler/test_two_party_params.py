@@ -123,3 +123,17 @@ def test_higher_security_levels_get_a_ring_from_their_table() -> None:
     assert bfv["security"] == 192 and (len(bfv["log_q"]) + 1) * 50 <= max_log_qp(bfv["log_n"], 192)
     assert hbfv.BfvParameters(bfv["log_n"], bfv["log_q"], bfv["log_p"], bfv["plain_modulus"], 192).security == 192
     np.testing.assert_array_equal(heinfer.infer(prog, X[:1]).outputs, heinfer.simulate(prog, X[:1]))
+
+
+@pytest.mark.parametrize(("log_n", "log_q", "bits"), [(13, [50] * 3, 20), (14, [50] * 4, 36), (14, [50], 36), (14, [50] * 2, 20), (14, [55] * 5, 28)])
+def test_the_compiler_never_floods_beyond_what_the_engine_takes(log_n: int, log_q: list, bits: int) -> None:
+    """The compiler's flooding limit, from the primes' sizes alone, is at most the engine's
+    re-randomizer's on the actual primes (so a compiled program's flooding is never refused at
+    run time), and at most two bits under it."""
+    from heinfer import ckks
+
+    p = DEFAULT_BFV["plain_modulus"] if (log_n, bits) == (13, 20) else hbfv.plain_primes(15, bits)[0]
+    params = hbfv.BfvParameters(log_n, log_q, [max(log_q)], p)
+    engine = hbfv.Rerandomizer(params, ckks.KeyGenerator(params.rlwe).public_key()).max_flood_bits
+    ours = max_flood_bits({"log_q": log_q, "plain_modulus": p})
+    assert engine - 2 <= ours <= engine

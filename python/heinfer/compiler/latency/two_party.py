@@ -127,10 +127,14 @@ def check_flood(floods: dict[str, int], limit: int) -> None:
 
 
 def max_flood_bits(bfv: dict) -> int:
-    """The largest flooding exponent the parameters decrypt through (a lower bound on
-    ``log2 ⌊Q/p⌋`` less 3 bits, as the engine's ``Rerandomizer.max_flood_bits``)."""
-    log_q = sum(bfv["log_q"]) - len(bfv["log_q"])  # a b-bit prime is at least 2^(b−1)
-    return min(int(math.floor(log_q - math.log2(bfv["plain_modulus"]))) - 3, MAX_FLOOD_BITS)
+    """The largest flooding exponent the parameters decrypt through, from the primes' sizes
+    alone: at most the engine's ``Rerandomizer.max_flood_bits`` (``⌊log2(Q/p)⌋ − 5`` on the
+    actual primes, the largest of each size, so ``log2 Q`` is a hair below ``Σ b``), and a
+    bit under it for GAZELLE's three primes (``⌊Σ(b − 1) − log2 p⌋ − 3``: 124 bits)."""
+    log_p = math.log2(bfv["plain_modulus"])
+    lower = int(math.floor(sum(bfv["log_q"]) - len(bfv["log_q"]) - log_p)) - 3  # a b-bit prime is at least 2^(b−1)
+    engine = int(math.floor(sum(bfv["log_q"]) - 1e-6 - log_p)) - 5
+    return min(lower, engine, MAX_FLOOD_BITS)
 
 
 def compile_two_party(
