@@ -208,7 +208,10 @@ class Transform:
             for i in ix:
                 _, _, a, b = self.terms[i]
                 term = np.roll(x[..., a, :], -int(b), axis=-1)
-                term = vec[i] * term if modulus is None else mul_mod(np.broadcast_to(vec[i], term.shape), term, p)
+                if modulus is not None and p >= 1 << 31:  # a product of residues beyond 63 bits
+                    term = mul_mod(np.broadcast_to(vec[i], term.shape), term, p)
+                else:
+                    term = vec[i] * term
                 acc = reduce(acc + term)
             y[..., o, :] = reduce(y[..., o, :] + np.roll(acc, -g, axis=-1))
         return self.finish(y, modulus)

@@ -137,3 +137,14 @@ def test_the_compiler_never_floods_beyond_what_the_engine_takes(log_n: int, log_
     engine = hbfv.Rerandomizer(params, ckks.KeyGenerator(params.rlwe).public_key()).max_flood_bits
     ours = max_flood_bits({"log_q": log_q, "plain_modulus": p})
     assert engine - 2 <= ours <= engine
+
+
+def test_a_36_bit_plaintext_modulus_runs_the_protocol_with_floods_beyond_128_bits() -> None:
+    """GAZELLE's protocol at the widest size the compiler picks: 36-bit shares in the circuits,
+    exact 36-bit products in the simulation, and layers flooded with more than 2^125 (the
+    engine's two-part draw): the encrypted outputs are the exact simulation's."""
+    p = hbfv.plain_primes(15, 36)[0]
+    bfv = {"log_n": 14, "log_q": [50] * 4, "log_p": [50], "plain_modulus": p, "security": 128}
+    prog = heinfer.compile(residual_model("clip"), mode="latency", protocol="two-party", calibration=X, bfv=bfv)
+    assert max(seg.flood_bits for seg in prog.segments) > 125
+    np.testing.assert_array_equal(heinfer.infer(prog, X[:1]).outputs, heinfer.simulate(prog, X[:1]))
