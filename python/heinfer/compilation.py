@@ -212,6 +212,9 @@ def _check_bfv(params: Any) -> None:
     keys = ("log_n", "log_q", "log_p", "plain_modulus", "security")
     if not isinstance(params, dict) or any(k not in params for k in keys):
         raise CompileError(f"bfv must be a dict with the keys {', '.join(keys)}, got {params!r}")
+    if not isinstance(params["log_q"], (list, tuple)) or len(params["log_q"]) < 2:
+        # the flooding alone is 2^(40 + log2 N) and more: one prime leaves too little of Δ = ⌊q/p⌋
+        raise CompileError(f"two-party protocol: bfv needs at least two ciphertext primes (log_q), got {params['log_q']!r}")
     _bfv.BfvParameters(params["log_n"], params["log_q"], params["log_p"], params["plain_modulus"], params["security"])
 
 

@@ -132,7 +132,7 @@ def ring_for_flood(p: int, flood: int, log_n_min: int = 13, security: int = 128,
         limit = max_log_qp(log_n, security)
         if limit is None or (p - 1) % (2 << log_n):
             continue
-        for k in range(1, limit // prime_bits):
+        for k in range(2, limit // prime_bits):  # one prime never holds a flood (2^(40 + log2 N) and more)
             bfv = {"log_n": log_n, "log_q": [prime_bits] * k, "log_p": [prime_bits], "plain_modulus": int(p), "security": security}
             if max_flood_bits(bfv) >= flood and (k + 1) * prime_bits <= limit:
                 return bfv

@@ -148,3 +148,16 @@ def test_a_36_bit_plaintext_modulus_runs_the_protocol_with_floods_beyond_128_bit
     prog = heinfer.compile(residual_model("clip"), mode="latency", protocol="two-party", calibration=X, bfv=bfv)
     assert max(seg.flood_bits for seg in prog.segments) > 125
     np.testing.assert_array_equal(heinfer.infer(prog, X[:1]).outputs, heinfer.simulate(prog, X[:1]))
+
+
+def test_parameters_passed_by_the_caller_are_refused_when_a_layer_s_flooding_does_not_fit() -> None:
+    """With ``bfv=`` the compiler does not grow the modulus: two 30-bit primes cannot hold the
+    residual network's flooding, and the error names the widest layer and both sizes; a single
+    prime is refused outright (no flooding fits one)."""
+    with pytest.raises(heinfer.CompileError, match="at least two ciphertext primes"):
+        heinfer.compile(residual_model("relu"), mode="latency", protocol="two-party", calibration=X, bfv={**DEFAULT_BFV, "log_q": [50]})
+    bfv = {**DEFAULT_BFV, "log_q": [30, 30], "log_p": [50]}
+    with pytest.raises(FloodBudgetError, match=r"needs 2\^\d+ of flooding, more than the BFV parameters hold \(2\^\d+\)") as e:
+        heinfer.compile(residual_model("relu"), mode="latency", protocol="two-party", calibration=X, bfv=bfv)
+    assert e.value.bits > e.value.limit == max_flood_bits(bfv)
+    assert isinstance(e.value, heinfer.CompileError)
