@@ -13,6 +13,7 @@ pub mod error;
 pub mod modulus;
 pub mod ntt;
 mod ntt_fma;
+mod ntt_fma_avx2;
 pub mod prg;
 pub mod primes;
 pub mod rns;

@@ -4,7 +4,8 @@
 //! `a(X) = Σ a_i X^i` to its evaluations at the odd powers of `ψ`; a product of polynomials
 //! becomes a point-wise product. Two implementations: the `tfhe-ntt` crate (AVX-512 with
 //! IFMA where the CPU has it, AVX-512, AVX2 or scalar, chosen at run time) and, for primes
-//! below 2^50 on AVX-512 machines, our double-precision FMA transform (`ntt_fma`).
+//! below 2^50 on AVX-512 or AVX2 + FMA machines, our double-precision FMA transform
+//! (`ntt_fma`, `ntt_fma_avx2`).
 //! Which one is faster depends on the CPU (measured: the FMA transform wins by 8–20% on an
 //! Intel Xeon without IFMA; `tfhe-ntt`'s IFMA path wins by 1.5–1.8× on an AMD EPYC with
 //! IFMA), so the first plan of each ring degree and prime size in a process times both on a
@@ -26,7 +27,7 @@ use std::time::Instant;
 /// The transform a plan runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NttKernel {
-    /// Our double-precision FMA transform (AVX-512, primes below 2^50).
+    /// Our double-precision FMA transform (AVX-512, else AVX2 + FMA; primes below 2^50).
     Fma,
     /// The `tfhe-ntt` crate (its own run-time choice of IFMA / AVX-512 / AVX2 / scalar).
     TfheNtt,
@@ -83,7 +84,9 @@ impl NttPlan {
         let plan = tfhe_ntt::prime64::Plan::try_new(n, q)
             .ok_or_else(|| MathError::NttPlan(format!("no 2N-th root of unity mod {q}")))?;
         #[cfg(target_arch = "x86_64")]
-        let fma = (q < (1u64 << 50) && crate::ntt_fma::available()).then(|| {
+        let fma = (q < (1u64 << 50)
+            && (crate::ntt_fma::available() || crate::ntt_fma_avx2::available()))
+        .then(|| {
             // the same ψ as tfhe-ntt: the evaluation of X at output index 0
             let mut x = vec![0u64; n];
             x[1] = 1;

@@ -1,5 +1,6 @@
 //! A negacyclic NTT in double precision with fused multiply-add, for primes `q < 2^50`
-//! on x86-64 with AVX-512F/DQ (no IFMA needed).
+//! on x86-64 with AVX-512F/DQ (no IFMA needed), or with AVX2 and FMA
+//! ([`crate::ntt_fma_avx2`], four lanes instead of eight).
 //!
 //! Residues `< 2^50` are exact in an f64 mantissa. For a twiddle `w < q` and its quotient
 //! `w_q = w/q`, the product `a·w mod q` is computed exactly with
@@ -28,31 +29,36 @@ use std::arch::x86_64::*;
 
 /// Precomputed twiddles of the FMA NTT for one prime.
 pub(crate) struct FmaNtt {
-    n: usize,
-    q: f64,
+    pub(crate) n: usize,
+    pub(crate) q: f64,
     /// `ψ^{brev(k)}` and `ψ^{brev(k)}/q`, padded by 8 for vector loads.
-    fwd_w: Vec<f64>,
-    fwd_wq: Vec<f64>,
+    pub(crate) fwd_w: Vec<f64>,
+    pub(crate) fwd_wq: Vec<f64>,
     /// `ψ^{-brev(k)}` and quotient, padded.
-    inv_w: Vec<f64>,
-    inv_wq: Vec<f64>,
+    pub(crate) inv_w: Vec<f64>,
+    pub(crate) inv_wq: Vec<f64>,
     /// `N^{-1}` and quotient.
-    n_inv: f64,
-    n_inv_q: f64,
+    pub(crate) n_inv: f64,
+    pub(crate) n_inv_q: f64,
+    /// Whether the AVX-512 kernels run (else the AVX2 ones).
+    avx512: bool,
 }
 
 /// Elements per cache block (16 KiB of f64): stages whose butterflies fit in a block run
 /// block by block, so most passes stay in L1.
-const BLOCK: usize = 2048;
+pub(crate) const BLOCK: usize = 2048;
 
-/// Whether this CPU can run the FMA NTT.
+/// Whether this CPU can run the AVX-512 FMA NTT (the element-wise kernels of [`crate::dot`]
+/// ask this too).
 pub(crate) fn available() -> bool {
     std::arch::is_x86_feature_detected!("avx512f")
         && std::arch::is_x86_feature_detected!("avx512dq")
 }
 
 impl FmaNtt {
-    /// Twiddles for `n`, prime `q < 2^50`, primitive `2n`-th root `psi`.
+    /// Twiddles for `n`, prime `q < 2^50`, primitive `2n`-th root `psi`; the transforms run
+    /// AVX-512 where the CPU has it, else AVX2 + FMA (the caller checks that one of them is
+    /// [`available`] or [`crate::ntt_fma_avx2::available`]).
     pub(crate) fn new(n: usize, q: u64, psi: u64) -> Self {
         assert!(q < (1 << 50) && n >= 16);
         let m = Modulus::new(q);
@@ -88,19 +94,35 @@ impl FmaNtt {
             inv_wq,
             n_inv: n_inv as f64,
             n_inv_q: n_inv as f64 / qf,
+            avx512: available(),
         }
     }
 
     /// Forward transform in place (coefficients in `[0, q)` → bit-reversed evaluations).
     pub(crate) fn forward(&self, a: &mut [u64]) {
         assert_eq!(a.len(), self.n);
-        unsafe { self.forward_avx512(a) }
+        // SAFETY: `new`'s caller checked that the CPU has AVX-512F/DQ or AVX2 + FMA, and
+        // `avx512` says which; the length is N.
+        unsafe {
+            if self.avx512 {
+                self.forward_avx512(a)
+            } else {
+                self.forward_avx2(a)
+            }
+        }
     }
 
     /// Inverse transform in place, normalized.
     pub(crate) fn inverse(&self, a: &mut [u64]) {
         assert_eq!(a.len(), self.n);
-        unsafe { self.inverse_avx512(a) }
+        // SAFETY: as in `forward`.
+        unsafe {
+            if self.avx512 {
+                self.inverse_avx512(a)
+            } else {
+                self.inverse_avx2(a)
+            }
+        }
     }
 
     #[target_feature(enable = "avx512f,avx512dq")]
