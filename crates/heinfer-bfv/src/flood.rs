@@ -35,7 +35,7 @@ use zeroize::Zeroize;
 
 /// Largest flooding exponent: `U[−2^b, 2^b)` is drawn as `hi·2^64 + lo` with `lo` uniform
 /// in `[0, 2^64)` and `hi` uniform in `[−2^{b−64}, 2^{b−64})` from `b − 63 ≤ 126` random bits
-/// of a 128-bit word (above [`NARROW_FLOOD_BITS`]; below, from `b + 1` bits of one word).
+/// of a 128-bit word (above 125 bits; below, from `b + 1` bits of one word).
 pub const MAX_FLOOD_BITS: u32 = 189;
 
 /// Largest flooding exponent drawn as one 128-bit word.
