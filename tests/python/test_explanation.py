@@ -35,11 +35,13 @@ def test_a_two_party_program_is_explained_layer_by_layer(mode: str) -> None:
         assert f"{seg.in_size} → {seg.out_size} values" in ln and f"flooded with 2^{seg.flood_bits}" in ln
     for st, ln in zip(prog.steps, steps):
         assert "ReLU in a garbled circuit" in ln and f"{st.instances} instance(s) per item" in ln
-    assert lines[-2].startswith(f"rotation keys: {prog.galois_key_count} ")
-    # the compiler's exact simulation on the calibration inputs: the server's program only
+    assert lines[-3].startswith(f"rotation keys: {prog.galois_key_count} ")
+    # the compiler's choice of parameters and its exact simulation on the calibration inputs:
+    # the server's program only
+    assert lines[-2].startswith("BFV parameters chosen: a 20-bit plaintext modulus (worst error / agreement on 16 calibration inputs: 20 bits ")
     assert lines[-1].startswith("fixed point, simulated exactly on 16 calibration input(s): outputs off by up to ")
-    assert "simulated_error" not in prog.public().meta
-    lines = lines[:-1]
+    assert "simulated_error" not in prog.public().meta and "bfv_choice" not in prog.public().meta
+    lines = lines[:-2]
     # the public program shows the same plan (every line of it is public), without layer names
     public = _explain(prog.public()).splitlines()
     assert [ln.split(":")[0] for ln in public] == [ln.split(":")[0].split(" '")[0] for ln in lines]

@@ -326,5 +326,7 @@ class TwoPartyProgram:
 
     def public(self) -> TwoPartyProgram:
         """The client's part: everything but the transforms."""
-        # the search's plans and the compiler's simulated error are derived from the weights
-        return replace(self, layers=None, meta={k: v for k, v in self.meta.items() if k not in ("plans", "simulated_error")})
+        # the search's plans, the compiler's simulated error and the errors behind its choice of
+        # parameters are derived from the weights (the parameters chosen are public: ``bfv``)
+        server_only = ("plans", "simulated_error", "bfv_choice")
+        return replace(self, layers=None, meta={k: v for k, v in self.meta.items() if k not in server_only})
