@@ -138,15 +138,16 @@ def test_latency_plans_run_exactly_without_errors(model: str) -> None:
 @pytest.mark.parametrize("model", LATENCY)
 def test_latency_errors_have_the_encrypted_runs_spread(model: str) -> None:
     # 22-bit scales and fine released precision: the encryption, the key switches of the
-    # rotations and the rescales dominate, drawn afresh each run (keys too): three of each
-    # (32 items: one run's spread moves by ±30 %; measured ratios 0.94–1.22)
+    # rotations and the rescales dominate, drawn afresh each run (keys too): eight of each
+    # (32 items: one run's spread moves by up to ±50 %, and with three of each the ratio fell
+    # to 0.58 once in CI; with eight, 0.84–1.25 over 9 trials of the three models)
     prog, x, _ = _latency(model, 32, scale_bits=(22,), precision_bits=30)
     # the compiler raised the released precision above this noise (compiler/latency/noise.py);
     # back to the requested one, so that the release hides nothing of it here
     prog.segments[-1].precision = prog.meta["precision_requested"]
     exact = simulate(prog, x, errors=False).reshape(len(x), -1)
-    enc = [np.std(heinfer.infer(prog, x).outputs.reshape(len(x), -1) - exact) for _ in range(3)]
-    sim = [np.std(simulate(prog, x, seed=s).reshape(len(x), -1) - exact) for s in range(3)]
+    enc = [np.std(heinfer.infer(prog, x).outputs.reshape(len(x), -1) - exact) for _ in range(8)]
+    sim = [np.std(simulate(prog, x, seed=s).reshape(len(x), -1) - exact) for s in range(8)]
     assert min(enc) > 100 * prog.segments[-1].precision  # the noise shows
     assert 0.6 < np.mean(sim) / np.mean(enc) < 1.7
 
