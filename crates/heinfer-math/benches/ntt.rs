@@ -30,7 +30,10 @@ fn cpu() -> String {
 fn kernels(c: &mut Criterion) {
     let families = vecops::available_kernels();
     let chosen = vecops::kernel();
-    println!("cpu: {} | element-wise families: {families:?} | chosen: {chosen:?}", cpu());
+    println!(
+        "cpu: {} | element-wise families: {families:?} | chosen: {chosen:?}",
+        cpu()
+    );
     for logn in env_list("HEINFER_BENCH_LOGN", &[13, 14]) {
         let n = 1usize << logn;
         for bits in env_list("HEINFER_BENCH_BITS", &[40, 50, 60]) {
@@ -93,6 +96,16 @@ fn kernels(c: &mut Criterion) {
                 g.bench_function(id("dot2/beta=4"), |bn| {
                     bn.iter(|| {
                         dot::dot2(&mut acc, &mut acc1, &refs[..4], &refs[4..], &refs[..4], &bc)
+                    })
+                });
+                g.bench_function(id("shoup_sum/terms=2"), |bn| {
+                    bn.iter(|| {
+                        vecops::mul_scalar_sum_into(
+                            black_box(&mut acc),
+                            &refs[..2],
+                            &[(w, ws); 2],
+                            &m,
+                        )
                     })
                 });
                 g.bench_function(id("dot2/beta=8"), |bn| {

@@ -10,14 +10,18 @@
 //! digit's limb is loaded once for both key halves. When the process runs the IFMA kernels
 //! ([`crate::vec_kernel`]) and `q < 2^50`, the 104-bit products are summed unreduced instead,
 //! two multiply-add instructions per product and one reduction per 15 terms
-//! (`vecops_ifma::dot2`). Otherwise, Barrett products. All paths give the same bits.
+//! (`vecops_ifma::dot2`). On AVX2 + FMA CPUs without AVX-512 the same double-precision sums
+//! run four lanes at a time (`vecops_avx2`). Otherwise, Barrett products. All paths give the
+//! same bits.
 
 use crate::vec_kernel::{kernel_for, VecKernel};
 use crate::vecops::{self, BarrettConst};
 
-/// Largest number of products accumulated before a reduction on the FMA path (one fewer when
+/// Largest number of products accumulated before a reduction on the FMA paths (one fewer when
 /// the chunk also adds the running sum, so that `|Σ| ≤ 8q < 2^53`).
 const LAZY_TERMS: usize = 8;
+#[cfg(target_arch = "x86_64")]
+const _: () = assert!(LAZY_TERMS == crate::vecops_avx2::LAZY_TERMS);
 
 /// `(start, end, accumulate)` of the chunks of `len` terms summed lazily.
 fn chunks(len: usize) -> impl Iterator<Item = (usize, usize, bool)> {
@@ -78,7 +82,24 @@ pub(crate) fn dot1_with(
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if k != VecKernel::Portable
+    if k == VecKernel::Avx2 && vector_ok && bc.modulus() >> crate::vecops_avx2::MAX_BITS == 0 {
+        for (start, end, accumulate) in chunks(a.len()) {
+            // SAFETY: AVX2 and FMA are available (`k`), q < 2^50, every slice holds
+            // `acc.len()` words, a multiple of 8, and a chunk sums at most LAZY_TERMS terms.
+            unsafe {
+                crate::vecops_avx2::dot1(
+                    acc,
+                    &a[start..end],
+                    &b[start..end],
+                    bc.modulus(),
+                    accumulate,
+                )
+            };
+        }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if matches!(k, VecKernel::Avx512 | VecKernel::Ifma)
         && vector_ok
         && bc.modulus() < (1u64 << 50)
         && crate::ntt_fma::available()
@@ -150,7 +171,25 @@ pub(crate) fn dot2_with(
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if k != VecKernel::Portable
+    if k == VecKernel::Avx2 && vector_ok && bc.modulus() >> crate::vecops_avx2::MAX_BITS == 0 {
+        for (start, end, accumulate) in chunks(d.len()) {
+            // SAFETY: as in `dot1_with`.
+            unsafe {
+                crate::vecops_avx2::dot2(
+                    acc0,
+                    acc1,
+                    &d[start..end],
+                    &b[start..end],
+                    &a[start..end],
+                    bc.modulus(),
+                    accumulate,
+                )
+            };
+        }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if matches!(k, VecKernel::Avx512 | VecKernel::Ifma)
         && vector_ok
         && bc.modulus() < (1u64 << 50)
         && crate::ntt_fma::available()

@@ -21,6 +21,8 @@ pub mod sampler;
 pub mod vec_kernel;
 pub mod vecops;
 #[cfg(target_arch = "x86_64")]
+mod vecops_avx2;
+#[cfg(target_arch = "x86_64")]
 mod vecops_avx512;
 #[cfg(target_arch = "x86_64")]
 mod vecops_ifma;

@@ -6,7 +6,10 @@
 //! against plain AVX-512 on a 40-bit modulus (multiply-accumulate and Shoup
 //! multiply-accumulate over 2^12 coefficients, best of 5 each; ~0.1 ms) and the faster one is
 //! kept, as [`crate::ntt`] does for transforms. Primes of 50 bits or more never run the IFMA
-//! kernels (their bounds need `4q < 2^52`) and use plain AVX-512 instead.
+//! kernels (their bounds need `4q < 2^52`) and use plain AVX-512 instead. On a CPU with AVX2
+//! and FMA but no AVX-512 the AVX2 family runs (3–4× the portable loops on an AMD EPYC of the
+//! Zen 2 kind, `cargo bench -p heinfer-math --bench ntt -- vecops`), and primes of 50 bits or
+//! more use the portable loops.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Instant;
@@ -16,6 +19,9 @@ use std::time::Instant;
 pub enum VecKernel {
     /// Portable Rust (auto-vectorized where the compiler can).
     Portable,
+    /// AVX2 + FMA: exact products in double precision, for primes `q < 2^50` (see
+    /// `vecops_avx2` for the bounds).
+    Avx2,
     /// AVX-512F/DQ: 64×64-bit products from four 32-bit multiplies.
     Avx512,
     /// AVX-512 IFMA: 52-bit multiply-add instructions, for primes `q < 2^50`
@@ -29,6 +35,7 @@ impl VecKernel {
             VecKernel::Portable => 1,
             VecKernel::Avx512 => 2,
             VecKernel::Ifma => 3,
+            VecKernel::Avx2 => 4,
         }
     }
 
@@ -37,6 +44,7 @@ impl VecKernel {
             1 => Some(VecKernel::Portable),
             2 => Some(VecKernel::Avx512),
             3 => Some(VecKernel::Ifma),
+            4 => Some(VecKernel::Avx2),
             _ => None,
         }
     }
@@ -50,6 +58,17 @@ fn has_avx512() -> bool {
     {
         std::arch::is_x86_feature_detected!("avx512f")
             && std::arch::is_x86_feature_detected!("avx512dq")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::vecops_avx2::available()
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -71,6 +90,9 @@ fn has_ifma() -> bool {
 /// The families this CPU can run, slowest first.
 pub fn available_kernels() -> Vec<VecKernel> {
     let mut v = vec![VecKernel::Portable];
+    if has_avx2() {
+        v.push(VecKernel::Avx2);
+    }
     if has_avx512() {
         v.push(VecKernel::Avx512);
     }
@@ -102,12 +124,14 @@ pub fn set_kernel(k: VecKernel) -> bool {
 }
 
 /// The family to run for modulus `q`: the process choice, with IFMA replaced by plain
-/// AVX-512 when `q ≥ 2^50`.
+/// AVX-512 and AVX2 by the portable loops when `q ≥ 2^50`.
 #[inline]
 pub(crate) fn kernel_for(q: u64) -> VecKernel {
     match kernel() {
         #[cfg(target_arch = "x86_64")]
         VecKernel::Ifma if q >> crate::vecops_ifma::MAX_BITS != 0 => VecKernel::Avx512,
+        #[cfg(target_arch = "x86_64")]
+        VecKernel::Avx2 if q >> crate::vecops_avx2::MAX_BITS != 0 => VecKernel::Portable,
         k => k,
     }
 }
@@ -126,7 +150,11 @@ fn fastest<F: FnMut()>(mut f: F) -> f64 {
 
 fn choose() -> VecKernel {
     if !has_avx512() {
-        return VecKernel::Portable;
+        return if has_avx2() {
+            VecKernel::Avx2
+        } else {
+            VecKernel::Portable
+        };
     }
     if !has_ifma() {
         return VecKernel::Avx512;
@@ -339,6 +367,9 @@ mod tests {
         assert!(available_kernels().contains(&kernel()));
         assert!(available_kernels().contains(&kernel_for(1 << 40)));
         assert!(available_kernels().contains(&kernel_for((1 << 60) + 1)));
+        if has_avx2() {
+            assert!(available_kernels().contains(&VecKernel::Avx2));
+        }
     }
 
     proptest! {

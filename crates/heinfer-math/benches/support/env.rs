@@ -9,9 +9,9 @@ pub fn env_list(name: &str, default: &[usize]) -> Vec<usize> {
         Ok(v) => v
             .split(',')
             .map(|s| {
-                s.trim()
-                    .parse()
-                    .unwrap_or_else(|_| panic!("{name}={v:?}: expected numbers separated by commas"))
+                s.trim().parse().unwrap_or_else(|_| {
+                    panic!("{name}={v:?}: expected numbers separated by commas")
+                })
             })
             .collect(),
         Err(_) => default.to_vec(),

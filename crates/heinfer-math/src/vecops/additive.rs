@@ -1,5 +1,5 @@
 //! Additive element-wise kernels (`+`, `−`, negation, doubling) over residues in `[0, q)`:
-//! one conditional subtraction each, vectorized by the compiler under AVX-512.
+//! one conditional subtraction each, vectorized by the compiler under AVX-512 or AVX2.
 
 use super::*;
 
@@ -11,6 +11,11 @@ macro_rules! elementwise {
             #[cfg(target_arch = "x86_64")]
             if has_avx512() {
                 return unsafe { avx512::with_avx512(|| $body) };
+            }
+            #[cfg(target_arch = "x86_64")]
+            if has_avx2() {
+                // SAFETY: the process runs the AVX2 family only on a CPU with AVX2.
+                return unsafe { avx2::with_avx2(|| $body) };
             }
             $body
         }

@@ -138,6 +138,18 @@ pub(crate) fn mul_to_uninit_with(
         VecKernel::Avx512 | VecKernel::Ifma => unsafe {
             avx512::mul_to(out.as_mut_ptr() as *mut u64, a, b, bc)
         },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2 and FMA are available and `q < 2^50`; `out` is valid for `a.len()`
+        // writes and each element is written once, before any read of it.
+        _ if avx2_for(k, bc.q) => unsafe {
+            avx2::mul::<false>(
+                out.as_mut_ptr() as *mut u64,
+                a.as_ptr(),
+                b.as_ptr(),
+                a.len(),
+                bc.q,
+            )
+        },
         _ => {
             for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
                 o.write(bc.mul(x, y));
