@@ -10,16 +10,35 @@ from heinfer.runtime.costs import cpu_model as _cpu_name
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _cpuinfo_field(lines: list[str], key: str) -> str:
+    return next((ln.split(":", 1)[1].strip() for ln in lines if ln.split(":", 1)[0].strip() == key), "")
+
+
 def cpu_model() -> str:
-    """CPU model name, core count and the SIMD extensions the kernels use."""
-    simd = []
+    """CPU model name, family and model numbers (a virtual machine's name alone may not tell an
+    AMD Zen 1 from a Zen 4), core count and the SIMD extensions the kernels can use."""
+    simd, generation = [], ""
     try:
         with open("/proc/cpuinfo") as f:
-            flags = next((ln for ln in f if ln.startswith("flags")), "")
-        simd = [x for x in ("avx2", "avx512f", "avx512dq", "avx512ifma", "vaes") if f" {x}" in flags]
+            lines = f.read().splitlines()
+        flags = _cpuinfo_field(lines, "flags").split()
+        simd = [x for x in ("avx2", "avx512f", "avx512dq", "avx512ifma", "vaes") if x in flags]
+        family, model = _cpuinfo_field(lines, "cpu family"), _cpuinfo_field(lines, "model")
+        if family and model:
+            generation = f"family {family} model {model}, "
     except OSError:
         pass
-    return f"{_cpu_name()} ({os.cpu_count()} cores{'; ' + ', '.join(simd) if simd else ''})"
+    return f"{_cpu_name()} ({generation}{os.cpu_count()} cores{'; ' + ', '.join(simd) if simd else ''})"
+
+
+def has_avx512() -> bool:
+    """Whether this CPU has AVX-512F (heinfer's kernels then run their AVX-512 families;
+    otherwise their AVX2 + FMA ones, or the portable loops)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " avx512f" in next((ln for ln in f if ln.startswith("flags")), "")
+    except OSError:
+        return False
 
 
 def build_profile() -> str:

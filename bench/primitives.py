@@ -35,6 +35,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMPARE = os.path.join(ROOT, "bench", "compare")
 sys.path.insert(0, COMPARE)
 import simd  # noqa: E402  (bench/compare/simd.py)
+
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from machine import cpu_model, has_avx512  # noqa: E402
 OPS = ("encode", "encrypt", "decrypt", "decode", "add", "mul_plain", "mul_const",
        "mul_relin", "rescale", "rotate", "rotate_hoisted", "conjugate")
 SETS = {13: (3, 218), 14: (7, 438), 15: (16, 881)}
@@ -76,18 +79,6 @@ def merge_min(results: list[dict]) -> dict:
         for op in ok[0]["timings_us"]
     }
     return out
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            info = f.read()
-        name = next(ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name"))
-        flags = next(ln for ln in info.splitlines() if ln.startswith("flags"))
-        simd = [x for x in ("avx2", "avx512f", "avx512dq", "avx512ifma") if f" {x}" in flags]
-        return f"{name} ({os.cpu_count()} cores; {', '.join(simd)})"
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown"
 
 
 def fmt(v, width=10, digits=1):
@@ -176,10 +167,14 @@ def main(argv=None) -> None:
     print(f"\nbuilds compared (objdump, static): {simd.summary(audit)}")
     generic = [name for lib, name in (("seal", "SEAL"), ("openfhe", "OpenFHE"))
                if isinstance(audit.get(lib), dict) and audit[lib].get("zmm") == 0]
-    if generic:
+    if generic and has_avx512():
         print(f"note: {' and '.join(generic)} as their PyPI wheels ship contain no AVX-512 instruction "
               "while heinfer's kernels use AVX-512: the ratios compare the builds a pip user gets, "
               "not the libraries at their best")
+    elif generic:
+        print("note: this CPU has no AVX-512: heinfer runs its AVX2 + FMA kernels (the AVX-512 "
+              "instructions counted above are in its module but do not run here), SEAL's wheel its "
+              "AVX2 code at most, OpenFHE's wheel SSE")
     result["meta"] = {
         "cpu": cpu_model(),
         "simd": audit,
