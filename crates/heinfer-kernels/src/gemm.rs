@@ -14,7 +14,7 @@
 //!
 //! With AVX-512 the block is `m × 4` registers of 8 lanes (`m ≤ 6`: 24 accumulators,
 //! 4 input registers, 1 broadcast — 29 of the 32 registers); each input row loaded feeds
-//! `4·m` fused multiply-adds. With AVX2 and FMA (no AVX-512: e.g. AMD Zen 2) the 32 columns
+//! `4·m` fused multiply-adds. With AVX2 and FMA (no AVX-512: e.g. AMD Zen 1 and 2) the 32 columns
 //! run as four strips of 8 (`m × 2` registers of 4 lanes: 12 accumulators, 2 inputs and a
 //! broadcast of the 16 registers), each strip over all inputs. Elsewhere a portable loop of
 //! the same shape is used: without the `fma` target feature each of its `mul_add`s is a call

@@ -1,5 +1,5 @@
 //! The double-precision FMA NTT of [`crate::ntt_fma`] on AVX2 + FMA CPUs without AVX-512
-//! (e.g. AMD Zen 2): the same twiddles, butterflies, cache blocking and exact product
+//! (e.g. AMD Zen 1 and 2): the same twiddles, butterflies, cache blocking and exact product
 //!
 //! ```text
 //!   h = fl(a·w),  l = fma(a, w, −h),  k = round(a·w_q),  r = fma(−k, q, h) + l,  r += q if r < 0

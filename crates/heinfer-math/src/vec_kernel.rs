@@ -7,9 +7,10 @@
 //! multiply-accumulate over 2^12 coefficients, best of 5 each; ~0.1 ms) and the faster one is
 //! kept, as [`crate::ntt`] does for transforms. Primes of 50 bits or more never run the IFMA
 //! kernels (their bounds need `4q < 2^52`) and use plain AVX-512 instead. On a CPU with AVX2
-//! and FMA but no AVX-512 the AVX2 family runs (3–4× the portable loops on an AMD EPYC of the
-//! Zen 2 kind, `cargo bench -p heinfer-math --bench ntt -- vecops`), and primes of 50 bits or
-//! more use the portable loops.
+//! and FMA but no AVX-512 the AVX2 family runs (products 2.2–2.6×, the key-switching inner
+//! product 4–6× the portable loops on an AMD EPYC of the Zen 1 kind, family 23 model 1:
+//! `cargo bench -p heinfer-math --bench ntt -- vecops`), and primes of 50 bits or more use the
+//! portable loops.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Instant;

@@ -374,6 +374,49 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// The process's family (AVX-512, AVX2 or portable) over the whole input range
+    /// `|c| < 2^52`, for small and large moduli.
+    #[test]
+    fn reduce_f64_takes_the_whole_range() {
+        let top = (1i64 << 52) - 1;
+        for q in [
+            3u64,
+            5,
+            12289,
+            (1 << 30) - 35,
+            (1 << 49) + 1,
+            (1 << 50) - 27,
+        ] {
+            let m = Modulus::new(q);
+            let qi = q as i64;
+            let mut v: Vec<i64> = vec![
+                0,
+                1,
+                -1,
+                qi,
+                -qi,
+                qi - 1,
+                1 - qi,
+                top,
+                -top,
+                top - 1,
+                1 << 51,
+            ];
+            let mut s = q;
+            while v.len() < 67 {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                v.push((s as i64) >> 12);
+            }
+            let c: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+            let mut o = vec![0u64; c.len()];
+            reduce_f64_into(&mut o, &c, q);
+            let e: Vec<u64> = v.iter().map(|&x| m.reduce_i64(x)).collect();
+            assert_eq!(o, e, "q = {q}");
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]

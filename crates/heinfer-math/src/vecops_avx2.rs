@@ -1,5 +1,5 @@
 //! AVX2 + FMA element-wise kernels for primes `q < 2^50` (CPUs without AVX-512, e.g. AMD
-//! Zen 2): the products run in double precision, four lanes at a time, as in the AVX2 NTT
+//! Zen 1 and 2): the products run in double precision, four lanes at a time, as in the AVX2 NTT
 //! (`ntt_fma_avx2`).
 //!
 //! AVX2 has no 64×64-bit multiply (the AVX-512 family builds one from four `vpmuludq`); two
@@ -12,17 +12,16 @@
 //!
 //! and the quotient estimate `k` decides the range of `r`. Estimates are rounded to integers
 //! by adding and subtracting `C = 1.5·2^52` (the sum's unit in the last place is 1 for values
-//! below `2^51` in magnitude), the addition folded into an FMA: where `vroundpd` was the
-//! bottleneck (it halved these kernels' speed on an AMD EPYC of the Zen 2 kind).
+//! below `2^51` in magnitude), the addition folded into an FMA, in place of `vroundpd`.
 //!
 //! * **vector products** (`a, b < q`): `k = fma(h, fl(1/q), C) − C = round(h·fl(1/q))` is
 //!   within `0.75` of `a·b/q` (two roundings of relative size `2^-53` of a value below
 //!   `q < 2^50`, and the rounding to an integer), so `|r| ≤ 0.75q`;
-//! * **Shoup products** (`x < 2^51` any, `w < q` a constant): `k = round(x·fl(w/q) − 1/2)`,
-//!   where `|x·fl(w/q) − x·w/q| < 0.5` (the value is below `x < 2^51`), so
-//!   `x·w/q − k ∈ (−1, 2)` and `r ∈ (−q, 2q)`. Inputs of 51 bits or more (legal for the
-//!   portable Shoup kernels: ModDown feeds residues of larger primes) are reduced first, per
-//!   vector of four, by the portable `%` (one test per vector when none is);
+//! * **Shoup products** (`x < 2^51` any, `w < q` a constant): `k = round(x·fl(w/q))`, where
+//!   `|x·fl(w/q) − x·w/q| ≤ 0.25` (the value is below `x < 2^51`), so `|x·w/q − k| ≤ 0.75` and
+//!   `r ∈ (−q, q)`. Inputs of 51 bits or more (legal for the portable Shoup kernels: ModDown
+//!   feeds residues of larger primes) are reduced first, per vector of four, by the portable
+//!   `%` (one test per vector when none is);
 //! * **reductions** of an exact sum (`|x| < 8q`): `k = round(x·fl(1/q))`, `|x − k·q| < q`.
 //!
 //! Residues move in and out of doubles through the mantissa of `2^52` (AVX2 has no u64↔f64
@@ -46,9 +45,9 @@ pub(crate) const MAX_BITS: u32 = 50;
 /// chunk after the first adds the reduced running sum and seven products).
 pub(crate) const LAZY_TERMS: usize = 8;
 
-/// Shoup products in `(−q, 2q)` summed before a reduction in [`mul_shoup_sum`]: with the
-/// running sum in `[0, q)`, `|Σ| < 7q < 2^53`.
-const SHOUP_LAZY_TERMS: usize = 3;
+/// Shoup products in `(−q, q)` summed before a reduction in [`mul_shoup_sum`]: with the
+/// running sum in `[0, q)`, `|Σ| < 8q < 2^53`.
+const SHOUP_LAZY_TERMS: usize = 7;
 
 /// `2^52` as f64: integers below it sit in its mantissa.
 const MAGIC: f64 = 4_503_599_627_370_496.0;
@@ -89,11 +88,11 @@ unsafe fn store(p: *mut u64, r: __m256d) {
     _mm256_storeu_si256(p as *mut __m256i, _mm256_castpd_si256(v));
 }
 
-/// `round(x·y + z)` for `|x·y + z| < 2^51` (one rounding of the exact value).
+/// `round(x·y)` for `|x·y| < 2^51` (one rounding of the exact product).
 #[inline(always)]
-unsafe fn round_fma(x: __m256d, y: __m256d, z: __m256d) -> __m256d {
+unsafe fn round_mul(x: __m256d, y: __m256d) -> __m256d {
     let c = _mm256_set1_pd(ROUND);
-    _mm256_sub_pd(_mm256_fmadd_pd(x, y, _mm256_add_pd(z, c)), c)
+    _mm256_sub_pd(_mm256_fmadd_pd(x, y, c), c)
 }
 
 /// `a·b − k·q` with `k = round(a·b/q)`: exact, `|·| ≤ 0.75q` for `a, b < q`.
@@ -101,16 +100,16 @@ unsafe fn round_fma(x: __m256d, y: __m256d, z: __m256d) -> __m256d {
 unsafe fn mul_lazy(a: __m256d, b: __m256d, q: __m256d, qinv: __m256d) -> __m256d {
     let h = _mm256_mul_pd(a, b);
     let l = _mm256_fmsub_pd(a, b, h);
-    let k = round_fma(h, qinv, _mm256_setzero_pd());
+    let k = round_mul(h, qinv);
     _mm256_add_pd(_mm256_fnmadd_pd(k, q, h), l)
 }
 
-/// `x·w − k·q` with `k ≈ x·w/q − 1/2`: exact, in `(−q, 2q)` for `x < 2^51`, `w < q`.
+/// `x·w − k·q` with `k = round(x·fl(w/q))`: exact, in `(−q, q)` for `x < 2^51`, `w < q`.
 #[inline(always)]
 unsafe fn shoup_lazy(x: __m256d, w: __m256d, wq: __m256d, q: __m256d) -> __m256d {
     let h = _mm256_mul_pd(x, w);
     let l = _mm256_fmsub_pd(x, w, h);
-    let k = round_fma(x, wq, _mm256_set1_pd(-0.5));
+    let k = round_mul(x, wq);
     _mm256_add_pd(_mm256_fnmadd_pd(k, q, h), l)
 }
 
@@ -137,7 +136,7 @@ unsafe fn fix(r: __m256d, q: __m256d) -> __m256d {
 /// An exact integer `|x| < 2^53` with `|x/q| < 2^50` reduced to `[0, q)`.
 #[inline(always)]
 unsafe fn reduce(x: __m256d, q: __m256d, qinv: __m256d) -> __m256d {
-    let k = round_fma(x, qinv, _mm256_setzero_pd());
+    let k = round_mul(x, qinv);
     add_q_if_negative(_mm256_fnmadd_pd(k, q, x), q)
 }
 
@@ -187,9 +186,8 @@ pub(crate) unsafe fn mul_shoup_add(acc: *mut u64, a: *const u64, len: usize, w: 
     let body = len - len % 4;
     let mut i = 0;
     while i < body {
-        let r = fix(shoup_lazy(load_any(a.add(i), q), wv, wq, qv), qv);
-        let s = sub_q_if_at_least(_mm256_add_pd(r, load(acc.add(i))), qv);
-        store(acc.add(i), s);
+        let r = shoup_lazy(load_any(a.add(i), q), wv, wq, qv);
+        store(acc.add(i), fix(_mm256_add_pd(r, load(acc.add(i))), qv));
         i += 4;
     }
     for i in body..len {
@@ -290,6 +288,27 @@ pub(crate) unsafe fn dot2(
         store(p0.add(i), reduce(s0, qv, qinv));
         store(p1.add(i), reduce(s1, qv, qinv));
         i += 4;
+    }
+}
+
+/// `out[i] = c[i] mod q` for integer-valued `|c[i]| < 2^52`: `k = round(c·fl(1/q))` is within
+/// `0.5 + 2^52/q·2^-52 < 0.84` of `c/q` (`q ≥ 3`), so `c − k·q ∈ (−q, q)`, exact.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn reduce_f64(out: *mut u64, c: &[f64], q: u64) {
+    let (qv, qinv) = (_mm256_set1_pd(q as f64), _mm256_set1_pd(1.0 / q as f64));
+    let body = c.len() - c.len() % 4;
+    let mut i = 0;
+    while i < body {
+        let x = _mm256_loadu_pd(c.as_ptr().add(i));
+        let k = round_mul(x, qinv);
+        store(
+            out.add(i),
+            add_q_if_negative(_mm256_fnmadd_pd(k, qv, x), qv),
+        );
+        i += 4;
+    }
+    for (j, &x) in c.iter().enumerate().skip(body) {
+        *out.add(j) = (x as i64).rem_euclid(q as i64) as u64;
     }
 }
 

@@ -5,12 +5,19 @@
 use super::*;
 
 /// `out[i] ← c[i] mod q` for integer-valued `c[i]` with `|c[i]| < 2^52` and `q < 2^50`
-/// (exact double-precision floor division; vectorized under AVX-512).
+/// (exact double-precision floor division; vectorized under AVX-512 and AVX2).
 pub fn reduce_f64_into(out: &mut [u64], c: &[f64], q: u64) {
     debug_assert!(q < (1 << 50) && out.len() == c.len());
     #[cfg(target_arch = "x86_64")]
     if has_avx512() {
         return unsafe { avx512_reduce_f64_into(out, c, q) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: the AVX2 family runs only on a CPU with AVX2 and FMA; `out` holds `c.len()`
+        // words (checked above in debug builds, and `zip`'s bound below is the same).
+        let len = out.len().min(c.len());
+        return unsafe { avx2::reduce_f64(out.as_mut_ptr(), &c[..len], q) };
     }
     let qf = q as f64;
     for (o, &x) in out.iter_mut().zip(c) {
