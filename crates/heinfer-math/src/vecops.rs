@@ -140,9 +140,12 @@ pub(crate) fn mul_scalar_assign_with(k: VecKernel, a: &mut [u64], w: u64, ws: u6
         #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX-512F/DQ is available.
         VecKernel::Avx512 | VecKernel::Ifma => unsafe { avx512::mul_shoup_assign(a, w, ws, m.q) },
-        // the AVX2 family keeps the portable loop for single Shoup products: on the one AVX2
-        // CPU measured (AMD EPYC, Zen 1: 128-bit FP units) it was 14 % faster than the
-        // double-precision kernel, which wins only when sums share its conversions
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2 and FMA are available and `q < 2^50`; exact aliasing as above.
+        _ if avx2_for(k, m.q) => unsafe {
+            let p = a.as_mut_ptr();
+            avx2::mul_shoup(p, p, a.len(), w, m.q)
+        },
         _ => mul_shoup_assign_scalar(a, w, ws, m.q),
     }
 }

@@ -174,8 +174,27 @@ pub(crate) unsafe fn mul<const ACC: bool>(
     }
 }
 
-/// `acc[i] = acc[i] + a[i]·w mod q` (`w < q`, any `a[i]`). Single products `a[i]·w` stay on
-/// the portable loop, which was faster on the AVX2 CPU measured (see `crate::vecops`).
+/// `out[i] = a[i]·w mod q` (`w < q`, any `a[i]`; `out` may be `a`).
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn mul_shoup(out: *mut u64, a: *const u64, len: usize, w: u64, q: u64) {
+    let qv = _mm256_set1_pd(q as f64);
+    let (wv, wq) = (
+        _mm256_set1_pd(w as f64),
+        _mm256_set1_pd(w as f64 / q as f64),
+    );
+    let body = len - len % 4;
+    let mut i = 0;
+    while i < body {
+        let r = shoup_lazy(load_any(a.add(i), q), wv, wq, qv);
+        store(out.add(i), add_q_if_negative(r, qv));
+        i += 4;
+    }
+    for i in body..len {
+        *out.add(i) = mul_mod(*a.add(i) % q, w, q);
+    }
+}
+
+/// `acc[i] = acc[i] + a[i]·w mod q` (`w < q`, any `a[i]`).
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn mul_shoup_add(acc: *mut u64, a: *const u64, len: usize, w: u64, q: u64) {
     let qv = _mm256_set1_pd(q as f64);

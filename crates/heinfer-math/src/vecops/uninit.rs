@@ -101,6 +101,12 @@ pub(crate) fn mul_scalar_to_uninit_with(
         VecKernel::Avx512 | VecKernel::Ifma => unsafe {
             avx512::mul_shoup_to(out.as_mut_ptr() as *mut u64, a, w, ws, m.q)
         },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2 and FMA are available and `q < 2^50`; `out` is valid for `a.len()`
+        // writes and each element is written once, before any read of it.
+        _ if avx2_for(k, m.q) => unsafe {
+            avx2::mul_shoup(out.as_mut_ptr() as *mut u64, a.as_ptr(), a.len(), w, m.q)
+        },
         _ => {
             for (o, &x) in out.iter_mut().zip(a) {
                 let hi = ((x as u128 * ws as u128) >> 64) as u64;
