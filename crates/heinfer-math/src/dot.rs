@@ -47,6 +47,35 @@ fn long_enough(n: usize, xs: &[&[&[u64]]]) -> bool {
     xs.iter().all(|s| s.iter().all(|v| v.len() >= n))
 }
 
+/// The double-precision inner products of one SIMD family (AVX-512 or AVX2), summing up to
+/// [`LAZY_TERMS`] products per reduction.
+#[cfg(target_arch = "x86_64")]
+struct LazyKernel {
+    dot1: unsafe fn(&mut [u64], &[&[u64]], &[&[u64]], u64, bool),
+    #[allow(clippy::type_complexity)]
+    dot2: unsafe fn(&mut [u64], &mut [u64], &[&[u64]], &[&[u64]], &[&[u64]], u64, bool),
+}
+
+/// The lazy double-precision kernels for family `k`, if it has them and they apply (`q < 2^50`,
+/// lengths a multiple of 8); IFMA's own sums are taken before this.
+#[cfg(target_arch = "x86_64")]
+fn lazy_kernel(k: VecKernel, vector_ok: bool, q: u64) -> Option<LazyKernel> {
+    if !vector_ok || q >= (1u64 << 50) {
+        return None;
+    }
+    match k {
+        VecKernel::Avx2 => Some(LazyKernel {
+            dot1: crate::vecops_avx2::dot1,
+            dot2: crate::vecops_avx2::dot2,
+        }),
+        VecKernel::Avx512 | VecKernel::Ifma if crate::ntt_fma::available() => Some(LazyKernel {
+            dot1: fma::dot1,
+            dot2: fma::dot2,
+        }),
+        _ => None,
+    }
+}
+
 /// Writes `acc = Σ_t a[t]·b[t]` modulo `q` (all inputs in `[0, q)`; at least one term).
 pub fn dot1(acc: &mut [u64], a: &[&[u64]], b: &[&[u64]], bc: &BarrettConst) {
     dot1_with(kernel_for(bc.modulus()), acc, a, b, bc)
@@ -82,31 +111,12 @@ pub(crate) fn dot1_with(
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if k == VecKernel::Avx2 && vector_ok && bc.modulus() >> crate::vecops_avx2::MAX_BITS == 0 {
+    if let Some(f) = lazy_kernel(k, vector_ok, bc.modulus()) {
         for (start, end, accumulate) in chunks(a.len()) {
-            // SAFETY: AVX2 and FMA are available (`k`), q < 2^50, every slice holds
-            // `acc.len()` words, a multiple of 8, and a chunk sums at most LAZY_TERMS terms.
+            // SAFETY: `lazy_kernel` checked the CPU features and q < 2^50; every slice holds
+            // `acc.len()` words, a multiple of 8; a chunk sums at most LAZY_TERMS terms.
             unsafe {
-                crate::vecops_avx2::dot1(
-                    acc,
-                    &a[start..end],
-                    &b[start..end],
-                    bc.modulus(),
-                    accumulate,
-                )
-            };
-        }
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if matches!(k, VecKernel::Avx512 | VecKernel::Ifma)
-        && vector_ok
-        && bc.modulus() < (1u64 << 50)
-        && crate::ntt_fma::available()
-    {
-        for (start, end, accumulate) in chunks(a.len()) {
-            unsafe {
-                fma::dot1(
+                (f.dot1)(
                     acc,
                     &a[start..end],
                     &b[start..end],
@@ -171,41 +181,11 @@ pub(crate) fn dot2_with(
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if k == VecKernel::Avx2 && vector_ok && bc.modulus() >> crate::vecops_avx2::MAX_BITS == 0 {
+    if let Some(f) = lazy_kernel(k, vector_ok, bc.modulus()) {
         for (start, end, accumulate) in chunks(d.len()) {
+            let (d, b, a) = (&d[start..end], &b[start..end], &a[start..end]);
             // SAFETY: as in `dot1_with`.
-            unsafe {
-                crate::vecops_avx2::dot2(
-                    acc0,
-                    acc1,
-                    &d[start..end],
-                    &b[start..end],
-                    &a[start..end],
-                    bc.modulus(),
-                    accumulate,
-                )
-            };
-        }
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if matches!(k, VecKernel::Avx512 | VecKernel::Ifma)
-        && vector_ok
-        && bc.modulus() < (1u64 << 50)
-        && crate::ntt_fma::available()
-    {
-        for (start, end, accumulate) in chunks(d.len()) {
-            unsafe {
-                fma::dot2(
-                    acc0,
-                    acc1,
-                    &d[start..end],
-                    &b[start..end],
-                    &a[start..end],
-                    bc.modulus(),
-                    accumulate,
-                )
-            };
+            unsafe { (f.dot2)(acc0, acc1, d, b, a, bc.modulus(), accumulate) };
         }
         return;
     }

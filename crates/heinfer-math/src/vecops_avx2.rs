@@ -95,22 +95,23 @@ unsafe fn round_mul(x: __m256d, y: __m256d) -> __m256d {
     _mm256_sub_pd(_mm256_fmadd_pd(x, y, c), c)
 }
 
+/// `a·b − k·q` computed exactly from `h = fl(a·b)` (valid while `|h − k·q| < 2^53`).
+#[inline(always)]
+unsafe fn product_minus(a: __m256d, b: __m256d, h: __m256d, k: __m256d, q: __m256d) -> __m256d {
+    _mm256_add_pd(_mm256_fnmadd_pd(k, q, h), _mm256_fmsub_pd(a, b, h))
+}
+
 /// `a·b − k·q` with `k = round(a·b/q)`: exact, `|·| ≤ 0.75q` for `a, b < q`.
 #[inline(always)]
 unsafe fn mul_lazy(a: __m256d, b: __m256d, q: __m256d, qinv: __m256d) -> __m256d {
     let h = _mm256_mul_pd(a, b);
-    let l = _mm256_fmsub_pd(a, b, h);
-    let k = round_mul(h, qinv);
-    _mm256_add_pd(_mm256_fnmadd_pd(k, q, h), l)
+    product_minus(a, b, h, round_mul(h, qinv), q)
 }
 
 /// `x·w − k·q` with `k = round(x·fl(w/q))`: exact, in `(−q, q)` for `x < 2^51`, `w < q`.
 #[inline(always)]
 unsafe fn shoup_lazy(x: __m256d, w: __m256d, wq: __m256d, q: __m256d) -> __m256d {
-    let h = _mm256_mul_pd(x, w);
-    let l = _mm256_fmsub_pd(x, w, h);
-    let k = round_mul(x, wq);
-    _mm256_add_pd(_mm256_fnmadd_pd(k, q, h), l)
+    product_minus(x, w, _mm256_mul_pd(x, w), round_mul(x, wq), q)
 }
 
 /// `r + q` where `r < 0`.
