@@ -50,9 +50,9 @@ fn long_enough(n: usize, xs: &[&[&[u64]]]) -> bool {
 /// The double-precision inner products of one SIMD family (AVX-512 or AVX2), summing up to
 /// [`LAZY_TERMS`] products per reduction.
 #[cfg(target_arch = "x86_64")]
+#[allow(clippy::type_complexity)]
 struct LazyKernel {
     dot1: unsafe fn(&mut [u64], &[&[u64]], &[&[u64]], u64, bool),
-    #[allow(clippy::type_complexity)]
     dot2: unsafe fn(&mut [u64], &mut [u64], &[&[u64]], &[&[u64]], &[&[u64]], u64, bool),
 }
 
