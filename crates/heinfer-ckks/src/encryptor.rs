@@ -104,7 +104,7 @@ impl Encryptor {
     /// a level out of range or `extra` of another length than `N`.
     pub fn encrypt_zero_with_error(&self, level: usize, extra: &[i128]) -> Result<Ciphertext> {
         self.check_extra(level, extra.len())?;
-        self.encrypt_zero_with(level, |q, j| q.reduce_i128(extra[j]))
+        self.encrypt_zero_with(level, |q, _, j| q.reduce_i128(extra[j]))
     }
 
     /// [`Self::encrypt_zero_with_error`] with a wider error: `hi[j]·2^64 + lo[j]` on
@@ -118,10 +118,13 @@ impl Encryptor {
     ) -> Result<Ciphertext> {
         self.check_extra(level, hi.len())?;
         self.check_extra(level, lo.len())?;
-        self.encrypt_zero_with(level, |q, j| {
-            // 2^64 mod q, then hi·2^64 + lo mod q
-            let two64 = q.reduce_u128(1u128 << 64);
-            q.add(q.mul(q.reduce_i128(hi[j]), two64), q.reduce_u64(lo[j]))
+        // 2^64 mod q for each prime of the level, then hi·2^64 + lo mod q per coefficient
+        let two64: Vec<u64> = self.params.inner().moduli[..=level]
+            .iter()
+            .map(|q| q.reduce_u128(1u128 << 64))
+            .collect();
+        self.encrypt_zero_with(level, |q, i, j| {
+            q.add(q.mul(q.reduce_i128(hi[j]), two64[i]), q.reduce_u64(lo[j]))
         })
     }
 
@@ -144,12 +147,13 @@ impl Encryptor {
         Ok(())
     }
 
-    /// `(b·u + e_0 + x, a·u + e_1)` over `Q_ℓ`, with `extra(q, j)` the residue of `x`'s
-    /// coefficient `j` modulo `q` (checked by the callers: [`Self::check_extra`]).
+    /// `(b·u + e_0 + x, a·u + e_1)` over `Q_ℓ`, with `extra(q, i, j)` the residue of `x`'s
+    /// coefficient `j` modulo `q`, the level's prime `i` (checked by the callers:
+    /// [`Self::check_extra`]).
     fn encrypt_zero_with(
         &self,
         level: usize,
-        extra: impl Fn(&heinfer_math::modulus::Modulus, usize) -> u64 + Sync,
+        extra: impl Fn(&heinfer_math::modulus::Modulus, usize, usize) -> u64 + Sync,
     ) -> Result<Ciphertext> {
         let params = &self.params;
         let n = params.n();
@@ -170,7 +174,7 @@ impl Encryptor {
             .for_each(|(i, (l0, l1))| {
                 let q = &inner.moduli[i];
                 for (j, (x, &e)) in l0.iter_mut().zip(e0.iter()).enumerate() {
-                    *x = q.add(q.reduce_i64(e), extra(q, j));
+                    *x = q.add(q.reduce_i64(e), extra(q, i, j));
                 }
                 inner.ntt[i].forward(l0);
                 // c_0 = b·u + (e_0 + extra), c_1 = a·u + e_1 (the key holds all of Q, then P)

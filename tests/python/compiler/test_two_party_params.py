@@ -139,15 +139,51 @@ def test_the_compiler_never_floods_beyond_what_the_engine_takes(log_n: int, log_
     assert engine - 2 <= ours <= engine
 
 
-def test_a_36_bit_plaintext_modulus_runs_the_protocol_with_floods_beyond_128_bits() -> None:
+@pytest.fixture(scope="module")
+def wide() -> heinfer.Program:
+    """The residual network at the widest size the compiler picks: a 36-bit plaintext modulus,
+    N = 2^14 and four 50-bit primes (floods beyond 2^125)."""
+    p = hbfv.plain_primes(15, 36)[0]
+    bfv = {"log_n": 14, "log_q": [50] * 4, "log_p": [50], "plain_modulus": p, "security": 128}
+    return heinfer.compile(residual_model("clip"), mode="latency", protocol="two-party", calibration=X, bfv=bfv)
+
+
+def test_a_36_bit_plaintext_modulus_runs_the_protocol_with_floods_beyond_128_bits(wide) -> None:
     """GAZELLE's protocol at the widest size the compiler picks: 36-bit shares in the circuits,
     exact 36-bit products in the simulation, and layers flooded with more than 2^125 (the
     engine's two-part draw): the encrypted outputs are the exact simulation's."""
-    p = hbfv.plain_primes(15, 36)[0]
-    bfv = {"log_n": 14, "log_q": [50] * 4, "log_p": [50], "plain_modulus": p, "security": 128}
-    prog = heinfer.compile(residual_model("clip"), mode="latency", protocol="two-party", calibration=X, bfv=bfv)
-    assert max(seg.flood_bits for seg in prog.segments) > 125
-    np.testing.assert_array_equal(heinfer.infer(prog, X[:1]).outputs, heinfer.simulate(prog, X[:1]))
+    assert max(seg.flood_bits for seg in wide.segments) > 125
+    np.testing.assert_array_equal(heinfer.infer(wide, X[:1]).outputs, heinfer.simulate(wide, X[:1]))
+
+
+def test_at_36_bits_the_bound_holds_the_noise_and_the_flood_hides_it(wide) -> None:
+    """Playing the client at the larger parameters: the first layer's error, measured on a real
+    run before flooding, stays below the bound the compiler floods for (``noise_bits``, with
+    this ring's key-switching term); before flooding its noise budget is bits below a fresh
+    encryption's, after the server's flooding the two agree to a fraction of a bit, so the
+    noise no longer tells the client what ran."""
+    from heinfer.compiler.latency.two_party import noise_bits
+    from heinfer.protocol.two_party import TwoPartyInferenceClient, TwoPartyInferenceServer
+
+    client = TwoPartyInferenceClient(wide.public())
+    server = TwoPartyInferenceServer(wide, client.keys_message())
+    p, log_q = server.params.plain_modulus, server.params.log_q
+    seg = wide.segments[0]
+    values = np.random.default_rng(3).integers(-(p // 4), p // 4, seg.in_size)
+    fresh = server._load(client._encrypt(0, values[None]), seg.n_input_cts, "test")
+    out = server.layers[0].run(server._ev, fresh, server._galois)
+    worst = max(log_q - np.log2(p) - client._dec.noise_budget(c) - 1 for c in out)
+    assert worst < noise_bits(wide.layers[0], wide.bfv), worst
+
+    def budgets(cts: list) -> np.ndarray:
+        return np.array([client._dec.noise_budget(c) for c in cts])
+
+    def flooded(cts: list) -> list:
+        return [server._rr.rerandomize_compact(c, seg.flood_bits) for c in cts]
+
+    raw_gap = budgets(fresh).mean() - budgets(out).mean()
+    flooded_gap = abs(budgets(flooded(fresh)).mean() - budgets(flooded(out)).mean())
+    assert raw_gap > 2.0 and flooded_gap < 0.5, (raw_gap, flooded_gap)
 
 
 def test_parameters_passed_by_the_caller_are_refused_when_a_layer_s_flooding_does_not_fit() -> None:
