@@ -8,7 +8,7 @@
 //! kept, as [`crate::ntt`] does for transforms. Primes of 50 bits or more never run the IFMA
 //! kernels (their bounds need `4q < 2^52`) and use plain AVX-512 instead. On a CPU with AVX2
 //! and FMA but no AVX-512 the AVX2 family runs (products 2.2–2.6×, the key-switching inner
-//! product 4–6× the portable loops on an AMD EPYC of the Zen 1 kind, family 23 model 1:
+//! product 3.6–4.5× the portable loops on an AMD EPYC of the Zen 1 kind, family 23 model 1:
 //! `cargo bench -p heinfer-math --bench ntt -- vecops`), and primes of 50 bits or more use the
 //! portable loops.
 

@@ -3,10 +3,10 @@
 //! (`ntt_fma_avx2`).
 //!
 //! AVX2 has no 64×64-bit multiply (the AVX-512 family builds one from four `vpmuludq`); two
-//! doubles hold an exact product instead. For integers `a, b < 2^52`
+//! doubles hold an exact product instead. For integers `a < 2^51`, `b < 2^50`
 //!
 //! ```text
-//!   h = fl(a·b),  l = fma(a, b, −h)        (a·b = h + l exactly, |l| ≤ ulp(h)/2 ≤ 2^49)
+//!   h = fl(a·b),  l = fma(a, b, −h)        (a·b = h + l exactly, |l| ≤ ulp(h)/2 ≤ 2^48)
 //!   r = fma(−k, q, h) + l = a·b − k·q      (exact whenever |h − k·q| < 2^53)
 //! ```
 //!
