@@ -82,6 +82,22 @@ impl RowIndex {
     }
 }
 
+/// `kernel::block::<M>(args)` for the row count `m` (1 to 6, the const parameter each
+/// instruction set's block is compiled for).
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_rows {
+    ($kernel:ident, $m:expr, $($arg:expr),*) => {
+        match $m {
+            1 => $kernel::block::<1>($($arg),*),
+            2 => $kernel::block::<2>($($arg),*),
+            3 => $kernel::block::<3>($($arg),*),
+            4 => $kernel::block::<4>($($arg),*),
+            5 => $kernel::block::<5>($($arg),*),
+            _ => $kernel::block::<6>($($arg),*),
+        }
+    };
+}
+
 /// `out[r·NR + c] = Σ_k w[k·m + r]·xt[idx[k]·ldx + col + c]` for `r < m`, `c < NR`.
 ///
 /// # Panics
@@ -105,32 +121,14 @@ pub fn block(
     if has_avx512() {
         // SAFETY: the CPU supports AVX-512F (checked above) and every access was bounds-checked
         // by the assertions: rows idx[k] ≤ max of xt hold ldx ≥ col + NR values, out holds m·NR.
-        unsafe {
-            match m {
-                1 => avx512::block::<1>(w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()),
-                2 => avx512::block::<2>(w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()),
-                3 => avx512::block::<3>(w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()),
-                4 => avx512::block::<4>(w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()),
-                5 => avx512::block::<5>(w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()),
-                _ => avx512::block::<6>(w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()),
-            }
-        }
+        unsafe { by_rows!(avx512, m, w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()) }
         return;
     }
     #[cfg(target_arch = "x86_64")]
     if has_avx2_fma() {
         // SAFETY: the CPU supports AVX2 and FMA (checked above); the accesses were bounds-checked
         // by the assertions as for the AVX-512 kernel.
-        unsafe {
-            match m {
-                1 => avx2::block::<1>(w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()),
-                2 => avx2::block::<2>(w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()),
-                3 => avx2::block::<3>(w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()),
-                4 => avx2::block::<4>(w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()),
-                5 => avx2::block::<5>(w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()),
-                _ => avx2::block::<6>(w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()),
-            }
-        }
+        unsafe { by_rows!(avx2, m, w, idx, xt.as_ptr(), ldx, col, out.as_mut_ptr()) }
         return;
     }
     portable(m, w, idx, xt, ldx, col, out);
