@@ -144,7 +144,7 @@ pub(crate) fn mul_scalar_assign_with(k: VecKernel, a: &mut [u64], w: u64, ws: u6
         // SAFETY: AVX2 and FMA are available and `q < 2^50`; exact aliasing as above.
         _ if avx2_for(k, m.q) => unsafe {
             let p = a.as_mut_ptr();
-            avx2::mul_shoup(p, p, a.len(), w, m.q)
+            avx2::mul_shoup::<false>(p, p, a.len(), w, m.q)
         },
         _ => mul_shoup_assign_scalar(a, w, ws, m.q),
     }
@@ -181,7 +181,7 @@ pub(crate) fn mul_scalar_add_assign_with(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX2 and FMA are available and `q < 2^50`; both slices hold `len` elements.
         _ if avx2_for(k, m.q) => unsafe {
-            avx2::mul_shoup_add(acc.as_mut_ptr(), a.as_ptr(), len, w, m.q)
+            avx2::mul_shoup::<true>(acc.as_mut_ptr(), a.as_ptr(), len, w, m.q)
         },
         _ => mul_shoup_add_assign_scalar(acc, a, w, ws, m.q),
     }

@@ -175,9 +175,16 @@ pub(crate) unsafe fn mul<const ACC: bool>(
     }
 }
 
-/// `out[i] = a[i]·w mod q` (`w < q`, any `a[i]`; `out` may be `a`).
+/// `out[i] = a[i]·w mod q`, or `out[i] + a[i]·w mod q` when `ACC` (`w < q`, any `a[i]`;
+/// without `ACC`, `out` may be `a`).
 #[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn mul_shoup(out: *mut u64, a: *const u64, len: usize, w: u64, q: u64) {
+pub(crate) unsafe fn mul_shoup<const ACC: bool>(
+    out: *mut u64,
+    a: *const u64,
+    len: usize,
+    w: u64,
+    q: u64,
+) {
     let qv = _mm256_set1_pd(q as f64);
     let (wv, wq) = (
         _mm256_set1_pd(w as f64),
@@ -187,31 +194,17 @@ pub(crate) unsafe fn mul_shoup(out: *mut u64, a: *const u64, len: usize, w: u64,
     let mut i = 0;
     while i < body {
         let r = shoup_lazy(load_any(a.add(i), q), wv, wq, qv);
-        store(out.add(i), add_q_if_negative(r, qv));
+        let r = if ACC {
+            fix(_mm256_add_pd(r, load(out.add(i))), qv)
+        } else {
+            add_q_if_negative(r, qv)
+        };
+        store(out.add(i), r);
         i += 4;
     }
     for i in body..len {
-        *out.add(i) = mul_mod(*a.add(i) % q, w, q);
-    }
-}
-
-/// `acc[i] = acc[i] + a[i]·w mod q` (`w < q`, any `a[i]`).
-#[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn mul_shoup_add(acc: *mut u64, a: *const u64, len: usize, w: u64, q: u64) {
-    let qv = _mm256_set1_pd(q as f64);
-    let (wv, wq) = (
-        _mm256_set1_pd(w as f64),
-        _mm256_set1_pd(w as f64 / q as f64),
-    );
-    let body = len - len % 4;
-    let mut i = 0;
-    while i < body {
-        let r = shoup_lazy(load_any(a.add(i), q), wv, wq, qv);
-        store(acc.add(i), fix(_mm256_add_pd(r, load(acc.add(i))), qv));
-        i += 4;
-    }
-    for i in body..len {
-        *acc.add(i) = (*acc.add(i) + mul_mod(*a.add(i) % q, w, q)) % q;
+        let p = mul_mod(*a.add(i) % q, w, q);
+        *out.add(i) = if ACC { (*out.add(i) + p) % q } else { p };
     }
 }
 

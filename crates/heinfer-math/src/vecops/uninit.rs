@@ -105,7 +105,7 @@ pub(crate) fn mul_scalar_to_uninit_with(
         // SAFETY: AVX2 and FMA are available and `q < 2^50`; `out` is valid for `a.len()`
         // writes and each element is written once, before any read of it.
         _ if avx2_for(k, m.q) => unsafe {
-            avx2::mul_shoup(out.as_mut_ptr() as *mut u64, a.as_ptr(), a.len(), w, m.q)
+            avx2::mul_shoup::<false>(out.as_mut_ptr() as *mut u64, a.as_ptr(), a.len(), w, m.q)
         },
         _ => {
             for (o, &x) in out.iter_mut().zip(a) {
