@@ -11,11 +11,13 @@
 //! ([`crate::vec_kernel`]) and `q < 2^50`, the 104-bit products are summed unreduced instead,
 //! two multiply-add instructions per product and one reduction per 15 terms
 //! (`vecops_ifma::dot2`). On AVX2 + FMA CPUs without AVX-512 the same double-precision sums
-//! run four lanes at a time (`vecops_avx2`). Otherwise, Barrett products. All paths give the
-//! same bits.
+//! run four lanes at a time (`vecops_avx2`), and for primes `2^20 ≤ q < 2^31` as 32-bit
+//! integer products summed in 64-bit lanes (`dot_avx2_narrow`: one multiply instruction per
+//! four products). Otherwise, Barrett products. All paths give the same bits.
 
 use crate::vec_kernel::{kernel_for, VecKernel};
 use crate::vecops::{self, BarrettConst};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Largest number of products accumulated before a reduction on the FMA paths (one fewer when
 /// the chunk also adds the running sum, so that `|Σ| ≤ 8q < 2^53`).
@@ -76,6 +78,27 @@ fn lazy_kernel(k: VecKernel, vector_ok: bool, q: u64) -> Option<LazyKernel> {
     }
 }
 
+/// Whether the AVX2 family may sum with 32-bit integer products ([`set_narrow_sums`]).
+static NARROW: AtomicBool = AtomicBool::new(true);
+
+/// Lets the AVX2 family sum the products of primes `2^20 ≤ q < 2^31` as 32-bit integer
+/// products (the default, `true`) or makes it use its double-precision sums for every prime
+/// below `2^50` (`false`), for the rest of the process: benchmarks compare the two in one run.
+/// Results do not change.
+pub fn set_narrow_sums(enabled: bool) {
+    NARROW.store(enabled, Ordering::Relaxed);
+}
+
+/// Whether family `k` sums with 32-bit integer products (`crate::dot_avx2_narrow`): AVX2 and
+/// a prime `2^20 ≤ q < 2^31`.
+#[cfg(target_arch = "x86_64")]
+fn narrow(k: VecKernel, vector_ok: bool, q: u64) -> bool {
+    k == VecKernel::Avx2
+        && vector_ok
+        && crate::dot_avx2_narrow::applies(q)
+        && NARROW.load(Ordering::Relaxed)
+}
+
 /// Writes `acc = Σ_t a[t]·b[t]` modulo `q` (all inputs in `[0, q)`; at least one term).
 pub fn dot1(acc: &mut [u64], a: &[&[u64]], b: &[&[u64]], bc: &BarrettConst) {
     dot1_with(kernel_for(bc.modulus()), acc, a, b, bc)
@@ -108,6 +131,13 @@ pub(crate) fn dot1_with(
                 )
             };
         }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if narrow(k, vector_ok, bc.modulus()) {
+        // SAFETY: `narrow` checked the family (AVX2 + FMA) and the prime's size; every slice
+        // holds `acc.len()` words, a multiple of 8.
+        unsafe { crate::dot_avx2_narrow::dot1(acc, a, b, bc.modulus()) };
         return;
     }
     #[cfg(target_arch = "x86_64")]
@@ -178,6 +208,12 @@ pub(crate) fn dot2_with(
                 )
             };
         }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if narrow(k, vector_ok, bc.modulus()) {
+        // SAFETY: as in `dot1_with`; `acc1` has `n` words too.
+        unsafe { crate::dot_avx2_narrow::dot2(acc0, acc1, d, b, a, bc.modulus()) };
         return;
     }
     #[cfg(target_arch = "x86_64")]

@@ -9,6 +9,8 @@
 
 pub mod automorphism;
 pub mod dot;
+#[cfg(target_arch = "x86_64")]
+mod dot_avx2_narrow;
 pub mod error;
 pub mod modulus;
 pub mod ntt;

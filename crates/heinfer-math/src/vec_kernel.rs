@@ -343,7 +343,7 @@ mod tests {
 
     #[test]
     fn every_family_matches_portable_at_edges() {
-        for bits in [17u32, 30, 40, 45, 49, 50, 55, 61] {
+        for bits in [17u32, 20, 21, 28, 30, 31, 32, 40, 45, 49, 50, 55, 61] {
             let q = prime(bits);
             for len in [0usize, 1, 7, 8, 9, 64, 67] {
                 check_elementwise(q, len, bits as u64 * 31 + len as u64, false);
@@ -355,8 +355,9 @@ mod tests {
             }
             check_dots(q, 12, 3, 5, false); // not a multiple of 8: the portable body
         }
-        // the largest IFMA modulus and the smallest odd ones
-        for q in [(1u64 << 50) - 27, (1u64 << 49) + 1, 3, 5] {
+        // the largest IFMA modulus, the largest 31-bit prime (narrow sums of 3 terms) and the
+        // smallest odd ones
+        for q in [(1u64 << 50) - 27, (1u64 << 49) + 1, (1u64 << 31) - 1, 3, 5] {
             check_elementwise(q, 40, q, false);
             check_elementwise(q, 40, q, true);
             check_dots(q, 16, 16, q, true);
