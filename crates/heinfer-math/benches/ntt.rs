@@ -111,7 +111,7 @@ fn kernels(c: &mut Criterion) {
                 g.bench_function(id("dot2/beta=8"), |bn| {
                     bn.iter(|| dot::dot2(&mut acc, &mut acc1, &refs, &refs, &refs, &bc))
                 });
-                if k == vecops::VecKernel::Avx2 && bits < 31 {
+                if k == vecops::VecKernel::Avx2 && (21..=30).contains(&bits) {
                     // the double-precision sums the 32-bit integer ones replace at this size
                     dot::set_narrow_sums(false);
                     g.bench_function(id("dot2-f64/beta=4"), |bn| {

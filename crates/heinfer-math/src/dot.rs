@@ -11,7 +11,7 @@
 //! ([`crate::vec_kernel`]) and `q < 2^50`, the 104-bit products are summed unreduced instead,
 //! two multiply-add instructions per product and one reduction per 15 terms
 //! (`vecops_ifma::dot2`). On AVX2 + FMA CPUs without AVX-512 the same double-precision sums
-//! run four lanes at a time (`vecops_avx2`), and for primes `2^20 ≤ q < 2^31` as 32-bit
+//! run four lanes at a time (`vecops_avx2`), and for primes `2^20 ≤ q < 2^30` as 32-bit
 //! integer products summed in 64-bit lanes (`dot_avx2_narrow`: one multiply instruction per
 //! four products). Otherwise, Barrett products. All paths give the same bits.
 
@@ -23,7 +23,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// the chunk also adds the running sum, so that `|Σ| ≤ 8q < 2^53`).
 const LAZY_TERMS: usize = 8;
 #[cfg(target_arch = "x86_64")]
-const _: () = assert!(LAZY_TERMS == crate::vecops_avx2::LAZY_TERMS);
+const _: () = assert!(
+    LAZY_TERMS == crate::vecops_avx2::LAZY_TERMS
+        && LAZY_TERMS == crate::dot_avx2_narrow::LAZY_TERMS
+);
 
 /// `(start, end, accumulate)` of the chunks of `len` terms summed lazily.
 fn chunks(len: usize) -> impl Iterator<Item = (usize, usize, bool)> {
@@ -49,8 +52,9 @@ fn long_enough(n: usize, xs: &[&[&[u64]]]) -> bool {
     xs.iter().all(|s| s.iter().all(|v| v.len() >= n))
 }
 
-/// The double-precision inner products of one SIMD family (AVX-512 or AVX2), summing up to
-/// [`LAZY_TERMS`] products per reduction.
+/// The lazy inner products of one SIMD family, summing up to [`LAZY_TERMS`] products per
+/// reduction: AVX-512's or AVX2's in double precision, or AVX2's 32-bit integer products
+/// for primes `2^20 ≤ q < 2^30`.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::type_complexity)]
 struct LazyKernel {
@@ -58,7 +62,7 @@ struct LazyKernel {
     dot2: unsafe fn(&mut [u64], &mut [u64], &[&[u64]], &[&[u64]], &[&[u64]], u64, bool),
 }
 
-/// The lazy double-precision kernels for family `k`, if it has them and they apply (`q < 2^50`,
+/// The lazy kernels for family `k`, if it has them and they apply (`q < 2^50`,
 /// lengths a multiple of 8); IFMA's own sums are taken before this.
 #[cfg(target_arch = "x86_64")]
 fn lazy_kernel(k: VecKernel, vector_ok: bool, q: u64) -> Option<LazyKernel> {
@@ -66,6 +70,12 @@ fn lazy_kernel(k: VecKernel, vector_ok: bool, q: u64) -> Option<LazyKernel> {
         return None;
     }
     match k {
+        VecKernel::Avx2 if crate::dot_avx2_narrow::applies(q) && NARROW.load(Ordering::Relaxed) => {
+            Some(LazyKernel {
+                dot1: crate::dot_avx2_narrow::dot1,
+                dot2: crate::dot_avx2_narrow::dot2,
+            })
+        }
         VecKernel::Avx2 => Some(LazyKernel {
             dot1: crate::vecops_avx2::dot1,
             dot2: crate::vecops_avx2::dot2,
@@ -81,22 +91,12 @@ fn lazy_kernel(k: VecKernel, vector_ok: bool, q: u64) -> Option<LazyKernel> {
 /// Whether the AVX2 family may sum with 32-bit integer products ([`set_narrow_sums`]).
 static NARROW: AtomicBool = AtomicBool::new(true);
 
-/// Lets the AVX2 family sum the products of primes `2^20 ≤ q < 2^31` as 32-bit integer
+/// Lets the AVX2 family sum the products of primes `2^20 ≤ q < 2^30` as 32-bit integer
 /// products (the default, `true`) or makes it use its double-precision sums for every prime
 /// below `2^50` (`false`), for the rest of the process: benchmarks compare the two in one run.
 /// Results do not change.
 pub fn set_narrow_sums(enabled: bool) {
     NARROW.store(enabled, Ordering::Relaxed);
-}
-
-/// Whether family `k` sums with 32-bit integer products (`crate::dot_avx2_narrow`): AVX2 and
-/// a prime `2^20 ≤ q < 2^31`.
-#[cfg(target_arch = "x86_64")]
-fn narrow(k: VecKernel, vector_ok: bool, q: u64) -> bool {
-    k == VecKernel::Avx2
-        && vector_ok
-        && crate::dot_avx2_narrow::applies(q)
-        && NARROW.load(Ordering::Relaxed)
 }
 
 /// Writes `acc = Σ_t a[t]·b[t]` modulo `q` (all inputs in `[0, q)`; at least one term).
@@ -131,13 +131,6 @@ pub(crate) fn dot1_with(
                 )
             };
         }
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if narrow(k, vector_ok, bc.modulus()) {
-        // SAFETY: `narrow` checked the family (AVX2 + FMA) and the prime's size; every slice
-        // holds `acc.len()` words, a multiple of 8.
-        unsafe { crate::dot_avx2_narrow::dot1(acc, a, b, bc.modulus()) };
         return;
     }
     #[cfg(target_arch = "x86_64")]
@@ -208,12 +201,6 @@ pub(crate) fn dot2_with(
                 )
             };
         }
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if narrow(k, vector_ok, bc.modulus()) {
-        // SAFETY: as in `dot1_with`; `acc1` has `n` words too.
-        unsafe { crate::dot_avx2_narrow::dot2(acc0, acc1, d, b, a, bc.modulus()) };
         return;
     }
     #[cfg(target_arch = "x86_64")]

@@ -355,9 +355,18 @@ mod tests {
             }
             check_dots(q, 12, 3, 5, false); // not a multiple of 8: the portable body
         }
-        // the largest IFMA modulus, the largest 31-bit prime (narrow sums of 3 terms) and the
-        // smallest odd ones
-        for q in [(1u64 << 50) - 27, (1u64 << 49) + 1, (1u64 << 31) - 1, 3, 5] {
+        // the largest IFMA modulus, the narrow sums' largest and smallest primes (AVX2), the
+        // primes just outside them, and the smallest odd moduli
+        for q in [
+            (1u64 << 50) - 27,
+            (1u64 << 49) + 1,
+            (1u64 << 30) - 35,
+            (1u64 << 20) + 7,
+            (1u64 << 31) - 1,
+            (1u64 << 20) - 3,
+            3,
+            5,
+        ] {
             check_elementwise(q, 40, q, false);
             check_elementwise(q, 40, q, true);
             check_dots(q, 16, 16, q, true);
