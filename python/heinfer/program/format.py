@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import struct
 import zlib
 
@@ -35,12 +36,21 @@ from heinfer.program.two_party_codec import (
     two_party_weights_to_json,
 )
 
-__all__ = ["dump", "load", "program_id", "FORMAT_VERSION", "MAX_PROGRAM_BYTES"]
+__all__ = ["dump", "load", "program_id", "FORMAT_VERSION", "MAX_PROGRAM_BYTES", "MAX_INFLATED_BYTES"]
 
 MAGIC = b"HEPROG\r\n"
 FORMAT_VERSION = 3
-#: Largest program accepted by :func:`load`, compressed or inflated (1 GiB).
+#: Largest program file accepted by :func:`load` (compressed; 1 GiB), and largest inflated
+#: body of a public program (no weights).
 MAX_PROGRAM_BYTES = 1 << 30
+#: Largest inflated body of a program with weights (16 GiB): a latency-mode layer keeps its
+#: expanded diagonals (LoLa's CIFAR network: 1.08 GB, 60 MB compressed), which the server
+#: holds in memory anyway.
+MAX_INFLATED_BYTES = 1 << 34
+#: Inflated body :func:`load` accepts per byte of its ``max_bytes`` (a caller reading an
+#: untrusted file passes a small ``max_bytes``): 16 for a public program, 64 for one with
+#: weights (diagonals full of zeros compress ~18×).
+_RATIO = {False: 16, True: 64}
 _DTYPES = {1: np.dtype("<i8"), 2: np.dtype("<f8"), 3: np.dtype("u1")}
 _CODES = {v: k for k, v in _DTYPES.items()}
 _HEAD = struct.Struct("<8sHBQ")
@@ -67,19 +77,39 @@ def program_id(program: PublicProgram | TwoPartyProgram) -> str:
     return hashlib.sha256(_section(*public_to_json(program.public()))).hexdigest()
 
 
+def _inflated_limit(full: bool, max_bytes: int = MAX_PROGRAM_BYTES) -> int:
+    """Largest inflated body :func:`load` accepts for a file of at most ``max_bytes``: a
+    program with weights (``full``) or a public one."""
+    return min(max_bytes * _RATIO[full], MAX_INFLATED_BYTES if full else MAX_PROGRAM_BYTES)
+
+
 def dump(program: PublicProgram | TwoPartyProgram) -> bytes:
-    """The program as bytes: kind 0 public, 1 full, 2 two-party public, 3 two-party full."""
+    """The program as bytes: kind 0 public, 1 full, 2 two-party public, 3 two-party full.
+    Raises :class:`SerializationError` for a program :func:`load` would refuse (over its size
+    limits), rather than writing a file that cannot be read back."""
     if isinstance(program, TwoPartyProgram):
         body = _section(*two_party_public_to_json(program.public()))
         full = not program.is_public
         if full:
             body += _section(*two_party_weights_to_json(program))
-        return _HEAD.pack(MAGIC, FORMAT_VERSION, 2 + int(full), len(body)) + zlib.compress(body, 6)
-    body = _section(*public_to_json(program.public()))
-    full = isinstance(program, Program)
-    if full:
-        body += _section(*weights_to_json(program))
-    return _HEAD.pack(MAGIC, FORMAT_VERSION, int(full), len(body)) + zlib.compress(body, 6)
+        kind = 2 + int(full)
+    else:
+        body = _section(*public_to_json(program.public()))
+        full = isinstance(program, Program)
+        if full:
+            body += _section(*weights_to_json(program))
+        kind = int(full)
+    what = "with weights" if full else "public"
+    if len(body) > _inflated_limit(full):
+        raise SerializationError(
+            f"cannot write program: its body ({what}) is {len(body)} bytes, over the {_inflated_limit(full)} bytes a program may hold"
+        )
+    data = _HEAD.pack(MAGIC, FORMAT_VERSION, kind, len(body)) + zlib.compress(body, 6)
+    if len(data) > MAX_PROGRAM_BYTES:
+        raise SerializationError(
+            f"cannot write program: {len(data)} bytes compressed ({what}), over the {MAX_PROGRAM_BYTES} bytes a program file may hold"
+        )
+    return data
 
 
 def load(data: bytes, max_bytes: int = MAX_PROGRAM_BYTES) -> PublicProgram | TwoPartyProgram:
@@ -99,8 +129,9 @@ def load(data: bytes, max_bytes: int = MAX_PROGRAM_BYTES) -> PublicProgram | Two
         raise SerializationError(f"cannot read program: format version {version}, this build reads {FORMAT_VERSION}; recompile the model")
     if kind not in (0, 1, 2, 3):
         raise SerializationError(f"cannot read program: unknown kind {kind}")
-    if raw_len > min(max_bytes * 16, MAX_PROGRAM_BYTES):
-        raise SerializationError(f"cannot read program: it inflates to {raw_len} bytes, over the limit")
+    limit = _inflated_limit(kind in (1, 3), max_bytes)
+    if raw_len > limit:
+        raise SerializationError(f"cannot read program: it inflates to {raw_len} bytes, over the limit of {limit}")
     try:
         z = zlib.decompressobj()
         body = z.decompress(data[_HEAD.size :], raw_len + 1)
@@ -129,12 +160,26 @@ def load(data: bytes, max_bytes: int = MAX_PROGRAM_BYTES) -> PublicProgram | Two
         raise SerializationError(f"cannot read program: malformed content ({type(e).__name__}: {e})") from None
 
 
+def _finite(text: str) -> float:
+    """A manifest number: finite (``1e999`` parses to infinity, which no field may hold and
+    which :func:`dump` could not write back)."""
+    v = float(text)
+    if not math.isfinite(v):
+        raise SerializationError(f"cannot read program: the number {text[:40]!r} is not finite")
+    return v
+
+
+def _no_constant(text: str) -> float:
+    """``NaN`` and ``Infinity``: not JSON, and no field holds them."""
+    raise SerializationError(f"cannot read program: {text!r} where a number belongs")
+
+
 def _read_section(body: bytes, off: int) -> tuple[dict, dict, int]:
     (n,) = struct.unpack_from("<I", body, off)
     off += 4
     if off + n > len(body):
         raise SerializationError("cannot read program: truncated manifest")
-    manifest = json.loads(body[off : off + n].decode())
+    manifest = json.loads(body[off : off + n].decode(), parse_float=_finite, parse_constant=_no_constant)
     if not isinstance(manifest, dict):
         raise SerializationError("cannot read program: the manifest is not an object")
     off += n

@@ -33,7 +33,7 @@ from compiler import dag_models as dm
 from compiler import onnx_models as om
 from compiler.onnx_models import ModelBuilder
 from heinfer.program import LinearStep, Program, PublicProgram, Transform, dump, load
-from heinfer.program.format import _HEAD, FORMAT_VERSION, MAGIC, MAX_PROGRAM_BYTES, _section
+from heinfer.program.format import _HEAD, FORMAT_VERSION, MAGIC, MAX_PROGRAM_BYTES, _read_section, _section
 from heinfer.program.model import PUBLIC_META
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -588,9 +588,42 @@ def test_inflation_bomb_declared_huge_is_refused_before_inflating() -> None:
     bomb = zlib.compress(b"\x00" * (64 << 20), 9)  # 64 MiB of zeros in ~64 KiB
     data = _HEAD.pack(MAGIC, FORMAT_VERSION, 1, 64 << 20) + bomb
     with pytest.raises(BAD, match="inflates"):
-        load(data, max_bytes=1 << 20)  # 64 MiB > 16 × 1 MiB
+        load(data, max_bytes=1 << 19)  # 64 MiB > 64 × 512 KiB (a program with weights)
+    with pytest.raises(BAD, match="inflates"):
+        load(_HEAD.pack(MAGIC, FORMAT_VERSION, 0, 64 << 20) + bomb, max_bytes=1 << 20)  # public: > 16 × 1 MiB
+    with pytest.raises(BAD, match="inflates"):
+        load(_HEAD.pack(MAGIC, FORMAT_VERSION, 0, (1 << 30) + 1) + bomb)  # public: over 1 GiB
     with pytest.raises(BAD, match="inflates"):
         load(_HEAD.pack(MAGIC, FORMAT_VERSION, 1, 1 << 40) + bomb)
+
+
+def test_a_program_with_weights_may_inflate_past_one_gib(monkeypatch) -> None:
+    """A latency-mode program keeps its layers' expanded diagonals: LoLa's CIFAR network is
+    1.08 GB inflated (60 MB on disk), which the 1 GiB limit of public programs refused after
+    `heinfer compile` had written it. Checked on the declared length alone (the limits are
+    read before inflating) and, at a reduced cap, through dump() and load()."""
+    import heinfer.program.format as fmt
+
+    over = _HEAD.pack(MAGIC, FORMAT_VERSION, 1, (1 << 30) + 1) + zlib.compress(b"\x00" * 16)
+    with pytest.raises(BAD, match="declared length"):  # past the limit check, refused later
+        load(over)
+    prog = load(_bytes("cryptonets_relu"))
+    body = len(zlib.decompress(_bytes("cryptonets_relu")[_HEAD.size :]))
+    monkeypatch.setattr(fmt, "MAX_PROGRAM_BYTES", body - 1)  # public cap below this body
+    monkeypatch.setattr(fmt, "MAX_INFLATED_BYTES", body)
+    assert isinstance(load(dump(prog)), Program)
+
+
+def test_dump_refuses_a_program_that_load_would_refuse(monkeypatch) -> None:
+    import heinfer.program.format as fmt
+
+    prog = load(_bytes("cryptonets_relu"))
+    monkeypatch.setattr(fmt, "MAX_INFLATED_BYTES", 1000)
+    with pytest.raises(BAD, match=r"cannot write program: its body \(with weights\) is \d+ bytes, over the 1000 bytes"):
+        dump(prog)
+    monkeypatch.setattr(fmt, "MAX_PROGRAM_BYTES", 1000)
+    with pytest.raises(BAD, match=r"cannot write program: its body \(public\)"):
+        dump(prog.public())
 
 
 def test_inflation_bomb_declared_small_stops_at_the_declared_length() -> None:
@@ -651,6 +684,24 @@ def test_random_flips_in_the_inflated_body_are_refused_or_load_the_same_program(
         assert_programs_equal(back, load(dump(back)))
         if back.id == _program(name).id:
             assert_public_equal(_program(name), back)
+
+
+@pytest.mark.parametrize("number", ["1e999", "-1E400", "NaN", "Infinity", "-Infinity"])
+def test_a_number_that_is_not_finite_is_refused(number: str) -> None:
+    """A flipped digit can turn an exponent into ``E82868`` (found by the flip test above:
+    the program loaded with an infinite ``predicted_error`` and could not be written back)."""
+    _, kind, body = _split(_bytes("latency-square"))
+    at = body.index(b'"predicted_error":[') + len(b'"predicted_error":[')
+    off = 0  # the section holding it: its manifest's length grows by the insertion
+    while True:
+        (n,) = struct.unpack_from("<I", body, off)
+        if off + 4 + n > at:
+            break
+        off = _read_section(body, off)[2]
+    insert = f"{number},".encode()
+    body = body[:off] + struct.pack("<I", n + len(insert)) + body[off + 4 : at] + insert + body[at:]
+    with pytest.raises(BAD, match="finite|where a number belongs"):
+        load(_pack(body, kind=kind))
 
 
 @settings(max_examples=150, deadline=None)
