@@ -50,10 +50,10 @@ pub(crate) const LAZY_TERMS: usize = 8;
 const SHOUP_LAZY_TERMS: usize = 7;
 
 /// `2^52` as f64: integers below it sit in its mantissa.
-const MAGIC: f64 = 4_503_599_627_370_496.0;
+pub(crate) const MAGIC: f64 = 4_503_599_627_370_496.0;
 
 /// `1.5·2^52`: `(v + C) − C` is `v` rounded to the nearest integer for `|v| < 2^51`.
-const ROUND: f64 = 6_755_399_441_055_744.0;
+pub(crate) const ROUND: f64 = 6_755_399_441_055_744.0;
 
 /// Whether this CPU can run the kernels (AVX2 and FMA).
 pub(crate) fn available() -> bool {
@@ -63,9 +63,21 @@ pub(crate) fn available() -> bool {
 /// Four residues `< 2^52` at `p` as doubles.
 #[inline(always)]
 unsafe fn load(p: *const u64) -> __m256d {
-    let v = _mm256_loadu_si256(p as *const __m256i);
+    words_to_f64(_mm256_loadu_si256(p as *const __m256i))
+}
+
+/// Four words `< 2^52` as doubles.
+#[inline(always)]
+pub(crate) unsafe fn words_to_f64(v: __m256i) -> __m256d {
     let magic = _mm256_set1_pd(MAGIC);
     _mm256_sub_pd(_mm256_or_pd(_mm256_castsi256_pd(v), magic), magic)
+}
+
+/// Four exact integers in `[0, 2^52)` as words.
+#[inline(always)]
+pub(crate) unsafe fn f64_to_words(r: __m256d) -> __m256i {
+    let magic = _mm256_set1_pd(MAGIC);
+    _mm256_castpd_si256(_mm256_xor_pd(_mm256_add_pd(r, magic), magic))
 }
 
 /// Four words at `p` as doubles, each reduced mod `q` first if it has 51 bits or more.
@@ -83,9 +95,7 @@ unsafe fn load_any(p: *const u64, q: u64) -> __m256d {
 /// Stores four exact integers in `[0, 2^52)` at `p` as words.
 #[inline(always)]
 unsafe fn store(p: *mut u64, r: __m256d) {
-    let magic = _mm256_set1_pd(MAGIC);
-    let v = _mm256_xor_pd(_mm256_add_pd(r, magic), magic);
-    _mm256_storeu_si256(p as *mut __m256i, _mm256_castpd_si256(v));
+    _mm256_storeu_si256(p as *mut __m256i, f64_to_words(r));
 }
 
 /// `round(x·y)` for `|x·y| < 2^51` (one rounding of the exact product).
@@ -116,7 +126,7 @@ unsafe fn shoup_lazy(x: __m256d, w: __m256d, wq: __m256d, q: __m256d) -> __m256d
 
 /// `r + q` where `r < 0`.
 #[inline(always)]
-unsafe fn add_q_if_negative(r: __m256d, q: __m256d) -> __m256d {
+pub(crate) unsafe fn add_q_if_negative(r: __m256d, q: __m256d) -> __m256d {
     let neg = _mm256_cmp_pd::<_CMP_LT_OQ>(r, _mm256_setzero_pd());
     _mm256_add_pd(r, _mm256_and_pd(neg, q))
 }
@@ -248,27 +258,126 @@ pub(crate) unsafe fn mul_shoup_sum(
     }
 }
 
+/// The lane arithmetic of a lazy inner product ([`dot1`], [`dot2`]): products summed
+/// unreduced over four lanes, one reduction at the end of a chunk of terms. The
+/// double-precision sums here ([`F64Lanes`]) and the 32-bit integer ones of
+/// `dot_avx2_narrow` run the same loops ([`dot1_lanes`], [`dot2_lanes`]).
+pub(crate) trait LazyLanes: Copy {
+    /// Four loaded inputs.
+    type In: Copy;
+    /// Four running sums.
+    type Sum: Copy;
+    /// The four reduced values at `p` when `accumulate`, otherwise zeros.
+    unsafe fn start(self, p: *const u64, accumulate: bool) -> Self::Sum;
+    /// Four inputs `< q` at `p`.
+    unsafe fn input(self, p: *const u64) -> Self::In;
+    /// `s + x·y`, unreduced.
+    unsafe fn mul_add(self, s: Self::Sum, x: Self::In, y: Self::In) -> Self::Sum;
+    /// Stores `s mod q` at `p`.
+    unsafe fn finish(self, p: *mut u64, s: Self::Sum);
+}
+
+/// `acc = Σ_t a[t]·b[t] mod q`, plus the old `acc` when `accumulate`, in lanes `l` (inlined
+/// into each family's `#[target_feature]` entry point).
+#[inline(always)]
+pub(crate) unsafe fn dot1_lanes<L: LazyLanes>(
+    l: L,
+    acc: &mut [u64],
+    a: &[&[u64]],
+    b: &[&[u64]],
+    accumulate: bool,
+) {
+    let p = acc.as_mut_ptr();
+    let mut i = 0;
+    while i + 4 <= acc.len() {
+        let mut s = l.start(p.add(i), accumulate);
+        for (x, y) in a.iter().zip(b) {
+            s = l.mul_add(s, l.input(x.as_ptr().add(i)), l.input(y.as_ptr().add(i)));
+        }
+        l.finish(p.add(i), s);
+        i += 4;
+    }
+}
+
+/// `acc0 = Σ_j d[j]·b[j]`, `acc1 = Σ_j d[j]·a[j] mod q` (plus the old values when
+/// `accumulate`) in lanes `l`, each `d[j]` loaded once for both sums.
+#[inline(always)]
+pub(crate) unsafe fn dot2_lanes<L: LazyLanes>(
+    l: L,
+    acc0: &mut [u64],
+    acc1: &mut [u64],
+    d: &[&[u64]],
+    b: &[&[u64]],
+    a: &[&[u64]],
+    accumulate: bool,
+) {
+    let (p0, p1) = (acc0.as_mut_ptr(), acc1.as_mut_ptr());
+    let mut i = 0;
+    while i + 4 <= acc0.len().min(acc1.len()) {
+        let (mut s0, mut s1) = (
+            l.start(p0.add(i), accumulate),
+            l.start(p1.add(i), accumulate),
+        );
+        for j in 0..d.len() {
+            let dv = l.input(d[j].as_ptr().add(i));
+            s0 = l.mul_add(s0, dv, l.input(b[j].as_ptr().add(i)));
+            s1 = l.mul_add(s1, dv, l.input(a[j].as_ptr().add(i)));
+        }
+        l.finish(p0.add(i), s0);
+        l.finish(p1.add(i), s1);
+        i += 4;
+    }
+}
+
+/// Double-precision lanes: each product exact in `[−q, q]` ([`mul_lazy`]), up to
+/// [`LAZY_TERMS`] of them summed below `2^53`.
+#[derive(Clone, Copy)]
+struct F64Lanes {
+    q: __m256d,
+    qinv: __m256d,
+}
+
+impl LazyLanes for F64Lanes {
+    type In = __m256d;
+    type Sum = __m256d;
+    #[inline(always)]
+    unsafe fn start(self, p: *const u64, accumulate: bool) -> __m256d {
+        if accumulate {
+            load(p)
+        } else {
+            _mm256_setzero_pd()
+        }
+    }
+    #[inline(always)]
+    unsafe fn input(self, p: *const u64) -> __m256d {
+        load(p)
+    }
+    #[inline(always)]
+    unsafe fn mul_add(self, s: __m256d, x: __m256d, y: __m256d) -> __m256d {
+        _mm256_add_pd(s, mul_lazy(x, y, self.q, self.qinv))
+    }
+    #[inline(always)]
+    unsafe fn finish(self, p: *mut u64, s: __m256d) {
+        store(p, reduce(s, self.q, self.qinv))
+    }
+}
+
+impl F64Lanes {
+    #[inline(always)]
+    unsafe fn new(q: u64) -> Self {
+        Self {
+            q: _mm256_set1_pd(q as f64),
+            qinv: _mm256_set1_pd(1.0 / q as f64),
+        }
+    }
+}
+
 /// `acc = Σ_t a[t]·b[t] mod q`, plus the old `acc` when `accumulate` (all inputs `< q`; at
 /// most [`LAZY_TERMS`] terms, one fewer when accumulating; lengths multiples of 4, every
 /// slice at least `acc.len()` long).
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn dot1(acc: &mut [u64], a: &[&[u64]], b: &[&[u64]], q: u64, accumulate: bool) {
-    let (qv, qinv) = (_mm256_set1_pd(q as f64), _mm256_set1_pd(1.0 / q as f64));
-    let p = acc.as_mut_ptr();
-    let mut i = 0;
-    while i + 4 <= acc.len() {
-        let mut s = if accumulate {
-            load(p.add(i))
-        } else {
-            _mm256_setzero_pd()
-        };
-        for (x, y) in a.iter().zip(b) {
-            let r = mul_lazy(load(x.as_ptr().add(i)), load(y.as_ptr().add(i)), qv, qinv);
-            s = _mm256_add_pd(s, r);
-        }
-        store(p.add(i), reduce(s, qv, qinv));
-        i += 4;
-    }
+    dot1_lanes(F64Lanes::new(q), acc, a, b, accumulate)
 }
 
 /// `acc0 = Σ_j d[j]·b[j]`, `acc1 = Σ_j d[j]·a[j] mod q` (plus the old values when
@@ -284,24 +393,7 @@ pub(crate) unsafe fn dot2(
     q: u64,
     accumulate: bool,
 ) {
-    let (qv, qinv) = (_mm256_set1_pd(q as f64), _mm256_set1_pd(1.0 / q as f64));
-    let (p0, p1) = (acc0.as_mut_ptr(), acc1.as_mut_ptr());
-    let mut i = 0;
-    while i + 4 <= acc0.len().min(acc1.len()) {
-        let (mut s0, mut s1) = if accumulate {
-            (load(p0.add(i)), load(p1.add(i)))
-        } else {
-            (_mm256_setzero_pd(), _mm256_setzero_pd())
-        };
-        for j in 0..d.len() {
-            let dv = load(d[j].as_ptr().add(i));
-            s0 = _mm256_add_pd(s0, mul_lazy(dv, load(b[j].as_ptr().add(i)), qv, qinv));
-            s1 = _mm256_add_pd(s1, mul_lazy(dv, load(a[j].as_ptr().add(i)), qv, qinv));
-        }
-        store(p0.add(i), reduce(s0, qv, qinv));
-        store(p1.add(i), reduce(s1, qv, qinv));
-        i += 4;
-    }
+    dot2_lanes(F64Lanes::new(q), acc0, acc1, d, b, a, accumulate)
 }
 
 /// `out[i] = c[i] mod q` for integer-valued `|c[i]| < 2^52`: `k = round(c·fl(1/q))` is within
