@@ -6,7 +6,8 @@
 //! without overflow (`< 2^63`): the terms come in the same chunks as the double-precision
 //! sums' (`crate::dot`: a few limbs streamed at a time, which the hardware prefetchers follow;
 //! one pass over all the terms of a long sum would stream each from memory at random). Each
-//! lane `x < 2^64` is then reduced in double precision, with no 64-bit multiply: `x = h·2^32 + l` (`h, l < 2^32`, exact as doubles),
+//! lane `x < 2^64` is then reduced in double precision, with no 64-bit multiply:
+//! `x = h·2^32 + l` (`h, l < 2^32`, exact as doubles),
 //!
 //! ```text
 //!   k = round(h·fl(2^32/q) + l·fl(1/q)),   r = fma(−k, q, h·2^32) + l = x − k·q,
@@ -18,8 +19,9 @@
 //!
 //! The double-precision path (`vecops_avx2::dot2`) spends four multiply-class instructions on
 //! each vector of four products (product, its error term, quotient, remainder) plus two
-//! conversions per loaded vector; here it is one `vpmuludq` and one `vpaddq`. Key switching's inner product over the digits and the
-//! latency kernels' sums of plaintext products at 21- to 30-bit primes take this path.
+//! conversions per loaded vector; here it is one `vpmuludq` and one `vpaddq`. Key switching's
+//! inner product over the digits and the latency kernels' sums of plaintext products at 21- to
+//! 30-bit primes take this path.
 
 #![cfg(target_arch = "x86_64")]
 

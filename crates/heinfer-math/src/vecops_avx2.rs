@@ -50,7 +50,7 @@ pub(crate) const LAZY_TERMS: usize = 8;
 const SHOUP_LAZY_TERMS: usize = 7;
 
 /// `2^52` as f64: integers below it sit in its mantissa.
-pub(crate) const MAGIC: f64 = 4_503_599_627_370_496.0;
+const MAGIC: f64 = 4_503_599_627_370_496.0;
 
 /// `1.5·2^52`: `(v + C) − C` is `v` rounded to the nearest integer for `|v| < 2^51`.
 pub(crate) const ROUND: f64 = 6_755_399_441_055_744.0;
