@@ -72,13 +72,13 @@ fn lazy_kernel(k: VecKernel, vector_ok: bool, q: u64) -> Option<LazyKernel> {
     match k {
         VecKernel::Avx2 if crate::dot_avx2_narrow::applies(q) && NARROW.load(Ordering::Relaxed) => {
             Some(LazyKernel {
-                dot1: crate::dot_avx2_narrow::dot1,
-                dot2: crate::dot_avx2_narrow::dot2,
+                dot1: crate::vecops_avx2::dot1::<crate::dot_avx2_narrow::Narrow>,
+                dot2: crate::vecops_avx2::dot2::<crate::dot_avx2_narrow::Narrow>,
             })
         }
         VecKernel::Avx2 => Some(LazyKernel {
-            dot1: crate::vecops_avx2::dot1,
-            dot2: crate::vecops_avx2::dot2,
+            dot1: crate::vecops_avx2::dot1::<crate::vecops_avx2::F64Lanes>,
+            dot2: crate::vecops_avx2::dot2::<crate::vecops_avx2::F64Lanes>,
         }),
         VecKernel::Avx512 | VecKernel::Ifma if crate::ntt_fma::available() => Some(LazyKernel {
             dot1: fma::dot1,

@@ -17,17 +17,15 @@
 //! so `|r| < 0.51·q`, the FMA's result (`|h·2^32 − k·q| < 2^33`) is exact, and one conditional
 //! addition of `q` gives `[0, q)`: the same bits as every other family.
 //!
-//! The double-precision path (`vecops_avx2::dot2`) spends four multiply-class instructions on
-//! each vector of four products (product, its error term, quotient, remainder) plus two
-//! conversions per loaded vector; here it is one `vpmuludq` and one `vpaddq`. Key switching's
-//! inner product over the digits and the latency kernels' sums of plaintext products at 21- to
-//! 30-bit primes take this path.
+//! The double-precision lanes (`vecops_avx2::F64Lanes`) spend four multiply-class
+//! instructions on each vector of four products (product, its error term, quotient,
+//! remainder) plus two conversions per loaded vector; here it is one `vpmuludq` and one
+//! `vpaddq`. Key switching's inner product over the digits and the latency kernels' sums of
+//! plaintext products at 21- to 30-bit primes take this path.
 
 #![cfg(target_arch = "x86_64")]
 
-use crate::vecops_avx2::{
-    add_q_if_negative, dot1_lanes, dot2_lanes, f64_to_words, words_to_f64, LazyLanes, ROUND,
-};
+use crate::vecops_avx2::{add_q_if_negative, f64_to_words, words_to_f64, LazyLanes, ROUND};
 use std::arch::x86_64::*;
 
 /// Smallest prime size taken: `x/q < 2^44` keeps the quotient estimate within `0.01`.
@@ -44,28 +42,19 @@ pub(crate) fn applies(q: u64) -> bool {
     q >> (MIN_BITS - 1) > 1 && q >> MAX_BITS == 0
 }
 
-/// The reduction's constants for one prime; the lanes of the integer sums.
+/// The lanes of the integer sums (`vecops_avx2::dot1` / `dot2` with `L = Narrow`): the
+/// reduction's constants for one prime. Callers check [`applies`]`(q)`, every input `< q` and
+/// at most [`LAZY_TERMS`] terms per call.
 #[derive(Clone, Copy)]
-struct Consts {
+pub(crate) struct Narrow {
     q: __m256d,
     qinv: __m256d,
     two32_over_q: __m256d,
 }
 
-impl Consts {
-    #[inline(always)]
-    unsafe fn new(q: u64) -> Self {
-        Self {
-            q: _mm256_set1_pd(q as f64),
-            qinv: _mm256_set1_pd(1.0 / q as f64),
-            two32_over_q: _mm256_set1_pd(4_294_967_296.0 / q as f64),
-        }
-    }
-}
-
 /// `x mod q` for four words `x < 2^64` (module documentation).
 #[inline(always)]
-unsafe fn reduce(x: __m256i, c: Consts) -> __m256i {
+unsafe fn reduce(x: __m256i, c: Narrow) -> __m256i {
     let h = words_to_f64(_mm256_srli_epi64::<32>(x));
     let l = words_to_f64(_mm256_and_si256(x, _mm256_set1_epi64x(0xFFFF_FFFF)));
     let t = _mm256_fmadd_pd(h, c.two32_over_q, _mm256_mul_pd(l, c.qinv));
@@ -76,7 +65,15 @@ unsafe fn reduce(x: __m256i, c: Consts) -> __m256i {
     f64_to_words(add_q_if_negative(r, c.q))
 }
 
-impl LazyLanes for Consts {
+impl LazyLanes for Narrow {
+    #[inline(always)]
+    unsafe fn new(q: u64) -> Self {
+        Self {
+            q: _mm256_set1_pd(q as f64),
+            qinv: _mm256_set1_pd(1.0 / q as f64),
+            two32_over_q: _mm256_set1_pd(4_294_967_296.0 / q as f64),
+        }
+    }
     type In = __m256i;
     type Sum = __m256i;
     #[inline(always)]
@@ -99,32 +96,4 @@ impl LazyLanes for Consts {
     unsafe fn finish(self, p: *mut u64, s: __m256i) {
         _mm256_storeu_si256(p as *mut __m256i, reduce(s, self))
     }
-}
-
-/// `acc = Σ_t a[t]·b[t] mod q` (plus the old value when `accumulate`).
-///
-/// # Safety
-/// AVX2 and FMA available, [`applies`]`(q)`, every input `< q`, at most [`LAZY_TERMS`] terms,
-/// `acc.len()` a multiple of 4 and every slice at least that long.
-#[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn dot1(acc: &mut [u64], a: &[&[u64]], b: &[&[u64]], q: u64, accumulate: bool) {
-    dot1_lanes(Consts::new(q), acc, a, b, accumulate)
-}
-
-/// `acc0 = Σ_j d[j]·b[j]`, `acc1 = Σ_j d[j]·a[j] mod q` (plus the old values when
-/// `accumulate`), each `d[j]` loaded once for both sums.
-///
-/// # Safety
-/// As [`dot1`], for `acc0` and `acc1` of the same length.
-#[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn dot2(
-    acc0: &mut [u64],
-    acc1: &mut [u64],
-    d: &[&[u64]],
-    b: &[&[u64]],
-    a: &[&[u64]],
-    q: u64,
-    accumulate: bool,
-) {
-    dot2_lanes(Consts::new(q), acc0, acc1, d, b, a, accumulate)
 }

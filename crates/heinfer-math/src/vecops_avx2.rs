@@ -261,8 +261,10 @@ pub(crate) unsafe fn mul_shoup_sum(
 /// The lane arithmetic of a lazy inner product ([`dot1`], [`dot2`]): products summed
 /// unreduced over four lanes, one reduction at the end of a chunk of terms. The
 /// double-precision sums here ([`F64Lanes`]) and the 32-bit integer ones of
-/// `dot_avx2_narrow` run the same loops ([`dot1_lanes`], [`dot2_lanes`]).
+/// `dot_avx2_narrow` (`Narrow`) run the same loops.
 pub(crate) trait LazyLanes: Copy {
+    /// The lanes' constants for the prime `q`.
+    unsafe fn new(q: u64) -> Self;
     /// Four loaded inputs.
     type In: Copy;
     /// Four running sums.
@@ -277,16 +279,19 @@ pub(crate) trait LazyLanes: Copy {
     unsafe fn finish(self, p: *mut u64, s: Self::Sum);
 }
 
-/// `acc = Σ_t a[t]·b[t] mod q`, plus the old `acc` when `accumulate`, in lanes `l` (inlined
-/// into each family's `#[target_feature]` entry point).
-#[inline(always)]
-pub(crate) unsafe fn dot1_lanes<L: LazyLanes>(
-    l: L,
+/// `acc = Σ_t a[t]·b[t] mod q`, plus the old `acc` when `accumulate`, in lanes `L` (all
+/// inputs `< q`, and whatever bounds `L` sets on `q` and the terms; at most [`LAZY_TERMS`]
+/// terms, one fewer when accumulating; lengths multiples of 4, every slice at least
+/// `acc.len()` long).
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn dot1<L: LazyLanes>(
     acc: &mut [u64],
     a: &[&[u64]],
     b: &[&[u64]],
+    q: u64,
     accumulate: bool,
 ) {
+    let l = L::new(q);
     let p = acc.as_mut_ptr();
     let mut i = 0;
     while i + 4 <= acc.len() {
@@ -300,17 +305,19 @@ pub(crate) unsafe fn dot1_lanes<L: LazyLanes>(
 }
 
 /// `acc0 = Σ_j d[j]·b[j]`, `acc1 = Σ_j d[j]·a[j] mod q` (plus the old values when
-/// `accumulate`) in lanes `l`, each `d[j]` loaded once for both sums.
-#[inline(always)]
-pub(crate) unsafe fn dot2_lanes<L: LazyLanes>(
-    l: L,
+/// `accumulate`) in lanes `L`: the key-switching inner product, each digit's limb loaded once
+/// for both halves. Bounds as [`dot1`].
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn dot2<L: LazyLanes>(
     acc0: &mut [u64],
     acc1: &mut [u64],
     d: &[&[u64]],
     b: &[&[u64]],
     a: &[&[u64]],
+    q: u64,
     accumulate: bool,
 ) {
+    let l = L::new(q);
     let (p0, p1) = (acc0.as_mut_ptr(), acc1.as_mut_ptr());
     let mut i = 0;
     while i + 4 <= acc0.len().min(acc1.len()) {
@@ -332,12 +339,19 @@ pub(crate) unsafe fn dot2_lanes<L: LazyLanes>(
 /// Double-precision lanes: each product exact in `[−q, q]` ([`mul_lazy`]), up to
 /// [`LAZY_TERMS`] of them summed below `2^53`.
 #[derive(Clone, Copy)]
-struct F64Lanes {
+pub(crate) struct F64Lanes {
     q: __m256d,
     qinv: __m256d,
 }
 
 impl LazyLanes for F64Lanes {
+    #[inline(always)]
+    unsafe fn new(q: u64) -> Self {
+        Self {
+            q: _mm256_set1_pd(q as f64),
+            qinv: _mm256_set1_pd(1.0 / q as f64),
+        }
+    }
     type In = __m256d;
     type Sum = __m256d;
     #[inline(always)]
@@ -360,40 +374,6 @@ impl LazyLanes for F64Lanes {
     unsafe fn finish(self, p: *mut u64, s: __m256d) {
         store(p, reduce(s, self.q, self.qinv))
     }
-}
-
-impl F64Lanes {
-    #[inline(always)]
-    unsafe fn new(q: u64) -> Self {
-        Self {
-            q: _mm256_set1_pd(q as f64),
-            qinv: _mm256_set1_pd(1.0 / q as f64),
-        }
-    }
-}
-
-/// `acc = Σ_t a[t]·b[t] mod q`, plus the old `acc` when `accumulate` (all inputs `< q`; at
-/// most [`LAZY_TERMS`] terms, one fewer when accumulating; lengths multiples of 4, every
-/// slice at least `acc.len()` long).
-#[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn dot1(acc: &mut [u64], a: &[&[u64]], b: &[&[u64]], q: u64, accumulate: bool) {
-    dot1_lanes(F64Lanes::new(q), acc, a, b, accumulate)
-}
-
-/// `acc0 = Σ_j d[j]·b[j]`, `acc1 = Σ_j d[j]·a[j] mod q` (plus the old values when
-/// `accumulate`): the key-switching inner product, each digit's limb loaded once for both
-/// halves. Bounds as [`dot1`].
-#[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn dot2(
-    acc0: &mut [u64],
-    acc1: &mut [u64],
-    d: &[&[u64]],
-    b: &[&[u64]],
-    a: &[&[u64]],
-    q: u64,
-    accumulate: bool,
-) {
-    dot2_lanes(F64Lanes::new(q), acc0, acc1, d, b, a, accumulate)
 }
 
 /// `out[i] = c[i] mod q` for integer-valued `|c[i]| < 2^52`: `k = round(c·fl(1/q))` is within
