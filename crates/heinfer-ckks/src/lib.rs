@@ -18,6 +18,7 @@
 //! ```
 
 pub mod ciphertext;
+pub mod compact;
 pub mod encoder;
 pub mod encryptor;
 pub mod error;
@@ -42,5 +43,6 @@ pub use evaluator::{Evaluator, ExtendedCiphertext};
 pub use heinfer_math::automorphism::{conjugation_galois_element, rotation_galois_element};
 pub use keygen::KeyGenerator;
 pub use keys::{GaloisKey, GaloisKeys, PublicKey, RelinKey, SecretKey, SwitchingKey};
+pub use compact::{CompactPlaintext, PlainTerm};
 pub use params::{CkksParams, CkksParamsLiteral};
 pub use security::SecurityLevel;

@@ -122,8 +122,10 @@ fn malformed_groups_are_refused() {
     let invalid = |r: Result<Vec<Ciphertext>>| matches!(r, Err(CkksError::InvalidOperand { .. }));
     // no ciphertext, no group, an empty group, counts that differ, an index out of the list
     assert!(invalid(f.ev.dot_plain_groups(&[], &[(&[0], &[&pt])])));
-    assert!(invalid(f.ev.dot_plain_groups(&[&a], &[])));
-    assert!(invalid(f.ev.dot_plain_groups(&[&a], &[(&[], &[])])));
+    assert!(invalid(f.ev.dot_plain_groups::<Plaintext>(&[&a], &[])));
+    assert!(invalid(
+        f.ev.dot_plain_groups::<Plaintext>(&[&a], &[(&[], &[])])
+    ));
     assert!(invalid(f.ev.dot_plain_groups(&[&a], &[(&[0, 0], &[&pt])])));
     assert!(invalid(f.ev.dot_plain_groups(&[&a, &b], &[(&[2], &[&pt])])));
     // ciphertexts at different levels; a plaintext with P limbs where none belong

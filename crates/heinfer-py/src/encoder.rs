@@ -1,6 +1,6 @@
 //! The encoder: numpy vectors ↔ plaintexts.
 
-use crate::objects::Plaintext;
+use crate::objects::{CompactPlaintext, Plaintext};
 use crate::params::Params;
 use crate::pool::run;
 use heinfer_ckks as ckks;
@@ -16,6 +16,16 @@ pub(crate) fn to_vec<T: numpy::Element + Copy, D: numpy::ndarray::Dimension>(a: 
         Ok(s) => s.to_vec(),
         Err(_) => a.as_array().iter().copied().collect(),
     }
+}
+
+/// The rows of a real matrix as complex slot values.
+fn complex_rows(values: &PyReadonlyArray2<'_, f64>) -> Vec<Vec<Complex64>> {
+    values
+        .as_array()
+        .rows()
+        .into_iter()
+        .map(|r| r.iter().map(|&x| Complex64::new(x, 0.0)).collect())
+        .collect()
 }
 
 /// Encodes and decodes vectors of up to `N/2` values.
@@ -61,12 +71,7 @@ impl Encoder {
         extended: bool,
     ) -> PyResult<Vec<Plaintext>> {
         use rayon::prelude::*;
-        let rows: Vec<Vec<Complex64>> = values
-            .as_array()
-            .rows()
-            .into_iter()
-            .map(|r| r.iter().map(|&x| Complex64::new(x, 0.0)).collect())
-            .collect();
+        let rows = complex_rows(&values);
         let inner = run(py, "Encoder.encode_real_many", || {
             rows.par_iter()
                 .map(|z| self.encode_one(z, scale, level, extended))
@@ -79,6 +84,26 @@ impl Encoder {
                 params: self.params.clone(),
             })
             .collect())
+    }
+    /// [`Self::encode_real_many`] as compact plaintexts (each limb in the narrowest words its
+    /// modulus allows), each compacted as soon as it is encoded: the 64-bit form is never
+    /// held for every row at once.
+    fn encode_real_many_compact(
+        &self,
+        py: Python<'_>,
+        values: PyReadonlyArray2<'_, f64>,
+        scale: f64,
+        level: usize,
+        extended: bool,
+    ) -> PyResult<Vec<CompactPlaintext>> {
+        use rayon::prelude::*;
+        let rows = complex_rows(&values);
+        let inner = run(py, "Encoder.encode_real_many_compact", || {
+            rows.par_iter()
+                .map(|z| ckks::CompactPlaintext::new(&self.params, &self.encode_one(z, scale, level, extended)?))
+                .collect::<ckks::Result<Vec<_>>>()
+        })?;
+        Ok(inner.into_iter().map(|inner| CompactPlaintext { inner }).collect())
     }
     /// Complex values, one per slot; `extended` adds the special primes.
     fn encode_complex(

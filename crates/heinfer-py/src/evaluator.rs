@@ -1,7 +1,7 @@
 //! The evaluator: every homomorphic operation of the engine, allocating (`op`) and in place
 //! (`op_assign`) where the engine has both. All run on the pool with the GIL released.
 
-use crate::objects::{Ciphertext, ExtendedCiphertext, GaloisKeys, Plaintext, RelinKey};
+use crate::objects::{Ciphertext, ExtendedCiphertext, GaloisKeys, CompactPlaintext, Plaintext, RelinKey};
 use crate::params::Params;
 use crate::pool::{run, run_sized};
 use heinfer_ckks as ckks;
@@ -432,17 +432,21 @@ impl Evaluator {
         py: Python<'_>,
         xs: Vec<PyRef<'_, Ciphertext>>,
         terms: Vec<Vec<usize>>,
-        pts: Vec<Vec<PyRef<'_, Plaintext>>>,
+        pts: GroupPlaintexts<'_>,
     ) -> PyResult<Vec<Ciphertext>> {
         let x: Vec<&ckks::Ciphertext> = xs.iter().map(|c| &c.inner).collect();
-        let p: Vec<Vec<&ckks::Plaintext>> = pts
-            .iter()
-            .map(|g| g.iter().map(|p| &p.inner).collect())
-            .collect();
-        let groups = groups_of(&terms, &p)?;
-        let v = run(py, "Evaluator.dot_plain_groups", || {
-            self.inner.dot_plain_groups(&x, &groups)
-        })?;
+        let v = match &pts {
+            GroupPlaintexts::Wide(pts) => {
+                let p = inner_refs(pts, |p| &p.inner);
+                let groups = groups_of(&terms, &p)?;
+                run(py, "Evaluator.dot_plain_groups", || self.inner.dot_plain_groups(&x, &groups))?
+            }
+            GroupPlaintexts::Compact(pts) => {
+                let p = inner_refs(pts, |p| &p.inner);
+                let groups = groups_of(&terms, &p)?;
+                run(py, "Evaluator.dot_plain_groups", || self.inner.dot_plain_groups(&x, &groups))?
+            }
+        };
         Ok(v.into_iter()
             .map(|c| Ciphertext::wrap(c, &self.params))
             .collect())
@@ -454,28 +458,45 @@ impl Evaluator {
         py: Python<'_>,
         xs: Vec<PyRef<'_, ExtendedCiphertext>>,
         terms: Vec<Vec<usize>>,
-        pts: Vec<Vec<PyRef<'_, Plaintext>>>,
+        pts: GroupPlaintexts<'_>,
     ) -> PyResult<Vec<Ciphertext>> {
         let x: Vec<&ckks::ExtendedCiphertext> = xs.iter().map(|c| &c.inner).collect();
-        let p: Vec<Vec<&ckks::Plaintext>> = pts
-            .iter()
-            .map(|g| g.iter().map(|p| &p.inner).collect())
-            .collect();
-        let groups = groups_of(&terms, &p)?;
-        let v = run(py, "Evaluator.dot_plain_extended_groups", || {
-            self.inner.dot_plain_extended_groups(&x, &groups)
-        })?;
+        let v = match &pts {
+            GroupPlaintexts::Wide(pts) => {
+                let p = inner_refs(pts, |p| &p.inner);
+                let groups = groups_of(&terms, &p)?;
+                run(py, "Evaluator.dot_plain_extended_groups", || self.inner.dot_plain_extended_groups(&x, &groups))?
+            }
+            GroupPlaintexts::Compact(pts) => {
+                let p = inner_refs(pts, |p| &p.inner);
+                let groups = groups_of(&terms, &p)?;
+                run(py, "Evaluator.dot_plain_extended_groups", || self.inner.dot_plain_extended_groups(&x, &groups))?
+            }
+        };
         Ok(v.into_iter()
             .map(|c| Ciphertext::wrap(c, &self.params))
             .collect())
     }
 }
 
+/// The plaintexts of a grouped sum: every one a `Plaintext`, or every one a
+/// `CompactPlaintext` (one kind per call).
+#[derive(FromPyObject)]
+enum GroupPlaintexts<'py> {
+    Wide(Vec<Vec<PyRef<'py, Plaintext>>>),
+    Compact(Vec<Vec<PyRef<'py, CompactPlaintext>>>),
+}
+
+/// The engine's plaintexts of each group.
+fn inner_refs<'a, W: pyo3::PyClass, P>(pts: &'a [Vec<PyRef<'_, W>>], f: impl Fn(&'a W) -> &'a P) -> Vec<Vec<&'a P>> {
+    pts.iter().map(|g| g.iter().map(|p| f(&**p)).collect()).collect()
+}
+
 /// `(terms, plaintexts)` of each group, refusing lists of different lengths.
-fn groups_of<'a>(
+fn groups_of<'a, P>(
     terms: &'a [Vec<usize>],
-    pts: &'a [Vec<&'a ckks::Plaintext>],
-) -> PyResult<Vec<(&'a [usize], &'a [&'a ckks::Plaintext])>> {
+    pts: &'a [Vec<&'a P>],
+) -> PyResult<Vec<(&'a [usize], &'a [&'a P])>> {
     if terms.len() != pts.len() {
         return Err(crate::errors::OperandError::new_err(format!(
             "{} groups of terms but {} groups of plaintexts",

@@ -53,6 +53,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pool::_set_warm_us, m)?)?;
     m.add_class::<params::Params>()?;
     m.add_class::<objects::Plaintext>()?;
+    m.add_class::<objects::CompactPlaintext>()?;
     m.add_class::<objects::Ciphertext>()?;
     m.add_class::<objects::ExtendedCiphertext>()?;
     m.add_class::<objects::SecretKey>()?;

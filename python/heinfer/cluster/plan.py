@@ -273,7 +273,7 @@ def prepared_bytes(program: Program, k: int) -> int:
     64-bit word per stored weight and digit, with the row and column indices)."""
     seg = program.segments[k]
     if seg.layout.kind == "slots":
-        return plaintext_bytes(int(program.params["log_n"]), len(program.params["log_p"]), seg, program.layers)
+        return plaintext_bytes(program.params, seg, program.layers)
     total = 0
     for op in seg.ops:
         if isinstance(op, Linear):

@@ -125,7 +125,7 @@ class Executor:
         self.segments = sorted(held)
         mine = [(k, seg) for k, seg in enumerate(program.segments) if k in held]
         needs = {
-            k: plaintext_bytes(int(program.params["log_n"]), len(program.params["log_p"]), seg, program.layers)
+            k: plaintext_bytes(program.params, seg, program.layers)
             for k, seg in mine
             if seg.layout.kind == "slots"
         }

@@ -13,7 +13,7 @@ step comes back to ``Q`` at once and the plaintexts carry no special primes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from heinfer.program.model import Segment
 from heinfer.program.ops import Linear, Relinearize, Rescale, Square
 from heinfer.program.transform import Transform
 
-__all__ = ["DOT_BATCH", "GIANT_BATCH", "LAZY_BATCH_BYTES", "PreparedSlots", "plaintext_bytes"]
+__all__ = ["DOT_BATCH", "GIANT_BATCH", "LAZY_BATCH_BYTES", "COMPACT_PLAINTEXTS", "PreparedSlots", "plaintext_bytes", "residue_bytes"]
 
 #: Giant-step rotations run together (:meth:`PreparedSlots._sums`): enough to keep two
 #: to eight cores busy, few enough that the waiting products stay small (16 ciphertexts).
@@ -38,18 +38,34 @@ DOT_BATCH = 32
 LAZY_BATCH_BYTES = 64 << 20
 
 
-def plaintext_bytes(log_n: int, special_primes: int, seg: Segment, layers: list) -> int:
-    """Bytes :class:`PreparedSlots` will hold for ``seg``'s encoded plaintexts: every
-    diagonal at its layer's level (plus the special primes when it multiplies extended
-    ciphertexts) and every bias vector, 8 bytes per residue in NTT form."""
-    n = 1 << log_n
+#: Whether :class:`PreparedSlots` keeps its diagonals as compact plaintexts (each limb in
+#: 32-bit words where its prime is below ``2^32``: the latency programs' 26–30-bit scale
+#: primes), which the grouped sums read in fewer bytes; ``False`` keeps 64-bit words (the
+#: benchmarks' same-process baseline). Read when a segment is prepared.
+COMPACT_PLAINTEXTS = True
+
+
+def residue_bytes(log_q: Sequence[int], log_p: Sequence[int], level: int, extended: bool, compact: bool) -> int:
+    """Bytes per coefficient of a plaintext at ``level`` (with the special primes when
+    ``extended``) of parameters with primes of ``log_q`` and ``log_p`` bits: 8 per limb, or,
+    ``compact``, 4 for a prime below ``2^32`` (a ``b``-bit prime is below ``2^b``)."""
+    bits = list(log_q[: level + 1]) + (list(log_p) if extended else [])
+    return sum(4 if compact and int(b) <= 32 else 8 for b in bits)
+
+
+def plaintext_bytes(params: dict, seg: Segment, layers: list) -> int:
+    """Bytes :class:`PreparedSlots` will hold for ``seg``'s encoded plaintexts (``params``:
+    the program's): every diagonal at its layer's level (plus the special primes when it
+    multiplies extended ciphertexts), compact while :data:`COMPACT_PLAINTEXTS`
+    (:func:`residue_bytes`), and every bias vector (64-bit words), in NTT form."""
+    n = 1 << int(params["log_n"])
     level, total = seg.input_level, 0
     for op in seg.ops:
         if isinstance(op, Linear):
             t = layers[op.layer]
             for _, _, ix in t.groups():
-                ext = _extended(t, ix)
-                total += len(ix) * n * (level + 1 + (special_primes if ext else 0)) * 8
+                per = residue_bytes(params["log_q"], params["log_p"], level, _extended(t, ix), COMPACT_PLAINTEXTS)
+                total += len(ix) * n * per
             total += (0 if t.bias is None else len(t.bias)) * n * level * 8
             level -= 1
         elif isinstance(op, Rescale):
@@ -118,6 +134,7 @@ class PreparedSlots:
         self.params = params
         enc = self.enc = _native.Encoder(params)
         q = self.q = [float(v) for v in params.q]
+        self.compact = COMPACT_PLAINTEXTS  # as it was when the segment was prepared
         scale, level = seg.input_scale, seg.input_level
         self.plain: dict[int, list] = {}
         self.bias: dict[int, list | None] = {}
@@ -151,7 +168,10 @@ class PreparedSlots:
         """The plaintexts of one group of op ``j``'s diagonals, at the exact scale ``q_ℓ``."""
         t, level = self.transforms[j], self.levels[j]
         ext = _extended(t, ix)
-        return self.enc.encode_real_many(np.ascontiguousarray(t.vectors[ix]), self.q[level], level, ext)
+        values = np.ascontiguousarray(t.vectors[ix])
+        if self.compact:
+            return self.enc.encode_real_many_compact(values, self.q[level], level, ext)
+        return self.enc.encode_real_many(values, self.q[level], level, ext)
 
     def _encode_bias(self, j: int) -> list | None:
         t = self.transforms[j]

@@ -26,7 +26,7 @@ def program():
 
 def _need(prog) -> int:
     p = prog.params
-    return sum(plaintext_bytes(int(p["log_n"]), len(p["log_p"]), s, prog.layers) for s in prog.segments if s.layout.kind == "slots")
+    return sum(plaintext_bytes(p, s, prog.layers) for s in prog.segments if s.layout.kind == "slots")
 
 
 def test_the_estimate_is_what_the_executor_records(program) -> None:

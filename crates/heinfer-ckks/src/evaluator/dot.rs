@@ -11,6 +11,7 @@
 
 use super::{same_level, same_scale, Evaluator};
 use crate::ciphertext::{check_scale, Ciphertext, Plaintext};
+use crate::compact::{PlainTerm, Words};
 use crate::error::{CkksError, Result};
 use crate::evaluator::extended::ExtendedCiphertext;
 use crate::poly::{modulus_index, RnsPoly};
@@ -49,7 +50,7 @@ fn chunk_width(n: usize, xs: usize, parts: usize) -> usize {
 
 /// One group's sums over the terms' ciphertexts: which ciphertext each term multiplies (an
 /// index into the shared list) and its plaintext.
-type Group<'a> = (&'a [usize], &'a [&'a Plaintext]);
+type Group<'a, P> = (&'a [usize], &'a [&'a P]);
 
 /// `acc_g = Σ_{t ∈ g} x_{idx_t} · pt_t` for every group `g`, part `j` and limb `i`:
 /// `part(x, j, i)` is limb `i` of part `j` of ciphertext `x`, `bc(i)` the limb's Barrett
@@ -58,13 +59,15 @@ type Group<'a> = (&'a [usize], &'a [&'a Plaintext]);
 /// One task per `(limb, column chunk)` walks every group: the chunk of every ciphertext stays
 /// in cache across the groups that reuse it (a transform's baby steps serve every output and
 /// giant step), and each plaintext word is read once, for both parts of a two-part ciphertext
-/// ([`dot::dot2`]; other sizes part by part with [`dot::dot1`]).
-fn grouped_sums<'a>(
+/// ([`dot::dot2`]; other sizes part by part with [`dot::dot1`]). A 32-bit limb chunk
+/// is widened into the task's scratch just before its products (in cache: the memory read
+/// is its 32-bit words).
+fn grouped_sums<'a, P: PlainTerm>(
     parts: usize,
     limbs: usize,
     n: usize,
     xs: usize,
-    groups: &[Group<'a>],
+    groups: &[Group<'a, P>],
     part: impl Fn(usize, usize, usize) -> &'a [u64] + Sync,
     bc: impl Fn(usize) -> &'a heinfer_math::vecops::BarrettConst + Sync,
 ) -> Vec<Vec<Vec<u64>>> {
@@ -85,8 +88,9 @@ fn grouped_sums<'a>(
     outs.into_par_iter().enumerate().for_each(|(c, mut out)| {
         let (i, col) = ((c * w) / n, (c * w) % n);
         let cols = col..col + w;
+        let mut scratch: Vec<u64> = Vec::new();
         for ((idx, pts), out) in groups.iter().zip(out.chunks_mut(parts)) {
-            let b: Vec<&[u64]> = pts.iter().map(|p| &p.poly.limb(i)[cols.clone()]).collect();
+            let b = plain_chunks(pts, i, cols.clone(), &mut scratch);
             let x = |j: usize| -> Vec<&[u64]> {
                 idx.iter().map(|&t| &part(t, j, i)[cols.clone()]).collect()
             };
@@ -100,6 +104,30 @@ fn grouped_sums<'a>(
         }
     });
     acc
+}
+
+/// Columns `cols` of limb `i` of every plaintext of `pts`: borrowed where they are 64-bit
+/// words, widened into `scratch` where they are 32-bit ones.
+fn plain_chunks<'s, P: PlainTerm>(
+    pts: &'s [&'s P],
+    i: usize,
+    cols: std::ops::Range<usize>,
+    scratch: &'s mut Vec<u64>,
+) -> Vec<&'s [u64]> {
+    let w = cols.len();
+    scratch.clear();
+    for p in pts {
+        if let Words::Narrow(v) = p.words(i) {
+            scratch.extend(v[cols.clone()].iter().map(|&x| u64::from(x)));
+        }
+    }
+    let mut widened = scratch.chunks_exact(w);
+    pts.iter()
+        .map(|p| match p.words(i) {
+            Words::Wide(v) => &v[cols.clone()],
+            Words::Narrow(_) => widened.next().expect("one widened chunk per 32-bit limb"),
+        })
+        .collect()
 }
 
 /// What a grouped sum reads of its ciphertexts, plain or extended.
@@ -139,12 +167,12 @@ impl Summand for ExtendedCiphertext {
 /// The checks of a grouped sum: at least one group, each with as many plaintexts as term
 /// indices (at least one, each naming one of `xs` ciphertexts), plaintexts of these parameters
 /// sharing one scale; `limbs_ok(pt)` checks a plaintext's level and limbs.
-fn check_groups(
+fn check_groups<P: PlainTerm>(
     ev: &Evaluator,
     op: &'static str,
     xs: usize,
-    groups: &[Group<'_>],
-    limbs_ok: impl Fn(&Plaintext) -> bool,
+    groups: &[Group<'_, P>],
+    limbs_ok: impl Fn(&P) -> bool,
     limbs_reason: &str,
 ) -> Result<f64> {
     let p0 = match groups.first().and_then(|(_, pts)| pts.first()) {
@@ -165,14 +193,15 @@ fn check_groups(
             ));
         }
         for pt in pts.iter() {
-            ev.check_pt(pt)?;
-            same_scale(op, p0.scale, pt.scale)?;
+            let (id, _, scale) = pt.head();
+            ev.params.check_id(id)?;
+            same_scale(op, p0.head().2, scale)?;
             if !limbs_ok(pt) {
                 return Err(invalid(op, limbs_reason));
             }
         }
     }
-    Ok(p0.scale)
+    Ok(p0.head().2)
 }
 
 impl Evaluator {
@@ -189,10 +218,13 @@ impl Evaluator {
     /// one pass over the ciphertexts' columns, column chunk by column chunk: the ciphertexts a
     /// transform's groups share are read from memory once, not once per group. Bit-identical
     /// to one [`Evaluator::dot_plain`] per group.
-    pub fn dot_plain_groups(
+    ///
+    /// The plaintexts may be [`Plaintext`]s or [`CompactPlaintext`](crate::CompactPlaintext)s
+    /// (each limb below `2^32` read in half the bytes; the same result).
+    pub fn dot_plain_groups<P: PlainTerm>(
         &self,
         xs: &[&Ciphertext],
-        groups: &[(&[usize], &[&Plaintext])],
+        groups: &[(&[usize], &[&P])],
     ) -> Result<Vec<Ciphertext>> {
         self.grouped("dot_plain_groups", xs, groups, false)
     }
@@ -213,10 +245,10 @@ impl Evaluator {
     /// [`Evaluator::dot_plain_extended`] for several groups of terms over one list of extended
     /// ciphertexts, in one pass over their columns (as [`Evaluator::dot_plain_groups`]), each
     /// group's sum then brought down to `Q_ℓ`. Bit-identical to one call per group.
-    pub fn dot_plain_extended_groups(
+    pub fn dot_plain_extended_groups<P: PlainTerm>(
         &self,
         xs: &[&ExtendedCiphertext],
-        groups: &[(&[usize], &[&Plaintext])],
+        groups: &[(&[usize], &[&P])],
     ) -> Result<Vec<Ciphertext>> {
         self.grouped("dot_plain_extended_groups", xs, groups, true)
     }
@@ -225,11 +257,11 @@ impl Evaluator {
     /// and plaintexts over `Q_ℓ`, plaintexts at the level or above) and
     /// [`Evaluator::dot_plain_extended_groups`] (`true`: over `Q_ℓ ∪ P`, plaintexts at the level
     /// with the `P` limbs, each sum brought down to `Q_ℓ`).
-    fn grouped<T: Summand>(
+    fn grouped<T: Summand, P: PlainTerm>(
         &self,
         op: &'static str,
         xs: &[&T],
-        groups: &[Group<'_>],
+        groups: &[Group<'_, P>],
         extended: bool,
     ) -> Result<Vec<Ciphertext>> {
         let x0 = match xs.first() {
@@ -248,7 +280,7 @@ impl Evaluator {
         }
         let k = if extended { self.params.p().len() } else { 0 };
         let pscale = if extended {
-            check_groups(self, op, xs.len(), groups, |pt| pt.level == level && pt.poly.limbs() == level + 1 + k,
+            check_groups(self, op, xs.len(), groups, |pt| pt.head().1 == level && pt.limbs() == level + 1 + k,
                 "a plaintext is not at the ciphertexts' level or has no P limbs (encode it with encode_extended)")?
         } else {
             check_groups(
@@ -256,7 +288,7 @@ impl Evaluator {
                 op,
                 xs.len(),
                 groups,
-                |pt| pt.level >= level && pt.poly.limbs() == pt.level + 1,
+                |pt| pt.head().1 >= level && pt.limbs() == pt.head().1 + 1,
                 "a plaintext is below the ciphertexts' level or extended",
             )?
         };

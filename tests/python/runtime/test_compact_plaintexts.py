@@ -1,0 +1,100 @@
+"""Compact plaintexts (``heinfer.runtime.slots.COMPACT_PLAINTEXTS``): a latency segment keeps
+each limb of its diagonals in 32-bit words where the prime is below ``2^32``; the memory it
+reports is what it holds, and every output ciphertext is the 64-bit one, bit for bit."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import heinfer
+from heinfer import _native
+from heinfer.protocol.trace import segment_inputs
+from heinfer.runtime import slots
+from heinfer.runtime.executor import Executor, native_params
+from heinfer.runtime.slots import plaintext_bytes, residue_bytes
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "compiler"))
+import onnx_models as om  # noqa: E402
+
+MODEL = om.conv_net((2, 8, 8), channels=4, act="square", classes=5, seed=2)
+
+
+@pytest.fixture(scope="module")
+def program():
+    """28-bit scale primes, a 34-bit ``q_0`` and special prime: limbs of both widths."""
+    prog = heinfer.compile(
+        MODEL, mode="latency", calibration=om.random_input((2, 8, 8), 16, seed=3), measure_costs=False, scale_bits=(28,)
+    )
+    assert max(prog.params["log_q"][1:]) <= 32 < prog.params["log_q"][0], prog.params
+    return prog
+
+
+def _held(ex: Executor) -> int:
+    """Bytes of the plaintexts an executor's slot segments hold (diagonals and biases)."""
+    n = 1 << ex.program.params["log_n"]
+    total = 0
+    for s in ex.slots.values():
+        for pts in s.plain.values():
+            total += sum(p.nbytes if isinstance(p, _native.CompactPlaintext) else 8 * n * (p.level + 1 + p.is_extended) for p in pts)
+        for bias in s.bias.values():
+            total += sum(8 * n * (b.level + 1) for b in bias or [])
+    return total
+
+
+def test_residue_bytes_narrow_the_primes_below_2_to_the_32() -> None:
+    assert residue_bytes([34, 28, 28], [34], 2, False, True) == 8 + 4 + 4
+    assert residue_bytes([34, 28, 28], [34], 1, True, True) == 8 + 4 + 8
+    assert residue_bytes([32, 32], [60], 1, True, True) == 4 + 4 + 8
+    assert residue_bytes([34, 28, 28], [34], 2, True, False) == 4 * 8
+
+
+def test_compact_diagonals_hold_what_the_estimate_says_and_less_than_wide(program, monkeypatch) -> None:
+    compact = Executor(program)
+    assert compact.plaintext_bytes == _held(compact)
+    kinds = {type(p) for s in compact.slots.values() for pts in s.plain.values() for p in pts}
+    assert kinds == {_native.CompactPlaintext}
+    monkeypatch.setattr(slots, "COMPACT_PLAINTEXTS", False)
+    wide = Executor(program)
+    assert wide.plaintext_bytes == _held(wide)
+    assert compact.plaintext_bytes < 0.8 * wide.plaintext_bytes  # 0.76 here: q_0 and P stay 64-bit
+    need = sum(plaintext_bytes(program.params, s, program.layers) for s in program.segments if s.layout.kind == "slots")
+    assert need == wide.plaintext_bytes
+
+
+def test_compact_and_wide_outputs_are_the_same_bits(program, monkeypatch) -> None:
+    x = om.random_input((2, 8, 8), 1, seed=9)
+    inputs = segment_inputs(program, x, keys=True)
+    params = native_params(program.params)
+
+    def outputs() -> list[bytes]:
+        ex = Executor(program)
+        got = []
+        for k, (data, relin, galois) in enumerate(inputs):
+            batch = _native.CiphertextBatch.from_bytes(params, data, len(data), 1 << 24)
+            got.append(ex.run(k, batch, relin, galois).to_bytes())
+        return got
+
+    compact = outputs()
+    monkeypatch.setattr(slots, "COMPACT_PLAINTEXTS", False)
+    assert outputs() == compact
+    # and the answer is the network's
+    want = om.run_onnxruntime(MODEL, x)
+    np.testing.assert_allclose(heinfer.infer(program, x).outputs, want, atol=2e-2 * np.abs(want).max())
+
+
+def test_a_grouped_sum_takes_one_kind_of_plaintext(program) -> None:
+    """Wide and compact plaintexts in one call are refused with an error that says so."""
+    params = native_params(program.params)
+    enc, ev = _native.Encoder(params), _native.Evaluator(params)
+    kg = _native.KeyGenerator(params)
+    ct = _native.Encryptor(params, kg.public_key()).encrypt(enc.encode_real(np.ones(4), params.default_scale, 1, False))
+    pt = enc.encode_real(np.ones(4), params.default_scale, 1, False)
+    a = ev.dot_plain_groups([ct], [[0]], [[pt]])[0].to_bytes()
+    b = ev.dot_plain_groups([ct], [[0]], [[pt.compact()]])[0].to_bytes()
+    assert a == b
+    with pytest.raises(TypeError):
+        ev.dot_plain_groups([ct], [[0, 0]], [[pt, pt.compact()]])
