@@ -1,14 +1,16 @@
-//! Plaintexts in the narrowest words their moduli allow: less memory, and fewer bytes for a
-//! sum of products to read.
+//! Plaintexts in the narrowest words their moduli allow: less memory for the same sums.
 //!
 //! A latency-mode linear layer keeps thousands of encoded diagonals (LoLa's CIFAR network:
-//! 16,384 per convolution, over a gigabyte in all) and reads each of them once per query in
-//! [`Evaluator::dot_plain_groups`](crate::Evaluator::dot_plain_groups): those sums are bound
-//! by memory, not by arithmetic. The latency programs' scale primes are often 26–30 bits
-//! (`q_0` and the special primes a few bits more): every residue modulo a prime below `2^32`
-//! fits 32 bits exactly. [`CompactPlaintext`] keeps such a limb in 32-bit words and the
-//! others in 64-bit ones; a grouped sum widens each chunk of a 32-bit limb in cache just
-//! before its products — the same residues, so the same bits as the [`Plaintext`].
+//! 16,384 per convolution, 11.8 GB in all) and reads each of them once per query in
+//! [`Evaluator::dot_plain_groups`](crate::Evaluator::dot_plain_groups). The latency
+//! programs' scale primes are often 26–30 bits (`q_0` and the special primes a few bits
+//! more): every residue modulo a prime below `2^32` fits 32 bits exactly.
+//! [`CompactPlaintext`] keeps such a limb in 32-bit words and the others in 64-bit ones
+//! (LoLa's network: 7.5 GB); a grouped sum widens each chunk of a 32-bit limb in cache just
+//! before its products — the same residues, so the same bits as the [`Plaintext`]. Where the
+//! sums are bound by arithmetic (an AMD EPYC Zen 1: 5.5 GB/s of plaintext on two cores, 13
+//! GB/s of memory bandwidth on one) the widening costs time (`BENCHMARKS.md`): the runtime
+//! keeps plaintexts compact only over its memory budget.
 
 use crate::ciphertext::Plaintext;
 use crate::error::Result;

@@ -28,20 +28,22 @@ const _: () = assert!(
         && LAZY_TERMS == crate::dot_avx2_narrow::LAZY_TERMS
 );
 
-/// `(start, end, accumulate)` of the chunks of `len` terms summed lazily.
-fn chunks(len: usize) -> impl Iterator<Item = (usize, usize, bool)> {
+/// `(start, end, accumulate)` of the chunks of `len` terms summed lazily, onto the running
+/// sum from the first chunk on when `onto` (each such chunk one term fewer).
+fn chunks(len: usize, onto: bool) -> impl Iterator<Item = (usize, usize, bool)> {
     let mut start = 0;
     std::iter::from_fn(move || {
         if start >= len {
             return None;
         }
-        let take = if start == 0 {
-            LAZY_TERMS
-        } else {
+        let accumulate = onto || start > 0;
+        let take = if accumulate {
             LAZY_TERMS - 1
+        } else {
+            LAZY_TERMS
         };
         let end = (start + take).min(len);
-        let chunk = (start, end, start > 0);
+        let chunk = (start, end, accumulate);
         start = end;
         Some(chunk)
     })
@@ -101,16 +103,24 @@ pub fn set_narrow_sums(enabled: bool) {
 
 /// Writes `acc = Σ_t a[t]·b[t]` modulo `q` (all inputs in `[0, q)`; at least one term).
 pub fn dot1(acc: &mut [u64], a: &[&[u64]], b: &[&[u64]], bc: &BarrettConst) {
-    dot1_with(kernel_for(bc.modulus()), acc, a, b, bc)
+    dot1_with(kernel_for(bc.modulus()), acc, a, b, bc, false)
 }
 
-/// [`dot1`] through the kernel family `k` (which this CPU must support).
+/// `acc += Σ_t a[t]·b[t]` modulo `q` (`acc` and the inputs in `[0, q)`): a sum made in
+/// several calls, term chunk by term chunk. The same bits as one [`dot1`] over every term.
+pub fn dot1_onto(acc: &mut [u64], a: &[&[u64]], b: &[&[u64]], bc: &BarrettConst) {
+    dot1_with(kernel_for(bc.modulus()), acc, a, b, bc, true)
+}
+
+/// [`dot1`] (or [`dot1_onto`] when `onto`) through the kernel family `k` (which this CPU
+/// must support).
 pub(crate) fn dot1_with(
     k: VecKernel,
     acc: &mut [u64],
     a: &[&[u64]],
     b: &[&[u64]],
     bc: &BarrettConst,
+    onto: bool,
 ) {
     assert!(!a.is_empty() && a.len() == b.len());
     let vector_ok = acc.len().is_multiple_of(8) && long_enough(acc.len(), &[a, b]);
@@ -127,7 +137,7 @@ pub(crate) fn dot1_with(
                     &a[start..end],
                     &b[start..end],
                     bc.modulus(),
-                    start > 0,
+                    onto || start > 0,
                 )
             };
         }
@@ -135,7 +145,7 @@ pub(crate) fn dot1_with(
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(f) = lazy_kernel(k, vector_ok, bc.modulus()) {
-        for (start, end, accumulate) in chunks(a.len()) {
+        for (start, end, accumulate) in chunks(a.len(), onto) {
             // SAFETY: `lazy_kernel` checked the CPU features and q < 2^50; every slice holds
             // `acc.len()` words, a multiple of 8; a chunk sums at most LAZY_TERMS terms.
             unsafe {
@@ -151,8 +161,10 @@ pub(crate) fn dot1_with(
         return;
     }
     let _ = vector_ok;
-    vecops::mul_into_with(k, acc, a[0], b[0], bc);
-    for t in 1..a.len() {
+    if !onto {
+        vecops::mul_into_with(k, acc, a[0], b[0], bc);
+    }
+    for t in usize::from(!onto)..a.len() {
         vecops::mul_add_assign_with(k, acc, a[t], b[t], bc);
     }
 }
@@ -166,10 +178,25 @@ pub fn dot2(
     a: &[&[u64]],
     bc: &BarrettConst,
 ) {
-    dot2_with(kernel_for(bc.modulus()), acc0, acc1, d, b, a, bc)
+    dot2_with(kernel_for(bc.modulus()), acc0, acc1, d, b, a, bc, false)
 }
 
-/// [`dot2`] through the kernel family `k` (which this CPU must support).
+/// `acc0 += Σ_j d[j]·b[j]`, `acc1 += Σ_j d[j]·a[j]` modulo `q` (accumulators and inputs in
+/// `[0, q)`): [`dot2`] made in several calls. The same bits as one call over every term.
+pub fn dot2_onto(
+    acc0: &mut [u64],
+    acc1: &mut [u64],
+    d: &[&[u64]],
+    b: &[&[u64]],
+    a: &[&[u64]],
+    bc: &BarrettConst,
+) {
+    dot2_with(kernel_for(bc.modulus()), acc0, acc1, d, b, a, bc, true)
+}
+
+/// [`dot2`] (or [`dot2_onto`] when `onto`) through the kernel family `k` (which this CPU
+/// must support).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn dot2_with(
     k: VecKernel,
     acc0: &mut [u64],
@@ -178,6 +205,7 @@ pub(crate) fn dot2_with(
     b: &[&[u64]],
     a: &[&[u64]],
     bc: &BarrettConst,
+    onto: bool,
 ) {
     assert!(!d.is_empty() && d.len() == b.len() && d.len() == a.len());
     let n = acc0.len();
@@ -197,7 +225,7 @@ pub(crate) fn dot2_with(
                     &b[start..end],
                     &a[start..end],
                     bc.modulus(),
-                    start > 0,
+                    onto || start > 0,
                 )
             };
         }
@@ -205,7 +233,7 @@ pub(crate) fn dot2_with(
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(f) = lazy_kernel(k, vector_ok, bc.modulus()) {
-        for (start, end, accumulate) in chunks(d.len()) {
+        for (start, end, accumulate) in chunks(d.len(), onto) {
             let (d, b, a) = (&d[start..end], &b[start..end], &a[start..end]);
             // SAFETY: as in `dot1_with`.
             unsafe { (f.dot2)(acc0, acc1, d, b, a, bc.modulus(), accumulate) };
@@ -213,9 +241,11 @@ pub(crate) fn dot2_with(
         return;
     }
     let _ = vector_ok;
-    vecops::mul_into_with(k, acc0, d[0], b[0], bc);
-    vecops::mul_into_with(k, acc1, d[0], a[0], bc);
-    for j in 1..d.len() {
+    if !onto {
+        vecops::mul_into_with(k, acc0, d[0], b[0], bc);
+        vecops::mul_into_with(k, acc1, d[0], a[0], bc);
+    }
+    for j in usize::from(!onto)..d.len() {
         vecops::mul_add_assign_with(k, acc0, d[j], b[j], bc);
         vecops::mul_add_assign_with(k, acc1, d[j], a[j], bc);
     }

@@ -329,11 +329,35 @@ mod tests {
         for k in available_kernels() {
             let ctx = format!("{k:?} q={q} n={n} terms={terms} all_max={all_max}");
             let (mut x0, mut x1) = (vec![7u64; n], vec![7u64; n]);
-            dot2_with(k, &mut x0, &mut x1, &dr, &br, &ar, &bc);
+            dot2_with(k, &mut x0, &mut x1, &dr, &br, &ar, &bc, false);
             assert_eq!((&x0, &x1), (&e0, &e1), "dot2 {ctx}");
             let mut y = vec![7u64; n];
-            dot1_with(k, &mut y, &dr, &br, &bc);
+            dot1_with(k, &mut y, &dr, &br, &bc, false);
             assert_eq!(y, e0, "dot1 {ctx}");
+            // the same sums in two calls, the second onto the first's (dot2_onto, dot1_onto)
+            for split in [1, terms / 2, terms - 1] {
+                if split == 0 || split >= terms {
+                    continue;
+                }
+                let (h, t) = (..split, split..);
+                let (mut z0, mut z1) = (vec![7u64; n], vec![7u64; n]);
+                dot2_with(k, &mut z0, &mut z1, &dr[h], &br[h], &ar[h], &bc, false);
+                dot2_with(
+                    k,
+                    &mut z0,
+                    &mut z1,
+                    &dr[t.clone()],
+                    &br[t.clone()],
+                    &ar[t.clone()],
+                    &bc,
+                    true,
+                );
+                assert_eq!((&z0, &z1), (&e0, &e1), "dot2 onto, split {split}, {ctx}");
+                let mut y = vec![7u64; n];
+                dot1_with(k, &mut y, &dr[h], &br[h], &bc, false);
+                dot1_with(k, &mut y, &dr[t.clone()], &br[t], &bc, true);
+                assert_eq!(y, e0, "dot1 onto, split {split}, {ctx}");
+            }
         }
     }
 

@@ -70,20 +70,10 @@ impl Encoder {
         level: usize,
         extended: bool,
     ) -> PyResult<Vec<Plaintext>> {
-        use rayon::prelude::*;
-        let rows = complex_rows(&values);
-        let inner = run(py, "Encoder.encode_real_many", || {
-            rows.par_iter()
-                .map(|z| self.encode_one(z, scale, level, extended))
-                .collect::<ckks::Result<Vec<_>>>()
-        })?;
-        Ok(inner
-            .into_iter()
-            .map(|inner| Plaintext {
-                inner,
-                params: self.params.clone(),
-            })
-            .collect())
+        let params = &self.params;
+        self.encode_rows(py, "Encoder.encode_real_many", &values, (scale, level, extended), |inner| {
+            Ok(Plaintext { inner, params: params.clone() })
+        })
     }
     /// [`Self::encode_real_many`] as compact plaintexts (each limb in the narrowest words its
     /// modulus allows), each compacted as soon as it is encoded: the 64-bit form is never
@@ -96,14 +86,9 @@ impl Encoder {
         level: usize,
         extended: bool,
     ) -> PyResult<Vec<CompactPlaintext>> {
-        use rayon::prelude::*;
-        let rows = complex_rows(&values);
-        let inner = run(py, "Encoder.encode_real_many_compact", || {
-            rows.par_iter()
-                .map(|z| ckks::CompactPlaintext::new(&self.params, &self.encode_one(z, scale, level, extended)?))
-                .collect::<ckks::Result<Vec<_>>>()
-        })?;
-        Ok(inner.into_iter().map(|inner| CompactPlaintext { inner }).collect())
+        self.encode_rows(py, "Encoder.encode_real_many_compact", &values, (scale, level, extended), |pt| {
+            Ok(CompactPlaintext { inner: ckks::CompactPlaintext::new(&self.params, &pt)? })
+        })
     }
     /// Complex values, one per slot; `extended` adds the special primes.
     fn encode_complex(
@@ -140,6 +125,24 @@ impl Encoder {
 
 impl Encoder {
     /// One plaintext, in the extended basis `Q·P` when `extended`.
+    /// Every row of `values` encoded at `(scale, level, extended)` and mapped by `f`, in
+    /// parallel on the pool; the first error fails the call.
+    fn encode_rows<T: Send>(
+        &self,
+        py: Python<'_>,
+        op: &'static str,
+        values: &PyReadonlyArray2<'_, f64>,
+        (scale, level, extended): (f64, usize, bool),
+        f: impl Fn(ckks::Plaintext) -> ckks::Result<T> + Sync,
+    ) -> PyResult<Vec<T>> {
+        use rayon::prelude::*;
+        let rows = complex_rows(values);
+        run(py, op, || {
+            rows.par_iter()
+                .map(|z| f(self.encode_one(z, scale, level, extended)?))
+                .collect::<ckks::Result<Vec<T>>>()
+        })
+    }
     fn encode_one(
         &self,
         z: &[Complex64],

@@ -23,7 +23,7 @@ from heinfer.program.model import Segment
 from heinfer.program.ops import Linear, Relinearize, Rescale, Square
 from heinfer.program.transform import Transform
 
-__all__ = ["DOT_BATCH", "GIANT_BATCH", "LAZY_BATCH_BYTES", "COMPACT_PLAINTEXTS", "PreparedSlots", "plaintext_bytes", "residue_bytes"]
+__all__ = ["DOT_BATCH", "GIANT_BATCH", "LAZY_BATCH_BYTES", "PreparedSlots", "plaintext_bytes", "residue_bytes"]
 
 #: Giant-step rotations run together (:meth:`PreparedSlots._sums`): enough to keep two
 #: to eight cores busy, few enough that the waiting products stay small (16 ciphertexts).
@@ -38,13 +38,6 @@ DOT_BATCH = 32
 LAZY_BATCH_BYTES = 64 << 20
 
 
-#: Whether :class:`PreparedSlots` keeps its diagonals as compact plaintexts (each limb in
-#: 32-bit words where its prime is below ``2^32``: the latency programs' 26–30-bit scale
-#: primes), which the grouped sums read in fewer bytes; ``False`` keeps 64-bit words (the
-#: benchmarks' same-process baseline). Read when a segment is prepared.
-COMPACT_PLAINTEXTS = True
-
-
 def residue_bytes(log_q: Sequence[int], log_p: Sequence[int], level: int, extended: bool, compact: bool) -> int:
     """Bytes per coefficient of a plaintext at ``level`` (with the special primes when
     ``extended``) of parameters with primes of ``log_q`` and ``log_p`` bits: 8 per limb, or,
@@ -53,18 +46,18 @@ def residue_bytes(log_q: Sequence[int], log_p: Sequence[int], level: int, extend
     return sum(4 if compact and int(b) <= 32 else 8 for b in bits)
 
 
-def plaintext_bytes(params: dict, seg: Segment, layers: list) -> int:
+def plaintext_bytes(params: dict, seg: Segment, layers: list, compact: bool = False) -> int:
     """Bytes :class:`PreparedSlots` will hold for ``seg``'s encoded plaintexts (``params``:
     the program's): every diagonal at its layer's level (plus the special primes when it
-    multiplies extended ciphertexts), compact while :data:`COMPACT_PLAINTEXTS`
-    (:func:`residue_bytes`), and every bias vector (64-bit words), in NTT form."""
+    multiplies extended ciphertexts), ``compact`` or not (:func:`residue_bytes`), and every
+    bias vector (64-bit words), in NTT form."""
     n = 1 << int(params["log_n"])
     level, total = seg.input_level, 0
     for op in seg.ops:
         if isinstance(op, Linear):
             t = layers[op.layer]
             for _, _, ix in t.groups():
-                per = residue_bytes(params["log_q"], params["log_p"], level, _extended(t, ix), COMPACT_PLAINTEXTS)
+                per = residue_bytes(params["log_q"], params["log_p"], level, _extended(t, ix), compact)
                 total += len(ix) * n * per
             total += (0 if t.bias is None else len(t.bias)) * n * level * 8
             level -= 1
@@ -126,15 +119,18 @@ class PreparedSlots:
 
     ``lazy=True`` keeps no plaintext: each group of diagonals is encoded just before the dot
     product that uses it and dropped after, so the segment's memory is one group's plaintexts
-    (streaming, at the price of encoding on every query)."""
+    (streaming, at the price of encoding on every query). ``compact=True`` keeps each limb of
+    a diagonal below ``2^32`` in 32-bit words (``CompactPlaintext``: LoLa's CIFAR network
+    11.8 → 7.5 GB, its queries 1.1–1.8× slower on an AMD EPYC Zen 1, where these sums are
+    bound by arithmetic, not memory); the results are the same bits."""
 
-    def __init__(self, params: _native.Params, seg: Segment, layers: list, lazy: bool = False) -> None:
+    def __init__(self, params: _native.Params, seg: Segment, layers: list, lazy: bool = False, compact: bool = False) -> None:
         self.seg = seg
         self.lazy = lazy
         self.params = params
         enc = self.enc = _native.Encoder(params)
         q = self.q = [float(v) for v in params.q]
-        self.compact = COMPACT_PLAINTEXTS  # as it was when the segment was prepared
+        self.compact = compact
         scale, level = seg.input_scale, seg.input_level
         self.plain: dict[int, list] = {}
         self.bias: dict[int, list | None] = {}

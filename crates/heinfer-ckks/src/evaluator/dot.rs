@@ -90,21 +90,45 @@ fn grouped_sums<'a, P: PlainTerm>(
         let cols = col..col + w;
         let mut scratch: Vec<u64> = Vec::new();
         for ((idx, pts), out) in groups.iter().zip(out.chunks_mut(parts)) {
-            let b = plain_chunks(pts, i, cols.clone(), &mut scratch);
-            let x = |j: usize| -> Vec<&[u64]> {
-                idx.iter().map(|&t| &part(t, j, i)[cols.clone()]).collect()
-            };
-            if let [out0, out1] = out {
-                dot::dot2(out0, out1, &b, &x(0), &x(1), bc(i));
-            } else {
-                for (j, o) in out.iter_mut().enumerate() {
-                    dot::dot1(o, &x(j), &b, bc(i));
+            // 64-bit words are read in place, all terms in one call; 32-bit ones are widened
+            // a few terms at a time, so that the widened words stay in L1/L2 beside the
+            // ciphertexts' columns (a whole group's would push those out)
+            let narrow = pts.iter().any(|p| matches!(p.words(i), Words::Narrow(_)));
+            let mut start = 0;
+            while start < pts.len() {
+                let onto = start > 0;
+                let end = match (narrow, onto) {
+                    (false, _) => pts.len(),
+                    (true, false) => WIDEN_TERMS.min(pts.len()),
+                    (true, true) => (start + WIDEN_TERMS - 1).min(pts.len()),
+                };
+                let b = plain_chunks(&pts[start..end], i, cols.clone(), &mut scratch);
+                let x = |j: usize| -> Vec<&[u64]> {
+                    idx[start..end]
+                        .iter()
+                        .map(|&t| &part(t, j, i)[cols.clone()])
+                        .collect()
+                };
+                if let [out0, out1] = out {
+                    let f = if onto { dot::dot2_onto } else { dot::dot2 };
+                    f(out0, out1, &b, &x(0), &x(1), bc(i));
+                } else {
+                    for (j, o) in out.iter_mut().enumerate() {
+                        let f = if onto { dot::dot1_onto } else { dot::dot1 };
+                        f(o, &x(j), &b, bc(i));
+                    }
                 }
+                start = end;
             }
         }
     });
     acc
 }
+
+/// Terms of 32-bit plaintext words widened per call of a grouped sum's kernel (one fewer
+/// after the first call, which also adds the running sum): 15 = 8 + 7, two lazy chunks of
+/// the double-precision kernels, one of IFMA's.
+const WIDEN_TERMS: usize = 15;
 
 /// Columns `cols` of limb `i` of every plaintext of `pts`: borrowed where they are 64-bit
 /// words, widened into `scratch` where they are 32-bit ones.
