@@ -114,5 +114,5 @@ def test_a_grouped_sum_takes_one_kind_of_plaintext(program) -> None:
     a = ev.dot_plain_groups([ct], [[0]], [[pt]])[0].to_bytes()
     b = ev.dot_plain_groups([ct], [[0]], [[pt.compact()]])[0].to_bytes()
     assert a == b
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="'CompactPlaintext' object is not an instance of 'Plaintext'"):
         ev.dot_plain_groups([ct], [[0, 0]], [[pt, pt.compact()]])
