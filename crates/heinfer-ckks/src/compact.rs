@@ -6,11 +6,10 @@
 //! programs' scale primes are often 26–30 bits (`q_0` and the special primes a few bits
 //! more): every residue modulo a prime below `2^32` fits 32 bits exactly.
 //! [`CompactPlaintext`] keeps such a limb in 32-bit words and the others in 64-bit ones
-//! (LoLa's network: 7.5 GB); a grouped sum widens each chunk of a 32-bit limb in cache just
-//! before its products — the same residues, so the same bits as the [`Plaintext`]. Where the
-//! sums are bound by arithmetic (an AMD EPYC Zen 1: 5.5 GB/s of plaintext on two cores, 13
-//! GB/s of memory bandwidth on one) the widening costs time (`BENCHMARKS.md`): the runtime
-//! keeps plaintexts compact only over its memory budget.
+//! (LoLa's network: 7.5 GB); the grouped sums read a 32-bit limb as it is
+//! (`heinfer_math::dot::dot2_narrow`, which zero-extends four words per load on AVX2 CPUs and
+//! widens a few terms at a time elsewhere) — the same residues, so the same bits as the
+//! [`Plaintext`].
 
 use crate::ciphertext::Plaintext;
 use crate::error::Result;

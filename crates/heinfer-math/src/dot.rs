@@ -14,6 +14,11 @@
 //! run four lanes at a time (`vecops_avx2`), and for primes `2^20 ≤ q < 2^30` as 32-bit
 //! integer products summed in 64-bit lanes (`dot_avx2_narrow`: one multiply instruction per
 //! four products). Otherwise, Barrett products. All paths give the same bits.
+//!
+//! [`dot1_narrow`] and [`dot2_narrow`] take the plaintext operand in 32-bit words (a prime
+//! below `2^32`: a compact plaintext, two thirds or less of the memory): the AVX2 kernels
+//! zero-extend four words per load, the other families widen eight terms at a time into a
+//! buffer and sum those.
 
 use crate::vec_kernel::{kernel_for, VecKernel};
 use crate::vecops::{self, BarrettConst};
@@ -50,44 +55,100 @@ fn chunks(len: usize, onto: bool) -> impl Iterator<Item = (usize, usize, bool)> 
 }
 
 /// Whether every slice holds at least `n` words (the vector kernels read `n` of each).
-fn long_enough(n: usize, xs: &[&[&[u64]]]) -> bool {
+fn long_enough<W>(n: usize, xs: &[&[&[W]]]) -> bool {
     xs.iter().all(|s| s.iter().all(|v| v.len() >= n))
 }
 
 /// The lazy inner products of one SIMD family, summing up to [`LAZY_TERMS`] products per
 /// reduction: AVX-512's or AVX2's in double precision, or AVX2's 32-bit integer products
 /// for primes `2^20 ≤ q < 2^30`.
+/// `W`: the words of `dot1`'s second and `dot2`'s first operand (64- or 32-bit).
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::type_complexity)]
-struct LazyKernel {
-    dot1: unsafe fn(&mut [u64], &[&[u64]], &[&[u64]], u64, bool),
-    dot2: unsafe fn(&mut [u64], &mut [u64], &[&[u64]], &[&[u64]], &[&[u64]], u64, bool),
+struct LazyKernel<W> {
+    dot1: unsafe fn(&mut [u64], &[&[u64]], &[&[W]], u64, bool),
+    dot2: unsafe fn(&mut [u64], &mut [u64], &[&[W]], &[&[u64]], &[&[u64]], u64, bool),
 }
 
 /// The lazy kernels for family `k`, if it has them and they apply (`q < 2^50`,
 /// lengths a multiple of 8); IFMA's own sums are taken before this.
 #[cfg(target_arch = "x86_64")]
-fn lazy_kernel(k: VecKernel, vector_ok: bool, q: u64) -> Option<LazyKernel> {
+fn lazy_kernel(k: VecKernel, vector_ok: bool, q: u64) -> Option<LazyKernel<u64>> {
     if !vector_ok || q >= (1u64 << 50) {
         return None;
     }
     match k {
-        VecKernel::Avx2 if crate::dot_avx2_narrow::applies(q) && NARROW.load(Ordering::Relaxed) => {
-            Some(LazyKernel {
-                dot1: crate::vecops_avx2::dot1::<crate::dot_avx2_narrow::Narrow>,
-                dot2: crate::vecops_avx2::dot2::<crate::dot_avx2_narrow::Narrow>,
-            })
-        }
-        VecKernel::Avx2 => Some(LazyKernel {
-            dot1: crate::vecops_avx2::dot1::<crate::vecops_avx2::F64Lanes>,
-            dot2: crate::vecops_avx2::dot2::<crate::vecops_avx2::F64Lanes>,
-        }),
+        VecKernel::Avx2 => avx2_kernel(q),
         VecKernel::Avx512 | VecKernel::Ifma if crate::ntt_fma::available() => Some(LazyKernel {
             dot1: fma::dot1,
             dot2: fma::dot2,
         }),
         _ => None,
     }
+}
+
+/// `acc = Σ a·b` (onto `acc` when `onto`) through the lazy kernel `f`, chunk by chunk.
+///
+/// # Safety
+/// What `f`'s choice requires: the CPU features, `q` in its range, every slice at least
+/// `acc.len()` words, a multiple of 8.
+#[cfg(target_arch = "x86_64")]
+unsafe fn lazy_dot1<W>(
+    f: &LazyKernel<W>,
+    acc: &mut [u64],
+    a: &[&[u64]],
+    b: &[&[W]],
+    q: u64,
+    onto: bool,
+) {
+    for (start, end, accumulate) in chunks(a.len(), onto) {
+        // SAFETY: the caller's guarantees; a chunk sums at most LAZY_TERMS terms, one fewer
+        // when it adds the running sum.
+        unsafe { (f.dot1)(acc, &a[start..end], &b[start..end], q, accumulate) };
+    }
+}
+
+/// `acc0 = Σ d·b`, `acc1 = Σ d·a` (onto them when `onto`) through `f`, as [`lazy_dot1`].
+///
+/// # Safety
+/// As [`lazy_dot1`]'s, with `acc0.len() == acc1.len()`.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn lazy_dot2<W>(
+    f: &LazyKernel<W>,
+    acc0: &mut [u64],
+    acc1: &mut [u64],
+    d: &[&[W]],
+    b: &[&[u64]],
+    a: &[&[u64]],
+    q: u64,
+    onto: bool,
+) {
+    for (start, end, accumulate) in chunks(d.len(), onto) {
+        let (d, b, a) = (&d[start..end], &b[start..end], &a[start..end]);
+        // SAFETY: as in `lazy_dot1`.
+        unsafe { (f.dot2)(acc0, acc1, d, b, a, q, accumulate) };
+    }
+}
+
+/// The AVX2 family's lazy kernels for `q < 2^50` over operands of `W` words: 32-bit integer
+/// products for `2^20 ≤ q < 2^30` (unless [`set_narrow_sums`] turned them off), double
+/// precision otherwise.
+#[cfg(target_arch = "x86_64")]
+fn avx2_kernel<W: crate::vecops_avx2::Residue>(q: u64) -> Option<LazyKernel<W>> {
+    use crate::dot_avx2_narrow::{applies, Narrow};
+    use crate::vecops_avx2::{dot1, dot2, F64Lanes};
+    Some(if applies(q) && NARROW.load(Ordering::Relaxed) {
+        LazyKernel {
+            dot1: dot1::<Narrow, W>,
+            dot2: dot2::<Narrow, W>,
+        }
+    } else {
+        LazyKernel {
+            dot1: dot1::<F64Lanes, W>,
+            dot2: dot2::<F64Lanes, W>,
+        }
+    })
 }
 
 /// Whether the AVX2 family may sum with 32-bit integer products ([`set_narrow_sums`]).
@@ -106,14 +167,8 @@ pub fn dot1(acc: &mut [u64], a: &[&[u64]], b: &[&[u64]], bc: &BarrettConst) {
     dot1_with(kernel_for(bc.modulus()), acc, a, b, bc, false)
 }
 
-/// `acc += Σ_t a[t]·b[t]` modulo `q` (`acc` and the inputs in `[0, q)`): a sum made in
-/// several calls, term chunk by term chunk. The same bits as one [`dot1`] over every term.
-pub fn dot1_onto(acc: &mut [u64], a: &[&[u64]], b: &[&[u64]], bc: &BarrettConst) {
-    dot1_with(kernel_for(bc.modulus()), acc, a, b, bc, true)
-}
-
-/// [`dot1`] (or [`dot1_onto`] when `onto`) through the kernel family `k` (which this CPU
-/// must support).
+/// [`dot1`] through the kernel family `k` (which this CPU must support); `onto` adds the sum
+/// to `acc` (in `[0, q)`) instead of writing it.
 pub(crate) fn dot1_with(
     k: VecKernel,
     acc: &mut [u64],
@@ -145,19 +200,8 @@ pub(crate) fn dot1_with(
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(f) = lazy_kernel(k, vector_ok, bc.modulus()) {
-        for (start, end, accumulate) in chunks(a.len(), onto) {
-            // SAFETY: `lazy_kernel` checked the CPU features and q < 2^50; every slice holds
-            // `acc.len()` words, a multiple of 8; a chunk sums at most LAZY_TERMS terms.
-            unsafe {
-                (f.dot1)(
-                    acc,
-                    &a[start..end],
-                    &b[start..end],
-                    bc.modulus(),
-                    accumulate,
-                )
-            };
-        }
+        // SAFETY: `lazy_kernel` checked the CPU features, q < 2^50 and the lengths.
+        unsafe { lazy_dot1(&f, acc, a, b, bc.modulus(), onto) };
         return;
     }
     let _ = vector_ok;
@@ -181,21 +225,8 @@ pub fn dot2(
     dot2_with(kernel_for(bc.modulus()), acc0, acc1, d, b, a, bc, false)
 }
 
-/// `acc0 += Σ_j d[j]·b[j]`, `acc1 += Σ_j d[j]·a[j]` modulo `q` (accumulators and inputs in
-/// `[0, q)`): [`dot2`] made in several calls. The same bits as one call over every term.
-pub fn dot2_onto(
-    acc0: &mut [u64],
-    acc1: &mut [u64],
-    d: &[&[u64]],
-    b: &[&[u64]],
-    a: &[&[u64]],
-    bc: &BarrettConst,
-) {
-    dot2_with(kernel_for(bc.modulus()), acc0, acc1, d, b, a, bc, true)
-}
-
-/// [`dot2`] (or [`dot2_onto`] when `onto`) through the kernel family `k` (which this CPU
-/// must support).
+/// [`dot2`] through the kernel family `k` (which this CPU must support); `onto` adds the sums
+/// to `acc0`, `acc1` (in `[0, q)`) instead of writing them.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn dot2_with(
     k: VecKernel,
@@ -233,11 +264,8 @@ pub(crate) fn dot2_with(
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(f) = lazy_kernel(k, vector_ok, bc.modulus()) {
-        for (start, end, accumulate) in chunks(d.len(), onto) {
-            let (d, b, a) = (&d[start..end], &b[start..end], &a[start..end]);
-            // SAFETY: as in `dot1_with`.
-            unsafe { (f.dot2)(acc0, acc1, d, b, a, bc.modulus(), accumulate) };
-        }
+        // SAFETY: as above (`vector_ok` includes acc1.len() == n).
+        unsafe { lazy_dot2(&f, acc0, acc1, d, b, a, bc.modulus(), onto) };
         return;
     }
     let _ = vector_ok;
@@ -249,6 +277,108 @@ pub(crate) fn dot2_with(
         vecops::mul_add_assign_with(k, acc0, d[j], b[j], bc);
         vecops::mul_add_assign_with(k, acc1, d[j], a[j], bc);
     }
+}
+
+/// Terms widened at a time where no kernel reads 32-bit words (one lazy chunk of eight).
+const WIDEN_TERMS: usize = 8;
+
+/// [`dot1`] with `b`'s residues in 32-bit words (a prime `q < 2^32`): the AVX2 family reads
+/// them as they are; the others widen a few terms at a time into a buffer and sum those. The
+/// same bits as [`dot1`] on the same residues.
+pub fn dot1_narrow(acc: &mut [u64], a: &[&[u64]], b: &[&[u32]], bc: &BarrettConst) {
+    dot1_narrow_with(kernel_for(bc.modulus()), acc, a, b, bc)
+}
+
+/// [`dot1_narrow`] through the kernel family `k` (which this CPU must support).
+pub(crate) fn dot1_narrow_with(
+    k: VecKernel,
+    acc: &mut [u64],
+    a: &[&[u64]],
+    b: &[&[u32]],
+    bc: &BarrettConst,
+) {
+    assert!(!a.is_empty() && a.len() == b.len() && bc.modulus() >> 32 == 0);
+    #[cfg(target_arch = "x86_64")]
+    if k == VecKernel::Avx2 {
+        let ok = acc.len().is_multiple_of(8)
+            && long_enough(acc.len(), &[a])
+            && long_enough(acc.len(), &[b]);
+        if let (true, Some(f)) = (ok, avx2_kernel::<u32>(bc.modulus())) {
+            // SAFETY: AVX2 and FMA are available (`k`), q < 2^32, lengths checked (`ok`).
+            unsafe { lazy_dot1(&f, acc, a, b, bc.modulus(), false) };
+            return;
+        }
+    }
+    let mut wide = vec![0u64; WIDEN_TERMS * acc.len()];
+    for start in (0..b.len()).step_by(WIDEN_TERMS) {
+        let end = (start + WIDEN_TERMS).min(b.len());
+        let bw = widen(&b[start..end], acc.len(), &mut wide);
+        dot1_with(k, acc, &a[start..end], &bw, bc, start > 0);
+    }
+}
+
+/// [`dot2`] with `d`'s residues in 32-bit words (a prime `q < 2^32`), as [`dot1_narrow`].
+pub fn dot2_narrow(
+    acc0: &mut [u64],
+    acc1: &mut [u64],
+    d: &[&[u32]],
+    b: &[&[u64]],
+    a: &[&[u64]],
+    bc: &BarrettConst,
+) {
+    dot2_narrow_with(kernel_for(bc.modulus()), acc0, acc1, d, b, a, bc)
+}
+
+/// [`dot2_narrow`] through the kernel family `k` (which this CPU must support).
+pub(crate) fn dot2_narrow_with(
+    k: VecKernel,
+    acc0: &mut [u64],
+    acc1: &mut [u64],
+    d: &[&[u32]],
+    b: &[&[u64]],
+    a: &[&[u64]],
+    bc: &BarrettConst,
+) {
+    assert!(!d.is_empty() && d.len() == b.len() && d.len() == a.len() && bc.modulus() >> 32 == 0);
+    let n = acc0.len();
+    #[cfg(target_arch = "x86_64")]
+    if k == VecKernel::Avx2 {
+        let ok = n.is_multiple_of(8)
+            && acc1.len() == n
+            && long_enough(n, &[d])
+            && long_enough(n, &[b, a]);
+        if let (true, Some(f)) = (ok, avx2_kernel::<u32>(bc.modulus())) {
+            // SAFETY: as in `dot1_narrow_with`.
+            unsafe { lazy_dot2(&f, acc0, acc1, d, b, a, bc.modulus(), false) };
+            return;
+        }
+    }
+    let mut wide = vec![0u64; WIDEN_TERMS * n];
+    for start in (0..d.len()).step_by(WIDEN_TERMS) {
+        let end = (start + WIDEN_TERMS).min(d.len());
+        let dw = widen(&d[start..end], n, &mut wide);
+        dot2_with(
+            k,
+            acc0,
+            acc1,
+            &dw,
+            &b[start..end],
+            &a[start..end],
+            bc,
+            start > 0,
+        );
+    }
+}
+
+/// The first `n` words of each of `v` in 64-bit words, in `buf` (`v.len() · n` words at
+/// least).
+fn widen<'b>(v: &[&[u32]], n: usize, buf: &'b mut [u64]) -> Vec<&'b [u64]> {
+    for (dst, src) in buf.chunks_exact_mut(n).zip(v) {
+        for (o, &x) in dst.iter_mut().zip(&src[..n]) {
+            *o = u64::from(x);
+        }
+    }
+    buf.chunks_exact(n).take(v.len()).collect()
 }
 
 #[cfg(target_arch = "x86_64")]

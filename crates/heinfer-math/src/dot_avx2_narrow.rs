@@ -79,14 +79,14 @@ impl LazyLanes for Narrow {
     #[inline(always)]
     unsafe fn start(self, p: *const u64, accumulate: bool) -> __m256i {
         if accumulate {
-            self.input(p)
+            _mm256_loadu_si256(p as *const __m256i)
         } else {
             _mm256_setzero_si256()
         }
     }
     #[inline(always)]
-    unsafe fn input(self, p: *const u64) -> __m256i {
-        _mm256_loadu_si256(p as *const __m256i)
+    unsafe fn input(self, v: __m256i) -> __m256i {
+        v
     }
     #[inline(always)]
     unsafe fn mul_add(self, s: __m256i, x: __m256i, y: __m256i) -> __m256i {

@@ -193,7 +193,7 @@ mod tests {
     //! inputs mixed with the edge values 0, 1 and q − 1 (all-(q − 1) inputs give the largest
     //! lazy sums). On a CPU without IFMA the IFMA family is simply not in the list.
     use super::*;
-    use crate::dot::{dot1_with, dot2_with};
+    use crate::dot::{dot1_narrow_with, dot1_with, dot2_narrow_with, dot2_with};
     use crate::primes::generate_primes;
     use crate::vecops::*;
     use crate::Modulus;
@@ -357,6 +357,23 @@ mod tests {
                 dot1_with(k, &mut y, &dr[h], &br[h], &bc, false);
                 dot1_with(k, &mut y, &dr[t.clone()], &br[t], &bc, true);
                 assert_eq!(y, e0, "dot1 onto, split {split}, {ctx}");
+            }
+            // the plaintext operand in 32-bit words (a prime below 2^32)
+            if q >> 32 == 0 {
+                let dn: Vec<Vec<u32>> = dv
+                    .iter()
+                    .map(|v| v.iter().map(|&x| x as u32).collect())
+                    .collect();
+                let dn: Vec<&[u32]> = dn.iter().map(|v| v.as_slice()).collect();
+                let (mut z0, mut z1) = (vec![7u64; n], vec![7u64; n]);
+                dot2_narrow_with(k, &mut z0, &mut z1, &dn, &br, &ar, &bc);
+                assert_eq!((&z0, &z1), (&e0, &e1), "dot2 narrow {ctx}");
+                let mut y = vec![7u64; n];
+                dot1_narrow_with(k, &mut y, &br, &dn, &bc);
+                let f0: Vec<u64> = (0..n)
+                    .map(|c| (0..terms).fold(0, |s, j| m.add(s, m.mul(bv[j][c], dv[j][c]))))
+                    .collect();
+                assert_eq!(y, f0, "dot1 narrow {ctx}");
             }
         }
     }

@@ -271,23 +271,44 @@ pub(crate) trait LazyLanes: Copy {
     type Sum: Copy;
     /// The four reduced values at `p` when `accumulate`, otherwise zeros.
     unsafe fn start(self, p: *const u64, accumulate: bool) -> Self::Sum;
-    /// Four inputs `< q` at `p`.
-    unsafe fn input(self, p: *const u64) -> Self::In;
+    /// Four inputs `< q`, as 64-bit words.
+    unsafe fn input(self, v: __m256i) -> Self::In;
     /// `s + x·y`, unreduced.
     unsafe fn mul_add(self, s: Self::Sum, x: Self::In, y: Self::In) -> Self::Sum;
     /// Stores `s mod q` at `p`.
     unsafe fn finish(self, p: *mut u64, s: Self::Sum);
 }
 
+/// Residue words a lazy inner product loads four at a time: 64-bit, or 32-bit (a prime below
+/// `2^32`: a plaintext kept in half the memory) zero-extended on the load.
+pub(crate) trait Residue: Copy {
+    /// Four words at `p` as 64-bit lanes.
+    unsafe fn load4(p: *const Self) -> __m256i;
+}
+
+impl Residue for u64 {
+    #[inline(always)]
+    unsafe fn load4(p: *const u64) -> __m256i {
+        _mm256_loadu_si256(p as *const __m256i)
+    }
+}
+
+impl Residue for u32 {
+    #[inline(always)]
+    unsafe fn load4(p: *const u32) -> __m256i {
+        _mm256_cvtepu32_epi64(_mm_loadu_si128(p as *const __m128i))
+    }
+}
+
 /// `acc = Σ_t a[t]·b[t] mod q`, plus the old `acc` when `accumulate`, in lanes `L` (all
 /// inputs `< q`, and whatever bounds `L` sets on `q` and the terms; at most [`LAZY_TERMS`]
 /// terms, one fewer when accumulating; lengths multiples of 4, every slice at least
-/// `acc.len()` long).
+/// `acc.len()` long). `b`'s words are `B`: 64- or 32-bit.
 #[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn dot1<L: LazyLanes>(
+pub(crate) unsafe fn dot1<L: LazyLanes, B: Residue>(
     acc: &mut [u64],
     a: &[&[u64]],
-    b: &[&[u64]],
+    b: &[&[B]],
     q: u64,
     accumulate: bool,
 ) {
@@ -297,7 +318,8 @@ pub(crate) unsafe fn dot1<L: LazyLanes>(
     while i + 4 <= acc.len() {
         let mut s = l.start(p.add(i), accumulate);
         for (x, y) in a.iter().zip(b) {
-            s = l.mul_add(s, l.input(x.as_ptr().add(i)), l.input(y.as_ptr().add(i)));
+            let (x, y) = (u64::load4(x.as_ptr().add(i)), B::load4(y.as_ptr().add(i)));
+            s = l.mul_add(s, l.input(x), l.input(y));
         }
         l.finish(p.add(i), s);
         i += 4;
@@ -306,12 +328,12 @@ pub(crate) unsafe fn dot1<L: LazyLanes>(
 
 /// `acc0 = Σ_j d[j]·b[j]`, `acc1 = Σ_j d[j]·a[j] mod q` (plus the old values when
 /// `accumulate`) in lanes `L`: the key-switching inner product, each digit's limb loaded once
-/// for both halves. Bounds as [`dot1`].
+/// for both halves. Bounds as [`dot1`]; `d`'s words are `D`: 64- or 32-bit.
 #[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn dot2<L: LazyLanes>(
+pub(crate) unsafe fn dot2<L: LazyLanes, D: Residue>(
     acc0: &mut [u64],
     acc1: &mut [u64],
-    d: &[&[u64]],
+    d: &[&[D]],
     b: &[&[u64]],
     a: &[&[u64]],
     q: u64,
@@ -326,9 +348,9 @@ pub(crate) unsafe fn dot2<L: LazyLanes>(
             l.start(p1.add(i), accumulate),
         );
         for j in 0..d.len() {
-            let dv = l.input(d[j].as_ptr().add(i));
-            s0 = l.mul_add(s0, dv, l.input(b[j].as_ptr().add(i)));
-            s1 = l.mul_add(s1, dv, l.input(a[j].as_ptr().add(i)));
+            let dv = l.input(D::load4(d[j].as_ptr().add(i)));
+            s0 = l.mul_add(s0, dv, l.input(u64::load4(b[j].as_ptr().add(i))));
+            s1 = l.mul_add(s1, dv, l.input(u64::load4(a[j].as_ptr().add(i))));
         }
         l.finish(p0.add(i), s0);
         l.finish(p1.add(i), s1);
@@ -363,8 +385,8 @@ impl LazyLanes for F64Lanes {
         }
     }
     #[inline(always)]
-    unsafe fn input(self, p: *const u64) -> __m256d {
-        load(p)
+    unsafe fn input(self, v: __m256i) -> __m256d {
+        words_to_f64(v)
     }
     #[inline(always)]
     unsafe fn mul_add(self, s: __m256d, x: __m256d, y: __m256d) -> __m256d {

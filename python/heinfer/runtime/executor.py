@@ -81,31 +81,6 @@ def lazy_until_fits(needs: dict[int, int], budget: int | None) -> set[int]:
     return lazy
 
 
-def fit_plaintexts(wide: dict[int, int], compact: dict[int, int], budget: int | None) -> tuple[set[int], set[int]]:
-    """``(compact, lazy)``: the segments (keys of ``wide``, its bytes per segment; ``compact``
-    the same in :class:`~heinfer.runtime.slots.PreparedSlots`' compact form) to keep compact
-    — the largest savings first, until what is kept fits ``budget`` — and, if even that does
-    not fit, those to prepare lazily (:func:`lazy_until_fits`; in 64-bit words, as a lazy
-    segment keeps nothing), the others back in 64-bit words where that still fits. Compact
-    costs time where the sums are bound by arithmetic (LoLa's CIFAR network on an AMD EPYC
-    Zen 1: 1.1–1.8× slower), lazy far more (about 5×): the fastest plan that fits."""
-    kept, small = dict(wide), set()
-    for k in sorted(wide, key=lambda k: wide[k] - compact[k], reverse=True):
-        if budget is None or sum(kept.values()) <= budget:
-            break
-        if compact[k] < wide[k]:
-            small.add(k)
-            kept[k] = compact[k]
-    lazy = lazy_until_fits(kept, budget)
-    small -= lazy
-    # what the lazy segments free may let others go back to 64-bit words
-    for k in sorted(small, key=lambda k: wide[k] - compact[k]):
-        if sum(v for j, v in kept.items() if j not in lazy) + wide[k] - compact[k] <= budget:
-            small.discard(k)
-            kept[k] = wide[k]
-    return small, lazy
-
-
 def native_params(params: dict) -> _native.Params:
     """The checked native parameters of a program's ``params``."""
     return _native.Params(int(params["log_n"]), list(params["log_q"]), list(params["log_p"]), int(params["log_scale"]), None, int(params["security"]))
@@ -117,12 +92,12 @@ class Executor:
     ``baseline=True`` runs batch-axis linear layers with the naive kernel (benchmarks).
     ``setup_seconds``: the time the preparation took. ``max_memory``: bytes the encoded
     slot-layout plaintexts may keep (default: :func:`plaintext_budget`); when the
-    program needs more, segments keep their plaintexts compact (limbs below ``2^32`` in
-    32-bit words: the same results, somewhat slower) and, if that is not enough, the largest
-    are prepared lazily — their plaintexts encoded group by group during each query and
-    dropped after use — until what is kept fits (:func:`fit_plaintexts`; ``plaintext_bytes``
-    — all in 64-bit words —, ``kept_plaintext_bytes``, ``compact_segments`` and
-    ``lazy_segments`` say what happened).
+    program needs more, its largest segments are prepared lazily — their plaintexts encoded
+    group by group during each query and dropped after use — until what is kept fits
+    (``plaintext_bytes``, ``kept_plaintext_bytes``, ``lazy_segments`` say what happened).
+    ``compact`` (default): plaintexts keep their limbs whose primes are below ``2^32`` in
+    32-bit words (:class:`~heinfer.runtime.slots.PreparedSlots`; the same results in about
+    two thirds of the memory); ``False`` keeps 64-bit words (the benchmarks' baseline).
 
     Batch-axis segments hold their input tensor whole, one ciphertext per element, and compute
     a last layer whose output exceeds :data:`~heinfer.runtime.tiles.TILE_BYTES` in tiles
@@ -141,6 +116,7 @@ class Executor:
         max_memory: int | None = None,
         ciphertext_memory: int | None = None,
         segments: Iterable[int] | None = None,
+        compact: bool = True,
     ) -> None:
         if not isinstance(program, Program):
             raise ProtocolError("executing a program needs its weights: give the server the full program, not the public one")
@@ -152,8 +128,7 @@ class Executor:
         #: The segments this executor runs (all of them unless ``segments`` was given).
         self.segments = sorted(held)
         mine = [(k, seg) for k, seg in enumerate(program.segments) if k in held]
-        needs = {k: plaintext_bytes(program.params, seg, program.layers) for k, seg in mine if seg.layout.kind == "slots"}
-        small_needs = {k: plaintext_bytes(program.params, program.segments[k], program.layers, compact=True) for k in needs}
+        needs = {k: plaintext_bytes(program.params, seg, program.layers, compact) for k, seg in mine if seg.layout.kind == "slots"}
         need = sum(needs.values())
         avail = available_memory()
         if max_memory is None:
@@ -161,10 +136,10 @@ class Executor:
         self.ciphertext_bytes = _check_tensors(program, avail if ciphertext_memory is None else ciphertext_memory, tiled=not baseline, held=held)
         # over budget: the largest segments encode lazily (per query, group by group) until the
         # plaintexts kept in memory fit
-        small, lazy = fit_plaintexts(needs, small_needs, max_memory)
+        lazy = lazy_until_fits(needs, max_memory)
         self.plaintext_bytes = need
-        self.kept_plaintext_bytes = sum((small_needs if k in small else needs)[k] for k in needs if k not in lazy)
-        self.compact_segments = sorted(small)
+        self.kept_plaintext_bytes = need - sum(needs[k] for k in lazy)
+        self.compact = compact
         self.lazy_segments = sorted(lazy)
         self.program = program
         self.params = native_params(program.params)
@@ -177,7 +152,7 @@ class Executor:
             k: t for k, seg in mine if seg.layout.kind == "batch" and (t := plan_tiles(seg, program.layers, log_n)) is not None
         }
         self.slots = {
-            k: PreparedSlots(self.params, seg, program.layers, lazy=k in lazy, compact=k in small)
+            k: PreparedSlots(self.params, seg, program.layers, lazy=k in lazy, compact=compact)
             for k, seg in mine
             if seg.layout.kind == "slots"
         }

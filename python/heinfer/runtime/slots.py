@@ -46,7 +46,7 @@ def residue_bytes(log_q: Sequence[int], log_p: Sequence[int], level: int, extend
     return sum(4 if compact and int(b) <= 32 else 8 for b in bits)
 
 
-def plaintext_bytes(params: dict, seg: Segment, layers: list, compact: bool = False) -> int:
+def plaintext_bytes(params: dict, seg: Segment, layers: list, compact: bool = True) -> int:
     """Bytes :class:`PreparedSlots` will hold for ``seg``'s encoded plaintexts (``params``:
     the program's): every diagonal at its layer's level (plus the special primes when it
     multiplies extended ciphertexts), ``compact`` or not (:func:`residue_bytes`), and every
@@ -119,12 +119,12 @@ class PreparedSlots:
 
     ``lazy=True`` keeps no plaintext: each group of diagonals is encoded just before the dot
     product that uses it and dropped after, so the segment's memory is one group's plaintexts
-    (streaming, at the price of encoding on every query). ``compact=True`` keeps each limb of
-    a diagonal below ``2^32`` in 32-bit words (``CompactPlaintext``: LoLa's CIFAR network
-    11.8 → 7.5 GB, its queries 1.1–1.8× slower on an AMD EPYC Zen 1, where these sums are
-    bound by arithmetic, not memory); the results are the same bits."""
+    (streaming, at the price of encoding on every query). ``compact`` (default) keeps each limb
+    of a diagonal whose prime is below ``2^32`` in 32-bit words (``CompactPlaintext``, which
+    the grouped sums read as they are: LoLa's CIFAR network 11.8 → 7.5 GB at the same speed);
+    the results are the same bits."""
 
-    def __init__(self, params: _native.Params, seg: Segment, layers: list, lazy: bool = False, compact: bool = False) -> None:
+    def __init__(self, params: _native.Params, seg: Segment, layers: list, lazy: bool = False, compact: bool = True) -> None:
         self.seg = seg
         self.lazy = lazy
         self.params = params

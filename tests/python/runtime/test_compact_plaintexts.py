@@ -1,7 +1,6 @@
-"""Compact plaintexts: over its memory budget, a latency segment keeps each limb of its
-diagonals in 32-bit words where the prime is below ``2^32`` before it encodes any lazily; the
-memory the executor reports is what it holds, and every output ciphertext is the 64-bit one,
-bit for bit."""
+"""Compact plaintexts: a latency segment keeps each limb of its diagonals in 32-bit words where
+the prime is below ``2^32`` (``Executor(compact=True)``, the default); the memory the executor
+reports is what it holds, and every output ciphertext is the 64-bit one's, bit for bit."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ import pytest
 import heinfer
 from heinfer import _native
 from heinfer.protocol.trace import segment_inputs
-from heinfer.runtime.executor import Executor, fit_plaintexts, native_params
+from heinfer.runtime.executor import Executor, native_params
 from heinfer.runtime.slots import plaintext_bytes, residue_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "compiler"))
@@ -56,32 +55,19 @@ def _needs(program, compact: bool) -> int:
     return sum(plaintext_bytes(program.params, s, program.layers, compact) for s in program.segments if s.layout.kind == "slots")
 
 
-def test_fitting_prefers_compact_to_lazy_and_wide_to_compact() -> None:
-    wide, compact = {0: 100, 1: 40, 2: 10}, {0: 60, 1: 30, 2: 10}
-    assert fit_plaintexts(wide, compact, None) == (set(), set())
-    assert fit_plaintexts(wide, compact, 150) == (set(), set())
-    assert fit_plaintexts(wide, compact, 149) == ({0}, set())  # the largest saving first
-    assert fit_plaintexts(wide, compact, 100) == ({0, 1}, set())
-    # a lazy segment keeps nothing: the others fit in 64-bit words again
-    assert fit_plaintexts(wide, compact, 99) == (set(), {0})
-    assert fit_plaintexts(wide, compact, 45) == ({1}, {0})
-    assert fit_plaintexts(wide, compact, 0) == (set(), {0, 1, 2})
-
-
-def test_over_budget_diagonals_are_kept_compact_as_estimated(program) -> None:
+def test_diagonals_are_kept_compact_as_estimated(program) -> None:
     wide, small = _needs(program, False), _needs(program, True)
     assert small < 0.8 * wide  # 0.76 here: q_0 and P stay in 64-bit words
-    roomy = Executor(program)
-    assert roomy.compact_segments == [] and roomy.kept_plaintext_bytes == wide == _held(roomy)
-    kinds = {type(p) for s in roomy.slots.values() for pts in s.plain.values() for p in pts}
-    assert kinds == {_native.Plaintext}
-    tight = Executor(program, max_memory=small)
-    assert tight.compact_segments and tight.lazy_segments == []
-    assert tight.plaintext_bytes == wide and tight.kept_plaintext_bytes == small == _held(tight)
-    kinds = {type(p) for s in tight.slots.values() for pts in s.plain.values() for p in pts}
+    ex = Executor(program)
+    assert ex.compact and ex.plaintext_bytes == ex.kept_plaintext_bytes == small == _held(ex)
+    kinds = {type(p) for s in ex.slots.values() for pts in s.plain.values() for p in pts}
     assert kinds == {_native.CompactPlaintext}
-    tighter = Executor(program, max_memory=small - 1)
-    assert tighter.lazy_segments and tighter.kept_plaintext_bytes < small
+    base = Executor(program, compact=False)
+    assert base.plaintext_bytes == wide == _held(base)
+    kinds = {type(p) for s in base.slots.values() for pts in s.plain.values() for p in pts}
+    assert kinds == {_native.Plaintext}
+    tight = Executor(program, max_memory=small - 1)
+    assert tight.lazy_segments and tight.kept_plaintext_bytes < small
 
 
 def test_compact_and_wide_outputs_are_the_same_bits(program) -> None:
@@ -89,15 +75,15 @@ def test_compact_and_wide_outputs_are_the_same_bits(program) -> None:
     inputs = segment_inputs(program, x, keys=True)
     params = native_params(program.params)
 
-    def outputs(max_memory: int | None) -> list[bytes]:
-        ex = Executor(program, max_memory=max_memory)
+    def outputs(compact: bool) -> list[bytes]:
+        ex = Executor(program, compact=compact)
         got = []
         for k, (data, relin, galois) in enumerate(inputs):
             batch = _native.CiphertextBatch.from_bytes(params, data, len(data), 1 << 24)
             got.append(ex.run(k, batch, relin, galois).to_bytes())
         return got
 
-    assert outputs(_needs(program, True)) == outputs(None)
+    assert outputs(True) == outputs(False)
     # and the answer is the network's
     want = om.run_onnxruntime(MODEL, x)
     got = heinfer.infer(program, x).outputs

@@ -59,9 +59,9 @@ type Group<'a, P> = (&'a [usize], &'a [&'a P]);
 /// One task per `(limb, column chunk)` walks every group: the chunk of every ciphertext stays
 /// in cache across the groups that reuse it (a transform's baby steps serve every output and
 /// giant step), and each plaintext word is read once, for both parts of a two-part ciphertext
-/// ([`dot::dot2`]; other sizes part by part with [`dot::dot1`]). A 32-bit limb chunk
-/// is widened into the task's scratch just before its products (in cache: the memory read
-/// is its 32-bit words).
+/// ([`dot::dot2`]; other sizes part by part with [`dot::dot1`]); a limb kept in 32-bit words
+/// ([`CompactPlaintext`](crate::CompactPlaintext)) through [`dot::dot2_narrow`] and
+/// [`dot::dot1_narrow`], which read those words as they are.
 fn grouped_sums<'a, P: PlainTerm>(
     parts: usize,
     limbs: usize,
@@ -88,70 +88,62 @@ fn grouped_sums<'a, P: PlainTerm>(
     outs.into_par_iter().enumerate().for_each(|(c, mut out)| {
         let (i, col) = ((c * w) / n, (c * w) % n);
         let cols = col..col + w;
-        let mut scratch: Vec<u64> = Vec::new();
         for ((idx, pts), out) in groups.iter().zip(out.chunks_mut(parts)) {
-            // 64-bit words are read in place, all terms in one call; 32-bit ones are widened
-            // a few terms at a time, so that the widened words stay in L1/L2 beside the
-            // ciphertexts' columns (a whole group's would push those out)
-            let narrow = pts.iter().any(|p| matches!(p.words(i), Words::Narrow(_)));
-            let mut start = 0;
-            while start < pts.len() {
-                let onto = start > 0;
-                let end = match (narrow, onto) {
-                    (false, _) => pts.len(),
-                    (true, false) => WIDEN_TERMS.min(pts.len()),
-                    (true, true) => (start + WIDEN_TERMS - 1).min(pts.len()),
-                };
-                let b = plain_chunks(&pts[start..end], i, cols.clone(), &mut scratch);
-                let x = |j: usize| -> Vec<&[u64]> {
-                    idx[start..end]
+            let x = |j: usize| -> Vec<&[u64]> {
+                idx.iter().map(|&t| &part(t, j, i)[cols.clone()]).collect()
+            };
+            // a limb's words are 32-bit in every plaintext of the call or in none (checked)
+            match pts[0].words(i) {
+                Words::Wide(_) => {
+                    let b: Vec<&[u64]> = pts
                         .iter()
-                        .map(|&t| &part(t, j, i)[cols.clone()])
-                        .collect()
-                };
-                if let [out0, out1] = out {
-                    let f = if onto { dot::dot2_onto } else { dot::dot2 };
-                    f(out0, out1, &b, &x(0), &x(1), bc(i));
-                } else {
-                    for (j, o) in out.iter_mut().enumerate() {
-                        let f = if onto { dot::dot1_onto } else { dot::dot1 };
-                        f(o, &x(j), &b, bc(i));
+                        .map(|p| &wide(p.words(i))[cols.clone()])
+                        .collect();
+                    if let [out0, out1] = out {
+                        dot::dot2(out0, out1, &b, &x(0), &x(1), bc(i));
+                    } else {
+                        for (j, o) in out.iter_mut().enumerate() {
+                            dot::dot1(o, &x(j), &b, bc(i));
+                        }
                     }
                 }
-                start = end;
+                Words::Narrow(_) => {
+                    let b: Vec<&[u32]> = pts
+                        .iter()
+                        .map(|p| &narrow(p.words(i))[cols.clone()])
+                        .collect();
+                    if let [out0, out1] = out {
+                        dot::dot2_narrow(out0, out1, &b, &x(0), &x(1), bc(i));
+                    } else {
+                        for (j, o) in out.iter_mut().enumerate() {
+                            dot::dot1_narrow(o, &x(j), &b, bc(i));
+                        }
+                    }
+                }
             }
         }
     });
     acc
 }
 
-/// Terms of 32-bit plaintext words widened per call of a grouped sum's kernel (one fewer
-/// after the first call, which also adds the running sum): 15 = 8 + 7, two lazy chunks of
-/// the double-precision kernels, one of IFMA's.
-const WIDEN_TERMS: usize = 15;
-
-/// Columns `cols` of limb `i` of every plaintext of `pts`: borrowed where they are 64-bit
-/// words, widened into `scratch` where they are 32-bit ones.
-fn plain_chunks<'s, P: PlainTerm>(
-    pts: &'s [&'s P],
-    i: usize,
-    cols: std::ops::Range<usize>,
-    scratch: &'s mut Vec<u64>,
-) -> Vec<&'s [u64]> {
-    let w = cols.len();
-    scratch.clear();
-    for p in pts {
-        if let Words::Narrow(v) = p.words(i) {
-            scratch.extend(v[cols.clone()].iter().map(|&x| u64::from(x)));
+/// A limb's 64-bit words (the grouped sums checked that every plaintext has them).
+fn wide(w: Words<'_>) -> &[u64] {
+    match w {
+        Words::Wide(v) => v,
+        Words::Narrow(_) => {
+            unreachable!("checked by check_groups: a limb is wide in every plaintext")
         }
     }
-    let mut widened = scratch.chunks_exact(w);
-    pts.iter()
-        .map(|p| match p.words(i) {
-            Words::Wide(v) => &v[cols.clone()],
-            Words::Narrow(_) => widened.next().expect("one widened chunk per 32-bit limb"),
-        })
-        .collect()
+}
+
+/// A limb's 32-bit words (as [`wide`]).
+fn narrow(w: Words<'_>) -> &[u32] {
+    match w {
+        Words::Narrow(v) => v,
+        Words::Wide(_) => {
+            unreachable!("checked by check_groups: a limb is narrow in every plaintext")
+        }
+    }
 }
 
 /// What a grouped sum reads of its ciphertexts, plain or extended.
@@ -203,6 +195,7 @@ fn check_groups<P: PlainTerm>(
         Some(p) => *p,
         None => return Err(invalid(op, "needs at least one group of at least one term")),
     };
+    let narrow = |p: &P, i: usize| matches!(p.words(i), Words::Narrow(_));
     for (idx, pts) in groups {
         if idx.is_empty() || idx.len() != pts.len() {
             return Err(invalid(
@@ -222,6 +215,12 @@ fn check_groups<P: PlainTerm>(
             same_scale(op, p0.head().2, scale)?;
             if !limbs_ok(pt) {
                 return Err(invalid(op, limbs_reason));
+            }
+            if (0..pt.limbs().min(p0.limbs())).any(|i| narrow(pt, i) != narrow(p0, i)) {
+                return Err(invalid(
+                    op,
+                    "plaintexts whose limbs are kept in different word sizes",
+                ));
             }
         }
     }
