@@ -334,7 +334,7 @@ mod tests {
             let mut y = vec![7u64; n];
             dot1_with(k, &mut y, &dr, &br, &bc, false);
             assert_eq!(y, e0, "dot1 {ctx}");
-            // the same sums in two calls, the second onto the first's (dot2_onto, dot1_onto)
+            // the same sums in two calls, the second onto the first's (`onto`)
             for split in [1, terms / 2, terms - 1] {
                 if split == 0 || split >= terms {
                     continue;
