@@ -22,7 +22,7 @@ from heinfer.program.ops import DropTo, Linear, Relinearize, Rescale, Square
 from heinfer.program.transform import OP_KINDS, Transform
 
 __all__ = [
-    "CostTable", "KINDS", "STREAMED", "SPILLED", "SIZES", "DEFAULT_LLC", "operand_sizes", "working_set", "stream_share", "spill_share", "BATCH_KINDS", "BATCH_UNITS", "analytic_costs", "price", "together", "transform_cost", "square_cost",
+    "CostTable", "KINDS", "STREAMED", "SPILLED", "SIZES", "DEFAULT_LLC", "plain_words", "residue_bytes", "operand_sizes", "working_set", "stream_share", "spill_share", "BATCH_KINDS", "BATCH_UNITS", "analytic_costs", "price", "together", "transform_cost", "square_cost",
     "messages_cost", "key_bytes", "predict_seconds", "segment_seconds",
 ]
 
@@ -56,9 +56,11 @@ SPILLED = ("rotate_ext", "mul_plain_ext")
 
 #: Per-level sizes a table carries beside its costs (bytes; computed from the parameters,
 #: not measured, except the cache size): the last-level cache, one plaintext, one extended
-#: plaintext (``Q_ℓ·P``) and the part of one key-switching key a key switch at level ``ℓ``
-#: reads (``β_ℓ`` digits × 2 polynomials × ``ℓ + 1 + k`` limbs).
-SIZES = ("llc_bytes", "pt_bytes", "pt_ext_bytes", "ks_key_bytes")
+#: plaintext (``Q_ℓ·P``) — both in the words the executor keeps them in (:func:`plain_words`)
+#: —, one polynomial of an extended ciphertext (``Q_ℓ·P`` in 64-bit words) and the part of
+#: one key-switching key a key switch at level ``ℓ`` reads (``β_ℓ`` digits × 2 polynomials ×
+#: ``ℓ + 1 + k`` limbs, 64-bit words).
+SIZES = ("llc_bytes", "pt_bytes", "pt_ext_bytes", "ext_bytes", "ks_key_bytes")
 
 #: The default last-level cache when the machine does not say (bytes).
 DEFAULT_LLC = 32 << 20
@@ -82,18 +84,39 @@ BATCH_UNITS = {
 }
 
 
-def operand_sizes(log_n: int, levels: int, special: int, llc: int = DEFAULT_LLC) -> dict:
+def plain_words(log_q, log_p, compact: bool) -> list[int]:
+    """Bytes per residue of each prime of parameters with primes of ``log_q`` and ``log_p``
+    bits (``q_0, …, q_{L−1}`` then the special primes) in a plaintext as the executor keeps
+    it: 8 (a 64-bit word), or, ``compact``, 4 for a prime below ``2^32`` (a ``b``-bit prime
+    is below ``2^b``; :class:`heinfer.ckks` ``CompactPlaintext``)."""
+    return [4 if compact and int(b) <= 32 else 8 for b in list(log_q) + list(log_p)]
+
+
+def residue_bytes(log_q, log_p, level: int, extended: bool, compact: bool) -> int:
+    """Bytes per coefficient of a plaintext at ``level`` (with the special primes when
+    ``extended``): the sum of its limbs' :func:`plain_words`."""
+    words = plain_words(log_q, log_p, compact)
+    return sum(words[: level + 1]) + (sum(words[len(log_q):]) if extended else 0)
+
+
+def operand_sizes(log_n: int, levels: int, special: int, llc: int = DEFAULT_LLC, words: list[int] | None = None) -> dict:
     """The :data:`SIZES` rows of a table for ``levels`` levels and ``special`` special primes
-    (``α = special`` primes per key-switching digit, as the engine chooses)."""
+    (``α = special`` primes per key-switching digit, as the engine chooses); plaintexts in
+    ``words`` bytes per residue of each prime (:func:`plain_words`; 8 for every prime when
+    not given)."""
     n = 1 << log_n
     k = special
+    words = [8] * (levels + special) if words is None else list(words)
+    if len(words) != levels + special:
+        raise ValueError(f"{len(words)} word sizes for {levels} + {special} primes")
     rows: dict = {key: [] for key in SIZES}
     for lvl in range(levels):
         L = lvl + 1
         beta = -(-L // max(k, 1))
         rows["llc_bytes"].append(float(llc))
-        rows["pt_bytes"].append(8.0 * n * L)
-        rows["pt_ext_bytes"].append(8.0 * n * (L + k))
+        rows["pt_bytes"].append(float(n * sum(words[:L])))
+        rows["pt_ext_bytes"].append(float(n * (sum(words[:L]) + sum(words[levels:]))))
+        rows["ext_bytes"].append(8.0 * n * (L + k))
         rows["ks_key_bytes"].append(8.0 * n * 2 * beta * (L + k))
     return rows
 
@@ -171,7 +194,7 @@ def spill_share(counts: dict, level: int, costs: CostTable) -> float:
     without sizes."""
     if counts.get("mul_plain_ext", 0) == 0 or not all(k in costs for k in SIZES):
         return 0.0
-    return min(counts.get("rotate_ext", 0) * 2 * costs["pt_ext_bytes"][level] / costs["llc_bytes"][level], 1.0)
+    return min(counts.get("rotate_ext", 0) * 2 * costs["ext_bytes"][level] / costs["llc_bytes"][level], 1.0)
 
 
 def price(counts: dict, level: int, costs: CostTable, n_out: int, bias: bool) -> float:

@@ -19,12 +19,12 @@ import time
 import numpy as np
 
 from heinfer import _native
-from heinfer.compiler.cost import BATCH_KINDS, DEFAULT_LLC, KINDS, SIZES, CostTable, analytic_costs, operand_sizes
+from heinfer.compiler.cost import BATCH_KINDS, DEFAULT_LLC, KINDS, SIZES, CostTable, analytic_costs, operand_sizes, plain_words
 from heinfer.runtime.slots import DOT_BATCH
 
 __all__ = ["measure_costs", "cpu_model", "llc_bytes", "median_seconds"]
 
-_VERSION = 14
+_VERSION = 15
 
 
 def cpu_model() -> str:
@@ -131,6 +131,19 @@ DISTINCT = 16
 GROUPS = DOT_BATCH
 
 
+def _sizes(params: dict) -> dict:
+    """The :data:`~heinfer.compiler.cost.SIZES` rows of ``params`` on this machine, plaintexts
+    compact as the executor keeps them by default (``Executor(compact=True)``)."""
+    words = plain_words(params["log_q"], params["log_p"], compact=True)
+    return operand_sizes(int(params["log_n"]), len(params["log_q"]), len(params["log_p"]), llc_bytes(), words)
+
+
+def _plaintext(enc: _native.Encoder, x: np.ndarray, scale: float, lvl: int, extended: bool) -> _native.CompactPlaintext:
+    """``x`` encoded as the executor keeps its diagonals by default: compact (limbs below
+    ``2^32`` in 32-bit words), so the products are timed on the words they read."""
+    return enc.encode_real(x, scale, lvl, extended).compact()
+
+
 def _measure(params: dict, reps: int) -> CostTable:
     p = _native.Params(int(params["log_n"]), list(params["log_q"]), list(params["log_p"]), int(params["log_scale"]), None, int(params["security"]))
     kg = _native.KeyGenerator(p)
@@ -139,7 +152,7 @@ def _measure(params: dict, reps: int) -> CostTable:
     else:  # no key switching: no rotation to price; the slot kinds keep their analytic values
         table = analytic_costs(int(params["log_n"]), len(params["log_q"]), 0)
     table.update(_measure_batch(p, kg, params, reps))
-    table.update(operand_sizes(int(params["log_n"]), len(params["log_q"]), len(params["log_p"]), llc_bytes()))
+    table.update(_sizes(params))
     table["threads"] = _native.get_num_threads()  # the per-ciphertext kinds share them (messages_cost)
     table["source"] = f"measured on {cpu_model()}, {_native.get_num_threads()} threads"
     return table
@@ -201,7 +214,7 @@ def _measure_slots(p: _native.Params, kg: _native.KeyGenerator, params: dict, re
     scale = float(2 ** params["log_scale"])
     table: CostTable = {k: [] for k in KINDS}
     n = DISTINCT
-    sizes = operand_sizes(int(params["log_n"]), len(params["log_q"]), len(params["log_p"]), llc_bytes())
+    sizes = _sizes(params)
     many = _streamed_keys(kg, sizes)
     for lvl in range(p.max_level + 1):
         cts = [kg.encrypt_symmetric(enc.encode_real(x, scale, lvl, False)) for x in xs]
@@ -210,15 +223,15 @@ def _measure_slots(p: _native.Params, kg: _native.KeyGenerator, params: dict, re
         # scale may be below it, e.g. a throughput plan whose weights carry the rest)
         r_scale = float(p.q[lvl]) * 2.0**20
         r_cts = [kg.encrypt_symmetric(enc.encode_real(x, r_scale, lvl, False)) for x in xs] if lvl > 0 else []
-        pts = [enc.encode_real(x, float(p.q[lvl]), lvl, False) for x in xs]
-        ptes = [enc.encode_real(x, float(p.q[lvl]), lvl, True) for x in xs]
+        pts = [_plaintext(enc, x, float(p.q[lvl]), lvl, False) for x in xs]
+        ptes = [_plaintext(enc, x, float(p.q[lvl]), lvl, True) for x in xs]
         exts = ev.rotate_hoisted_extended(ct, steps, gk)
-        # per-term and per-call parts of the dot products, from n terms against one; the n
+        # per-term and per-group parts of the dot products, from n terms against one; the
         # terms as the executor sums them: GROUPS groups over the same ciphertexts in one call
         # (dot_plain_groups), per group
-        d1 = median_seconds(lambda: ev.dot_plain_extended(exts[:1], ptes[:1]), reps)
+        d1 = median_seconds(lambda: ev.dot_plain_extended_groups(exts[:1], [[0]] * GROUPS, [ptes[:1]] * GROUPS), reps) / GROUPS
         dn = median_seconds(lambda: ev.dot_plain_extended_groups(exts, [list(range(n))] * GROUPS, [ptes] * GROUPS), reps) / GROUPS
-        p1 = median_seconds(lambda: ev.dot_plain(cts[:1], pts[:1]), reps)
+        p1 = median_seconds(lambda: ev.dot_plain_groups(cts[:1], [[0]] * GROUPS, [pts[:1]] * GROUPS), reps) / GROUPS
         pn = median_seconds(lambda: ev.dot_plain_groups(cts, [list(range(n))] * GROUPS, [pts] * GROUPS), reps) / GROUPS
         t1 = median_seconds(lambda: ev.rotate_hoisted_extended(ct, steps[:1], gk), reps)
         tn = median_seconds(lambda: ev.rotate_hoisted_extended(ct, steps, gk), reps)
@@ -301,14 +314,12 @@ def _measure_streamed(enc, ev, cts, exts, many, sizes: dict, lvl: int, reps: int
     }
     for name, ext, size in (("mul_plain_ext_mem", True, "pt_ext_bytes"), ("mul_plain_mem", False, "pt_bytes")):
         count = int(min(max(DISTINCT + 1, -(-2 * int(llc) // int(sizes[size][lvl]))), STREAM_BUDGET // int(sizes[size][lvl]), 4096))
-        pts = [enc.encode_real(rng.uniform(-1, 1, slots), q, lvl, ext) for _ in range(count)]
+        pts = [_plaintext(enc, rng.uniform(-1, 1, slots), q, lvl, ext) for _ in range(count)]
         base_ops = exts if ext else cts
-        ops = [base_ops[i % len(base_ops)] for i in range(count)]
-        dot = ev.dot_plain_extended if ext else ev.dot_plain
-        one = median_seconds(lambda: dot(ops[:1], pts[:1]), reps)
+        grouped = ev.dot_plain_extended_groups if ext else ev.dot_plain_groups
+        one = median_seconds(lambda: grouped(base_ops[:1], [[0]] * GROUPS, [pts[:1]] * GROUPS), reps) / GROUPS
         # every plaintext distinct (streamed), in groups of DISTINCT terms over the shared
         # operands, GROUPS groups per call, as the executor sums them
-        grouped = ev.dot_plain_extended_groups if ext else ev.dot_plain_groups
         terms = [[i % len(base_ops) for i in range(g, min(g + DISTINCT, count))] for g in range(0, count, DISTINCT)]
         chunks = [pts[g:g + DISTINCT] for g in range(0, count, DISTINCT)]
 
@@ -319,7 +330,7 @@ def _measure_streamed(enc, ev, cts, exts, many, sizes: dict, lvl: int, reps: int
         all_ = median_seconds(stream, max(2, reps // 2)) - (len(terms) - 1) * row["dot" if not ext else "mod_down"]
         base = row["mul_plain_ext" if ext else "mul_plain"]
         out[name] = max((all_ - one) / (count - 1), base)
-        del pts, ops
+        del pts
     out.update(_measure_spilled(enc, ev, ct, many, sizes, lvl, reps, out, slots, q))
     return out
 
@@ -332,7 +343,7 @@ def _measure_spilled(enc, ev, ct, many, sizes: dict, lvl: int, reps: int, mem: d
     are bounded by half of :data:`STREAM_BUDGET`; the ``_mem`` values (``mem``) are the
     floor (a cache that holds them all makes both the same)."""
     steps, gk = many
-    ext_bytes = int(sizes["pt_ext_bytes"][lvl])
+    ext_bytes = int(sizes["ext_bytes"][lvl])
     n = max(2, min(len(steps), (STREAM_BUDGET // 2) // (3 * ext_bytes)))
     steps = steps[:n]
     few = max(3, reps // 2)  # an odd count: one disturbed call does not move the median
@@ -340,8 +351,8 @@ def _measure_spilled(enc, ev, ct, many, sizes: dict, lvl: int, reps: int, mem: d
     every = median_seconds(lambda: ev.rotate_hoisted_extended(ct, steps, gk), few)
     exts = ev.rotate_hoisted_extended(ct, steps, gk)
     rng = np.random.default_rng()
-    pts = [enc.encode_real(rng.uniform(-1, 1, slots), q, lvl, True) for _ in range(n)]
-    d1 = median_seconds(lambda: ev.dot_plain_extended(exts[:1], pts[:1]), few)
+    pts = [_plaintext(enc, rng.uniform(-1, 1, slots), q, lvl, True) for _ in range(n)]
+    d1 = median_seconds(lambda: ev.dot_plain_extended_groups(exts[:1], [[0]] * GROUPS, [pts[:1]] * GROUPS), few) / GROUPS
     # the products as the executor sums them: GROUPS groups over the spilled baby steps in one
     # call, each column chunk of them read from memory once for all the groups
     dn = median_seconds(lambda: ev.dot_plain_extended_groups(exts, [list(range(n))] * GROUPS, [pts] * GROUPS), few) / GROUPS

@@ -13,17 +13,18 @@ step comes back to ``Q`` at once and the plaintexts carry no special primes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import numpy as np
 
 from heinfer import _native
+from heinfer.compiler.cost import residue_bytes
 from heinfer.errors import ProtocolError
 from heinfer.program.model import Segment
 from heinfer.program.ops import Linear, Relinearize, Rescale, Square
 from heinfer.program.transform import Transform
 
-__all__ = ["DOT_BATCH", "GIANT_BATCH", "LAZY_BATCH_BYTES", "PreparedSlots", "plaintext_bytes", "residue_bytes"]
+__all__ = ["DOT_BATCH", "GIANT_BATCH", "LAZY_BATCH_BYTES", "PreparedSlots", "plaintext_bytes"]
 
 #: Giant-step rotations run together (:meth:`PreparedSlots._sums`): enough to keep two
 #: to eight cores busy, few enough that the waiting products stay small (16 ciphertexts).
@@ -36,14 +37,6 @@ DOT_BATCH = 32
 #: Bytes of plaintexts encoded for one such call when a segment keeps none (``lazy``): fewer
 #: groups per call where they hold many diagonals, so streaming stays streaming.
 LAZY_BATCH_BYTES = 64 << 20
-
-
-def residue_bytes(log_q: Sequence[int], log_p: Sequence[int], level: int, extended: bool, compact: bool) -> int:
-    """Bytes per coefficient of a plaintext at ``level`` (with the special primes when
-    ``extended``) of parameters with primes of ``log_q`` and ``log_p`` bits: 8 per limb, or,
-    ``compact``, 4 for a prime below ``2^32`` (a ``b``-bit prime is below ``2^b``)."""
-    bits = list(log_q[: level + 1]) + (list(log_p) if extended else [])
-    return sum(4 if compact and int(b) <= 32 else 8 for b in bits)
 
 
 def plaintext_bytes(params: dict, seg: Segment, layers: list, compact: bool = True) -> int:

@@ -5,7 +5,9 @@ re-priced from another table (``segment_seconds``)."""
 from __future__ import annotations
 
 import pytest
-from heinfer.compiler.cost import KINDS, analytic_costs, messages_cost, price, segment_seconds, spill_share, stream_share, together
+from heinfer.compiler.cost import (
+    KINDS, analytic_costs, messages_cost, operand_sizes, plain_words, price, segment_seconds, spill_share, stream_share, together,
+)
 from heinfer.program.ops import Square
 from heinfer.program.transform import EXTRA_KINDS, OP_KINDS
 
@@ -48,10 +50,11 @@ def test_together_is_at_most_one(many: float | None, factor: float) -> None:
     assert price(_counts(rotate=4), 1, _table(many=many), 1, False) == pytest.approx(4.0 * factor)
 
 
-def _sized(table: dict, llc: float, pt_ext: float) -> dict:
-    """``table`` with the sizes :func:`spill_share` reads (the same at both levels)."""
+def _sized(table: dict, llc: float, ext: float) -> dict:
+    """``table`` with the sizes :func:`spill_share` reads (the same at both levels): one
+    polynomial of an extended ciphertext is ``ext`` bytes; its plaintexts are compact (half)."""
     t = dict(table)
-    t.update({"llc_bytes": [llc] * 2, "pt_bytes": [pt_ext / 2] * 2, "pt_ext_bytes": [pt_ext] * 2, "ks_key_bytes": [0.0] * 2})
+    t.update({"llc_bytes": [llc] * 2, "pt_bytes": [ext / 4] * 2, "pt_ext_bytes": [ext / 2] * 2, "ext_bytes": [ext] * 2, "ks_key_bytes": [0.0] * 2})
     return t
 
 
@@ -62,7 +65,7 @@ def _hoisted(babies: int, products: int) -> dict:
 
 
 def test_the_spill_share_is_the_cache_the_baby_steps_fill() -> None:
-    costs = _sized(_table(), llc=100.0, pt_ext=10.0)  # one extended ciphertext: 20 bytes
+    costs = _sized(_table(), llc=100.0, ext=10.0)  # one extended ciphertext: 20 bytes
     assert spill_share(_hoisted(1, 1), 0, costs) == pytest.approx(0.2)
     assert spill_share(_hoisted(4, 8), 0, costs) == pytest.approx(0.8)
     assert spill_share(_hoisted(50, 50), 0, costs) == 1.0  # at most the whole cache
@@ -72,7 +75,7 @@ def test_the_spill_share_is_the_cache_the_baby_steps_fill() -> None:
 
 
 def test_spilled_baby_steps_move_their_kinds_towards_the_spill_cost() -> None:
-    costs = _sized(_table(), llc=80.0, pt_ext=10.0)  # two baby steps: half the cache
+    costs = _sized(_table(), llc=80.0, ext=10.0)  # two baby steps: half the cache
     costs["rotate_ext"], costs["rotate_ext_spill"] = [1.0, 1.0], [3.0, 3.0]
     costs["mul_plain_ext"], costs["mul_plain_ext_spill"] = [1.0, 1.0], [2.0, 2.0]
     # share 0.5: rotations 1 + 0.5·2, products 1 + 0.5·1; one rescale, free here
@@ -87,14 +90,14 @@ def test_spilled_baby_steps_move_their_kinds_towards_the_spill_cost() -> None:
 
 
 def test_operands_that_fill_the_cache_move_the_streamed_kinds_towards_memory() -> None:
-    costs = _sized(_table(), llc=100.0, pt_ext=10.0)  # one plaintext in Q: 5 bytes
+    costs = _sized(_table(), llc=50.0, ext=10.0)  # one compact plaintext in Q: 2.5 bytes
     costs["mul_plain"], costs["mul_plain_mem"] = [1.0, 1.0], [3.0, 3.0]
     costs["add"] = [0.0, 0.0]
     c = _counts()
-    c["mul_plain"], c["dot"] = 10, 1  # 50 bytes of plaintexts: half the cache
+    c["mul_plain"], c["dot"] = 10, 1  # 25 bytes of plaintexts: half the cache
     assert stream_share(c, 1, costs) == pytest.approx(0.5)
     assert price(c, 1, costs, 1, False) == pytest.approx(10 * 2.0)
-    c["mul_plain"] = 40  # 200 bytes: all of it from memory
+    c["mul_plain"] = 40  # 100 bytes: all of it from memory
     assert stream_share(c, 1, costs) == 1.0
     assert price(c, 1, costs, 1, False) == pytest.approx(40 * 3.0)
     assert stream_share(c, 1, _table()) == 0.0  # a table without sizes
@@ -140,3 +143,20 @@ def test_segment_seconds_refuses_a_batch_axis_segment() -> None:
     prog = heinfer.compile(om.mlp((16, 4), act=None), mode="throughput", calibration=om.random_input((16,), 8))
     with pytest.raises(ValueError, match="slot-layout"):
         segment_seconds(prog, prog.segments[0], {})
+
+
+def test_compact_plaintexts_are_sized_in_their_words_and_ciphertexts_in_64_bit_ones() -> None:
+    """LoLa CIFAR's primes: ``q_0`` 33 bits, five of 30, ``P`` 33: at the top level a compact
+    plaintext is 8 + 5·4 bytes per coefficient, an extended one 8 more; the extended
+    ciphertext's polynomial and the keys stay in 64-bit words."""
+    words = plain_words([33] + [30] * 5, [33], compact=True)
+    assert words == [8, 4, 4, 4, 4, 4, 8]
+    assert plain_words([33] + [30] * 5, [33], compact=False) == [8] * 7
+    s = operand_sizes(12, 6, 1, llc=1 << 20, words=words)
+    n = 1 << 12
+    assert s["pt_bytes"][5] == n * 28 and s["pt_ext_bytes"][5] == n * 36
+    assert s["pt_bytes"][0] == n * 8 and s["pt_ext_bytes"][0] == n * 16
+    assert s["ext_bytes"][5] == 8 * n * 7 and s["ks_key_bytes"][5] == 8 * n * 2 * 6 * 7
+    assert operand_sizes(12, 6, 1)["pt_bytes"][5] == 8 * n * 6  # no words given: 64-bit
+    with pytest.raises(ValueError, match="6 word sizes for 6 \\+ 1 primes"):
+        operand_sizes(12, 6, 1, words=words[:6])

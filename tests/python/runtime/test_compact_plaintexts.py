@@ -12,9 +12,10 @@ import pytest
 
 import heinfer
 from heinfer import _native
+from heinfer.compiler.cost import residue_bytes
 from heinfer.protocol.trace import segment_inputs
 from heinfer.runtime.executor import Executor, native_params
-from heinfer.runtime.slots import plaintext_bytes, residue_bytes
+from heinfer.runtime.slots import plaintext_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "compiler"))
 import onnx_models as om  # noqa: E402
