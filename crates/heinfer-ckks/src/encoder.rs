@@ -12,6 +12,7 @@
 //! vector in the imaginary parts.
 
 use crate::ciphertext::{check_scale, Plaintext};
+use crate::compact::{narrow_into, CompactPlaintext, WordsMut};
 use crate::error::{CkksError, Result};
 use crate::fft::SpecialFft;
 use crate::keygen::basis_indices;
@@ -80,23 +81,12 @@ impl Encoder {
         let inner = self.params.inner();
         let idx = basis_indices(&self.params, level, extended);
         let mut poly = RnsPoly::zero(n, idx.len());
-        let max = coeffs.iter().fold(0.0f64, |a, &c| a.max(c.abs()));
+        let max = max_abs(&coeffs);
         poly.data
             .par_chunks_mut(n)
             .zip(idx.par_iter())
             .for_each(|(limb, &mi)| {
-                let m = &inner.moduli[mi];
-                if max < 4.0e15 && m.q < (1u64 << 50) {
-                    heinfer_math::vecops::reduce_f64_into(limb, &coeffs, m.q);
-                } else if max < 9.2e18 {
-                    for (x, &c) in limb.iter_mut().zip(&coeffs) {
-                        *x = m.reduce_i64(c as i64);
-                    }
-                } else {
-                    for (x, &c) in limb.iter_mut().zip(&coeffs) {
-                        *x = m.reduce_i128(c as i128);
-                    }
-                }
+                reduce_coefficients(limb, &coeffs, max, &inner.moduli[mi]);
                 inner.ntt[mi].forward(limb);
             });
         Ok(Plaintext {
@@ -104,6 +94,59 @@ impl Encoder {
             poly,
             level,
             scale,
+        })
+    }
+
+    /// [`Self::encode`] (or, `extended`, [`Self::encode_extended`]) straight into a
+    /// [`CompactPlaintext`] (see [`Self::encode_compact_many`]).
+    pub fn encode_compact(
+        &self,
+        values: &[Complex64],
+        scale: f64,
+        level: usize,
+        extended: bool,
+    ) -> Result<CompactPlaintext> {
+        let mut one = self.encode_compact_many(&[values], scale, level, extended)?;
+        Ok(one.remove(0))
+    }
+
+    /// Every row of `rows` encoded as [`Self::encode_compact`] would, in parallel, into one
+    /// buffer shared by the results (freed with the last of them, see
+    /// [`CompactPlaintext`]): the same residues as [`Self::encode`], each 32-bit limb
+    /// transformed in a per-thread scratch limb and written narrow, so no 64-bit plaintext is
+    /// allocated on the way. The first error fails the call.
+    pub fn encode_compact_many<R: AsRef<[Complex64]> + Sync>(
+        &self,
+        rows: &[R],
+        scale: f64,
+        level: usize,
+        extended: bool,
+    ) -> Result<Vec<CompactPlaintext>> {
+        let n = self.params.n();
+        let inner = self.params.inner();
+        let idx = basis_indices(&self.params, level, extended);
+        let moduli: Vec<u64> = idx.iter().map(|&mi| inner.moduli[mi].q).collect();
+        let head = (self.params.id(), level, scale, n);
+        CompactPlaintext::batch(head, &moduli, rows.len(), |r, parts| {
+            let coeffs = self.embed_inverse(rows[r].as_ref(), scale, level)?;
+            let max = max_abs(&coeffs);
+            parts
+                .into_par_iter()
+                .zip(idx.par_iter())
+                .for_each(|(part, &mi)| match part {
+                    WordsMut::Wide(limb) => {
+                        reduce_coefficients(limb, &coeffs, max, &inner.moduli[mi]);
+                        inner.ntt[mi].forward(limb);
+                    }
+                    WordsMut::Narrow(words) => {
+                        let mut limb = crate::scratch::take(n);
+                        reduce_coefficients(&mut limb, &coeffs, max, &inner.moduli[mi]);
+                        inner.ntt[mi].forward(&mut limb);
+                        narrow_into(words, &limb);
+                        crate::scratch::give(limb);
+                    }
+                });
+            Ok(())
         })
     }
 
@@ -332,4 +375,25 @@ pub(crate) fn centered_crt(moduli: &[heinfer_math::Modulus], coef: &[Vec<u64>]) 
     }
     zeroize::Zeroize::zeroize(&mut t);
     out
+}
+
+/// The largest `|c|` of `coeffs`.
+fn max_abs(coeffs: &[f64]) -> f64 {
+    coeffs.iter().fold(0.0f64, |a, &c| a.max(c.abs()))
+}
+
+/// `limb[j] = coeffs[j] mod q` for integer-valued `coeffs` whose magnitudes are below `max`
+/// (the f64 reduction below `2^52`, else through `i64` or `i128`).
+fn reduce_coefficients(limb: &mut [u64], coeffs: &[f64], max: f64, m: &heinfer_math::Modulus) {
+    if max < 4.0e15 && m.q < (1u64 << 50) {
+        heinfer_math::vecops::reduce_f64_into(limb, coeffs, m.q);
+    } else if max < 9.2e18 {
+        for (x, &c) in limb.iter_mut().zip(coeffs) {
+            *x = m.reduce_i64(c as i64);
+        }
+    } else {
+        for (x, &c) in limb.iter_mut().zip(coeffs) {
+            *x = m.reduce_i128(c as i128);
+        }
+    }
 }

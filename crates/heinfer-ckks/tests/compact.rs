@@ -190,3 +190,59 @@ fn compact_plaintexts_of_other_parameters_or_levels_are_refused() {
         .dot_plain_groups(&[&a], &[(&[0], &[&stranger])])
         .is_err());
 }
+
+#[test]
+fn encoding_straight_into_compact_words_gives_the_residues_of_the_64_bit_encoding() {
+    let f = fx();
+    let scale = f.params.default_scale();
+    let rows: Vec<Vec<Complex64>> = (0..5)
+        .map(|r| cplx(&vector(f.params.slots(), 40 + r)))
+        .collect();
+    for (level, extended) in [(3, false), (3, true), (0, true), (1, false)] {
+        let many = f
+            .enc
+            .encode_compact_many(&rows, scale, level, extended)
+            .unwrap();
+        assert_eq!(many.len(), rows.len());
+        for (r, (c, z)) in many.iter().zip(&rows).enumerate() {
+            let want = if extended {
+                f.enc.encode_extended(z, scale, level).unwrap()
+            } else {
+                f.enc.encode(z, scale, level).unwrap()
+            };
+            let what = format!("row {r} level {level} extended {extended}");
+            assert_eq!(c.widen().poly(), want.poly(), "{what}");
+            assert_eq!(
+                (c.level(), c.scale(), c.params_id()),
+                (level, scale, f.params.id())
+            );
+            // a clone shares the words and outlives the batch
+            let kept = c.clone();
+            assert_eq!(kept.widen().poly(), want.poly(), "{what}");
+        }
+        let one = f
+            .enc
+            .encode_compact(&rows[1], scale, level, extended)
+            .unwrap();
+        assert_eq!(one.widen().poly(), many[1].widen().poly());
+    }
+    // the plaintexts of a batch outlive each other in any order
+    let mut many = f.enc.encode_compact_many(&rows, scale, 2, true).unwrap();
+    let last = many.pop().unwrap();
+    drop(many);
+    let want = f.enc.encode_extended(&rows[4], scale, 2).unwrap();
+    assert_eq!(last.widen().poly(), want.poly());
+    // one bad row fails the call; no rows, no plaintexts
+    let mut bad = rows.clone();
+    bad[3][7] = Complex64::new(f64::NAN, 0.0);
+    assert!(matches!(
+        f.enc.encode_compact_many(&bad, scale, 3, false),
+        Err(CkksError::Encoding(_))
+    ));
+    let none: Vec<Vec<Complex64>> = Vec::new();
+    assert!(f
+        .enc
+        .encode_compact_many(&none, scale, 3, false)
+        .unwrap()
+        .is_empty());
+}

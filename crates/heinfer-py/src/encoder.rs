@@ -71,13 +71,13 @@ impl Encoder {
         extended: bool,
     ) -> PyResult<Vec<Plaintext>> {
         let params = &self.params;
-        self.encode_rows(py, "Encoder.encode_real_many", &values, (scale, level, extended), |inner| {
-            Ok(Plaintext { inner, params: params.clone() })
+        self.encode_rows(py, "Encoder.encode_real_many", &values, |z| {
+            Ok(Plaintext { inner: self.encode_one(z, scale, level, extended)?, params: params.clone() })
         })
     }
     /// [`Self::encode_real_many`] as compact plaintexts (each limb in the narrowest words its
-    /// modulus allows), each compacted as soon as it is encoded: the 64-bit form is never
-    /// held for every row at once.
+    /// modulus allows), encoded straight into that form and sharing one buffer, freed with
+    /// the last of them (`ckks::Encoder::encode_compact_many`).
     fn encode_real_many_compact(
         &self,
         py: Python<'_>,
@@ -86,9 +86,9 @@ impl Encoder {
         level: usize,
         extended: bool,
     ) -> PyResult<Vec<CompactPlaintext>> {
-        self.encode_rows(py, "Encoder.encode_real_many_compact", &values, (scale, level, extended), |pt| {
-            Ok(CompactPlaintext { inner: ckks::CompactPlaintext::new(&self.params, &pt)? })
-        })
+        let rows = complex_rows(&values);
+        let pts = run(py, "Encoder.encode_real_many_compact", || self.inner.encode_compact_many(&rows, scale, level, extended))?;
+        Ok(pts.into_iter().map(|inner| CompactPlaintext { inner }).collect())
     }
     /// Complex values, one per slot; `extended` adds the special primes.
     fn encode_complex(
@@ -124,25 +124,20 @@ impl Encoder {
 }
 
 impl Encoder {
-    /// One plaintext, in the extended basis `Q·P` when `extended`.
-    /// Every row of `values` encoded at `(scale, level, extended)` and mapped by `f`, in
-    /// parallel on the pool; the first error fails the call.
+    /// Every row of `values` (as complex slots) encoded by `f`, in parallel on the pool; the
+    /// first error fails the call.
     fn encode_rows<T: Send>(
         &self,
         py: Python<'_>,
         op: &'static str,
         values: &PyReadonlyArray2<'_, f64>,
-        (scale, level, extended): (f64, usize, bool),
-        f: impl Fn(ckks::Plaintext) -> ckks::Result<T> + Sync,
+        f: impl Fn(&[Complex64]) -> ckks::Result<T> + Sync,
     ) -> PyResult<Vec<T>> {
         use rayon::prelude::*;
         let rows = complex_rows(values);
-        run(py, op, || {
-            rows.par_iter()
-                .map(|z| f(self.encode_one(z, scale, level, extended)?))
-                .collect::<ckks::Result<Vec<T>>>()
-        })
+        run(py, op, || rows.par_iter().map(|z| f(z)).collect::<ckks::Result<Vec<T>>>())
     }
+    /// One plaintext, in the extended basis `Q·P` when `extended`.
     fn encode_one(
         &self,
         z: &[Complex64],
