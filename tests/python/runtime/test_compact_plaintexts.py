@@ -103,3 +103,30 @@ def test_a_grouped_sum_takes_one_kind_of_plaintext(program) -> None:
     assert a == b
     with pytest.raises(TypeError, match="'CompactPlaintext' object is not an instance of 'Plaintext'"):
         ev.dot_plain_groups([ct], [[0, 0]], [[pt, pt.compact()]])
+
+
+def _rss() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the resident set from /proc")
+def test_compact_plaintexts_hold_their_residues_and_little_more() -> None:
+    """The plaintexts of one call share one buffer (``encode_real_many_compact``): resident
+    memory grows by their residues, not by the allocator's rounding of a block per limb or per
+    plaintext (1.31× and 1.12–1.17× measured with those layouts at these sizes)."""
+    p = _native.Params(13, [33, 30, 30, 30, 30, 30], [33], 30, None, 128)
+    enc = _native.Encoder(p)
+    rng = np.random.default_rng(5)
+    rows = rng.uniform(-1, 1, (128, p.slots))
+    enc.encode_real_many_compact(rows[:2], float(p.q[5]), 5, True)  # tables, pools, threads
+    before, kept = _rss(), []
+    for _ in range(4):
+        kept += enc.encode_real_many_compact(rows, float(p.q[5]), 5, True)
+    grew = _rss() - before
+    residues = sum(pt.nbytes for pt in kept)
+    assert residues == 4 * 128 * p.n * (2 * 8 + 5 * 4)
+    assert grew < 1.08 * residues, f"resident memory grew {grew / residues:.2f}× the residues"
