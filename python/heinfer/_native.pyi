@@ -93,7 +93,9 @@ class Plaintext:
 
 @final
 class CompactPlaintext:
-    """A plaintext with each limb in 32-bit words where its prime is below 2^32."""
+    """A plaintext with each limb in 32-bit words where its prime is below 2^32. Those made
+    by one ``Encoder.encode_real_many_compact`` call share one buffer, freed with the last of
+    them (``nbytes`` is this plaintext's part)."""
 
     @property
     def level(self) -> int: ...
