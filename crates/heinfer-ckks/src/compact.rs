@@ -24,30 +24,38 @@ use std::sync::Arc;
 /// [`Plaintext`] back. Immutable: a clone shares the residues.
 ///
 /// The plaintexts made together ([`crate::Encoder::encode_compact_many`]) share one buffer of
-/// 64-bit words, each plaintext's limbs one after the other in it (a 32-bit limb takes `N/2`
-/// words); the buffer is freed with the last of them. One allocation per limb cost 31 % more
-/// resident memory than the residues (LoLa's limbs of 32 and 64 KiB), one per plaintext
-/// 12–17 % (the allocator rounds blocks of 224–288 KiB up to 64 KiB slices); one per batch
-/// costs nothing measurable.
+/// 64-bit words (see [`CompactPoly`]); the buffer is freed with the last of them.
 #[derive(Clone, Debug)]
 pub struct CompactPlaintext {
     params_id: u64,
     level: usize,
     scale: f64,
+    poly: CompactPoly,
+}
+
+/// The residues of a polynomial (NTT form), each limb in 32-bit words where its modulus is
+/// below `2^32` and in 64-bit words otherwise, in a buffer of 64-bit words it may share with
+/// the polynomials made with it (a 32-bit limb takes `N/2` words). Immutable: a clone shares
+/// the residues; the buffer is freed with the last polynomial that holds it. One allocation
+/// per limb cost 31 % more resident memory than the residues (LoLa's limbs of 32 and 64 KiB),
+/// one per polynomial 12–17 % (the allocator rounds blocks of 224–288 KiB up to 64 KiB
+/// slices); one per batch costs nothing measurable.
+#[derive(Clone, Debug)]
+pub struct CompactPoly {
     n: usize,
     data: Arc<Vec<u64>>,
-    /// This plaintext's first word in `data`.
+    /// This polynomial's first word in `data`.
     offset: usize,
     layout: Arc<Layout>,
 }
 
-/// Where each limb of a plaintext lies among its words (the same for every plaintext of a
-/// batch: one level, one basis).
+/// Where each limb of a polynomial lies among its words (the same for every polynomial of a
+/// batch: one basis).
 #[derive(Debug)]
 struct Layout {
     /// Per limb: whether it is kept in 32-bit words.
     narrow: Vec<bool>,
-    /// Per limb: its first word (and the plaintext's word count last).
+    /// Per limb: its first word (and the polynomial's word count last).
     starts: Vec<usize>,
 }
 
@@ -68,7 +76,7 @@ impl Layout {
         self.starts[self.narrow.len()]
     }
 
-    /// The limbs of the plaintext whose words are `row`, writable.
+    /// The limbs of the polynomial whose words are `row`, writable.
     fn parts_mut<'a>(&self, row: &'a mut [u64]) -> Vec<WordsMut<'a>> {
         let mut rest = row;
         let mut out = Vec::with_capacity(self.narrow.len());
@@ -85,32 +93,11 @@ impl Layout {
     }
 }
 
-impl CompactPlaintext {
-    /// The plaintext `pt` of `params` (checked), each limb in the narrowest words its
-    /// modulus allows.
-    pub fn new(params: &CkksParams, pt: &Plaintext) -> Result<Self> {
-        params.check_id(pt.params_id())?;
-        let poly = pt.poly();
-        let moduli: Vec<u64> = (0..poly.limbs())
-            .map(|i| params.moduli()[modulus_index(params, pt.level(), i)].q)
-            .collect();
-        let head = (pt.params_id(), pt.level(), pt.scale(), poly.n());
-        let mut one = Self::batch(head, &moduli, 1, |_, parts| {
-            for (i, part) in parts.into_iter().enumerate() {
-                match part {
-                    WordsMut::Wide(w) => w.copy_from_slice(poly.limb(i)),
-                    WordsMut::Narrow(w) => narrow_into(w, poly.limb(i)),
-                }
-            }
-            Ok(())
-        })?;
-        Ok(one.remove(0))
-    }
-
-    /// `count` plaintexts with `head` = (parameters id, level, scale, `N`) whose limbs are
-    /// modulo `moduli`, in one buffer, each filled by `fill(index, its limbs)` (in parallel).
+impl CompactPoly {
+    /// `count` polynomials of `N = n` whose limbs are modulo `moduli`, in one buffer, each
+    /// filled by `fill(index, its limbs)` (in parallel).
     pub(crate) fn batch(
-        (params_id, level, scale, n): (u64, usize, f64, usize),
+        n: usize,
         moduli: &[u64],
         count: usize,
         fill: impl Fn(usize, Vec<WordsMut<'_>>) -> Result<()> + Sync,
@@ -127,13 +114,102 @@ impl CompactPlaintext {
         let data = Arc::new(data);
         Ok((0..count)
             .map(|r| Self {
-                params_id,
-                level,
-                scale,
                 n,
                 data: Arc::clone(&data),
                 offset: r * words,
                 layout: Arc::clone(&layout),
+            })
+            .collect())
+    }
+
+    /// The polynomials `polys` (residues modulo `moduli`, limb by limb), compacted into one
+    /// buffer.
+    pub(crate) fn from_polys(polys: &[&RnsPoly], moduli: &[u64]) -> Vec<Self> {
+        let n = polys.first().map_or(0, |p| p.n());
+        let copied = Self::batch(n, moduli, polys.len(), |r, parts| {
+            for (i, part) in parts.into_iter().enumerate() {
+                match part {
+                    WordsMut::Wide(w) => w.copy_from_slice(polys[r].limb(i)),
+                    WordsMut::Narrow(w) => narrow_into(w, polys[r].limb(i)),
+                }
+            }
+            Ok(())
+        });
+        copied.unwrap_or_else(|_| unreachable!("copying residues cannot fail"))
+    }
+
+    /// Limbs.
+    pub fn limbs(&self) -> usize {
+        self.layout.narrow.len()
+    }
+    /// Limbs kept in 32-bit words.
+    pub fn narrow_limbs(&self) -> usize {
+        self.layout.narrow.iter().filter(|&&nw| nw).count()
+    }
+    /// Limb `i`'s residues.
+    pub fn words(&self, i: usize) -> Words<'_> {
+        let starts = &self.layout.starts;
+        let part = &self.data[self.offset + starts[i]..self.offset + starts[i + 1]];
+        if self.layout.narrow[i] {
+            Words::Narrow(bytemuck::cast_slice(part))
+        } else {
+            Words::Wide(part)
+        }
+    }
+    /// The same residues in 64-bit words.
+    pub fn widen(&self) -> RnsPoly {
+        let mut data = Vec::with_capacity(self.n * self.limbs());
+        for i in 0..self.limbs() {
+            match self.words(i) {
+                Words::Wide(v) => data.extend_from_slice(v),
+                Words::Narrow(v) => data.extend(v.iter().map(|&w| u64::from(w))),
+            }
+        }
+        RnsPoly::from_data(data, self.n)
+    }
+}
+
+impl PartialEq for CompactPoly {
+    /// The same residues in the same words.
+    fn eq(&self, other: &Self) -> bool {
+        self.n == other.n
+            && self.limbs() == other.limbs()
+            && (0..self.limbs()).all(|i| self.words(i) == other.words(i))
+    }
+}
+
+impl CompactPlaintext {
+    /// The plaintext `pt` of `params` (checked), each limb in the narrowest words its
+    /// modulus allows.
+    pub fn new(params: &CkksParams, pt: &Plaintext) -> Result<Self> {
+        params.check_id(pt.params_id())?;
+        let moduli: Vec<u64> = (0..pt.poly().limbs())
+            .map(|i| params.moduli()[modulus_index(params, pt.level(), i)].q)
+            .collect();
+        let mut one = CompactPoly::from_polys(&[pt.poly()], &moduli);
+        Ok(Self {
+            params_id: pt.params_id(),
+            level: pt.level(),
+            scale: pt.scale(),
+            poly: one.remove(0),
+        })
+    }
+
+    /// `count` plaintexts with `head` = (parameters id, level, scale, `N`) whose limbs are
+    /// modulo `moduli`, in one buffer, each filled by `fill(index, its limbs)` (in parallel).
+    pub(crate) fn batch(
+        (params_id, level, scale, n): (u64, usize, f64, usize),
+        moduli: &[u64],
+        count: usize,
+        fill: impl Fn(usize, Vec<WordsMut<'_>>) -> Result<()> + Sync,
+    ) -> Result<Vec<Self>> {
+        Ok(CompactPoly::batch(n, moduli, count, fill)?
+            .into_iter()
+            .map(|poly| Self {
+                params_id,
+                level,
+                scale,
+                poly,
             })
             .collect())
     }
@@ -152,28 +228,21 @@ impl CompactPlaintext {
     }
     /// Limbs (`ℓ + 1`, and the special primes' when extended).
     pub fn limbs(&self) -> usize {
-        self.layout.narrow.len()
+        self.poly.limbs()
     }
     /// Limbs kept in 32-bit words.
     pub fn narrow_limbs(&self) -> usize {
-        self.layout.narrow.iter().filter(|&&nw| nw).count()
+        self.poly.narrow_limbs()
     }
     /// Bytes of its residues: `N · (4 · narrow limbs + 8 · the others)`.
     pub fn bytes(&self) -> usize {
-        self.n * (8 * self.limbs() - 4 * self.narrow_limbs())
+        self.poly.n * (8 * self.limbs() - 4 * self.narrow_limbs())
     }
     /// The same plaintext in 64-bit words.
     pub fn widen(&self) -> Plaintext {
-        let mut data = Vec::with_capacity(self.n * self.limbs());
-        for i in 0..self.limbs() {
-            match self.words(i) {
-                Words::Wide(v) => data.extend_from_slice(v),
-                Words::Narrow(v) => data.extend(v.iter().map(|&w| u64::from(w))),
-            }
-        }
         Plaintext {
             params_id: self.params_id,
-            poly: RnsPoly::from_data(data, self.n),
+            poly: self.poly.widen(),
             level: self.level,
             scale: self.scale,
         }
@@ -195,8 +264,8 @@ pub(crate) enum WordsMut<'a> {
     Narrow(&'a mut [u32]),
 }
 
-/// A limb's residues as a plaintext stores them.
-#[derive(Clone, Copy, Debug)]
+/// A limb's residues as a plaintext or a key stores them.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Words<'a> {
     /// 64-bit words.
     Wide(&'a [u64]),
@@ -238,15 +307,9 @@ impl PlainTerm for CompactPlaintext {
         (self.params_id, self.level, self.scale)
     }
     fn limbs(&self) -> usize {
-        self.layout.narrow.len()
+        self.poly.limbs()
     }
     fn words(&self, i: usize) -> Words<'_> {
-        let starts = &self.layout.starts;
-        let part = &self.data[self.offset + starts[i]..self.offset + starts[i + 1]];
-        if self.layout.narrow[i] {
-            Words::Narrow(bytemuck::cast_slice(part))
-        } else {
-            Words::Wide(part)
-        }
+        self.poly.words(i)
     }
 }

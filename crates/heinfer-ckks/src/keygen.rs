@@ -36,6 +36,9 @@ pub(crate) fn expand_uniform(params: &CkksParams, seed: Seed, moduli: &[usize]) 
     p
 }
 
+/// A key-switching key's digits before compaction: `(b_j)`, `(a_j)`, the seeds of the `a_j`.
+type KeyDigits = (Vec<RnsPoly>, Vec<RnsPoly>, Vec<Seed>);
+
 /// Table indices of `Q_ℓ` (and of `P` when `extended`).
 pub(crate) fn basis_indices(params: &CkksParams, level: usize, extended: bool) -> Vec<usize> {
     let lq = params.q().len();
@@ -135,8 +138,9 @@ impl KeyGenerator {
         e
     }
 
-    /// A key-switching key from `s′` (NTT form over all of `Q ∪ P`) to `s`.
-    fn switching_key(&self, s_prime: &RnsPoly) -> Result<SwitchingKey> {
+    /// The digits of a key-switching key from `s′` (NTT form over all of `Q ∪ P`) to `s`:
+    /// `(b_j, a_j, seed_j)` for every `j`, in 64-bit words.
+    fn switching_key(&self, s_prime: &RnsPoly) -> Result<KeyDigits> {
         let params = &self.params;
         require_special_primes(params, "key switching")?;
         let inner = params.inner();
@@ -160,12 +164,7 @@ impl KeyGenerator {
             as_.push(a);
             seeds.push(seed);
         }
-        Ok(SwitchingKey {
-            params_id: params.id(),
-            b: bs,
-            a: as_,
-            seeds,
-        })
+        Ok((bs, as_, seeds))
     }
 
     /// The relinearization key (`s² → s`).
@@ -175,7 +174,8 @@ impl KeyGenerator {
         for i in 0..s2.limbs() {
             vecops::mul_assign(s2.limb_mut(i), self.sk.ntt.limb(i), &inner.barrett[i]);
         }
-        Ok(RelinKey(self.switching_key(&s2)?))
+        let (b, a, seeds) = self.switching_key(&s2)?;
+        Ok(RelinKey(SwitchingKey::new(&self.params, b, a, seeds)))
     }
 
     /// The Galois key of element `g` (`s(X^g) → s`), stored pre-permuted (see [`GaloisKey`]).
@@ -186,14 +186,14 @@ impl KeyGenerator {
         for i in 0..sg.limbs() {
             heinfer_math::automorphism::permute_into(self.sk.ntt.limb(i), &table, sg.limb_mut(i));
         }
-        let mut key = self.switching_key(&sg)?;
+        let (mut b, mut a, seeds) = self.switching_key(&sg)?;
         let inv = params.galois_table(inverse_galois_element(g, params.n()))?;
-        for poly in key.b.iter_mut().chain(key.a.iter_mut()) {
+        for poly in b.iter_mut().chain(a.iter_mut()) {
             permute_poly(poly, &inv);
         }
         Ok(GaloisKey {
             galois_element: g,
-            key,
+            key: SwitchingKey::new(params, b, a, seeds),
         })
     }
 

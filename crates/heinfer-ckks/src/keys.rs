@@ -1,6 +1,7 @@
 //! Keys: the secret key (client only), the public key, and key-switching keys
 //! (relinearization and Galois keys), with seed compression of their uniform halves.
 
+use crate::compact::CompactPoly;
 use crate::params::CkksParams;
 use crate::poly::RnsPoly;
 use heinfer_math::sampler::Seed;
@@ -56,15 +57,40 @@ impl PublicKey {
 
 /// A hybrid key-switching key from `s′` to `s`: one pair per digit `j` over `Q_L ∪ P`,
 /// `swk_j = (−a_j·s + e_j + P·[Q̂_j·Q̂_j^{-1}]·s′, a_j)`; each `a_j` is expanded from a seed.
+///
+/// Its `2β` polynomials are kept compact, in one buffer ([`CompactPoly`]): a limb whose prime
+/// is below `2^32` in 32-bit words (the latency programs' 26–30-bit scale primes; LoLa's CIFAR
+/// network's 631 rotation keys 3.3 → 2.1 GB on the server), read as they are by the
+/// key-switching inner product (`heinfer_math::dot::dot1_narrow`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SwitchingKey {
     pub(crate) params_id: u64,
-    pub(crate) b: Vec<RnsPoly>,
-    pub(crate) a: Vec<RnsPoly>,
+    pub(crate) b: Vec<CompactPoly>,
+    pub(crate) a: Vec<CompactPoly>,
     pub(crate) seeds: Vec<Seed>,
 }
 
 impl SwitchingKey {
+    /// The key of `params` whose digits are `(b[j], a[j])` (over every prime of `Q ∪ P`,
+    /// NTT form) and `a[j]`'s seeds, compacted.
+    pub(crate) fn new(
+        params: &CkksParams,
+        b: Vec<RnsPoly>,
+        a: Vec<RnsPoly>,
+        seeds: Vec<Seed>,
+    ) -> Self {
+        let moduli: Vec<u64> = params.moduli().iter().map(|m| m.q).collect();
+        let polys: Vec<&RnsPoly> = b.iter().chain(&a).collect();
+        let mut all = CompactPoly::from_polys(&polys, &moduli);
+        let a_part = all.split_off(b.len());
+        Self {
+            params_id: params.id(),
+            b: all,
+            a: a_part,
+            seeds,
+        }
+    }
+
     /// Number of digits `β`.
     pub fn digits(&self) -> usize {
         self.b.len()

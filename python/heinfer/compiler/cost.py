@@ -59,7 +59,7 @@ SPILLED = ("rotate_ext", "mul_plain_ext")
 #: plaintext (``Q_ℓ·P``) — both in the words the executor keeps them in (:func:`plain_words`)
 #: —, one polynomial of an extended ciphertext (``Q_ℓ·P`` in 64-bit words) and the part of
 #: one key-switching key a key switch at level ``ℓ`` reads (``β_ℓ`` digits × 2 polynomials ×
-#: ``ℓ + 1 + k`` limbs, 64-bit words).
+#: ``ℓ + 1 + k`` limbs, in the engine's compact words too).
 SIZES = ("llc_bytes", "pt_bytes", "pt_ext_bytes", "ext_bytes", "ks_key_bytes")
 
 #: The default last-level cache when the machine does not say (bytes).
@@ -101,9 +101,9 @@ def residue_bytes(log_q, log_p, level: int, extended: bool, compact: bool) -> in
 
 def operand_sizes(log_n: int, levels: int, special: int, llc: int = DEFAULT_LLC, words: list[int] | None = None) -> dict:
     """The :data:`SIZES` rows of a table for ``levels`` levels and ``special`` special primes
-    (``α = special`` primes per key-switching digit, as the engine chooses); plaintexts in
-    ``words`` bytes per residue of each prime (:func:`plain_words`; 8 for every prime when
-    not given)."""
+    (``α = special`` primes per key-switching digit, as the engine chooses); plaintexts and
+    key-switching keys in ``words`` bytes per residue of each prime (:func:`plain_words`,
+    compact; 8 for every prime when not given)."""
     n = 1 << log_n
     k = special
     words = [8] * (levels + special) if words is None else list(words)
@@ -117,7 +117,7 @@ def operand_sizes(log_n: int, levels: int, special: int, llc: int = DEFAULT_LLC,
         rows["pt_bytes"].append(float(n * sum(words[:L])))
         rows["pt_ext_bytes"].append(float(n * (sum(words[:L]) + sum(words[levels:]))))
         rows["ext_bytes"].append(8.0 * n * (L + k))
-        rows["ks_key_bytes"].append(8.0 * n * 2 * beta * (L + k))
+        rows["ks_key_bytes"].append(float(n * 2 * beta * (sum(words[:L]) + sum(words[levels:]))))
     return rows
 
 
@@ -298,11 +298,13 @@ def key_bytes(log_n: int, log_q: list[int], log_p: list[int]) -> tuple[int, int]
     """``(wire, memory)`` bytes of one key-switching key (rotation or relinearization) at
     the top level: ``β = ⌈L/α⌉`` digits (``α`` = number of special primes), each two
     polynomials over all ``L + k`` limbs. On the wire the uniform half is a seed and every
-    residue takes its prime's bit width; in memory both halves take 8 bytes a residue."""
+    residue takes its prime's bit width; in memory both halves take 4 bytes a residue of a
+    prime below ``2^32`` and 8 of the others (the engine keeps keys compact:
+    :func:`plain_words`)."""
     n = 1 << log_n
     beta = math.ceil(len(log_q) / max(len(log_p), 1))
     wire = beta * n * sum(log_q + log_p) // 8
-    memory = beta * 2 * n * (len(log_q) + len(log_p)) * 8
+    memory = beta * 2 * n * sum(plain_words(log_q, log_p, compact=True))
     return wire, memory
 
 

@@ -147,8 +147,8 @@ def test_segment_seconds_refuses_a_batch_axis_segment() -> None:
 
 def test_compact_plaintexts_are_sized_in_their_words_and_ciphertexts_in_64_bit_ones() -> None:
     """LoLa CIFAR's primes: ``q_0`` 33 bits, five of 30, ``P`` 33: at the top level a compact
-    plaintext is 8 + 5·4 bytes per coefficient, an extended one 8 more; the extended
-    ciphertext's polynomial and the keys stay in 64-bit words."""
+    plaintext is 8 + 5·4 bytes per coefficient, an extended one 8 more, as is each polynomial
+    of a key; the extended ciphertext's polynomial stays in 64-bit words."""
     words = plain_words([33] + [30] * 5, [33], compact=True)
     assert words == [8, 4, 4, 4, 4, 4, 8]
     assert plain_words([33] + [30] * 5, [33], compact=False) == [8] * 7
@@ -156,7 +156,8 @@ def test_compact_plaintexts_are_sized_in_their_words_and_ciphertexts_in_64_bit_o
     n = 1 << 12
     assert s["pt_bytes"][5] == n * 28 and s["pt_ext_bytes"][5] == n * 36
     assert s["pt_bytes"][0] == n * 8 and s["pt_ext_bytes"][0] == n * 16
-    assert s["ext_bytes"][5] == 8 * n * 7 and s["ks_key_bytes"][5] == 8 * n * 2 * 6 * 7
+    assert s["ext_bytes"][5] == 8 * n * 7 and s["ks_key_bytes"][5] == n * 2 * 6 * 36  # keys compact too
+    assert operand_sizes(12, 6, 1)["ks_key_bytes"][5] == 8 * n * 2 * 6 * 7
     assert operand_sizes(12, 6, 1)["pt_bytes"][5] == 8 * n * 6  # no words given: 64-bit
     with pytest.raises(ValueError, match="6 word sizes for 6 \\+ 1 primes"):
         operand_sizes(12, 6, 1, words=words[:6])

@@ -12,6 +12,7 @@
 //! Hoisting (GAZELLE Appendix A; Halevi–Shoup) keeps step 1 and repeats 2–3 per Galois key.
 
 use super::Evaluator;
+use crate::compact::{CompactPoly, Words};
 use crate::keys::SwitchingKey;
 use crate::poly::{modulus_index, RnsPoly};
 use crate::scratch;
@@ -100,9 +101,7 @@ impl Evaluator {
             .for_each(|(i, (l0, l1))| {
                 let mi = modulus_index(params, level, i);
                 let d: Vec<&[u64]> = dec.digits.iter().map(|d| &d[i * n..(i + 1) * n]).collect();
-                let b: Vec<&[u64]> = key.b[..d.len()].iter().map(|k| k.limb(mi)).collect();
-                let a: Vec<&[u64]> = key.a[..d.len()].iter().map(|k| k.limb(mi)).collect();
-                heinfer_math::dot::dot2(l0, l1, &d, &b, &a, &inner.barrett[mi]);
+                key_dot(l0, l1, &d, key, mi, &inner.barrett[mi]);
             });
         (acc0, acc1)
     }
@@ -183,9 +182,7 @@ impl Evaluator {
                         }
                     })
                     .collect();
-                let b: Vec<&[u64]> = key.b[..beta].iter().map(|k| k.limb(mi)).collect();
-                let a: Vec<&[u64]> = key.a[..beta].iter().map(|k| k.limb(mi)).collect();
-                heinfer_math::dot::dot2(l0, l1, &d, &b, &a, &inner.barrett[mi]);
+                key_dot(l0, l1, &d, key, mi, &inner.barrett[mi]);
                 drop(d);
                 scratch::give(tmp);
             });
@@ -209,6 +206,50 @@ impl Evaluator {
         let (a0, a1) = self.modup_inner_product(c, level, key);
         rayon::join(|| self.mod_down(a0, level), || self.mod_down(a1, level))
     }
+}
+
+/// `acc0 = Σ_j d_j·b_j`, `acc1 = Σ_j d_j·a_j` modulo the prime `mi` over the first
+/// `d.len()` digits of `key`: one pass over the digits when the key keeps that limb in 64-bit
+/// words ([`heinfer_math::dot::dot2`]); for a limb in 32-bit words (a prime below `2^32`), one
+/// pass per key half reading those words as they are ([`heinfer_math::dot::dot1_narrow`]).
+fn key_dot(
+    acc0: &mut [u64],
+    acc1: &mut [u64],
+    d: &[&[u64]],
+    key: &SwitchingKey,
+    mi: usize,
+    bc: &vecops::BarrettConst,
+) {
+    let (b, a) = (&key.b[..d.len()], &key.a[..d.len()]);
+    if matches!(b[0].words(mi), Words::Wide(_)) {
+        heinfer_math::dot::dot2(acc0, acc1, d, &wide(b, mi), &wide(a, mi), bc);
+    } else {
+        heinfer_math::dot::dot1_narrow(acc0, d, &narrow(b, mi), bc);
+        heinfer_math::dot::dot1_narrow(acc1, d, &narrow(a, mi), bc);
+    }
+}
+
+/// Limb `mi` of each of `polys`, all kept in 64-bit words (every polynomial of a key shares
+/// one layout).
+fn wide(polys: &[CompactPoly], mi: usize) -> Vec<&[u64]> {
+    polys
+        .iter()
+        .map(|k| match k.words(mi) {
+            Words::Wide(v) => v,
+            Words::Narrow(_) => unreachable!("a key's polynomials share one layout"),
+        })
+        .collect()
+}
+
+/// Limb `mi` of each of `polys`, all kept in 32-bit words, as [`wide`].
+fn narrow(polys: &[CompactPoly], mi: usize) -> Vec<&[u32]> {
+    polys
+        .iter()
+        .map(|k| match k.words(mi) {
+            Words::Narrow(v) => v,
+            Words::Wide(_) => unreachable!("a key's polynomials share one layout"),
+        })
+        .collect()
 }
 
 /// ModDown: `x ∈ R_{Q_ℓ P}` (NTT, consumed) ↦ `⌊x/P⌉ ∈ R_{Q_ℓ}` (NTT), up to `±|P|`.
@@ -293,5 +334,60 @@ fn sub_small(a: &mut [u64], e: &[i64], q: u64) {
         let t = neg.wrapping_add(q & (((-v) >> 63) as u64));
         let s = *x + t;
         *x = s.min(s.wrapping_sub(q));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CkksParams, CkksParamsLiteral, KeyGenerator, SecurityLevel};
+    use heinfer_math::sampler::Sampler;
+
+    /// The inner product on a key whose limbs below `2^32` are kept in 32-bit words gives the
+    /// bits of `dot2` on the same key in 64-bit words, at every prime (34- and 28-bit) and digit
+    /// count.
+    #[test]
+    fn narrow_key_limbs_give_the_bits_of_the_64_bit_inner_product() {
+        let params = CkksParams::new_insecure_for_tests(CkksParamsLiteral {
+            log_n: 12,
+            log_q: vec![34, 28, 28, 28],
+            log_p: vec![34],
+            log_scale: 28,
+            digits: None,
+            security: SecurityLevel::InsecureTestOnly,
+        })
+        .unwrap();
+        let kg = KeyGenerator::new(&params).unwrap();
+        let key = kg.galois_key(5).unwrap().key;
+        let n = params.n();
+        let inner = params.inner();
+        let mut os = Sampler::from_os().unwrap();
+        let mut narrow_limbs = 0;
+        for (mi, m) in params.moduli().iter().enumerate() {
+            narrow_limbs += usize::from(m.q >> 32 == 0);
+            for digits in 1..=key.digits() {
+                let d: Vec<Vec<u64>> = (0..digits)
+                    .map(|_| {
+                        let mut v = vec![0; n];
+                        os.uniform_into(&mut v, m);
+                        v
+                    })
+                    .collect();
+                let d: Vec<&[u64]> = d.iter().map(|v| v.as_slice()).collect();
+                let (mut got0, mut got1) = (vec![0; n], vec![0; n]);
+                key_dot(&mut got0, &mut got1, &d, &key, mi, &inner.barrett[mi]);
+                let wb: Vec<RnsPoly> = key.b[..digits].iter().map(|k| k.widen()).collect();
+                let wa: Vec<RnsPoly> = key.a[..digits].iter().map(|k| k.widen()).collect();
+                let b: Vec<&[u64]> = wb.iter().map(|p| p.limb(mi)).collect();
+                let a: Vec<&[u64]> = wa.iter().map(|p| p.limb(mi)).collect();
+                let (mut want0, mut want1) = (vec![0; n], vec![0; n]);
+                heinfer_math::dot::dot2(&mut want0, &mut want1, &d, &b, &a, &inner.barrett[mi]);
+                assert_eq!((got0, got1), (want0, want1), "prime {mi}, {digits} digits");
+            }
+        }
+        assert_eq!(
+            narrow_limbs, 3,
+            "28-bit primes kept narrow, 34-bit ones wide"
+        );
     }
 }

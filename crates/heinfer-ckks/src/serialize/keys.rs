@@ -103,7 +103,7 @@ fn write_switching_key(w: &mut Writer, params: &CkksParams, k: &SwitchingKey) {
     let idx = basis_indices(params, params.max_level(), true);
     w.u32(k.b.len() as u32);
     for (b, seed) in k.b.iter().zip(&k.seeds) {
-        w.poly(params, b, &idx);
+        w.poly(params, &b.widen(), &idx);
         w.bytes(seed);
     }
 }
@@ -133,12 +133,7 @@ fn read_switching_key(
         as_.push(a);
         seeds.push(seed);
     }
-    Ok(SwitchingKey {
-        params_id: params.id(),
-        b: bs,
-        a: as_,
-        seeds,
-    })
+    Ok(SwitchingKey::new(params, bs, as_, seeds))
 }
 
 /// Serializes a relinearization key.
