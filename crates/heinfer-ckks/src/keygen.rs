@@ -180,6 +180,23 @@ impl KeyGenerator {
 
     /// The Galois key of element `g` (`s(X^g) → s`), stored pre-permuted (see [`GaloisKey`]).
     pub fn galois_key(&self, g: u64) -> Result<GaloisKey> {
+        let (b, a, seeds) = self.galois_digits(g, true)?;
+        Ok(GaloisKey {
+            galois_element: g,
+            key: SwitchingKey::new(&self.params, b, a, seeds),
+        })
+    }
+
+    /// The Galois key of `g` as the wire carries it: each `b_j` pre-permuted, in 64-bit
+    /// words, and the seed of each `a_j` (not kept: the reader expands and permutes them).
+    pub(crate) fn galois_key_wire(&self, g: u64) -> Result<(Vec<RnsPoly>, Vec<Seed>)> {
+        let (b, _, seeds) = self.galois_digits(g, false)?;
+        Ok((b, seeds))
+    }
+
+    /// The digits of the Galois key of `g`, `b_j` pre-permuted by `σ_g^{-1}` (and `a_j` too
+    /// when `permute_a`).
+    fn galois_digits(&self, g: u64, permute_a: bool) -> Result<KeyDigits> {
         let params = &self.params;
         let table = params.galois_table(g)?;
         let mut sg = Zeroizing::new(self.sk.ntt.clone());
@@ -188,13 +205,11 @@ impl KeyGenerator {
         }
         let (mut b, mut a, seeds) = self.switching_key(&sg)?;
         let inv = params.galois_table(inverse_galois_element(g, params.n()))?;
-        for poly in b.iter_mut().chain(a.iter_mut()) {
+        let permuted = if permute_a { a.len() } else { 0 };
+        for poly in b.iter_mut().chain(a[..permuted].iter_mut()) {
             permute_poly(poly, &inv);
         }
-        Ok(GaloisKey {
-            galois_element: g,
-            key: SwitchingKey::new(params, b, a, seeds),
-        })
+        Ok((b, a, seeds))
     }
 
     /// The distinct non-identity Galois elements of rotations by `steps` (and conjugation),

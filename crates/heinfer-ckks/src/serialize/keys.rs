@@ -14,7 +14,9 @@ use crate::keygen::{
 };
 use crate::keys::{GaloisKey, GaloisKeys, PublicKey, RelinKey, SecretKey, SwitchingKey};
 use crate::params::CkksParams;
+use crate::poly::RnsPoly;
 use heinfer_math::automorphism::check_galois_element;
+use heinfer_math::sampler::Seed;
 
 /// Serializes the secret key (2 bits per ternary coefficient). Client-side only.
 ///
@@ -100,10 +102,16 @@ pub fn public_key_from_bytes(
 }
 
 fn write_switching_key(w: &mut Writer, params: &CkksParams, k: &SwitchingKey) {
+    let b: Vec<RnsPoly> = k.b.iter().map(|p| p.widen()).collect();
+    write_digits(w, params, &b, &k.seeds);
+}
+
+/// A switching key's digits as the wire carries them: `β`, then each `b_j` and `a_j`'s seed.
+fn write_digits(w: &mut Writer, params: &CkksParams, b: &[RnsPoly], seeds: &[Seed]) {
     let idx = basis_indices(params, params.max_level(), true);
-    w.u32(k.b.len() as u32);
-    for (b, seed) in k.b.iter().zip(&k.seeds) {
-        w.poly(params, &b.widen(), &idx);
+    w.u32(b.len() as u32);
+    for (b, seed) in b.iter().zip(seeds) {
+        w.poly(params, b, &idx);
         w.bytes(seed);
     }
 }
@@ -257,11 +265,13 @@ pub fn fresh_galois_keys_into(
     body.par_chunks_mut(one)
         .zip(elems.par_iter())
         .try_for_each(|(dst, &g)| {
-            let key = kg.galois_key(g)?;
+            // the wire's half only: no `a_j` permuted, nothing compacted
+            let (b, seeds) = kg.galois_key_wire(g)?;
             let mut kw = Writer {
                 buf: Vec::with_capacity(one),
             };
-            write_galois_key(&mut kw, params, &key);
+            kw.u64(g);
+            write_digits(&mut kw, params, &b, &seeds);
             if kw.buf.len() != one {
                 return Err(invalid(format!(
                     "a key took {} bytes, expected {one}",
