@@ -60,7 +60,7 @@ impl PublicKey {
 ///
 /// Its `2β` polynomials are kept compact, in one buffer ([`CompactPoly`]): a limb whose prime
 /// is below `2^32` in 32-bit words (the latency programs' 26–30-bit scale primes; LoLa's CIFAR
-/// network's 631 rotation keys 3.3 → 2.1 GB on the server), read as they are by the
+/// network's 631 rotation keys 3.5 → 2.2 GB on the server), read as they are by the
 /// key-switching inner product (`heinfer_math::dot::dot1_narrow`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SwitchingKey {
