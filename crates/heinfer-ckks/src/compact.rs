@@ -40,8 +40,8 @@ pub struct CompactPlaintext {
 /// the polynomials made with it (a 32-bit limb takes `N/2` words). Immutable: a clone shares
 /// the residues; the buffer is freed with the last polynomial that holds it. One allocation
 /// per limb cost 31 % more resident memory than the residues (LoLa's limbs of 32 and 64 KiB),
-/// one per polynomial 12–17 % (the allocator rounds blocks of 224–288 KiB up to 64 KiB
-/// slices); one per batch costs nothing measurable.
+/// one per polynomial 12–17 % (blocks of 224–288 KiB; likely the allocator's rounding to
+/// 64 KiB slices, not verified); one per batch costs nothing measurable.
 #[derive(Clone, Debug)]
 pub struct CompactPoly {
     n: usize,
