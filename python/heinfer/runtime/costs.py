@@ -132,8 +132,9 @@ GROUPS = DOT_BATCH
 
 
 def _sizes(params: dict) -> dict:
-    """The :data:`~heinfer.compiler.cost.SIZES` rows of ``params`` on this machine, plaintexts
-    compact as the executor keeps them by default (``Executor(compact=True)``)."""
+    """The :data:`~heinfer.compiler.cost.SIZES` rows of ``params`` on this machine: plaintexts
+    compact as the executor keeps them by default (``Executor(compact=True)``), and
+    key-switching keys compact as the engine always keeps them."""
     words = plain_words(params["log_q"], params["log_p"], compact=True)
     return operand_sizes(int(params["log_n"]), len(params["log_q"]), len(params["log_p"]), llc_bytes(), words)
 
