@@ -7,7 +7,10 @@ or an encrypted run answers, its outputs within the compiler's predicted error o
 onnxruntime's, and ``heinfer.simulate`` gives the same error to within a small factor. Found
 two plans that compiled and then failed: a step whose rounded ciphertexts were smaller than a
 seed-compressed one (refused by the client as "cannot fit") and a bias at a product scale past
-126 bits (refused by the layer, saturated in the fused square chain).
+126 bits (refused by the layer, saturated in the fused square chain). The reference is float64
+(:func:`~compiler.onnx_models.run_float64`): at ``precision_bits=30`` a plan promises less error
+than onnxruntime's float32 rounding (it found one: 5.1e-7 of float32 error, 4.6e-8 of encrypted
+error, a 4.8e-7 prediction).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import numpy as np
 import test_inference as ti
 from compiler import dag_models as dm
 from compiler import onnx_models as om
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 
@@ -38,6 +41,7 @@ MODELS = {
     precision_bits=st.integers(4, 30),
     packing=st.sampled_from([None, "real", "complex", "coeff"]),
 )
+@example(name="conv-batchnorm-relu", input_bits=36, weight_bits=26, precision_bits=30, packing=None)  # float32's error
 def test_a_compiled_plan_runs_within_its_predicted_error(name, input_bits, weight_bits, precision_bits, packing) -> None:
     build, shape = MODELS[name]
     options = {"input_bits": input_bits, "weight_bits": weight_bits, "precision_bits": precision_bits}
@@ -50,7 +54,11 @@ def test_a_compiled_plan_runs_within_its_predicted_error(name, input_bits, weigh
         return  # refused with a message: allowed
     event("ran")
     x = om.random_input(shape, 32, seed=3)
-    want = om.run_onnxruntime(build(), x)
+    # float64: a plan at precision_bits=30 promises less error than onnxruntime's float32 result
+    # carries (conv-batchnorm-relu: 5.1e-7 off near 2.7, over a 4.8e-7 prediction); onnxruntime
+    # still vouches for the float64 reference to float32 accuracy
+    want = om.run_float64(build(), x)
+    np.testing.assert_allclose(om.run_onnxruntime(build(), x), want, rtol=1e-5, atol=1e-5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", heinfer.OutOfRangeWarning)
         got = heinfer.infer(prog, x).outputs
