@@ -4,8 +4,9 @@
 //! Ids carry the parameters and the kernel: `ntt/forward/fma/logN=14/q=40bit` against
 //! `ntt/forward/tfhe-ntt/logN=14/q=40bit` (the plan's choice is printed first), and
 //! `vecops/mul/Ifma/logN=14/q=40bit` for every element-wise kernel family this CPU runs
-//! (portable, AVX-512, IFMA). `HEINFER_BENCH_LOGN` (default `13,14`) and `HEINFER_BENCH_BITS`
-//! (default `40,50,60`) pick the ring degrees and prime sizes.
+//! (portable, AVX-512, IFMA); a prime below 2^32 also times `ntt/forward/tfhe-ntt-u32/…`, the
+//! 32-bit transform. `HEINFER_BENCH_LOGN` (default `13,14`) and `HEINFER_BENCH_BITS` (default
+//! `30,40,50,60`) pick the ring degrees and prime sizes.
 use criterion::{criterion_group, criterion_main, Criterion};
 use heinfer_math::vecops;
 use heinfer_math::{dot, primes::generate_primes, Modulus, NttPlan};
@@ -36,7 +37,7 @@ fn kernels(c: &mut Criterion) {
     );
     for logn in env_list("HEINFER_BENCH_LOGN", &[13, 14]) {
         let n = 1usize << logn;
-        for bits in env_list("HEINFER_BENCH_BITS", &[40, 50, 60]) {
+        for bits in env_list("HEINFER_BENCH_BITS", &[30, 40, 50, 60]) {
             let tag = format!("logN={logn}/q={bits}bit");
             let q = generate_primes(&[bits as u32], 2 * n as u64, &[]).unwrap()[0];
             let plan = NttPlan::new(n, q).unwrap();
@@ -55,6 +56,14 @@ fn kernels(c: &mut Criterion) {
                 });
                 g.bench_function(format!("inverse/fma/{tag}"), |bn| {
                     bn.iter(|| plan.inverse_fma(black_box(&mut a)))
+                });
+            }
+            if plan.forward_u32(&mut a.clone()) {
+                g.bench_function(format!("forward/tfhe-ntt-u32/{tag}"), |bn| {
+                    bn.iter(|| plan.forward_u32(black_box(&mut a)))
+                });
+                g.bench_function(format!("inverse/tfhe-ntt-u32/{tag}"), |bn| {
+                    bn.iter(|| plan.inverse_u32(black_box(&mut a)))
                 });
             }
             g.bench_function(format!("forward/tfhe-ntt/{tag}"), |bn| {

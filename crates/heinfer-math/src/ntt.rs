@@ -2,16 +2,19 @@
 //!
 //! For a primitive `2N`-th root of unity `ψ mod q`, the forward transform maps
 //! `a(X) = Σ a_i X^i` to its evaluations at the odd powers of `ψ`; a product of polynomials
-//! becomes a point-wise product. Two implementations: the `tfhe-ntt` crate (AVX-512 with
-//! IFMA where the CPU has it, AVX-512, AVX2 or scalar, chosen at run time) and, for primes
-//! below 2^50 on AVX-512 or AVX2 + FMA machines, our double-precision FMA transform
-//! (`ntt_fma`, `ntt_fma_avx2`).
+//! becomes a point-wise product. Three implementations: the `tfhe-ntt` crate's 64-bit
+//! transform (AVX-512 with IFMA where the CPU has it, AVX-512, AVX2 or scalar, chosen at run
+//! time), its 32-bit transform for primes below 2^32 (eight lanes per AVX2 register, Shoup
+//! products), and, for primes below 2^50 on AVX-512 or AVX2 + FMA machines, our
+//! double-precision FMA transform (`ntt_fma`, `ntt_fma_avx2`).
 //! Which one is faster depends on the CPU (measured: the FMA transform wins by 8–20% on an
 //! Intel Xeon without IFMA; `tfhe-ntt`'s IFMA path wins by 1.5–1.8× on an AMD EPYC with
-//! IFMA), so the first plan of each ring degree and prime size in a process times both on a
-//! random polynomial and every plan of that shape uses the winner ([`NttPlan::kernel`]).
-//! Both use the same `ψ` and order and agree bit for bit (tested on every machine that has
-//! both), so objects in NTT form do not depend on the machine or the kernel that made them.
+//! IFMA; on an AMD EPYC Zen 1 (AVX2, no AVX-512) the 32-bit transform takes 0.49–0.54× the
+//! FMA one's time at primes of 20–31 bits, its narrowing to 32-bit words and widening back
+//! included), so the first plan of each ring degree and prime size in a process times them
+//! on a random polynomial and every plan of that shape uses the winner ([`NttPlan::kernel`]).
+//! All use the same `ψ` and order and agree bit for bit (tested on every machine), so objects
+//! in NTT form do not depend on the machine or the kernel that made them.
 //!
 //! **Ordering.** Output index `j` holds `a(ψ^{2·brev(j)+1})`, where `brev` reverses the
 //! `log2 N` bits of `j` (checked by a test). The Galois permutations in
@@ -31,11 +34,16 @@ pub enum NttKernel {
     Fma,
     /// The `tfhe-ntt` crate (its own run-time choice of IFMA / AVX-512 / AVX2 / scalar).
     TfheNtt,
+    /// The `tfhe-ntt` crate's 32-bit transform (primes below 2^32): each limb narrowed to
+    /// 32-bit words in place, transformed, and widened back.
+    TfheNtt32,
 }
 
 /// A negacyclic NTT plan for one prime `q ≡ 1 (mod 2N)`.
 pub struct NttPlan {
     plan: tfhe_ntt::prime64::Plan,
+    /// The 32-bit transform, for a prime below 2^32 whose `ψ` it shares with `plan`.
+    plan32: Option<tfhe_ntt::prime32::Plan>,
     #[cfg(target_arch = "x86_64")]
     fma: Option<crate::ntt_fma::FmaNtt>,
     kernel: NttKernel,
@@ -83,18 +91,29 @@ impl NttPlan {
         }
         let plan = tfhe_ntt::prime64::Plan::try_new(n, q)
             .ok_or_else(|| MathError::NttPlan(format!("no 2N-th root of unity mod {q}")))?;
-        #[cfg(target_arch = "x86_64")]
-        let fma = (q < (1u64 << 50)
-            && (crate::ntt_fma::available() || crate::ntt_fma_avx2::available()))
-        .then(|| {
-            // the same ψ as tfhe-ntt: the evaluation of X at output index 0
+        // the same ψ as tfhe-ntt's 64-bit plan: the evaluation of X at output index 0
+        let psi = {
             let mut x = vec![0u64; n];
             x[1] = 1;
             plan.fwd(&mut x);
-            crate::ntt_fma::FmaNtt::new(n, q, x[0])
-        });
+            x[0]
+        };
+        let plan32 = u32::try_from(q)
+            .ok()
+            .and_then(|q32| tfhe_ntt::prime32::Plan::try_new(n, q32))
+            .filter(|p| {
+                let mut x = vec![0u32; n];
+                x[1] = 1;
+                p.fwd(&mut x);
+                u64::from(x[0]) == psi
+            });
+        #[cfg(target_arch = "x86_64")]
+        let fma = (q < (1u64 << 50)
+            && (crate::ntt_fma::available() || crate::ntt_fma_avx2::available()))
+        .then(|| crate::ntt_fma::FmaNtt::new(n, q, psi));
         let mut me = Self {
             plan,
+            plan32,
             #[cfg(target_arch = "x86_64")]
             fma,
             kernel: NttKernel::TfheNtt,
@@ -105,38 +124,57 @@ impl NttPlan {
         Ok(me)
     }
 
-    /// The faster kernel for this plan's shape, measured once per process and shape
+    /// The fastest kernel for this plan's shape, measured once per process and shape
     /// (forward + inverse on a random polynomial, best of 5 each; ~1 ms at N = 2^14).
     fn choose(&self) -> NttKernel {
         #[cfg(target_arch = "x86_64")]
-        if let Some(f) = &self.fma {
-            let key = (self.n, 64 - self.modulus.q.leading_zeros());
-            let mut table = choices().lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(&k) = table.get(&key) {
-                return k;
-            }
-            let q = self.modulus.q;
-            let mut a: Vec<u64> = (0..self.n as u64)
-                .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % q)
-                .collect();
-            let t_fma = fastest(5, || {
-                f.forward(&mut a);
-                f.inverse(&mut a);
-            });
-            let t_ref = fastest(5, || {
+        let fma = self.fma.is_some();
+        #[cfg(not(target_arch = "x86_64"))]
+        let fma = false;
+        if !fma && self.plan32.is_none() {
+            return NttKernel::TfheNtt;
+        }
+        let key = (self.n, 64 - self.modulus.q.leading_zeros());
+        let mut table = choices().lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&k) = table.get(&key) {
+            return k;
+        }
+        let q = self.modulus.q;
+        let mut a: Vec<u64> = (0..self.n as u64)
+            .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % q)
+            .collect();
+        let mut best = (
+            fastest(5, || {
                 self.plan.fwd(&mut a);
                 self.plan.inv(&mut a);
                 self.plan.normalize(&mut a);
+            }),
+            NttKernel::TfheNtt,
+        );
+        #[cfg(target_arch = "x86_64")]
+        if let Some(f) = &self.fma {
+            let t = fastest(5, || {
+                f.forward(&mut a);
+                f.inverse(&mut a);
             });
-            let k = if t_fma <= t_ref {
-                NttKernel::Fma
-            } else {
-                NttKernel::TfheNtt
-            };
-            table.insert(key, k);
-            return k;
+            if t <= best.0 {
+                best = (t, NttKernel::Fma);
+            }
         }
-        NttKernel::TfheNtt
+        if let Some(p) = &self.plan32 {
+            let t = fastest(5, || {
+                in_u32_words(&mut a, |w| p.fwd(w));
+                in_u32_words(&mut a, |w| {
+                    p.inv(w);
+                    p.normalize(w);
+                });
+            });
+            if t < best.0 {
+                best = (t, NttKernel::TfheNtt32);
+            }
+        }
+        table.insert(key, best.1);
+        best.1
     }
 
     /// The kernel this plan runs (chosen by measurement; see the module documentation).
@@ -172,6 +210,32 @@ impl NttPlan {
         false
     }
 
+    /// Forward transform through `tfhe-ntt`'s 32-bit transform, if the prime is below 2^32
+    /// (for tests and benchmarks, as [`NttPlan::forward_fma`]).
+    pub fn forward_u32(&self, a: &mut [u64]) -> bool {
+        match &self.plan32 {
+            Some(p) => {
+                in_u32_words(a, |w| p.fwd(w));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Inverse transform through `tfhe-ntt`'s 32-bit transform, if the prime is below 2^32.
+    pub fn inverse_u32(&self, a: &mut [u64]) -> bool {
+        match &self.plan32 {
+            Some(p) => {
+                in_u32_words(a, |w| {
+                    p.inv(w);
+                    p.normalize(w);
+                });
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Forward transform through `tfhe-ntt` only (for tests and benchmarks).
     pub fn forward_reference(&self, a: &mut [u64]) {
         self.plan.fwd(a);
@@ -202,6 +266,9 @@ impl NttPlan {
                 return f.forward(a);
             }
         }
+        if self.kernel == NttKernel::TfheNtt32 && self.forward_u32(a) {
+            return;
+        }
         self.plan.fwd(a);
     }
 
@@ -214,6 +281,9 @@ impl NttPlan {
                 return f.inverse(a);
             }
         }
+        if self.kernel == NttKernel::TfheNtt32 && self.inverse_u32(a) {
+            return;
+        }
         self.plan.inv(a);
         self.plan.normalize(a);
     }
@@ -222,6 +292,26 @@ impl NttPlan {
     #[inline]
     pub fn mul_accumulate(&self, acc: &mut [u64], a: &[u64], b: &[u64]) {
         self.plan.mul_accumulate(acc, a, b);
+    }
+}
+
+/// Runs `f` on `a`'s values (each below 2^32) as 32-bit words, in place: the values are
+/// packed into the first half of `a`'s bytes, `f` transforms them, and they are widened back
+/// (zero high halves). Packing runs upward and widening downward, so neither overwrites a
+/// word it has yet to read: word `i` goes to 32-bit index `i` from index `2i` (or `2i + 1`
+/// on a big-endian machine) and back.
+fn in_u32_words(a: &mut [u64], f: impl FnOnce(&mut [u32])) {
+    let n = a.len();
+    let lo = usize::from(cfg!(target_endian = "big"));
+    let w: &mut [u32] = bytemuck::cast_slice_mut(a);
+    for i in 0..n {
+        w[i] = w[2 * i + lo];
+    }
+    f(&mut w[..n]);
+    for i in (0..n).rev() {
+        let v = w[i];
+        w[2 * i + lo] = v;
+        w[2 * i + 1 - lo] = 0;
     }
 }
 
@@ -319,6 +409,58 @@ mod tests {
             assert_eq!(x, a);
             assert_eq!(y, a);
         }
+    }
+
+    #[test]
+    fn the_32_bit_transform_agrees_bit_for_bit_below_2_to_the_32() {
+        let cases = [
+            (5u32, 17u32),
+            (10, 20),
+            (12, 28),
+            (13, 30),
+            (13, 31),
+            (14, 29),
+            (12, 32),
+        ];
+        for (logn, bits) in cases {
+            let n = 1usize << logn;
+            for q in generate_primes(&[bits, bits], 2 * n as u64, &[]).unwrap() {
+                let plan = NttPlan::new(n, q).unwrap();
+                let mut a: Vec<u64> = (0..n as u64)
+                    .map(|i| (i.wrapping_mul(0x9E3779B97F4A7C15) >> 7) % q)
+                    .collect();
+                (a[0], a[1]) = (q - 1, 0);
+                let (mut x, mut y) = (a.clone(), a.clone());
+                plan.forward_reference(&mut y);
+                assert!(
+                    plan.forward_u32(&mut x),
+                    "logN={logn} q={q}: no 32-bit plan"
+                );
+                assert_eq!(x, y, "forward logN={logn} q={q}");
+                assert!(plan.inverse_u32(&mut x));
+                assert_eq!(x, a, "inverse logN={logn} q={q}");
+                let mut z = a.clone();
+                plan.forward(&mut z);
+                assert_eq!(z, y, "chosen kernel {:?}, logN={logn} q={q}", plan.kernel());
+                plan.inverse(&mut z);
+                assert_eq!(z, a, "chosen kernel {:?}, logN={logn} q={q}", plan.kernel());
+            }
+        }
+        // none above 2^32, nor below tfhe-ntt's smallest 32-bit ring (N = 32)
+        let q = generate_primes(&[33], 64, &[]).unwrap()[0];
+        assert!(!NttPlan::new(32, q).unwrap().forward_u32(&mut [0; 32]));
+        let q = generate_primes(&[20], 32, &[]).unwrap()[0];
+        assert!(!NttPlan::new(16, q).unwrap().forward_u32(&mut [0; 16]));
+    }
+
+    #[test]
+    fn u32_words_in_place_keep_every_value() {
+        let mut a: Vec<u64> = (0..64u64)
+            .map(|i| (i * 0x0123_4567) & 0xFFFF_FFFF)
+            .collect();
+        let want: Vec<u64> = a.iter().map(|v| v ^ 0x5555_5555).collect();
+        in_u32_words(&mut a, |w| w.iter_mut().for_each(|v| *v ^= 0x5555_5555));
+        assert_eq!(a, want);
     }
 
     #[test]
