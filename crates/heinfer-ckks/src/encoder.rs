@@ -112,9 +112,10 @@ impl Encoder {
 
     /// Every row of `rows` encoded as [`Self::encode_compact`] would, in parallel, into one
     /// buffer shared by the results (freed with the last of them, see
-    /// [`CompactPlaintext`]): the same residues as [`Self::encode`], each 32-bit limb
-    /// transformed in a per-thread scratch limb and written narrow, so no 64-bit plaintext is
-    /// allocated on the way. The first error fails the call.
+    /// [`CompactPlaintext`]): the same residues as [`Self::encode`], each 32-bit limb reduced
+    /// in a per-thread scratch limb, written narrow and transformed in its 32-bit words
+    /// ([`heinfer_math::NttPlan::forward_words32`]), so no 64-bit plaintext is allocated on
+    /// the way. The first error fails the call.
     pub fn encode_compact_many<R: AsRef<[Complex64]> + Sync>(
         &self,
         rows: &[R],
@@ -141,9 +142,9 @@ impl Encoder {
                     WordsMut::Narrow(words) => {
                         let mut limb = crate::scratch::take(n);
                         reduce_coefficients(&mut limb, &coeffs, max, &inner.moduli[mi]);
-                        inner.ntt[mi].forward(&mut limb);
                         narrow_into(words, &limb);
                         crate::scratch::give(limb);
+                        inner.ntt[mi].forward_words32(words);
                     }
                 });
             Ok(())

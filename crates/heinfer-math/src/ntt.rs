@@ -236,6 +236,27 @@ impl NttPlan {
         }
     }
 
+    /// Forward transform of residues kept in 32-bit words (a compact limb; the prime is below
+    /// 2^32), in place: through the 32-bit transform when it is this plan's kernel, else
+    /// widened into a buffer, transformed by the chosen kernel and narrowed back. The same
+    /// bits as [`NttPlan::forward`].
+    pub fn forward_words32(&self, a: &mut [u32]) {
+        assert!(
+            self.modulus.q >> 32 == 0,
+            "{} is not below 2^32",
+            self.modulus.q
+        );
+        if let (NttKernel::TfheNtt32, Some(p)) = (self.kernel, &self.plan32) {
+            return p.fwd(a);
+        }
+        let mut wide: Vec<u64> = a.iter().map(|&w| u64::from(w)).collect();
+        self.forward(&mut wide);
+        for (o, w) in a.iter_mut().zip(wide) {
+            // a residue below q < 2^32
+            *o = w as u32;
+        }
+    }
+
     /// Forward transform through `tfhe-ntt` only (for tests and benchmarks).
     pub fn forward_reference(&self, a: &mut [u64]) {
         self.plan.fwd(a);
@@ -442,6 +463,12 @@ mod tests {
                 let mut z = a.clone();
                 plan.forward(&mut z);
                 assert_eq!(z, y, "chosen kernel {:?}, logN={logn} q={q}", plan.kernel());
+                let mut w: Vec<u32> = a.iter().map(|&v| v as u32).collect();
+                plan.forward_words32(&mut w);
+                assert!(
+                    w.iter().zip(&y).all(|(&u, &v)| u64::from(u) == v),
+                    "words32 logN={logn} q={q}"
+                );
                 plan.inverse(&mut z);
                 assert_eq!(z, a, "chosen kernel {:?}, logN={logn} q={q}", plan.kernel());
             }
