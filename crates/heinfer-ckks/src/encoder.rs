@@ -113,9 +113,10 @@ impl Encoder {
     /// Every row of `rows` encoded as [`Self::encode_compact`] would, in parallel, into one
     /// buffer shared by the results (freed with the last of them, see
     /// [`CompactPlaintext`]): the same residues as [`Self::encode`], each 32-bit limb reduced
-    /// in a per-thread scratch limb, written narrow and transformed in its 32-bit words
-    /// ([`heinfer_math::NttPlan::forward_words32`]), so no 64-bit plaintext is allocated on
-    /// the way. The first error fails the call.
+    /// in a per-thread scratch limb and written narrow — transformed in its 32-bit words
+    /// where the plan runs the 32-bit transform ([`heinfer_math::NttPlan::forward_words32`]),
+    /// in the scratch limb otherwise — so no 64-bit plaintext is allocated on the way. The
+    /// first error fails the call.
     pub fn encode_compact_many<R: AsRef<[Complex64]> + Sync>(
         &self,
         rows: &[R],
@@ -142,9 +143,15 @@ impl Encoder {
                     WordsMut::Narrow(words) => {
                         let mut limb = crate::scratch::take(n);
                         reduce_coefficients(&mut limb, &coeffs, max, &inner.moduli[mi]);
-                        narrow_into(words, &limb);
+                        let ntt = &inner.ntt[mi];
+                        if ntt.kernel() == heinfer_math::NttKernel::TfheNtt32 {
+                            narrow_into(words, &limb);
+                            ntt.forward_words32(words);
+                        } else {
+                            ntt.forward(&mut limb);
+                            narrow_into(words, &limb);
+                        }
                         crate::scratch::give(limb);
-                        inner.ntt[mi].forward_words32(words);
                     }
                 });
             Ok(())

@@ -246,3 +246,31 @@ fn encoding_straight_into_compact_words_gives_the_residues_of_the_64_bit_encodin
         .unwrap()
         .is_empty());
 }
+
+#[test]
+fn compact_encoding_agrees_whichever_transform_a_narrow_limb_runs() {
+    // a 32-bit prime beside 28-bit ones: tfhe-ntt's 32-bit transform has no Shoup products at
+    // 32 bits and loses the timing there on AVX2 machines, so both of the encoder's narrow
+    // paths (in the 32-bit words, in a 64-bit scratch limb) run wherever they differ
+    let params = CkksParams::new_insecure_for_tests(CkksParamsLiteral {
+        log_q: vec![34, 32, 28],
+        ..fx().params.literal().clone()
+    })
+    .unwrap();
+    let enc = Encoder::new(&params);
+    let scale = params.default_scale();
+    let rows: Vec<Vec<Complex64>> = (0..3)
+        .map(|r| cplx(&vector(params.slots(), 60 + r)))
+        .collect();
+    for extended in [false, true] {
+        let many = enc.encode_compact_many(&rows, scale, 2, extended).unwrap();
+        for (c, z) in many.iter().zip(&rows) {
+            let want = if extended {
+                enc.encode_extended(z, scale, 2).unwrap()
+            } else {
+                enc.encode(z, scale, 2).unwrap()
+            };
+            assert_eq!(c.widen().poly(), want.poly(), "extended {extended}");
+        }
+    }
+}
