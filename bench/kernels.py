@@ -77,7 +77,7 @@ from heinfer.compiler.latency.search import choose_kernel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kernel_bench import COST_REPS, COST_ROUNDS, GAZELLE_T8, GAZELLE_T9, LEVEL, LOG_N, OUT_BOUND, PAPER_PACKING, Bench, log  # noqa: E402
-from machine import build_profile, cpu_model  # noqa: E402
+from machine import build_profile, cpu_model, others_load  # noqa: E402
 from kernel_report import cost_model_summary, report  # noqa: E402
 
 
@@ -357,11 +357,13 @@ def main(argv=None) -> None:
         "cost_table": f"element-wise minimum of {COST_ROUNDS} measure_costs(reps={COST_REPS}) tables",
         "timing": "online: median wall-clock of the repetitions (online_cpu_ms: median process CPU time)",
         "loadavg_start_end": [load_start[0], os.getloadavg()[0]],
+        "others_load": others_load(),
     }
     print(
         f"\n({res['meta']['seconds']:.0f} s, peak RSS {res['meta']['peak_rss_mb']:.0f} MB, "
         f"1-minute load average {load_start[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end)"
     )
+    print(f"# other work on this machine during the run: {res['meta']['others_load']}")
     print(json.dumps(res))
 
 

@@ -40,7 +40,7 @@ from heinfer.runtime.costs import measure_costs
 from heinfer.protocol.messages import peek_kind
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import build_profile, cpu_model
+from machine import build_profile, cpu_model, others_load
 
 MODELS = ("cryptonets", "lola_small", "cryptonets_relu")
 STRATEGIES = ("bsgs", "hybrid", "input_rotations", "output_rotations")
@@ -219,7 +219,9 @@ def main() -> None:
     print("\n## reference points (seconds per image; quoted, not measured in this run)")
     for k, v in REFERENCES.items():
         print(f"  {k}: {v}")
-    print(json.dumps({"cpu": cpu_model(), "threads": args.threads, "build": build_profile(), "references_s": REFERENCES, **results}))
+    others = others_load()
+    print(f"# other work on this machine during the run: {others}")
+    print(json.dumps({"cpu": cpu_model(), "threads": args.threads, "build": build_profile(), "others_load": others, "references_s": REFERENCES, **results}))
 
 
 if __name__ == "__main__":

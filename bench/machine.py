@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from heinfer.runtime.costs import cpu_model as _cpu_name
+from heinfer.runtime.load import OthersLoad
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -51,3 +52,16 @@ def build_profile() -> str:
         return "release (" + ", ".join(keys) + ")"
     except (OSError, IndexError):
         return "release"
+
+
+#: The whole run of the script that imported this module (see :func:`others_load`).
+_RUN = OthersLoad().__enter__()
+
+
+def others_load() -> str:
+    """What other work took of the machine since this module was imported: the average CPUs
+    busy outside this process and the children it has waited for, steal time included
+    (:class:`heinfer.runtime.load.OthersLoad`). Figures measured beside other work are slower
+    than the machine is; a reader can weigh them by this."""
+    cores = _RUN.so_far()
+    return "unknown" if cores is None else f"{cores:.2f} CPUs on average (steal included)"

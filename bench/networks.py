@@ -55,7 +55,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import ROOT, build_profile, cpu_model  # noqa: E402
+from machine import ROOT, build_profile, cpu_model, others_load  # noqa: E402
 
 #: Compile options of a run (default: none). MobileNetV2's throughput plan re-encrypts at every
 #: one of its 35 client steps; with the default input and weight bits (24 and 16) its relative
@@ -293,6 +293,8 @@ def main() -> None:
         r = result["deep_features"] = watched(["--deep-features"], int(args.max_rss_gb * 1e6), args.timeout, args.threads)
         print("deep_features           latency    " + ", ".join(f"{k}={v}" for k, v in r.items()), flush=True)
     result["cpu"] = cpu_model()
+    result["others_load"] = others_load()
+    print(f"# other work on this machine during the run: {result['others_load']}")
     print(json.dumps(result))
 
 

@@ -37,7 +37,7 @@ sys.path.insert(0, COMPARE)
 import simd  # noqa: E402  (bench/compare/simd.py)
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from machine import cpu_model, has_avx512  # noqa: E402
+from machine import cpu_model, has_avx512, others_load  # noqa: E402
 OPS = ("encode", "encrypt", "decrypt", "decode", "add", "mul_plain", "mul_const",
        "mul_relin", "rescale", "rotate", "rotate_hoisted", "conjugate")
 SETS = {13: (3, 218), 14: (7, 438), 15: (16, 881)}
@@ -185,9 +185,11 @@ def main(argv=None) -> None:
         "rounds": args.rounds or (2 if args.quick else 3),
         "notes": notes,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "others_load": others_load(),
     }
     for n in notes:
         print(f"note: {n}")
+    print(f"# other work on this machine during the run: {result['meta']['others_load']}")
     print(json.dumps(result))
 
 

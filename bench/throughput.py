@@ -50,7 +50,7 @@ import heinfer
 from heinfer import _native
 from heinfer.program.ops import Linear as LinearOp
 from heinfer.runtime.executor import native_params
-from machine import build_profile, cpu_model
+from machine import build_profile, cpu_model, others_load
 
 TARGETS = {"cryptonets": 1400.0, "cryptonets_relu": 7000.0}
 NGRAPH_HE2 = {"cryptonets": 138.0, "cryptonets_relu": 697.0}  # images/s, one thread, Tables 5/6
@@ -237,6 +237,8 @@ def main() -> None:
                 f"end to end {lay['images_per_s_end_to_end']:.0f} images/s, {lay['bytes_per_image'] / 1e6:.4f} MB/image"
             )
         print(f"  ({time.perf_counter() - t:.0f} s)")
+    results["others_load"] = others_load()
+    print(f"# other work on this machine during the run: {results['others_load']}")
     print(json.dumps(results))
 
 

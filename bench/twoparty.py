@@ -68,7 +68,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import heinfer  # noqa: E402
 from heinfer.twoparty import LayerCircuit, TwoPartyClient, TwoPartyServer, run_in_process  # noqa: E402
-from machine import ROOT, build_profile, cpu_model  # noqa: E402
+from machine import ROOT, build_profile, cpu_model, others_load  # noqa: E402
 
 #: 20 bits, ≡ 1 mod 8192 (BFV batching up to n = 4096), GAZELLE's plaintext size.
 P = 1_032_193
@@ -309,6 +309,8 @@ def main() -> None:
     result["build"] = build_profile()
     result["p"] = P
     result["threads"] = {"steps": 1, "networks": 2}
+    result["others_load"] = others_load()
+    print(f"# other work on this machine during the run: {result['others_load']}")
     print(json.dumps(result))
 
 

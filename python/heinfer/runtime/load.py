@@ -9,7 +9,7 @@ a CryptoNets plan that runs in 59.5 ms, and the cache then served it to every la
 What it counts (Linux): the busy time of all CPUs from the first line of ``/proc/stat`` —
 user, nice, system, irq, softirq and *steal* (time a hypervisor gave to other guests, the
 usual noise of a shared VM) — minus this process's own CPU time (:func:`os.times`, all its
-threads), divided by the wall-clock time. The result is in cores: 1.0 means another job
+threads and the children it has waited for), divided by the wall-clock time. The result is in cores: 1.0 means another job
 kept one CPU busy for the whole interval. Both counters tick at ``1 / CLK_TCK`` s (10 ms), so
 readings are discounted by two ticks: an interval shorter than a second reads low. Where
 ``/proc/stat`` cannot be read the reading is ``None``: unknown, not zero.
@@ -42,13 +42,16 @@ def machine_busy_seconds() -> float | None:
 
 
 def _own_seconds() -> float:
+    """CPU-seconds of this process and of its children it has waited for (a benchmark's
+    runner subprocesses are its own work, not other work)."""
     t = os.times()
-    return t.user + t.system
+    return t.user + t.system + t.children_user + t.children_system
 
 
 class OthersLoad:
     """A context manager: ``cores`` is the average number of CPUs that work other than this
-    process kept busy between ``__enter__`` and ``__exit__`` (``None`` when unknown).
+    process (and its waited-for children) kept busy between ``__enter__`` and ``__exit__``
+    (``None`` when unknown); :meth:`so_far` reads it before the end.
 
     >>> with OthersLoad() as load:
     ...     pass
@@ -65,13 +68,17 @@ class OthersLoad:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.cores = self.so_far()
+
+    def so_far(self) -> float | None:
+        """The average CPUs other work kept busy from ``__enter__`` until now."""
+        if self._start is None:
+            raise RuntimeError("OthersLoad.so_far() before the interval was entered")
         busy, own, wall = machine_busy_seconds(), _own_seconds(), time.perf_counter()
-        assert self._start is not None
         busy0, own0, wall0 = self._start
         if busy is None or busy0 is None or wall <= wall0:
-            self.cores = None
-            return
+            return None
         # each counter may have ticked once more or less than the time it covers: an
         # interval of milliseconds would read whole cores of noise without this allowance
         slack = 2.0 / os.sysconf("SC_CLK_TCK")
-        self.cores = max((busy - busy0) - (own - own0) - slack, 0.0) / (wall - wall0)
+        return max((busy - busy0) - (own - own0) - slack, 0.0) / (wall - wall0)
