@@ -440,6 +440,27 @@ mod tests {
         })
     }
 
+    /// Forward butterfly `B` on `(u, v)` with twiddle `w`: both outputs within `4q` and
+    /// congruent to `u ± v·w`.
+    unsafe fn check_forward<const B: u8>(l: Lanes, u: [i64; 4], v: [i64; 4], w: i64, q: i64) {
+        let (wv, wq) = (
+            _mm256_set1_pd(w as f64),
+            _mm256_set1_pd(w as f64 / q as f64),
+        );
+        let (x, y) = l.butterfly::<B>(lanes(u), lanes(v), wv, wq);
+        let (x, y) = (back(x), back(y));
+        let modq = |x: i128| x.rem_euclid(q as i128);
+        for k in 0..4 {
+            let p = v[k] as i128 * w as i128;
+            assert!(
+                x[k].abs() < 4 * q && y[k].abs() < 4 * q,
+                "forward entry beyond 4q, q={q}, B={B}"
+            );
+            assert_eq!(modq(x[k] as i128), modq(u[k] as i128 + p));
+            assert_eq!(modq(y[k] as i128), modq(u[k] as i128 - p));
+        }
+    }
+
     /// The bounds the module documentation proves, checked at their edges: the product for
     /// `|a| ≤ 4q`, the reduction, and both butterflies keep their entries within `4q`
     /// (forward) and `2q` (inverse), congruent to the exact results — for primes up to the
@@ -495,32 +516,13 @@ mod tests {
                             );
                             assert_eq!(modq(r[k] as i128), modq(a[k] as i128 * w as i128));
                         }
-                        // forward butterfly on entries within 4q; inverse on entries within 2q
+                        // forward butterflies: the reducing one on entries within 4q, the
+                        // other on entries within 2q (as after a reducing stage); the inverse
+                        // on entries within 2q
                         let (u, v) = (a, [a[3], a[0], a[1], a[2]]);
-                        let (x, y) = l.butterfly::<FORWARD_REDUCING>(lanes(u), lanes(v), wv, wq);
-                        let (x, y) = (back(x), back(y));
-                        for k in 0..4 {
-                            let p = v[k] as i128 * w as i128;
-                            assert!(
-                                x[k].abs() < 4 * q && y[k].abs() < 4 * q,
-                                "forward entry beyond 4q, q={q}"
-                            );
-                            assert_eq!(modq(x[k] as i128), modq(u[k] as i128 + p));
-                            assert_eq!(modq(y[k] as i128), modq(u[k] as i128 - p));
-                        }
-                        // entries within 2q: the forward stages that do not reduce, and the inverse
+                        check_forward::<FORWARD_REDUCING>(l, u, v, w, q);
                         let (u2, v2) = (u.map(|z| z / 2), v.map(|z| z / 2));
-                        let (x, y) = l.butterfly::<FORWARD>(lanes(u2), lanes(v2), wv, wq);
-                        let (x, y) = (back(x), back(y));
-                        for k in 0..4 {
-                            let p = v2[k] as i128 * w as i128;
-                            assert!(
-                                x[k].abs() < 4 * q && y[k].abs() < 4 * q,
-                                "lazy forward entry beyond 4q, q={q}"
-                            );
-                            assert_eq!(modq(x[k] as i128), modq(u2[k] as i128 + p));
-                            assert_eq!(modq(y[k] as i128), modq(u2[k] as i128 - p));
-                        }
+                        check_forward::<FORWARD>(l, u2, v2, w, q);
                         let (x, y) = l.butterfly::<INVERSE>(lanes(u2), lanes(v2), wv, wq);
                         let (x, y) = (back(x), back(y));
                         for k in 0..4 {
