@@ -9,10 +9,12 @@
 //! double-precision FMA transform (`ntt_fma`, `ntt_fma_avx2`).
 //! Which one is faster depends on the CPU (measured: the FMA transform wins by 8–20% on an
 //! Intel Xeon without IFMA; `tfhe-ntt`'s IFMA path wins by 1.5–1.8× on an AMD EPYC with
-//! IFMA; on an AMD EPYC Zen 1 (AVX2, no AVX-512) the 32-bit transform takes 0.49–0.65× the
-//! FMA one's time at primes of 20–31 bits, its narrowing to 32-bit words and widening back
-//! included, and 2.4× at 32 bits, where tfhe-ntt has no Shoup products), so the first plan of each ring degree and prime size in a process times them
-//! on a random polynomial and every plan of that shape uses the winner ([`NttPlan::kernel`]).
+//! IFMA; on an AMD EPYC Zen 1 (AVX2, no AVX-512) the 32-bit transform takes 0.74–0.84× the
+//! time of the FMA one with lazy reduction at a 30-bit prime (criterion, N = 2^13 and 2^14,
+//! 2026-11-30), its narrowing to 32-bit words and widening back included, and about 2.4× at
+//! 32 bits, where tfhe-ntt has no Shoup products), so the first plan of each ring degree and
+//! prime size in a process times them on a random polynomial and every plan of that shape uses
+//! the winner ([`NttPlan::kernel`]).
 //! All use the same `ψ` and order and agree bit for bit (tested on every machine), so objects
 //! in NTT form do not depend on the machine or the kernel that made them.
 //!
