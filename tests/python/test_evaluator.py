@@ -221,6 +221,35 @@ def test_rotate_many_is_rotate_on_each(kit: Kit) -> None:
         kit.ev.rotate_many(cts[:2], [1, 4], kit.gks)
 
 
+def test_hoisted_many_is_hoisted_on_each(kit: Kit) -> None:
+    cts = [kit.encrypt(kit.vector(70 + i)) for i in range(3)]
+    steps = [[1, 2, 0], [-1], [100, 1]]
+    plain = kit.ev.rotate_hoisted_many(cts, steps, kit.gks)
+    ext = kit.ev.rotate_hoisted_extended_many(cts, steps, kit.gks)
+    for c, s, p, e in zip(cts, steps, plain, ext, strict=True):
+        assert [r.to_bytes() for r in p] == [r.to_bytes() for r in kit.ev.rotate_hoisted(c, s, kit.gks)]
+        one = kit.ev.rotate_hoisted_extended(c, s, kit.gks)
+        assert [kit.ev.mod_down_extended(r).to_bytes() for r in e] == [kit.ev.mod_down_extended(r).to_bytes() for r in one]
+    with pytest.raises(OperandError, match="3 ciphertexts but 2 lists of steps"):
+        kit.ev.rotate_hoisted_many(cts, steps[:2], kit.gks)
+    with pytest.raises(MissingKeyError):
+        kit.ev.rotate_hoisted_extended_many(cts[:1], [[1, 4]], kit.gks)
+
+
+def test_rescale_many_assign_is_rescale_on_each_or_none(kit: Kit) -> None:
+    cts = [kit.ev.mul_const(kit.encrypt(kit.vector(80 + i)), 0.5) for i in range(3)]
+    want = [kit.ev.rescale(c).to_bytes() for c in cts]
+    kit.ev.rescale_many_assign(cts)
+    assert [c.to_bytes() for c in cts] == want
+    low = kit.ev.drop_to_level(cts[0], 0)
+    before = [c.to_bytes() for c in cts]
+    with pytest.raises(LevelError):
+        kit.ev.rescale_many_assign([*cts, low])
+    assert [c.to_bytes() for c in cts] == before  # checked first: none was rescaled
+    with pytest.raises(OperandError, match="appears twice"):
+        kit.ev.rescale_many_assign([cts[1], cts[1]])
+
+
 def test_fold_is_rotate_and_add_in_order(kit: Kit) -> None:
     xs = [kit.vector(60 + i) for i in range(3)]
     cts = [kit.encrypt(x) for x in xs]

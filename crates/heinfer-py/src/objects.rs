@@ -66,7 +66,8 @@ impl Plaintext {
     /// (``CompactPlaintext``: 32 bits below ``2^32``, else 64).
     fn compact(&self) -> PyResult<CompactPlaintext> {
         Ok(CompactPlaintext {
-            inner: ckks::CompactPlaintext::new(&self.params, &self.inner).map_err(crate::errors::to_py)?,
+            inner: ckks::CompactPlaintext::new(&self.params, &self.inner)
+                .map_err(crate::errors::to_py)?,
         })
     }
 }
@@ -114,6 +115,7 @@ pub struct Ciphertext {
 }
 
 impl Ciphertext {
+    /// An engine ciphertext of `params` as a Python object.
     pub fn wrap(inner: ckks::Ciphertext, params: &CkksParams) -> Self {
         Self {
             inner,
@@ -179,6 +181,16 @@ impl Ciphertext {
 pub struct ExtendedCiphertext {
     pub inner: ckks::ExtendedCiphertext,
     pub params: CkksParams,
+}
+
+impl ExtendedCiphertext {
+    /// An engine extended ciphertext of `params` as a Python object.
+    pub fn wrap(inner: ckks::ExtendedCiphertext, params: &CkksParams) -> Self {
+        Self {
+            inner,
+            params: params.clone(),
+        }
+    }
 }
 
 #[pymethods]

@@ -218,9 +218,8 @@ class PreparedSlots:
                 for c in cts:
                     ev.relinearize_assign(c, relin)
             elif isinstance(op, Rescale):
-                for c in cts:
-                    for _ in range(op.primes):
-                        ev.rescale_assign(c)
+                for _ in range(op.primes):
+                    ev.rescale_many_assign(cts)
             else:
                 raise ProtocolError(f"the slot layout cannot run {type(op).__name__}")
         return cts
@@ -235,8 +234,11 @@ class PreparedSlots:
         plan = self.schedules[k]
         # double hoisting: the baby steps stay in Q·P (ModDown once per group below);
         # single: each comes back to Q now, and the products need no special primes
-        rotate = ev.rotate_hoisted_extended if t.hoisting == "double" else ev.rotate_hoisted
-        rotated = [c for a, bs in plan.babies for c in rotate(x[a], bs, galois)]
+        # (one engine call for every input's baby steps: they run in parallel across the inputs
+        # too, which a convolution's few steps at a low level need to keep the cores busy)
+        rotate = ev.rotate_hoisted_extended_many if t.hoisting == "double" else ev.rotate_hoisted_many
+        babies = plan.babies
+        rotated = [c for cs in rotate([x[a] for a, _ in babies], [list(bs) for _, bs in babies], galois) for c in cs] if babies else []
         # the ciphertexts the groups index (see _Schedule): extended baby steps, or the inputs
         # and (single hoisting) the baby steps already back in Q
         sources = {True: rotated, False: x if t.hoisting == "double" else x + rotated}
@@ -283,8 +285,7 @@ class PreparedSlots:
         # (one engine call for the chain: the pool's workers stay awake between its rotations)
         if t.fold:
             out = ev.fold(out, list(t.fold), galois)
-        for o in range(t.n_out):
-            ev.rescale_assign(out[o])
+        ev.rescale_many_assign(out)
         if bias is not None:
             for o in range(t.n_out):
                 ev.add_plain_assign(out[o], bias[o])

@@ -334,11 +334,13 @@ impl Evaluator {
                 RnsPoly::from_data(a, n)
             }
         };
+        // the groups' ModDowns in parallel: one at a low level has too few limbs to keep
+        // every core busy, and a transform's groups (its outputs × giant steps) are many
         Ok(acc
-            .into_iter()
+            .into_par_iter()
             .map(|g| Ciphertext {
                 params_id: id,
-                parts: g.into_iter().map(finish).collect(),
+                parts: g.into_par_iter().map(finish).collect(),
                 level,
                 scale,
                 seed: None,

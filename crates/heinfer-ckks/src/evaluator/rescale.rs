@@ -20,6 +20,28 @@ impl Evaluator {
 
     /// In-place [`Self::rescale`].
     pub fn rescale_assign(&self, ct: &mut Ciphertext) -> Result<()> {
+        let scale = self.rescaled_scale(ct)?;
+        self.rescale_unchecked(ct, scale);
+        Ok(())
+    }
+
+    /// [`Self::rescale_assign`] on each ciphertext, in parallel across them: one ciphertext
+    /// at a low level has too few limbs to keep every core busy (a layer's outputs are
+    /// rescaled together). Every ciphertext is checked before any changes, so on an error
+    /// none is rescaled. Bit-identical to calling [`Self::rescale_assign`] on each.
+    pub fn rescale_many_assign(&self, cts: &mut [&mut Ciphertext]) -> Result<()> {
+        let scales = cts
+            .iter()
+            .map(|c| self.rescaled_scale(c))
+            .collect::<Result<Vec<f64>>>()?;
+        cts.par_iter_mut()
+            .zip(scales.par_iter())
+            .for_each(|(c, &s)| self.rescale_unchecked(c, s));
+        Ok(())
+    }
+
+    /// The scale of `ct` after a rescale, refusing a ciphertext that cannot be rescaled.
+    fn rescaled_scale(&self, ct: &Ciphertext) -> Result<f64> {
         self.check_ct(ct)?;
         let level = ct.level;
         if level == 0 {
@@ -29,11 +51,17 @@ impl Evaluator {
                 needed: 1,
             });
         }
+        let scale = ct.scale / self.params.inner().q[level] as f64;
+        check_scale(scale)?;
+        Ok(scale)
+    }
+
+    /// The rescale of a ciphertext [`Self::rescaled_scale`] accepted, to `scale`.
+    fn rescale_unchecked(&self, ct: &mut Ciphertext, scale: f64) {
+        let level = ct.level;
         let inner = self.params.inner();
         let n = self.params.n();
         let ql = inner.q[level];
-        let scale = ct.scale / ql as f64;
-        check_scale(scale)?;
         let half = ql / 2;
         for p in ct.parts_mut() {
             let mut last = p.limb(level).to_vec();
@@ -58,7 +86,6 @@ impl Evaluator {
         }
         ct.level = level - 1;
         ct.scale = scale;
-        Ok(())
     }
 
     /// Drops the last `levels` primes without scaling (the message and scale are unchanged).

@@ -45,12 +45,7 @@ impl Evaluator {
         steps: &[i64],
         keys: &GaloisKeys,
     ) -> Result<Vec<Ciphertext>> {
-        if cts.len() != steps.len() {
-            return Err(CkksError::InvalidOperand {
-                op: "rotate_many",
-                reason: format!("{} ciphertexts but {} steps", cts.len(), steps.len()),
-            });
-        }
+        same_count("rotate_many", cts.len(), steps.len())?;
         cts.par_iter()
             .zip(steps.par_iter())
             .map(|(ct, &k)| self.rotate(ct, k, keys))
@@ -185,6 +180,39 @@ impl Evaluator {
             .collect()
     }
 
+    /// `[rotate_hoisted(cts[i], steps[i]) for i]` in one call: the ciphertexts' hoisted
+    /// rotations run in parallel across ciphertexts as well as across their steps. One
+    /// ciphertext's decomposition at a low level has too few limbs, and a convolution's few
+    /// baby steps too few rotations, to keep every core busy on their own. Bit-identical to
+    /// calling [`Self::rotate_hoisted`] on each.
+    pub fn rotate_hoisted_many(
+        &self,
+        cts: &[&Ciphertext],
+        steps: &[Vec<i64>],
+        keys: &GaloisKeys,
+    ) -> Result<Vec<Vec<Ciphertext>>> {
+        same_count("rotate_hoisted_many", cts.len(), steps.len())?;
+        cts.par_iter()
+            .zip(steps.par_iter())
+            .map(|(ct, s)| self.rotate_hoisted(ct, s, keys))
+            .collect()
+    }
+
+    /// [`Self::rotate_hoisted_many`] for [`Self::rotate_hoisted_extended`]: `P·rot_k(ct)`
+    /// over `Q_ℓ ∪ P` for every ciphertext and each of its steps, in parallel across both.
+    pub fn rotate_hoisted_extended_many(
+        &self,
+        cts: &[&Ciphertext],
+        steps: &[Vec<i64>],
+        keys: &GaloisKeys,
+    ) -> Result<Vec<Vec<ExtendedCiphertext>>> {
+        same_count("rotate_hoisted_extended_many", cts.len(), steps.len())?;
+        cts.par_iter()
+            .zip(steps.par_iter())
+            .map(|(ct, s)| self.rotate_hoisted_extended(ct, s, keys))
+            .collect()
+    }
+
     fn galois_key<'a>(&self, keys: &'a GaloisKeys, g: u64) -> Result<&'a GaloisKey> {
         heinfer_math::automorphism::check_galois_element(g, self.params.n()).map_err(|e| {
             CkksError::InvalidOperand {
@@ -265,6 +293,17 @@ impl Evaluator {
                 vecops::add_assign(x, y, inner.moduli[mi].q);
             });
     }
+}
+
+/// Refuses `cts` ciphertexts given `steps` lists of steps (one per ciphertext expected).
+fn same_count(op: &'static str, cts: usize, steps: usize) -> Result<()> {
+    if cts != steps {
+        return Err(CkksError::InvalidOperand {
+            op,
+            reason: format!("{cts} ciphertexts but {steps} steps"),
+        });
+    }
+    Ok(())
 }
 
 /// `σ(poly)` into a fresh buffer, given the evaluation-form permutation table.

@@ -1,9 +1,14 @@
 //! The evaluator: every homomorphic operation of the engine, allocating (`op`) and in place
 //! (`op_assign`) where the engine has both. All run on the pool with the GIL released.
 
-use crate::objects::{Ciphertext, ExtendedCiphertext, GaloisKeys, CompactPlaintext, Plaintext, RelinKey};
+mod calls;
+mod groups;
+
+use crate::objects::{Ciphertext, ExtendedCiphertext, GaloisKeys, Plaintext, RelinKey};
 use crate::params::Params;
-use crate::pool::{run, run_sized};
+use crate::pool::run;
+use calls::words;
+use groups::{with_groups, GroupPlaintexts};
 use heinfer_ckks as ckks;
 use heinfer_ckks::CkksParams;
 use pyo3::prelude::*;
@@ -11,83 +16,8 @@ use pyo3::prelude::*;
 /// Homomorphic operations for one parameter set; holds no key.
 #[pyclass(module = "heinfer._native", name = "Evaluator", frozen)]
 pub struct Evaluator {
-    inner: ckks::Evaluator,
-    params: CkksParams,
-}
-
-impl Evaluator {
-    fn ct(
-        &self,
-        py: Python<'_>,
-        op: &'static str,
-        f: impl FnOnce(&ckks::Evaluator) -> ckks::Result<ckks::Ciphertext> + Send,
-    ) -> PyResult<Ciphertext> {
-        let inner = run(py, op, || f(&self.inner))?;
-        Ok(Ciphertext::wrap(inner, &self.params))
-    }
-    fn ext(
-        &self,
-        py: Python<'_>,
-        op: &'static str,
-        f: impl FnOnce(&ckks::Evaluator) -> ckks::Result<ckks::ExtendedCiphertext> + Send,
-    ) -> PyResult<ExtendedCiphertext> {
-        let inner = run(py, op, || f(&self.inner))?;
-        Ok(ExtendedCiphertext {
-            inner,
-            params: self.params.clone(),
-        })
-    }
-    fn assign(
-        &self,
-        py: Python<'_>,
-        op: &'static str,
-        f: impl FnOnce(&ckks::Evaluator) -> ckks::Result<()> + Send,
-    ) -> PyResult<()> {
-        run(py, op, || f(&self.inner))
-    }
-    /// An op on a list of ciphertexts that returns new ones (`f` gets the engine's
-    /// ciphertexts, in order).
-    fn many(
-        &self,
-        py: Python<'_>,
-        op: &'static str,
-        cts: &[PyRef<'_, Ciphertext>],
-        f: impl FnOnce(&ckks::Evaluator, &[&ckks::Ciphertext]) -> ckks::Result<Vec<ckks::Ciphertext>>
-            + Send,
-    ) -> PyResult<Vec<Ciphertext>> {
-        let c: Vec<&ckks::Ciphertext> = cts.iter().map(|c| &c.inner).collect();
-        let v = run(py, op, || f(&self.inner, &c))?;
-        Ok(v.into_iter()
-            .map(|c| Ciphertext::wrap(c, &self.params))
-            .collect())
-    }
-    /// [`Self::ct`] for an element-wise op on `ct`'s words: a small one runs on the calling
-    /// thread ([`run_sized`]).
-    fn ct_small(
-        &self,
-        py: Python<'_>,
-        op: &'static str,
-        on: &ckks::Ciphertext,
-        f: impl FnOnce(&ckks::Evaluator) -> ckks::Result<ckks::Ciphertext> + Send,
-    ) -> PyResult<Ciphertext> {
-        let inner = run_sized(py, op, words(on, &self.params), || f(&self.inner))?;
-        Ok(Ciphertext::wrap(inner, &self.params))
-    }
-    /// [`Self::assign`] for an element-wise op on `words` residue words.
-    fn assign_small(
-        &self,
-        py: Python<'_>,
-        op: &'static str,
-        words: usize,
-        f: impl FnOnce(&ckks::Evaluator) -> ckks::Result<()> + Send,
-    ) -> PyResult<()> {
-        run_sized(py, op, words, || f(&self.inner))
-    }
-}
-
-/// Residue words of `ct`: `N` × limbs × polynomials.
-fn words(ct: &ckks::Ciphertext, params: &CkksParams) -> usize {
-    params.n() * (ct.level() + 1) * ct.size()
+    pub(crate) inner: ckks::Evaluator,
+    pub(crate) params: CkksParams,
 }
 
 #[pymethods]
@@ -266,6 +196,18 @@ impl Evaluator {
         let ct = &mut ct.inner;
         self.assign_small(py, "Evaluator.rescale_assign", w, |e| e.rescale_assign(ct))
     }
+    /// ``rescale_assign`` on each of ``cts``, in parallel across them; every one is checked
+    /// first, so on an error none is rescaled.
+    fn rescale_many_assign(
+        &self,
+        py: Python<'_>,
+        mut cts: Vec<PyRefMut<'_, Ciphertext>>,
+    ) -> PyResult<()> {
+        let mut c: Vec<&mut ckks::Ciphertext> = cts.iter_mut().map(|c| &mut c.inner).collect();
+        self.assign(py, "Evaluator.rescale_many_assign", |e| {
+            e.rescale_many_assign(&mut c)
+        })
+    }
     fn drop_level(&self, py: Python<'_>, ct: &Ciphertext, levels: usize) -> PyResult<Ciphertext> {
         self.ct(py, "Evaluator.drop_level", |e| {
             e.drop_level(&ct.inner, levels)
@@ -343,9 +285,7 @@ impl Evaluator {
         let v = run(py, "Evaluator.rotate_hoisted", || {
             self.inner.rotate_hoisted(&ct.inner, &steps, &keys.inner)
         })?;
-        Ok(v.into_iter()
-            .map(|c| Ciphertext::wrap(c, &self.params))
-            .collect())
+        Ok(self.wrap_all(v))
     }
     fn rotate_hoisted_extended(
         &self,
@@ -359,9 +299,43 @@ impl Evaluator {
                 .rotate_hoisted_extended(&ct.inner, &steps, &keys.inner)
         })?;
         Ok(v.into_iter()
-            .map(|inner| ExtendedCiphertext {
-                inner,
-                params: self.params.clone(),
+            .map(|c| ExtendedCiphertext::wrap(c, &self.params))
+            .collect())
+    }
+    /// ``[rotate_hoisted(cts[i], steps[i], keys) for i]`` in one call, in parallel across
+    /// the ciphertexts as well as their steps (bit-identical to one call per ciphertext).
+    fn rotate_hoisted_many(
+        &self,
+        py: Python<'_>,
+        cts: Vec<PyRef<'_, Ciphertext>>,
+        steps: Vec<Vec<i64>>,
+        keys: &GaloisKeys,
+    ) -> PyResult<Vec<Vec<Ciphertext>>> {
+        let c: Vec<&ckks::Ciphertext> = cts.iter().map(|c| &c.inner).collect();
+        let v = run(py, "Evaluator.rotate_hoisted_many", || {
+            self.inner.rotate_hoisted_many(&c, &steps, &keys.inner)
+        })?;
+        Ok(v.into_iter().map(|r| self.wrap_all(r)).collect())
+    }
+    /// ``[rotate_hoisted_extended(cts[i], steps[i], keys) for i]`` in one call, in parallel
+    /// across the ciphertexts as well as their steps.
+    fn rotate_hoisted_extended_many(
+        &self,
+        py: Python<'_>,
+        cts: Vec<PyRef<'_, Ciphertext>>,
+        steps: Vec<Vec<i64>>,
+        keys: &GaloisKeys,
+    ) -> PyResult<Vec<Vec<ExtendedCiphertext>>> {
+        let c: Vec<&ckks::Ciphertext> = cts.iter().map(|c| &c.inner).collect();
+        let v = run(py, "Evaluator.rotate_hoisted_extended_many", || {
+            self.inner
+                .rotate_hoisted_extended_many(&c, &steps, &keys.inner)
+        })?;
+        Ok(v.into_iter()
+            .map(|r| {
+                r.into_iter()
+                    .map(|c| ExtendedCiphertext::wrap(c, &self.params))
+                    .collect()
             })
             .collect())
     }
@@ -435,21 +409,12 @@ impl Evaluator {
         pts: GroupPlaintexts<'_>,
     ) -> PyResult<Vec<Ciphertext>> {
         let x: Vec<&ckks::Ciphertext> = xs.iter().map(|c| &c.inner).collect();
-        let v = match &pts {
-            GroupPlaintexts::Wide(pts) => {
-                let p = inner_refs(pts, |p| &p.inner);
-                let groups = groups_of(&terms, &p)?;
-                run(py, "Evaluator.dot_plain_groups", || self.inner.dot_plain_groups(&x, &groups))?
-            }
-            GroupPlaintexts::Compact(pts) => {
-                let p = inner_refs(pts, |p| &p.inner);
-                let groups = groups_of(&terms, &p)?;
-                run(py, "Evaluator.dot_plain_groups", || self.inner.dot_plain_groups(&x, &groups))?
-            }
-        };
-        Ok(v.into_iter()
-            .map(|c| Ciphertext::wrap(c, &self.params))
-            .collect())
+        let v = with_groups!(pts, terms, |groups| run(
+            py,
+            "Evaluator.dot_plain_groups",
+            || self.inner.dot_plain_groups(&x, &groups)
+        )?);
+        Ok(self.wrap_all(v))
     }
     /// ``dot_plain_groups`` over extended ciphertexts and extended plaintexts: each group's
     /// sum in ``Q_ℓ ∪ P``, then one ModDown per group (as ``dot_plain_extended``).
@@ -461,52 +426,11 @@ impl Evaluator {
         pts: GroupPlaintexts<'_>,
     ) -> PyResult<Vec<Ciphertext>> {
         let x: Vec<&ckks::ExtendedCiphertext> = xs.iter().map(|c| &c.inner).collect();
-        let v = match &pts {
-            GroupPlaintexts::Wide(pts) => {
-                let p = inner_refs(pts, |p| &p.inner);
-                let groups = groups_of(&terms, &p)?;
-                run(py, "Evaluator.dot_plain_extended_groups", || self.inner.dot_plain_extended_groups(&x, &groups))?
-            }
-            GroupPlaintexts::Compact(pts) => {
-                let p = inner_refs(pts, |p| &p.inner);
-                let groups = groups_of(&terms, &p)?;
-                run(py, "Evaluator.dot_plain_extended_groups", || self.inner.dot_plain_extended_groups(&x, &groups))?
-            }
-        };
-        Ok(v.into_iter()
-            .map(|c| Ciphertext::wrap(c, &self.params))
-            .collect())
+        let v = with_groups!(pts, terms, |groups| run(
+            py,
+            "Evaluator.dot_plain_extended_groups",
+            || self.inner.dot_plain_extended_groups(&x, &groups)
+        )?);
+        Ok(self.wrap_all(v))
     }
-}
-
-/// The plaintexts of a grouped sum: every one a `Plaintext`, or every one a
-/// `CompactPlaintext` (one kind per call).
-#[derive(FromPyObject)]
-enum GroupPlaintexts<'py> {
-    Wide(Vec<Vec<PyRef<'py, Plaintext>>>),
-    Compact(Vec<Vec<PyRef<'py, CompactPlaintext>>>),
-}
-
-/// The engine's plaintexts of each group.
-fn inner_refs<'a, W: pyo3::PyClass, P>(pts: &'a [Vec<PyRef<'_, W>>], f: impl Fn(&'a W) -> &'a P) -> Vec<Vec<&'a P>> {
-    pts.iter().map(|g| g.iter().map(|p| f(&**p)).collect()).collect()
-}
-
-/// `(terms, plaintexts)` of each group, refusing lists of different lengths.
-fn groups_of<'a, P>(
-    terms: &'a [Vec<usize>],
-    pts: &'a [Vec<&'a P>],
-) -> PyResult<Vec<(&'a [usize], &'a [&'a P])>> {
-    if terms.len() != pts.len() {
-        return Err(crate::errors::OperandError::new_err(format!(
-            "{} groups of terms but {} groups of plaintexts",
-            terms.len(),
-            pts.len()
-        )));
-    }
-    Ok(terms
-        .iter()
-        .zip(pts)
-        .map(|(t, p)| (t.as_slice(), p.as_slice()))
-        .collect())
 }
