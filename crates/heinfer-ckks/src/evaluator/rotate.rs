@@ -45,7 +45,7 @@ impl Evaluator {
         steps: &[i64],
         keys: &GaloisKeys,
     ) -> Result<Vec<Ciphertext>> {
-        same_count("rotate_many", cts.len(), steps.len())?;
+        same_count("rotate_many", cts.len(), steps.len(), "steps")?;
         cts.par_iter()
             .zip(steps.par_iter())
             .map(|(ct, &k)| self.rotate(ct, k, keys))
@@ -191,7 +191,12 @@ impl Evaluator {
         steps: &[Vec<i64>],
         keys: &GaloisKeys,
     ) -> Result<Vec<Vec<Ciphertext>>> {
-        same_count("rotate_hoisted_many", cts.len(), steps.len())?;
+        same_count(
+            "rotate_hoisted_many",
+            cts.len(),
+            steps.len(),
+            "lists of steps",
+        )?;
         cts.par_iter()
             .zip(steps.par_iter())
             .map(|(ct, s)| self.rotate_hoisted(ct, s, keys))
@@ -206,7 +211,12 @@ impl Evaluator {
         steps: &[Vec<i64>],
         keys: &GaloisKeys,
     ) -> Result<Vec<Vec<ExtendedCiphertext>>> {
-        same_count("rotate_hoisted_extended_many", cts.len(), steps.len())?;
+        same_count(
+            "rotate_hoisted_extended_many",
+            cts.len(),
+            steps.len(),
+            "lists of steps",
+        )?;
         cts.par_iter()
             .zip(steps.par_iter())
             .map(|(ct, s)| self.rotate_hoisted_extended(ct, s, keys))
@@ -295,12 +305,13 @@ impl Evaluator {
     }
 }
 
-/// Refuses `cts` ciphertexts given `steps` lists of steps (one per ciphertext expected).
-fn same_count(op: &'static str, cts: usize, steps: usize) -> Result<()> {
+/// Refuses `cts` ciphertexts given `steps` steps (`what`: "steps" or "lists of steps"), one
+/// per ciphertext expected.
+fn same_count(op: &'static str, cts: usize, steps: usize, what: &str) -> Result<()> {
     if cts != steps {
         return Err(CkksError::InvalidOperand {
             op,
-            reason: format!("{cts} ciphertexts but {steps} steps"),
+            reason: format!("{cts} ciphertexts but {steps} {what}"),
         });
     }
     Ok(())
