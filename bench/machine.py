@@ -55,7 +55,7 @@ def build_profile() -> str:
 
 
 #: The whole run of the script that imported this module (see :func:`others_load`).
-_RUN = OthersLoad().__enter__()
+_RUN = OthersLoad().start()
 
 
 def others_load() -> str:

@@ -63,17 +63,23 @@ class OthersLoad:
         self.cores: float | None = None
         self._start: tuple[float | None, float, float] | None = None
 
-    def __enter__(self) -> OthersLoad:
+    def start(self) -> OthersLoad:
+        """Starts the interval (what ``__enter__`` does; for an interval that lasts as long as
+        the process, as a benchmark's whole run)."""
         self._start = (machine_busy_seconds(), _own_seconds(), time.perf_counter())
         return self
+
+    def __enter__(self) -> OthersLoad:
+        return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.cores = self.so_far()
 
     def so_far(self) -> float | None:
-        """The average CPUs other work kept busy from ``__enter__`` until now."""
+        """The average CPUs other work kept busy from the start (``__enter__`` or
+        :meth:`start`) until now."""
         if self._start is None:
-            raise RuntimeError("OthersLoad.so_far() before the interval was entered")
+            raise RuntimeError("OthersLoad.so_far() before the interval was started")
         busy, own, wall = machine_busy_seconds(), _own_seconds(), time.perf_counter()
         busy0, own0, wall0 = self._start
         if busy is None or busy0 is None or wall <= wall0:

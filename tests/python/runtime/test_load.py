@@ -54,3 +54,11 @@ def test_a_child_this_process_waited_for_is_its_own_work() -> None:
 def test_reading_before_the_interval_starts_is_an_error() -> None:
     with pytest.raises(RuntimeError, match="before the interval"):
         OthersLoad().so_far()
+
+
+def test_start_opens_an_interval_without_a_with_block() -> None:
+    """A benchmark's whole-run interval: started at import, read at the end."""
+    load = OthersLoad().start()
+    subprocess.run([sys.executable, "-c", BURN.format(s=0.5)], check=True)
+    cores = load.so_far()
+    assert cores is not None and cores < 0.6
