@@ -191,16 +191,9 @@ impl Evaluator {
         steps: &[Vec<i64>],
         keys: &GaloisKeys,
     ) -> Result<Vec<Vec<Ciphertext>>> {
-        same_count(
-            "rotate_hoisted_many",
-            cts.len(),
-            steps.len(),
-            "lists of steps",
-        )?;
-        cts.par_iter()
-            .zip(steps.par_iter())
-            .map(|(ct, s)| self.rotate_hoisted(ct, s, keys))
-            .collect()
+        each_hoisted("rotate_hoisted_many", cts, steps, |ct, s| {
+            self.rotate_hoisted(ct, s, keys)
+        })
     }
 
     /// [`Self::rotate_hoisted_many`] for [`Self::rotate_hoisted_extended`]: `P·rot_k(ct)`
@@ -211,16 +204,9 @@ impl Evaluator {
         steps: &[Vec<i64>],
         keys: &GaloisKeys,
     ) -> Result<Vec<Vec<ExtendedCiphertext>>> {
-        same_count(
-            "rotate_hoisted_extended_many",
-            cts.len(),
-            steps.len(),
-            "lists of steps",
-        )?;
-        cts.par_iter()
-            .zip(steps.par_iter())
-            .map(|(ct, s)| self.rotate_hoisted_extended(ct, s, keys))
-            .collect()
+        each_hoisted("rotate_hoisted_extended_many", cts, steps, |ct, s| {
+            self.rotate_hoisted_extended(ct, s, keys)
+        })
     }
 
     fn galois_key<'a>(&self, keys: &'a GaloisKeys, g: u64) -> Result<&'a GaloisKey> {
@@ -303,6 +289,21 @@ impl Evaluator {
                 vecops::add_assign(x, y, inner.moduli[mi].q);
             });
     }
+}
+
+/// `[rotate(cts[i], steps[i]) for i]` for a hoisted `rotate`, in parallel across the
+/// ciphertexts (the body of both `*_many` hoisted rotations).
+fn each_hoisted<T: Send>(
+    op: &'static str,
+    cts: &[&Ciphertext],
+    steps: &[Vec<i64>],
+    rotate: impl Fn(&Ciphertext, &[i64]) -> Result<Vec<T>> + Sync,
+) -> Result<Vec<Vec<T>>> {
+    same_count(op, cts.len(), steps.len(), "lists of steps")?;
+    cts.par_iter()
+        .zip(steps.par_iter())
+        .map(|(ct, s)| rotate(ct, s))
+        .collect()
 }
 
 /// Refuses `cts` ciphertexts given `steps` steps (`what`: "steps" or "lists of steps"), one
