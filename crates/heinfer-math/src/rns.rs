@@ -246,10 +246,13 @@ impl BasisConverter {
     }
 
     /// The first step of [`Self::convert`] for source limb `i`, in place:
-    /// `x_i ← [x_i·(Q/q_i)^{-1}]_{q_i}`.
+    /// `x_i ← [x_i·(Q/q_i)^{-1}]_{q_i}` (nothing to do when `Q` is the one prime `q_i`, whose
+    /// factor is 1: a key switch's digits of one prime each).
     pub fn scale_input(&self, i: usize, limb: &mut [u64]) {
         let (w, ws) = self.qhat_inv[i];
-        vecops::mul_scalar_assign(limb, w, ws, &self.from[i]);
+        if w != 1 {
+            vecops::mul_scalar_assign(limb, w, ws, &self.from[i]);
+        }
     }
 }
 
@@ -268,6 +271,9 @@ impl BasisConverter {
     ) {
         let k = self.from.len();
         assert!(scratch.len() >= (k + 1) * n);
+        if k == 1 {
+            return self.convert_centered_one(input, output, scratch, n);
+        }
         let (ys, v) = scratch.split_at_mut(k * n);
         self.convert(input, output, ys, n);
         let v = &mut v[..n];
@@ -296,12 +302,83 @@ impl BasisConverter {
             vecops::sub_assign(&mut output[j * n..(j + 1) * n], t, pj.q);
         }
     }
+
+    /// [`Self::convert_centered`] from one prime `q` (ModDown with one special prime): the
+    /// centred representative of `y ∈ [0, q)` is `y − [y > q/2]·q`, since `v = ⌊y/q⌉ = [y >
+    /// q/2]` for an odd `q` — exactly the balanced conversion ([`Self::balance`] and
+    /// [`Self::convert_one_balanced`]'s weights `(1, [−q]_{p_j})`), one pass per target limb
+    /// and no floating point. Bit-identical to the general path's result (both are the fully
+    /// reduced `x_centred mod p_j`).
+    fn convert_centered_one(
+        &self,
+        input: &[u64],
+        output: &mut [u64],
+        scratch: &mut [u64],
+        n: usize,
+    ) {
+        assert!(input.len() >= n && output.len() >= self.to.len() * n);
+        let c = &mut scratch[..n];
+        self.balance(&input[..n], c, n);
+        let terms = [&input[..n], &c[..n]];
+        for (j, pj) in self.to.iter().enumerate() {
+            vecops::mul_scalar_sum_into(
+                &mut output[j * n..(j + 1) * n],
+                &terms,
+                &self.balanced_weights[j],
+                pj,
+            );
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::primes::generate_primes;
+
+    /// One source prime (ModDown with one special prime): the centred conversion is exact at
+    /// the edges `(q ± 1)/2`, `0` and `q − 1`, to larger and smaller target primes, and the
+    /// converter's scale (1) leaves its input as it is.
+    #[test]
+    fn centered_conversion_from_one_prime_is_exact() {
+        let n = 16;
+        let ps = generate_primes(&[49, 40, 50, 30], 32, &[]).unwrap();
+        let from = [Modulus::new(ps[0])];
+        let to: Vec<Modulus> = ps[1..].iter().map(|&q| Modulus::new(q)).collect();
+        let q = ps[0];
+        let mut xs = vec![
+            0,
+            1,
+            (q - 1) / 2,
+            (q + 1) / 2,
+            q - 1,
+            q - 2,
+            q / 3,
+            2 * q / 3,
+        ];
+        xs.extend((0..8u64).map(|i| (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 5) % q));
+        let conv = BasisConverter::new(&from, &to);
+        let mut scaled = xs.clone();
+        conv.scale_input(0, &mut scaled);
+        assert_eq!(scaled, xs, "one prime: the scale is 1");
+        let mut out = vec![0u64; to.len() * n];
+        let mut scratch = vec![5u64; 2 * n];
+        conv.convert_centered(&xs, &mut out, &mut scratch, n);
+        for (j, pj) in to.iter().enumerate() {
+            for (c, &x) in xs.iter().enumerate() {
+                let centred = if x > q / 2 {
+                    x as i128 - q as i128
+                } else {
+                    x as i128
+                };
+                assert_eq!(
+                    out[j * n + c],
+                    centred.rem_euclid(pj.q as i128) as u64,
+                    "x = {x}, target {j}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn conversion_is_exact_up_to_multiples_of_q() {
