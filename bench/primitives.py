@@ -39,7 +39,7 @@ import simd  # noqa: E402  (bench/compare/simd.py)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from machine import cpu_model, has_avx512, others_load  # noqa: E402
 OPS = ("encode", "encrypt", "decrypt", "decode", "add", "mul_plain", "mul_const",
-       "mul_relin", "rescale", "rotate", "rotate_hoisted", "conjugate")
+       "mul_relin", "rescale", "rotate", "rotate_steps", "rotate_hoisted", "conjugate")
 SETS = {13: (3, 218), 14: (7, 438), 15: (16, 881)}
 SCALE_BITS = 40
 
@@ -151,6 +151,16 @@ def main(argv=None) -> None:
                 for lib in ("heinfer", "seal", "openfhe"))
             print(f"{op:<15}{fmt(row['heinfer_us'])}{fmt(row['seal_us'])}{fmt(row['openfhe_us'])}"
                   f"{fmt(row['ratio'], 8, 2)}{fmt(row['heinfer_2t_us'], 12)}{bits:>20}")
+        hoisting = {}
+        for lib, r in (("heinfer", h1), ("openfhe", ofhe)):
+            t = r.get("timings_us", {})
+            if t.get("rotate_hoisted") and t.get("rotate_steps") and t.get("rotate"):
+                hoisting[lib] = {"vs_same_steps": round(t["rotate_steps"] / t["rotate_hoisted"], 2),
+                                 "vs_one_step": round(t["rotate"] / t["rotate_hoisted"], 2)}
+        result.setdefault("hoisting", {})[f"logN={logn}"] = hoisting
+        for lib, v in hoisting.items():
+            print(f"hoisting, {lib}: {v['vs_same_steps']:.2f}x cheaper per rotation than plain rotations "
+                  f"by the same 16 steps (rotate_steps), {v['vs_one_step']:.2f}x than one step repeated (rotate)")
         sz = result["sizes"][f"logN={logn}"]
         for lib in ("heinfer", "seal", "openfhe"):
             if lib in sz and sz[lib]:

@@ -19,8 +19,11 @@ import numpy as np
 # Every op the runners time, in output order.
 TIMED_OPS = (
     "encode", "encrypt", "decrypt", "decode", "add", "mul_plain", "mul_const",
-    "mul_relin", "rescale", "rotate", "rotate_hoisted", "conjugate",
+    "mul_relin", "rescale", "rotate", "rotate_steps", "rotate_hoisted", "conjugate",
 )
+# `rotate` repeats one step (its key stays in the caches); `rotate_steps` is the per-rotation
+# time of plain rotations by each of 1..hoist, every one with its own key as in the hoisted
+# call: the like-for-like baseline of `rotate_hoisted`.
 # Every op the runners measure precision for, in output order.
 PRECISION_OPS = (
     "encode_decode", "encrypt_decrypt", "add", "mul_plain", "mul_const",

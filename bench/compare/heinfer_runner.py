@@ -98,6 +98,8 @@ def main(argv=None) -> None:
     P["rotate"] = common.precision_bits(dec(ev.rotate(ct_x, 1, gk)), np.roll(x, -1))
 
     hoisted_reps = max(3, reps // 4)
+    total = common.median_us(lambda: [ev.rotate(ct_x, k, gk) for k in steps], hoisted_reps, warmup=1)
+    T["rotate_steps"] = round(total / len(steps), 2)
     total = common.median_us(lambda: ev.rotate_hoisted(ct_x, steps, gk), hoisted_reps, warmup=1)
     T["rotate_hoisted"] = round(total / len(steps), 2)
     outs = ev.rotate_hoisted(ct_x, steps, gk)

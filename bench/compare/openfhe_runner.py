@@ -292,6 +292,9 @@ def main(argv=None):
     # hoisted rotations by 1..hoist: one precompute + hoist fast rotations,
     # reported per rotation
     h = args.hoist
+    # the like-for-like baseline: plain rotations by the same steps, each with its own key
+    total = common.median_us(lambda: [cc.EvalRotate(ct_x, i) for i in range(1, h + 1)], max(3, reps // 4), warmup=1)
+    T["rotate_steps"] = round(total / h, 2)
 
     def hoisted():
         digits = cc.EvalFastRotationPrecompute(ct_x)
