@@ -232,8 +232,20 @@ impl BasisConverter {
         if !self.balanced {
             return self.convert_one(scaled, j, out, n);
         }
+        self.convert_one_balanced_unchecked(scaled, c, j, out, n);
+    }
+
+    /// `out ← Σ_i y_i·[Q/q_i]_{p_j} − c·Q mod p_j` whether or not the converter balances.
+    fn convert_one_balanced_unchecked(
+        &self,
+        scaled: &[u64],
+        c: &[u64],
+        j: usize,
+        out: &mut [u64],
+        n: usize,
+    ) {
         assert!(c.len() >= n);
-        let terms: Vec<&[u64]> = scaled[..k * n]
+        let terms: Vec<&[u64]> = scaled[..self.from.len() * n]
             .chunks(n)
             .chain(std::iter::once(&c[..n]))
             .collect();
@@ -275,10 +287,11 @@ impl BasisConverter {
             return self.convert_centered_one(input, output, scratch, n);
         }
         let (ys, v) = scratch.split_at_mut(k * n);
-        self.convert(input, output, ys, n);
-        let v = &mut v[..n];
-        // v = ⌊Σ_i y_i/q_i⌉, accumulated limb by limb so the loops vectorize
-        let mut acc = vec![0.0f64; n];
+        self.scale_inputs(input, ys, n);
+        // v = ⌊Σ_i y_i/q_i⌉, accumulated limb by limb (so the loops vectorize) in v's own words
+        // as f64, then rounded in place
+        let acc: &mut [f64] = bytemuck::cast_slice_mut(&mut v[..n]);
+        acc.fill(0.0);
         for i in 0..k {
             let inv = self.inv_from[i];
             for (a, &y) in acc.iter_mut().zip(&ys[i * n..(i + 1) * n]) {
@@ -286,20 +299,16 @@ impl BasisConverter {
             }
         }
         const MAGIC: f64 = 6_755_399_441_055_744.0; // 1.5·2^52: adding it rounds to an integer
-        for (vc, &a) in v.iter_mut().zip(&acc) {
-            *vc = ((a + MAGIC) - MAGIC) as u64;
+        for a in acc.iter_mut() {
+            *a = f64::from_bits(((*a + MAGIC) - MAGIC) as u64);
         }
-        // the input may be secret-derived (public-key encryption divides `b·u + e` by `P`)
-        zeroize::Zeroize::zeroize(&mut acc);
-        // v ≤ k (a sum of k terms in [0, 1], rounded): subtract v·(Q mod p_j), a Shoup product
-        // (exact for any 64-bit multiplicand), with the vector kernels; the y_i are no longer
-        // needed, so their scratch holds the product (and is the caller's to wipe)
-        let t = &mut ys[..n];
-        for (j, pj) in self.to.iter().enumerate() {
-            let (w, ws) = self.q_mod_p[j];
-            t.copy_from_slice(v);
-            vecops::mul_scalar_assign(t, w, ws, pj);
-            vecops::sub_assign(&mut output[j * n..(j + 1) * n], t, pj.q);
+        // v ≤ k (a sum of k terms in [0, 1], rounded): each target limb is one pass,
+        // Σ_i y_i·[Q/q_i]_{p_j} + v·[−Q]_{p_j} (the balanced conversion's weights; Shoup's
+        // product is exact for any 64-bit multiplicand). The scratch, secret-derived when the
+        // input is (public-key encryption divides `b·u + e` by `P`), is the caller's to wipe.
+        let v = &v[..n];
+        for j in 0..self.to.len() {
+            self.convert_one_balanced_unchecked(ys, v, j, &mut output[j * n..(j + 1) * n], n);
         }
     }
 
