@@ -32,13 +32,12 @@ pub struct BasisConverter {
     to: Vec<Modulus>,
     /// `1/q_i` in double precision (exact centered conversion).
     inv_from: Vec<f64>,
-    /// `Q mod p_j` and its Shoup companion.
-    q_mod_p: Vec<(u64, u64)>,
     /// `[(Q/q_i)^{-1}]_{q_i}` and its Shoup companion.
     qhat_inv: Vec<(u64, u64)>,
     /// `[Q/q_i]_{p_j}` and its Shoup companion, indexed `[j][i]`.
     qhat_mod_p: Vec<Vec<(u64, u64)>>,
-    /// `qhat_mod_p[j]` followed by `[−Q]_{p_j}` (the balanced conversion's last term).
+    /// `qhat_mod_p[j]` followed by `[−Q]_{p_j}` (the last term of the balanced and the
+    /// centred conversions).
     balanced_weights: Vec<Vec<(u64, u64)>>,
     /// Whether the balanced conversion balances (see [`BasisConverter::balancing`]).
     balanced: bool,
@@ -78,7 +77,7 @@ impl BasisConverter {
             })
             .collect();
         let inv_from = from.iter().map(|m| 1.0 / m.q as f64).collect();
-        let q_mod_p = to
+        let q_mod_p: Vec<(u64, u64)> = to
             .iter()
             .map(|pj| {
                 let v = from.iter().fold(1u64, |acc, m| pj.mul(acc, m.q % pj.q));
@@ -102,7 +101,6 @@ impl BasisConverter {
             from: from.to_vec(),
             to: to.to_vec(),
             inv_from,
-            q_mod_p,
             qhat_inv,
             qhat_mod_p,
             balanced_weights,
@@ -272,8 +270,11 @@ impl BasisConverter {
     /// Exact conversion of the *centered* representative `x ∈ (−Q/2, Q/2]` (HPS 2019): with
     /// `y_i = [x_i·(Q/q_i)^{-1}]_{q_i}`, `v = ⌊Σ_i y_i/q_i⌉` (double precision) is the number of
     /// `Q`s that the fast conversion adds beyond the centered value, so
-    /// `Σ_i y_i·(Q/q_i) − v·Q ≡ x_centered (mod p_j)`. Off by `±Q` only when `x` lies within
-    /// `|Q|·2^{-52}·Q` of `±Q/2`. `scratch` must hold `(from.len() + 1)·n` words.
+    /// `Σ_i y_i·(Q/q_i) − v·Q ≡ x_centered (mod p_j)`, one Shoup sum of `k + 1` terms per
+    /// target limb. Off by `±Q` only when `x` lies within `|Q|·2^{-52}·Q` of `±Q/2` (never for
+    /// one prime, which needs no floating point: `v = [y > q/2]`). `scratch` must hold
+    /// `(from.len() + 1)·n` words; it holds the `y_i` and `v` afterwards (the caller wipes it
+    /// when the input is secret-derived).
     pub fn convert_centered(
         &self,
         input: &[u64],
