@@ -230,20 +230,8 @@ impl BasisConverter {
         if !self.balanced {
             return self.convert_one(scaled, j, out, n);
         }
-        self.convert_one_balanced_unchecked(scaled, c, j, out, n);
-    }
-
-    /// `out ← Σ_i y_i·[Q/q_i]_{p_j} − c·Q mod p_j` whether or not the converter balances.
-    fn convert_one_balanced_unchecked(
-        &self,
-        scaled: &[u64],
-        c: &[u64],
-        j: usize,
-        out: &mut [u64],
-        n: usize,
-    ) {
         assert!(c.len() >= n);
-        let terms: Vec<&[u64]> = scaled[..self.from.len() * n]
+        let terms: Vec<&[u64]> = scaled[..k * n]
             .chunks(n)
             .chain(std::iter::once(&c[..n]))
             .collect();
@@ -307,9 +295,10 @@ impl BasisConverter {
         // Σ_i y_i·[Q/q_i]_{p_j} + v·[−Q]_{p_j} (the balanced conversion's weights; Shoup's
         // product is exact for any 64-bit multiplicand). The scratch, secret-derived when the
         // input is (public-key encryption divides `b·u + e` by `P`), is the caller's to wipe.
-        let v = &v[..n];
-        for j in 0..self.to.len() {
-            self.convert_one_balanced_unchecked(ys, v, j, &mut output[j * n..(j + 1) * n], n);
+        let terms: Vec<&[u64]> = ys.chunks(n).chain(std::iter::once(&v[..n])).collect();
+        for (j, pj) in self.to.iter().enumerate() {
+            let out = &mut output[j * n..(j + 1) * n];
+            vecops::mul_scalar_sum_into(out, &terms, &self.balanced_weights[j], pj);
         }
     }
 
