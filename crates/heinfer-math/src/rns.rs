@@ -260,7 +260,8 @@ impl BasisConverter {
     /// `Q`s that the fast conversion adds beyond the centered value, so
     /// `Σ_i y_i·(Q/q_i) − v·Q ≡ x_centered (mod p_j)`, one Shoup sum of `k + 1` terms per
     /// target limb. Off by `±Q` only when `x` lies within `|Q|·2^{-52}·Q` of `±Q/2` (never for
-    /// one prime, which needs no floating point: `v = [y > q/2]`). `scratch` must hold
+    /// one prime, which needs no floating point: `v = [y > q/2]`, the balanced conversion's
+    /// correction, for an odd `q`). `scratch` must hold
     /// `(from.len() + 1)·n` words; it holds the `y_i` and `v` afterwards (the caller wipes it
     /// when the input is secret-derived).
     pub fn convert_centered(
@@ -271,61 +272,45 @@ impl BasisConverter {
         n: usize,
     ) {
         let k = self.from.len();
-        assert!(scratch.len() >= (k + 1) * n);
-        if k == 1 {
-            return self.convert_centered_one(input, output, scratch, n);
-        }
+        assert!(
+            input.len() >= k * n
+                && output.len() >= self.to.len() * n
+                && scratch.len() >= (k + 1) * n
+        );
         let (ys, v) = scratch.split_at_mut(k * n);
-        self.scale_inputs(input, ys, n);
-        // v = ⌊Σ_i y_i/q_i⌉, accumulated limb by limb (so the loops vectorize) in v's own words
-        // as f64, then rounded in place
-        let acc: &mut [f64] = bytemuck::cast_slice_mut(&mut v[..n]);
-        acc.fill(0.0);
-        for i in 0..k {
-            let inv = self.inv_from[i];
-            for (a, &y) in acc.iter_mut().zip(&ys[i * n..(i + 1) * n]) {
-                *a += y as f64 * inv;
+        let v = &mut v[..n];
+        // the sum's terms: the scaled inputs y_i, then v (weight [−Q]_{p_j})
+        let ys: &[u64] = if k == 1 {
+            // one prime: v = ⌊y/q⌉ = [y > q/2] exactly (q is odd), and the scale is 1, so the
+            // input is y itself
+            self.balance(&input[..n], v, n);
+            &input[..n]
+        } else {
+            self.scale_inputs(input, ys, n);
+            // v = ⌊Σ_i y_i/q_i⌉, accumulated limb by limb (so the loops vectorize) in v's own
+            // words as f64, then rounded in place
+            let acc: &mut [f64] = bytemuck::cast_slice_mut(v);
+            acc.fill(0.0);
+            for i in 0..k {
+                let inv = self.inv_from[i];
+                for (a, &y) in acc.iter_mut().zip(&ys[i * n..(i + 1) * n]) {
+                    *a += y as f64 * inv;
+                }
             }
-        }
-        const MAGIC: f64 = 6_755_399_441_055_744.0; // 1.5·2^52: adding it rounds to an integer
-        for a in acc.iter_mut() {
-            *a = f64::from_bits(((*a + MAGIC) - MAGIC) as u64);
-        }
-        // v ≤ k (a sum of k terms in [0, 1], rounded): each target limb is one pass,
-        // Σ_i y_i·[Q/q_i]_{p_j} + v·[−Q]_{p_j} (the balanced conversion's weights; Shoup's
-        // product is exact for any 64-bit multiplicand). The scratch, secret-derived when the
-        // input is (public-key encryption divides `b·u + e` by `P`), is the caller's to wipe.
-        let terms: Vec<&[u64]> = ys.chunks(n).chain(std::iter::once(&v[..n])).collect();
+            const MAGIC: f64 = 6_755_399_441_055_744.0; // 1.5·2^52: adding it rounds
+            for a in acc.iter_mut() {
+                *a = f64::from_bits(((*a + MAGIC) - MAGIC) as u64);
+            }
+            ys
+        };
+        // v ≤ k: each target limb is one pass, Σ_i y_i·[Q/q_i]_{p_j} + v·[−Q]_{p_j} (the
+        // balanced conversion's weights; Shoup's product is exact for any 64-bit multiplicand).
+        // The scratch, secret-derived when the input is (public-key encryption divides
+        // `b·u + e` by `P`), is the caller's to wipe.
+        let terms: Vec<&[u64]> = ys.chunks(n).chain(std::iter::once(&*v)).collect();
         for (j, pj) in self.to.iter().enumerate() {
             let out = &mut output[j * n..(j + 1) * n];
             vecops::mul_scalar_sum_into(out, &terms, &self.balanced_weights[j], pj);
-        }
-    }
-
-    /// [`Self::convert_centered`] from one prime `q` (ModDown with one special prime): the
-    /// centred representative of `y ∈ [0, q)` is `y − [y > q/2]·q`, since `v = ⌊y/q⌉ = [y >
-    /// q/2]` for an odd `q` — exactly the balanced conversion ([`Self::balance`] and
-    /// [`Self::convert_one_balanced`]'s weights `(1, [−q]_{p_j})`), one pass per target limb
-    /// and no floating point. Bit-identical to the general path's result (both are the fully
-    /// reduced `x_centred mod p_j`).
-    fn convert_centered_one(
-        &self,
-        input: &[u64],
-        output: &mut [u64],
-        scratch: &mut [u64],
-        n: usize,
-    ) {
-        assert!(input.len() >= n && output.len() >= self.to.len() * n);
-        let c = &mut scratch[..n];
-        self.balance(&input[..n], c, n);
-        let terms = [&input[..n], &c[..n]];
-        for (j, pj) in self.to.iter().enumerate() {
-            vecops::mul_scalar_sum_into(
-                &mut output[j * n..(j + 1) * n],
-                &terms,
-                &self.balanced_weights[j],
-                pj,
-            );
         }
     }
 }
