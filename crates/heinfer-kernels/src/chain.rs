@@ -12,6 +12,7 @@ use crate::error::{KernelError, Result};
 use crate::gemm::{self, MR, NR};
 use crate::linear::LinearLayer;
 use crate::output::{alloc_outputs, finish_outputs, residue_of_integral, Packing, SyncPtr};
+use crate::prefetch::{prefetch, AHEAD};
 use heinfer_ckks::{Ciphertext, CkksParams};
 use heinfer_math::vecops::{self, BarrettConst};
 use heinfer_math::Modulus;
@@ -139,6 +140,11 @@ fn chain_tile(
 ) {
     let q = t.m.q;
     for (k, ct) in inputs.iter().enumerate() {
+        if let Some(ahead) = inputs.get(k + AHEAD) {
+            for part in &ahead.parts()[..2] {
+                prefetch(&part.data()[t.off..t.off + NR]);
+            }
+        }
         for p in 0..2 {
             simd::center(
                 &ct.parts()[p].data()[t.off..t.off + NR],

@@ -22,6 +22,7 @@ pub mod gemm;
 pub mod linear;
 pub mod naive;
 mod output;
+mod prefetch;
 
 pub use error::{KernelError, Result};
 pub use linear::LinearLayer;

@@ -29,6 +29,7 @@ use crate::convert::{simd, split_bits};
 use crate::error::{KernelError, Result};
 use crate::gemm::{self, RowIndex, MR, NR};
 use crate::output::{alloc_outputs, finish_outputs, Packing, SyncPtr};
+use crate::prefetch::{prefetch, AHEAD};
 use heinfer_ckks::{Ciphertext, CkksParams};
 use heinfer_math::vecops::{self, BarrettConst};
 use heinfer_math::Modulus;
@@ -382,6 +383,17 @@ impl LinearLayer {
         // streams consecutive inputs of one chunk through contiguous memory
         let mut sq = [0u64; TILE];
         for (k, ct) in inputs.iter().map(Borrow::borrow).enumerate() {
+            if let Some(ahead) = inputs.get(k + AHEAD) {
+                let parts = ahead.borrow().parts();
+                let read = if square.is_some() {
+                    &parts[..2]
+                } else {
+                    &parts[p..=p]
+                };
+                for part in read {
+                    prefetch(&part.data()[off..off + TILE]);
+                }
+            }
             let parts = ct.parts();
             let src: &[u64] = match square {
                 None => &parts[p].data()[off..off + TILE],
