@@ -17,6 +17,8 @@ pub mod ntt;
 mod ntt_fma;
 mod ntt_fma_avx2;
 pub mod prg;
+#[cfg(target_arch = "x86_64")]
+mod prg_vaes;
 pub mod primes;
 pub mod rns;
 pub mod sampler;

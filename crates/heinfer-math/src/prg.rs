@@ -28,6 +28,9 @@ const BUF_BYTES: usize = 16 * BUF_BLOCKS;
 /// AES-256-CTR keyed by a 32-byte seed (see the module documentation).
 pub struct AesCtr {
     cipher: Aes256Enc,
+    /// The same key for the VAES kernel, where the CPU has it.
+    #[cfg(target_arch = "x86_64")]
+    vaes: Option<crate::prg_vaes::RoundKeys>,
     /// The counter of the next block not yet produced.
     counter: u128,
     buf: [u8; BUF_BYTES],
@@ -37,8 +40,25 @@ pub struct AesCtr {
 
 impl AesCtr {
     /// Writes the next `out.len() / 16` blocks of the stream into `out` (a multiple of 16
-    /// bytes).
-    fn blocks_into(&mut self, out: &mut [u8]) {
+    /// bytes): whole batches of blocks through VAES where the CPU has it (unless the low 64
+    /// bits of the counter would wrap within them), the rest through the `aes` crate.
+    fn blocks_into(&mut self, mut out: &mut [u8]) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(keys) = &self.vaes {
+            use crate::prg_vaes::BATCH_BLOCKS;
+            let blocks = out.len() / 16 / BATCH_BLOCKS * BATCH_BLOCKS;
+            if blocks > 0 && (self.counter as u64).checked_add(blocks as u64).is_some() {
+                let (head, tail) = out.split_at_mut(blocks * 16);
+                keys.ctr_into(self.counter, head);
+                self.counter = self.counter.wrapping_add(blocks as u128);
+                out = tail;
+            }
+        }
+        self.blocks_into_generic(out);
+    }
+
+    /// [`Self::blocks_into`] through the `aes` crate only.
+    fn blocks_into_generic(&mut self, out: &mut [u8]) {
         debug_assert_eq!(out.len() % 16, 0);
         for chunk in out.chunks_exact_mut(16) {
             chunk.copy_from_slice(&self.counter.to_le_bytes());
@@ -59,6 +79,8 @@ impl SeedableRng for AesCtr {
 
     fn from_seed(seed: Self::Seed) -> Self {
         Self {
+            #[cfg(target_arch = "x86_64")]
+            vaes: crate::prg_vaes::RoundKeys::detect(&seed),
             cipher: Aes256Enc::new(&seed.into()),
             counter: 0,
             buf: [0; BUF_BYTES],
@@ -158,6 +180,36 @@ mod tests {
             ],
             "the stream of a seed changes only with a format version of heinfer-ckks"
         );
+    }
+
+    /// The VAES kernel (where this CPU has it) writes the `aes` crate's bytes: from any
+    /// counter, a wrapping low word included, and for lengths around its batch size.
+    #[test]
+    fn the_vaes_stream_is_the_aes_crates() {
+        let mut os = [0u8; 32];
+        getrandom::fill(&mut os).unwrap();
+        for (start, len) in [
+            (0u128, 16 * 1024),
+            (5, 512),
+            (u64::MAX as u128 - 40, 4096),
+            (u64::MAX as u128 + 3, 1536),
+            (u128::MAX - 10, 1024),
+            (1 << 70, 16 * 33),
+        ] {
+            let mut fast = AesCtr::from_seed(os);
+            fast.counter = start;
+            let mut generic = AesCtr::from_seed(os);
+            generic.counter = start;
+            #[cfg(target_arch = "x86_64")]
+            {
+                generic.vaes = None;
+            }
+            let (mut a, mut b) = (vec![0u8; len], vec![0u8; len]);
+            fast.fill_bytes(&mut a);
+            generic.fill_bytes(&mut b);
+            assert!(a == b, "counter {start}, {len} bytes");
+            assert_eq!(fast.counter, generic.counter);
+        }
     }
 
     proptest! {
