@@ -491,3 +491,58 @@ fn mismatches_are_errors_not_panics() {
         Err(CkksError::Encoding(_))
     ));
 }
+
+/// A rescale by two primes at once rounds `c/(q_5·q_4)` exactly: within 1 of two rescales in
+/// a row in every coefficient of every limb (`|⌊⌊c/a⌉/b⌉ − ⌊c/(ab)⌉| ≤ 1`, and equal but for
+/// a chance of ~1/q_4 per coefficient), at the same level
+/// and scale, decrypting to the same product; in a batch as one by one; refused below its
+/// primes and for zero primes.
+#[test]
+fn rescale_by_two_primes_rounds_once_within_one_of_two_rescales() {
+    let f = fx();
+    let x = vector(f.params.slots(), 11);
+    let top = f.params.max_level();
+    let pt = f.enc.encode_real(&x, 2f64.powi(60), top).unwrap();
+    let sq =
+        f.ev.relinearize(
+            &f.ev.square(&f.encryptor.encrypt(&pt).unwrap()).unwrap(),
+            &f.rlk,
+        )
+        .unwrap();
+    let twice = f.ev.rescale(&f.ev.rescale(&sq).unwrap()).unwrap();
+    let mut once = sq.clone();
+    f.ev.rescale_by_assign(&mut once, 2).unwrap();
+    assert_eq!((once.level(), once.scale()), (twice.level(), twice.scale()));
+    let n = f.params.n();
+    for (a, b) in once.parts().iter().zip(twice.parts()) {
+        for (i, &q) in f.params.q()[..=once.level()].iter().enumerate() {
+            let plan = heinfer_math::NttPlan::new(n, q).unwrap();
+            let (mut ca, mut cb) = (a.limb(i).to_vec(), b.limb(i).to_vec());
+            plan.inverse(&mut ca);
+            plan.inverse(&mut cb);
+            for (&u, &v) in ca.iter().zip(&cb) {
+                let d = (u + q - v) % q;
+                assert!(d <= 1 || d == q - 1, "limb {i}: differs by {d}");
+            }
+        }
+    }
+    let want: Vec<f64> = x.iter().map(|v| v * v).collect();
+    assert_precision("rescale by two primes", &f.decrypt(&once), &want, 14.0);
+    assert_precision("two rescales", &f.decrypt(&twice), &want, 14.0);
+    let (mut c1, mut c2) = (sq.clone(), sq.clone());
+    f.ev.rescale_by_many_assign(&mut [&mut c1, &mut c2], 2)
+        .unwrap();
+    assert_same_bits("batch", &c1, &once);
+    assert_same_bits("batch", &c2, &once);
+    let mut low = f.encrypt(&x);
+    assert!(matches!(
+        f.ev.rescale_by_assign(&mut low, top + 1),
+        Err(CkksError::LevelTooLow { .. })
+    ));
+    let mut any = f.encrypt(&x);
+    assert!(matches!(
+        f.ev.rescale_by_assign(&mut any, 0),
+        Err(CkksError::InvalidOperand { .. })
+    ));
+    assert_eq!(any.level(), top);
+}

@@ -19,11 +19,15 @@ pub fn relinearize(ev: &Evaluator, cts: &mut [Ciphertext], rlk: &RelinKey) -> Re
         .try_for_each(|c| ev.relinearize_assign(c, rlk))?)
 }
 
-/// Rescales every ciphertext `times` times (divides by the last `times` primes), in place.
+/// Divides every ciphertext by its last `times` primes at once, in place
+/// ([`Evaluator::rescale_by_many_assign`]: one exact rounding by their product; every
+/// ciphertext is checked first, so on an error none changes).
 pub fn rescale(ev: &Evaluator, cts: &mut [Ciphertext], times: usize) -> Result<()> {
-    Ok(cts
-        .par_iter_mut()
-        .try_for_each(|c| (0..times).try_for_each(|_| ev.rescale_assign(c)))?)
+    if times == 0 {
+        return Ok(());
+    }
+    let mut refs: Vec<&mut Ciphertext> = cts.iter_mut().collect();
+    Ok(ev.rescale_by_many_assign(&mut refs, times)?)
 }
 
 /// Drops every ciphertext to `level` in place (no scaling).

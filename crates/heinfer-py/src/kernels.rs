@@ -169,7 +169,8 @@ pub fn batch_relinearize(
     })
 }
 
-/// Rescales every ciphertext `times` times, in place.
+/// Divides every ciphertext by its last `times` primes, in place (one exact rounding by their
+/// product: `heinfer_ckks::Evaluator::rescale_by_assign`).
 #[pyfunction]
 pub fn batch_rescale(
     py: Python<'_>,

@@ -7,8 +7,16 @@
 use super::Evaluator;
 use crate::ciphertext::{check_scale, Ciphertext};
 use crate::error::{CkksError, Result};
+use heinfer_math::rns::BasisConverter;
 use heinfer_math::vecops;
 use rayon::prelude::*;
+
+/// What a rescale by several primes needs: the conversion of the centred residue modulo
+/// their product `D` to the remaining primes, and `[D^{-1}]_{q_i}` (with Shoup companions).
+struct RescaleBy {
+    conv: BasisConverter,
+    d_inv: Vec<(u64, u64)>,
+}
 
 impl Evaluator {
     /// Divides by the last prime `q_ℓ` with rounding and drops it.
@@ -85,6 +93,126 @@ impl Evaluator {
             });
         }
         ct.level = level - 1;
+        ct.scale = scale;
+    }
+
+    /// Divides by the last `k` primes `D = q_ℓ·…·q_{ℓ−k+1}` at once, with rounding, and drops
+    /// them: `⌊c/D⌉` exactly (the centred residue `[c]_D` converted to the remaining primes,
+    /// as ModDown divides by `P`), where `k` rescales in a row give `⌊⌊c/q_ℓ⌉/q_{ℓ−1}⌉…`,
+    /// which differs by at most `k − 1` per coefficient. The scale is divided by each prime in
+    /// turn, as `k` rescales would. Transforms per polynomial: `k` inverse and `ℓ+1−k` forward
+    /// NTTs, against `k + Σ_t (ℓ+1−t)` for `k` rescales (6 against 11 at `ℓ = 5, k = 2`).
+    /// `k = 1` is [`Self::rescale_assign`].
+    pub fn rescale_by_assign(&self, ct: &mut Ciphertext, k: usize) -> Result<()> {
+        let scale = self.rescaled_scale_by(ct, k)?;
+        match self.rescale_converter(ct.level, k) {
+            None => self.rescale_unchecked(ct, scale),
+            Some(conv) => self.rescale_by_unchecked(ct, k, &conv, scale),
+        }
+        Ok(())
+    }
+
+    /// [`Self::rescale_by_assign`] on each ciphertext (all at one level), in parallel across
+    /// them. Every ciphertext is checked before any changes, so on an error none is rescaled.
+    pub fn rescale_by_many_assign(&self, cts: &mut [&mut Ciphertext], k: usize) -> Result<()> {
+        let scales = cts
+            .iter()
+            .map(|c| self.rescaled_scale_by(c, k))
+            .collect::<Result<Vec<f64>>>()?;
+        let levels: Vec<usize> = cts.iter().map(|c| c.level).collect();
+        let mut convs = std::collections::HashMap::new();
+        for &l in &levels {
+            convs
+                .entry(l)
+                .or_insert_with(|| self.rescale_converter(l, k));
+        }
+        cts.par_iter_mut()
+            .zip(scales.par_iter())
+            .for_each(|(c, &s)| match &convs[&c.level] {
+                None => self.rescale_unchecked(c, s),
+                Some(conv) => self.rescale_by_unchecked(c, k, conv, s),
+            });
+        Ok(())
+    }
+
+    /// The scale of `ct` after `k` rescales, refusing a ciphertext that cannot take them.
+    fn rescaled_scale_by(&self, ct: &Ciphertext, k: usize) -> Result<f64> {
+        if k == 0 {
+            return Err(CkksError::InvalidOperand {
+                op: "rescale",
+                reason: "a rescale by zero primes".into(),
+            });
+        }
+        self.check_ct(ct)?;
+        if ct.level < k {
+            return Err(CkksError::LevelTooLow {
+                op: "rescale",
+                level: ct.level,
+                needed: k,
+            });
+        }
+        let q = &self.params.inner().q;
+        let mut scale = ct.scale;
+        for t in 0..k {
+            scale /= q[ct.level - t] as f64;
+            check_scale(scale)?;
+        }
+        Ok(scale)
+    }
+
+    /// The conversion from the last `k` primes of level `level` to the others, and
+    /// `[D^{-1}]_{q_i}` for each of those (none for `k = 1`, which the one-prime rescale does).
+    fn rescale_converter(&self, level: usize, k: usize) -> Option<RescaleBy> {
+        if k < 2 {
+            return None;
+        }
+        let moduli = &self.params.inner().moduli;
+        let (keep, drop) = moduli[..=level].split_at(level + 1 - k);
+        let d_inv = keep
+            .iter()
+            .map(|m| {
+                let d = drop.iter().fold(1u64, |acc, p| m.mul(acc, p.q % m.q));
+                let inv = m.inv(d);
+                (inv, m.shoup(inv))
+            })
+            .collect();
+        Some(RescaleBy {
+            conv: BasisConverter::new(drop, keep),
+            d_inv,
+        })
+    }
+
+    /// The rescale by `k ≥ 2` primes of a ciphertext [`Self::rescaled_scale_by`] accepted.
+    fn rescale_by_unchecked(&self, ct: &mut Ciphertext, k: usize, by: &RescaleBy, scale: f64) {
+        let level = ct.level;
+        let inner = self.params.inner();
+        let n = self.params.n();
+        let keep = level + 1 - k;
+        for p in ct.parts_mut() {
+            let mut last = crate::scratch::take(k * n);
+            last.copy_from_slice(&p.data[keep * n..(level + 1) * n]);
+            for (t, limb) in last.chunks_mut(n).enumerate() {
+                inner.ntt[keep + t].inverse(limb);
+            }
+            let mut conv = crate::scratch::take(keep * n);
+            let mut scratch = crate::scratch::take((k + 1) * n);
+            by.conv.convert_centered(&last, &mut conv, &mut scratch, n);
+            p.truncate(keep);
+            p.data
+                .par_chunks_mut(n)
+                .zip(conv.par_chunks_mut(n))
+                .enumerate()
+                .for_each(|(i, (x, c))| {
+                    let m = &inner.moduli[i];
+                    inner.ntt[i].forward(c);
+                    let (w, ws) = by.d_inv[i];
+                    vecops::sub_mul_scalar_assign(x, c, w, ws, m);
+                });
+            crate::scratch::give(last);
+            crate::scratch::give(conv);
+            crate::scratch::give(scratch);
+        }
+        ct.level = level - k;
         ct.scale = scale;
     }
 
