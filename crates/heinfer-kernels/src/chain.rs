@@ -101,6 +101,9 @@ pub fn square_chain(
     finish_outputs(params, out, level, scale, bias2, packing)
 }
 
+/// Rows of the first layer's output squared per call (8 KiB of scratch on the stack).
+const SQUARE_ROWS: usize = 32;
+
 /// Where one tile task works.
 struct Tile<'a> {
     m: &'a Modulus,
@@ -185,21 +188,22 @@ fn chain_tile(
             }
         }
     }
-    // the square, centered for the second layer
+    // the square, centered for the second layer, SQUARE_ROWS rows per call (one call per row
+    // of NR words paid more in dispatch than in arithmetic)
     let bc = BarrettConst::new(q);
-    let mut sq = [0u64; NR];
-    for row in 0..first.out_count() {
-        let (u0, u1) = (
-            &buf.u[0][row * NR..(row + 1) * NR],
-            &buf.u[1][row * NR..(row + 1) * NR],
-        );
-        vecops::mul_into(&mut sq, u0, u0, &bc);
-        simd::center(&sq, q, &mut buf.s[0][row * NR..(row + 1) * NR]);
-        vecops::mul_into(&mut sq, u0, u1, &bc);
-        vecops::add_self_assign(&mut sq, q);
-        simd::center(&sq, q, &mut buf.s[1][row * NR..(row + 1) * NR]);
-        vecops::mul_into(&mut sq, u1, u1, &bc);
-        simd::center(&sq, q, &mut buf.s[2][row * NR..(row + 1) * NR]);
+    let mut sq = [0u64; SQUARE_ROWS * NR];
+    let words = first.out_count() * NR;
+    for at in (0..words).step_by(SQUARE_ROWS * NR) {
+        let r = at..(at + SQUARE_ROWS * NR).min(words);
+        let sq = &mut sq[..r.len()];
+        let (u0, u1) = (&buf.u[0][r.clone()], &buf.u[1][r.clone()]);
+        vecops::mul_into(sq, u0, u0, &bc);
+        simd::center(sq, q, &mut buf.s[0][r.clone()]);
+        vecops::mul_into(sq, u0, u1, &bc);
+        vecops::add_self_assign(sq, q);
+        simd::center(sq, q, &mut buf.s[1][r.clone()]);
+        vecops::mul_into(sq, u1, u1, &bc);
+        simd::center(sq, q, &mut buf.s[2][r]);
     }
     for p in 0..3 {
         for g in &second.groups {

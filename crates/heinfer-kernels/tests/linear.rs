@@ -245,7 +245,7 @@ fn square_chain_matches_the_steps() {
     let enc = Encoder::new(&p);
     let dec = Decryptor::new(&p, kg.secret_key()).unwrap();
     let mut rng = Rng(0x0bad_cafe_f00d_1234);
-    let (k, m1, m2, slots) = (12usize, 9usize, 4usize, p.slots());
+    let (k, m1, m2, slots) = (12usize, 41usize, 4usize, p.slots());
     let x: Vec<Vec<f64>> = (0..k)
         .map(|_| (0..slots).map(|_| rng.next()).collect())
         .collect();
@@ -260,14 +260,15 @@ fn square_chain_matches_the_steps() {
     let w2: Vec<f64> = (0..m2 * m1).map(|_| (rng.next() * 256.0).round()).collect();
     let b1: Vec<f64> = (0..m1).map(|_| rng.next()).collect();
     let b2: Vec<f64> = (0..m2).map(|_| rng.next()).collect();
-    // first layer: rows 0..8 dense; row 8 in no group (bias only)
+    // first layer: rows 0..40 dense; row 40 in no group (bias only); 41 rows square in two
+    // calls of 32 rows and one of 9
     let first = LinearLayer::new(
         m1,
         k,
         vec![GroupSpec {
-            rows: (0..8).collect(),
+            rows: (0..40).collect(),
             cols: (0..k as u32).collect(),
-            weights: w1[..8 * k].to_vec(),
+            weights: w1[..40 * k].to_vec(),
         }],
         256.0,
         1,
@@ -307,7 +308,7 @@ fn square_chain_matches_the_steps() {
     for s in 0..slots {
         let h: Vec<f64> = (0..m1)
             .map(|j| {
-                if j < 8 {
+                if j < 40 {
                     (0..k).map(|c| x[c][s] * w1[j * k + c] / 256.0).sum::<f64>() + b1[j]
                 } else {
                     b1[j]
