@@ -148,6 +148,13 @@ fn chain_tile(
                 prefetch(&part.data()[t.off..t.off + NR]);
             }
         }
+        // and this input's words of the next tile (the next task, with one thread or within a
+        // worker's share), which its loads would otherwise wait for one by one again
+        for part in &ct.parts()[..2] {
+            if let Some(next) = part.data().get(t.off + NR..t.off + 2 * NR) {
+                prefetch(next);
+            }
+        }
         for p in 0..2 {
             simd::center(
                 &ct.parts()[p].data()[t.off..t.off + NR],

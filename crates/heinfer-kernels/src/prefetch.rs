@@ -5,7 +5,8 @@
 //! each tile waits on its inputs' lines one ciphertext after another (the centering of
 //! CryptoNets' 784 inputs was ~16 % of its fused chain, stalled on those loads). The kernels
 //! ask for the lines of the input [`AHEAD`] positions further on while they convert the current
-//! one.
+//! one; the fused square chain, whose tiles are narrow (`NR` words), also asks for each input's
+//! words of the next tile.
 
 /// How many inputs ahead of the one being converted the kernels prefetch.
 pub(crate) const AHEAD: usize = 4;
