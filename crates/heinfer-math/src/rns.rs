@@ -41,6 +41,10 @@ pub struct BasisConverter {
     balanced_weights: Vec<Vec<(u64, u64)>>,
     /// Whether the balanced conversion balances (see [`BasisConverter::balancing`]).
     balanced: bool,
+    /// `1/p_j` in double precision: from one source prime, whose weights are 1 and
+    /// `[−q]_{p_j}`, a target limb is a reduction and a selected addition
+    /// ([`vecops::reduce_add_select_into`]) instead of a sum of products.
+    inv_to: Vec<f64>,
 }
 
 impl BasisConverter {
@@ -105,6 +109,7 @@ impl BasisConverter {
             qhat_mod_p,
             balanced_weights,
             balanced: true,
+            inv_to: to.iter().map(|m| 1.0 / m.q as f64).collect(),
         }
     }
 
@@ -231,6 +236,9 @@ impl BasisConverter {
             return self.convert_one(scaled, j, out, n);
         }
         assert!(c.len() >= n);
+        if self.one_prime_to(j) {
+            return self.convert_one_prime(&scaled[..n], &c[..n], j, &mut out[..n]);
+        }
         let terms: Vec<&[u64]> = scaled[..k * n]
             .chunks(n)
             .chain(std::iter::once(&c[..n]))
@@ -251,6 +259,20 @@ impl BasisConverter {
         if w != 1 {
             vecops::mul_scalar_assign(limb, w, ws, &self.from[i]);
         }
+    }
+
+    /// Whether target limb `j` takes [`Self::convert_one_prime`]: one source prime (weights
+    /// 1 and `[−q]_{p_j}`) and a target prime the float reduction covers.
+    fn one_prime_to(&self, j: usize) -> bool {
+        let p = self.to[j].q;
+        self.from.len() == 1 && (1 << 20..1 << 62).contains(&p)
+    }
+
+    /// `out ← [y]_{p_j} + c·[−q]_{p_j} mod p_j` (flags `c ∈ {0, 1}`): target limb `j` of the
+    /// balanced and centred conversions from one prime `q`, whose scale is 1.
+    fn convert_one_prime(&self, y: &[u64], c: &[u64], j: usize, out: &mut [u64]) {
+        let (w, _) = self.balanced_weights[j][1];
+        vecops::reduce_add_select_into(out, y, c, w, self.to[j].q, self.inv_to[j]);
     }
 }
 
@@ -310,7 +332,11 @@ impl BasisConverter {
         let terms: Vec<&[u64]> = ys.chunks(n).chain(std::iter::once(&*v)).collect();
         for (j, pj) in self.to.iter().enumerate() {
             let out = &mut output[j * n..(j + 1) * n];
-            vecops::mul_scalar_sum_into(out, &terms, &self.balanced_weights[j], pj);
+            if self.one_prime_to(j) {
+                self.convert_one_prime(terms[0], v, j, out);
+            } else {
+                vecops::mul_scalar_sum_into(out, &terms, &self.balanced_weights[j], pj);
+            }
         }
     }
 }

@@ -377,6 +377,53 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// `[y]_q + c·w mod q` from one prime's conversion, against 128-bit arithmetic: any 64-bit
+    /// `y` (edges, multiples of `q` and their neighbours, random words) at primes of 20 to 61
+    /// bits, with and without the selected weight.
+    #[test]
+    fn reduce_add_select_is_exact_over_every_word() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for q in [
+            (1u64 << 20) + 7,
+            (1 << 30) - 35,
+            (1 << 40) - 87,
+            (1 << 49) + 69,
+            (1 << 50) - 27,
+            (1 << 61) - 1,
+        ] {
+            let mut y: Vec<u64> = vec![
+                0,
+                1,
+                q - 1,
+                q,
+                q + 1,
+                2 * q - 1,
+                2 * q,
+                u64::MAX,
+                u64::MAX - 1,
+            ];
+            for k in [3u64, 1 << 20, u64::MAX / q] {
+                y.extend([k * q - 1, k * q, k * q + 1]);
+            }
+            y.extend((0..1000).map(|_| next()));
+            y.extend((0..1000).map(|_| next() >> (next() % 64)));
+            let c: Vec<u64> = y.iter().map(|_| next() & 1).collect();
+            let w = next() % q;
+            let mut out = vec![0; y.len()];
+            reduce_add_select_into(&mut out, &y, &c, w, q, 1.0 / q as f64);
+            for ((&o, &v), &b) in out.iter().zip(&y).zip(&c) {
+                let want = ((v as u128 % q as u128 + (b * w) as u128) % q as u128) as u64;
+                assert_eq!(o, want, "q {q}, y {v}, c {b}");
+            }
+        }
+    }
+
     /// The process's family (AVX-512, AVX2 or portable) over the whole input range
     /// `|c| < 2^52`, for small and large moduli.
     #[test]
