@@ -209,10 +209,7 @@ impl BasisConverter {
         let c = &mut c[..n];
         c.fill(0);
         for (i, m) in self.from.iter().enumerate() {
-            let half = m.q / 2;
-            for (ci, &y) in c.iter_mut().zip(&scaled[i * n..(i + 1) * n]) {
-                *ci += u64::from(y > half);
-            }
+            vecops::count_above(c, &scaled[i * n..(i + 1) * n], m.q / 2);
         }
     }
 

@@ -101,3 +101,10 @@ elementwise!(
         }
     }
 );
+elementwise!(
+    /// `c[i] ← c[i] + [y[i] > half]`: the balanced conversion's correction, counted one source
+    /// limb at a time.
+    count_above(c: &mut [u64], y: &[u64], half: u64) {
+        for (ci, &v) in c.iter_mut().zip(y) { *ci += u64::from(v > half); }
+    }
+);
