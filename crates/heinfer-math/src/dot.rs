@@ -17,8 +17,8 @@
 //!
 //! [`dot1_narrow`] and [`dot2_narrow`] take the plaintext operand in 32-bit words (a prime
 //! below `2^32`: a compact plaintext, two thirds or less of the memory): the AVX2 kernels
-//! zero-extend four words per load, the other families widen eight terms at a time into a
-//! buffer and sum those.
+//! zero-extend four words per load and the IFMA kernels eight; the other families widen eight
+//! terms at a time into a buffer and sum those.
 
 use crate::vec_kernel::{kernel_for, VecKernel};
 use crate::vecops::{self, BarrettConst};
@@ -282,8 +282,9 @@ pub(crate) fn dot2_with(
 /// Terms widened at a time where no kernel reads 32-bit words (one lazy chunk of eight).
 const WIDEN_TERMS: usize = 8;
 
-/// [`dot1`] with `b`'s residues in 32-bit words (a prime `q < 2^32`): the AVX2 family reads
-/// them as they are; the others widen a few terms at a time into a buffer and sum those. The
+/// [`dot1`] with `b`'s residues in 32-bit words (a prime `q < 2^32`): the AVX2 and IFMA
+/// families read them as they are; the others widen a few terms at a time into a buffer and
+/// sum those. The
 /// same bits as [`dot1`] on the same residues.
 pub fn dot1_narrow(acc: &mut [u64], a: &[&[u64]], b: &[&[u32]], bc: &BarrettConst) {
     dot1_narrow_with(kernel_for(bc.modulus()), acc, a, b, bc)
@@ -298,6 +299,29 @@ pub(crate) fn dot1_narrow_with(
     bc: &BarrettConst,
 ) {
     assert!(!a.is_empty() && a.len() == b.len() && bc.modulus() >> 32 == 0);
+    #[cfg(target_arch = "x86_64")]
+    if k == VecKernel::Ifma
+        && acc.len().is_multiple_of(8)
+        && long_enough(acc.len(), &[a])
+        && long_enough(acc.len(), &[b])
+    {
+        let step = crate::vecops_ifma::LAZY_TERMS;
+        for start in (0..a.len()).step_by(step) {
+            let end = (start + step).min(a.len());
+            // SAFETY: IFMA is available (`k`), q < 2^32, every slice holds `acc.len()` words,
+            // a multiple of 8, and at most LAZY_TERMS terms are summed per call.
+            unsafe {
+                crate::vecops_ifma::dot1_u32(
+                    acc,
+                    &a[start..end],
+                    &b[start..end],
+                    bc.modulus(),
+                    start > 0,
+                )
+            };
+        }
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     if k == VecKernel::Avx2 {
         let ok = acc.len().is_multiple_of(8)
@@ -341,6 +365,31 @@ pub(crate) fn dot2_narrow_with(
 ) {
     assert!(!d.is_empty() && d.len() == b.len() && d.len() == a.len() && bc.modulus() >> 32 == 0);
     let n = acc0.len();
+    #[cfg(target_arch = "x86_64")]
+    if k == VecKernel::Ifma
+        && n.is_multiple_of(8)
+        && acc1.len() == n
+        && long_enough(n, &[d])
+        && long_enough(n, &[b, a])
+    {
+        let step = crate::vecops_ifma::LAZY_TERMS;
+        for start in (0..d.len()).step_by(step) {
+            let end = (start + step).min(d.len());
+            // SAFETY: as in `dot1_narrow_with`.
+            unsafe {
+                crate::vecops_ifma::dot2_u32(
+                    acc0,
+                    acc1,
+                    &d[start..end],
+                    &b[start..end],
+                    &a[start..end],
+                    bc.modulus(),
+                    start > 0,
+                )
+            };
+        }
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     if k == VecKernel::Avx2 {
         let ok = n.is_multiple_of(8)

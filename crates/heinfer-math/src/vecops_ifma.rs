@@ -246,6 +246,67 @@ pub(crate) unsafe fn dot1(acc: &mut [u64], a: &[&[u64]], b: &[&[u64]], q: u64, a
     }
 }
 
+/// [`dot1`] with `b`'s residues in 32-bit words (a prime `q < 2^32`), zero-extended as they are
+/// loaded (eight per 256-bit load) instead of widened into a buffer first.
+#[target_feature(enable = "avx512f,avx512ifma")]
+pub(crate) unsafe fn dot1_u32(
+    acc: &mut [u64],
+    a: &[&[u64]],
+    b: &[&[u32]],
+    q: u64,
+    accumulate: bool,
+) {
+    let c = consts(q);
+    let f = fold_vectors(q);
+    let p = acc.as_mut_ptr();
+    for i in (0..acc.len()).step_by(8) {
+        let mut lo = if accumulate { load(p, i) } else { c.zero };
+        let mut hi = c.zero;
+        for (x, y) in a.iter().zip(b) {
+            let x = load(x.as_ptr(), i);
+            let y = _mm512_cvtepu32_epi64(_mm256_loadu_si256(y.as_ptr().add(i) as *const _));
+            lo = _mm512_madd52lo_epu64(lo, x, y);
+            hi = _mm512_madd52hi_epu64(hi, x, y);
+        }
+        store(p, i, fold(hi, lo, &f, &c));
+    }
+}
+
+/// [`dot2`] with `d`'s residues in 32-bit words (a prime `q < 2^32`), zero-extended as they are
+/// loaded, as [`dot1_u32`].
+#[target_feature(enable = "avx512f,avx512ifma")]
+pub(crate) unsafe fn dot2_u32(
+    acc0: &mut [u64],
+    acc1: &mut [u64],
+    d: &[&[u32]],
+    b: &[&[u64]],
+    a: &[&[u64]],
+    q: u64,
+    accumulate: bool,
+) {
+    let c = consts(q);
+    let f = fold_vectors(q);
+    let (p0, p1) = (acc0.as_mut_ptr(), acc1.as_mut_ptr());
+    for i in (0..acc0.len()).step_by(8) {
+        let (mut lo0, mut lo1) = if accumulate {
+            (load(p0, i), load(p1, i))
+        } else {
+            (c.zero, c.zero)
+        };
+        let (mut hi0, mut hi1) = (c.zero, c.zero);
+        for j in 0..d.len() {
+            let x = _mm512_cvtepu32_epi64(_mm256_loadu_si256(d[j].as_ptr().add(i) as *const _));
+            let (y0, y1) = (load(b[j].as_ptr(), i), load(a[j].as_ptr(), i));
+            lo0 = _mm512_madd52lo_epu64(lo0, x, y0);
+            hi0 = _mm512_madd52hi_epu64(hi0, x, y0);
+            lo1 = _mm512_madd52lo_epu64(lo1, x, y1);
+            hi1 = _mm512_madd52hi_epu64(hi1, x, y1);
+        }
+        store(p0, i, fold(hi0, lo0, &f, &c));
+        store(p1, i, fold(hi1, lo1, &f, &c));
+    }
+}
+
 /// `acc0 = (acc? acc0 : 0) + Σ_j d[j]·b[j]`, `acc1 = (acc? acc1 : 0) + Σ_j d[j]·a[j]` modulo
 /// `q`, for at most [`LAZY_TERMS`] digits (inputs `< q < 2^50`; `len` a multiple of 8).
 #[target_feature(enable = "avx512f,avx512ifma")]
