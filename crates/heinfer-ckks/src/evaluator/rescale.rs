@@ -99,7 +99,9 @@ impl Evaluator {
     /// Divides by the last `k` primes `D = q_ℓ·…·q_{ℓ−k+1}` at once, with rounding, and drops
     /// them: `⌊c/D⌉` exactly (the centred residue `[c]_D` converted to the remaining primes,
     /// as ModDown divides by `P`), where `k` rescales in a row give `⌊⌊c/q_ℓ⌉/q_{ℓ−1}⌉…`,
-    /// which differs by at most `k − 1` per coefficient. The scale is divided by each prime in
+    /// which differs by at most 1 per coefficient (their roundings before the last one move
+    /// the quotient by less than 1 in all), and only with a chance of about `1/q_{ℓ−1}` per
+    /// coefficient. The scale is divided by each prime in
     /// turn, as `k` rescales would. Transforms per polynomial: `k` inverse and `ℓ+1−k` forward
     /// NTTs, against `k + Σ_t (ℓ+1−t)` for `k` rescales (6 against 11 at `ℓ = 5, k = 2`).
     /// `k = 1` is [`Self::rescale_assign`].
@@ -112,19 +114,18 @@ impl Evaluator {
         Ok(())
     }
 
-    /// [`Self::rescale_by_assign`] on each ciphertext (all at one level), in parallel across
-    /// them. Every ciphertext is checked before any changes, so on an error none is rescaled.
+    /// [`Self::rescale_by_assign`] on each ciphertext, in parallel across them (one conversion
+    /// table per level present). Every ciphertext is checked before any changes, so on an error none is rescaled.
     pub fn rescale_by_many_assign(&self, cts: &mut [&mut Ciphertext], k: usize) -> Result<()> {
         let scales = cts
             .iter()
             .map(|c| self.rescaled_scale_by(c, k))
             .collect::<Result<Vec<f64>>>()?;
-        let levels: Vec<usize> = cts.iter().map(|c| c.level).collect();
         let mut convs = std::collections::HashMap::new();
-        for &l in &levels {
+        for c in cts.iter() {
             convs
-                .entry(l)
-                .or_insert_with(|| self.rescale_converter(l, k));
+                .entry(c.level)
+                .or_insert_with(|| self.rescale_converter(c.level, k));
         }
         cts.par_iter_mut()
             .zip(scales.par_iter())
