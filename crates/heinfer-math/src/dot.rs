@@ -181,22 +181,9 @@ pub(crate) fn dot1_with(
     let vector_ok = acc.len().is_multiple_of(8) && long_enough(acc.len(), &[a, b]);
     #[cfg(target_arch = "x86_64")]
     if k == VecKernel::Ifma && vector_ok && bc.modulus() >> crate::vecops_ifma::MAX_BITS == 0 {
-        let step = crate::vecops_ifma::LAZY_TERMS;
-        for start in (0..a.len()).step_by(step) {
-            let end = (start + step).min(a.len());
-            // SAFETY: IFMA is available (`k`), q < 2^50, every slice holds `acc.len()` words,
-            // a multiple of 8, and at most LAZY_TERMS terms are summed per call.
-            unsafe {
-                crate::vecops_ifma::dot1(
-                    acc,
-                    &a[start..end],
-                    &b[start..end],
-                    bc.modulus(),
-                    onto || start > 0,
-                )
-            };
-        }
-        return;
+        // SAFETY: IFMA is available (`k`), q < 2^50, every slice holds `acc.len()` words, a
+        // multiple of 8.
+        return unsafe { ifma_dot1(acc, a, b, bc.modulus(), onto) };
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(f) = lazy_kernel(k, vector_ok, bc.modulus()) {
@@ -243,24 +230,9 @@ pub(crate) fn dot2_with(
     let vector_ok = n.is_multiple_of(8) && acc1.len() == n && long_enough(n, &[d, b, a]);
     #[cfg(target_arch = "x86_64")]
     if k == VecKernel::Ifma && vector_ok && bc.modulus() >> crate::vecops_ifma::MAX_BITS == 0 {
-        let step = crate::vecops_ifma::LAZY_TERMS;
-        for start in (0..d.len()).step_by(step) {
-            let end = (start + step).min(d.len());
-            // SAFETY: IFMA is available (`k`), q < 2^50, every slice holds `n` words, a
-            // multiple of 8, and at most LAZY_TERMS digits are summed per call.
-            unsafe {
-                crate::vecops_ifma::dot2(
-                    acc0,
-                    acc1,
-                    &d[start..end],
-                    &b[start..end],
-                    &a[start..end],
-                    bc.modulus(),
-                    onto || start > 0,
-                )
-            };
-        }
-        return;
+        // SAFETY: IFMA is available (`k`), q < 2^50, every slice holds `n` words, a multiple of
+        // 8.
+        return unsafe { ifma_dot2(acc0, acc1, d, b, a, bc.modulus(), onto) };
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(f) = lazy_kernel(k, vector_ok, bc.modulus()) {
@@ -305,22 +277,9 @@ pub(crate) fn dot1_narrow_with(
         && long_enough(acc.len(), &[a])
         && long_enough(acc.len(), &[b])
     {
-        let step = crate::vecops_ifma::LAZY_TERMS;
-        for start in (0..a.len()).step_by(step) {
-            let end = (start + step).min(a.len());
-            // SAFETY: IFMA is available (`k`), q < 2^32, every slice holds `acc.len()` words,
-            // a multiple of 8, and at most LAZY_TERMS terms are summed per call.
-            unsafe {
-                crate::vecops_ifma::dot1_u32(
-                    acc,
-                    &a[start..end],
-                    &b[start..end],
-                    bc.modulus(),
-                    start > 0,
-                )
-            };
-        }
-        return;
+        // SAFETY: IFMA is available (`k`), q < 2^32, every slice holds `acc.len()` words, a
+        // multiple of 8.
+        return unsafe { ifma_dot1(acc, a, b, bc.modulus(), false) };
     }
     #[cfg(target_arch = "x86_64")]
     if k == VecKernel::Avx2 {
@@ -372,23 +331,8 @@ pub(crate) fn dot2_narrow_with(
         && long_enough(n, &[d])
         && long_enough(n, &[b, a])
     {
-        let step = crate::vecops_ifma::LAZY_TERMS;
-        for start in (0..d.len()).step_by(step) {
-            let end = (start + step).min(d.len());
-            // SAFETY: as in `dot1_narrow_with`.
-            unsafe {
-                crate::vecops_ifma::dot2_u32(
-                    acc0,
-                    acc1,
-                    &d[start..end],
-                    &b[start..end],
-                    &a[start..end],
-                    bc.modulus(),
-                    start > 0,
-                )
-            };
-        }
-        return;
+        // SAFETY: as in `dot1_narrow_with`.
+        return unsafe { ifma_dot2(acc0, acc1, d, b, a, bc.modulus(), false) };
     }
     #[cfg(target_arch = "x86_64")]
     if k == VecKernel::Avx2 {
@@ -416,6 +360,48 @@ pub(crate) fn dot2_narrow_with(
             bc,
             start > 0,
         );
+    }
+}
+
+/// The IFMA [`dot1`] over any number of terms, [`crate::vecops_ifma::LAZY_TERMS`] per
+/// kernel call, on `b`'s words as they are (64- or 32-bit).
+///
+/// # Safety
+/// The CPU has IFMA, `q < 2^50`, and every slice holds `acc.len()` words, a multiple of 8.
+#[cfg(target_arch = "x86_64")]
+unsafe fn ifma_dot1<W: crate::vecops_ifma::Lanes>(
+    acc: &mut [u64],
+    a: &[&[u64]],
+    b: &[&[W]],
+    q: u64,
+    onto: bool,
+) {
+    let step = crate::vecops_ifma::LAZY_TERMS;
+    for start in (0..a.len()).step_by(step) {
+        let end = (start + step).min(a.len());
+        crate::vecops_ifma::dot1(acc, &a[start..end], &b[start..end], q, onto || start > 0);
+    }
+}
+
+/// The IFMA [`dot2`] over any number of digits, as [`ifma_dot1`], on `d`'s words as they are.
+///
+/// # Safety
+/// As [`ifma_dot1`], for `acc0`, `acc1` and every slice.
+#[cfg(target_arch = "x86_64")]
+unsafe fn ifma_dot2<W: crate::vecops_ifma::Lanes>(
+    acc0: &mut [u64],
+    acc1: &mut [u64],
+    d: &[&[W]],
+    b: &[&[u64]],
+    a: &[&[u64]],
+    q: u64,
+    onto: bool,
+) {
+    let step = crate::vecops_ifma::LAZY_TERMS;
+    for start in (0..d.len()).step_by(step) {
+        let end = (start + step).min(d.len());
+        let (d, b, a) = (&d[start..end], &b[start..end], &a[start..end]);
+        crate::vecops_ifma::dot2(acc0, acc1, d, b, a, q, onto || start > 0);
     }
 }
 

@@ -80,6 +80,31 @@ unsafe fn load(p: *const u64, i: usize) -> __m512i {
     _mm512_loadu_si512(p.add(i) as *const _)
 }
 
+/// Residue words the inner products load eight at a time into 64-bit lanes: 64-bit words as
+/// they are, 32-bit ones (a prime below `2^32`: compact keys and plaintexts) zero-extended by
+/// the load, with no widened copy.
+pub(crate) trait Lanes: Copy {
+    /// The eight words at `p + i`, in 64-bit lanes.
+    ///
+    /// # Safety
+    /// `p + i .. p + i + 8` must be readable, from a function compiled with `avx512f`.
+    unsafe fn load8(p: *const Self, i: usize) -> __m512i;
+}
+
+impl Lanes for u64 {
+    #[inline(always)]
+    unsafe fn load8(p: *const u64, i: usize) -> __m512i {
+        load(p, i)
+    }
+}
+
+impl Lanes for u32 {
+    #[inline(always)]
+    unsafe fn load8(p: *const u32, i: usize) -> __m512i {
+        _mm512_cvtepu32_epi64(_mm256_loadu_si256(p.add(i) as *const _))
+    }
+}
+
 #[inline(always)]
 unsafe fn store(p: *mut u64, i: usize, v: __m512i) {
     _mm512_storeu_si512(p.add(i) as *mut _, v)
@@ -230,29 +255,10 @@ unsafe fn fold(hi: __m512i, lo: __m512i, f: &[__m512i; 3], c: &Consts) -> __m512
 /// `acc = (accumulate ? acc : 0) + Σ_t a[t]·b[t] mod q` over `len` coefficients, for at most
 /// [`LAZY_TERMS`] terms (inputs `< q < 2^50`; `len` a multiple of 8).
 #[target_feature(enable = "avx512f,avx512ifma")]
-pub(crate) unsafe fn dot1(acc: &mut [u64], a: &[&[u64]], b: &[&[u64]], q: u64, accumulate: bool) {
-    let c = consts(q);
-    let f = fold_vectors(q);
-    let p = acc.as_mut_ptr();
-    for i in (0..acc.len()).step_by(8) {
-        let mut lo = if accumulate { load(p, i) } else { c.zero };
-        let mut hi = c.zero;
-        for (x, y) in a.iter().zip(b) {
-            let (x, y) = (load(x.as_ptr(), i), load(y.as_ptr(), i));
-            lo = _mm512_madd52lo_epu64(lo, x, y);
-            hi = _mm512_madd52hi_epu64(hi, x, y);
-        }
-        store(p, i, fold(hi, lo, &f, &c));
-    }
-}
-
-/// [`dot1`] with `b`'s residues in 32-bit words (a prime `q < 2^32`), zero-extended as they are
-/// loaded (eight per 256-bit load) instead of widened into a buffer first.
-#[target_feature(enable = "avx512f,avx512ifma")]
-pub(crate) unsafe fn dot1_u32(
+pub(crate) unsafe fn dot1<W: Lanes>(
     acc: &mut [u64],
     a: &[&[u64]],
-    b: &[&[u32]],
+    b: &[&[W]],
     q: u64,
     accumulate: bool,
 ) {
@@ -263,57 +269,21 @@ pub(crate) unsafe fn dot1_u32(
         let mut lo = if accumulate { load(p, i) } else { c.zero };
         let mut hi = c.zero;
         for (x, y) in a.iter().zip(b) {
-            let x = load(x.as_ptr(), i);
-            let y = _mm512_cvtepu32_epi64(_mm256_loadu_si256(y.as_ptr().add(i) as *const _));
+            let (x, y) = (load(x.as_ptr(), i), W::load8(y.as_ptr(), i));
             lo = _mm512_madd52lo_epu64(lo, x, y);
             hi = _mm512_madd52hi_epu64(hi, x, y);
         }
         store(p, i, fold(hi, lo, &f, &c));
-    }
-}
-
-/// [`dot2`] with `d`'s residues in 32-bit words (a prime `q < 2^32`), zero-extended as they are
-/// loaded, as [`dot1_u32`].
-#[target_feature(enable = "avx512f,avx512ifma")]
-pub(crate) unsafe fn dot2_u32(
-    acc0: &mut [u64],
-    acc1: &mut [u64],
-    d: &[&[u32]],
-    b: &[&[u64]],
-    a: &[&[u64]],
-    q: u64,
-    accumulate: bool,
-) {
-    let c = consts(q);
-    let f = fold_vectors(q);
-    let (p0, p1) = (acc0.as_mut_ptr(), acc1.as_mut_ptr());
-    for i in (0..acc0.len()).step_by(8) {
-        let (mut lo0, mut lo1) = if accumulate {
-            (load(p0, i), load(p1, i))
-        } else {
-            (c.zero, c.zero)
-        };
-        let (mut hi0, mut hi1) = (c.zero, c.zero);
-        for j in 0..d.len() {
-            let x = _mm512_cvtepu32_epi64(_mm256_loadu_si256(d[j].as_ptr().add(i) as *const _));
-            let (y0, y1) = (load(b[j].as_ptr(), i), load(a[j].as_ptr(), i));
-            lo0 = _mm512_madd52lo_epu64(lo0, x, y0);
-            hi0 = _mm512_madd52hi_epu64(hi0, x, y0);
-            lo1 = _mm512_madd52lo_epu64(lo1, x, y1);
-            hi1 = _mm512_madd52hi_epu64(hi1, x, y1);
-        }
-        store(p0, i, fold(hi0, lo0, &f, &c));
-        store(p1, i, fold(hi1, lo1, &f, &c));
     }
 }
 
 /// `acc0 = (acc? acc0 : 0) + Σ_j d[j]·b[j]`, `acc1 = (acc? acc1 : 0) + Σ_j d[j]·a[j]` modulo
 /// `q`, for at most [`LAZY_TERMS`] digits (inputs `< q < 2^50`; `len` a multiple of 8).
 #[target_feature(enable = "avx512f,avx512ifma")]
-pub(crate) unsafe fn dot2(
+pub(crate) unsafe fn dot2<W: Lanes>(
     acc0: &mut [u64],
     acc1: &mut [u64],
-    d: &[&[u64]],
+    d: &[&[W]],
     b: &[&[u64]],
     a: &[&[u64]],
     q: u64,
@@ -330,7 +300,7 @@ pub(crate) unsafe fn dot2(
         };
         let (mut hi0, mut hi1) = (c.zero, c.zero);
         for j in 0..d.len() {
-            let x = load(d[j].as_ptr(), i);
+            let x = W::load8(d[j].as_ptr(), i);
             let (y0, y1) = (load(b[j].as_ptr(), i), load(a[j].as_ptr(), i));
             lo0 = _mm512_madd52lo_epu64(lo0, x, y0);
             hi0 = _mm512_madd52hi_epu64(hi0, x, y0);
