@@ -1,20 +1,21 @@
 //! A fused `linear → square → linear` chain (CryptoNets' conv → x² → dense).
 //!
 //! Evaluated tile by tile (one limb, [`NR`] coefficients, every part at once): the first
-//! layer's outputs for parts 0 and 1 are computed and reduced, squared on the spot into the
-//! three parts `(y_0², 2·y_0·y_1, y_1²)`, centered, and fed to the second layer. Neither the
-//! first layer's outputs nor their squares are ever stored: for CryptoNets at logN = 13 that
-//! is 0.66 GB of convolution outputs and 1 GB of squares per batch that are not written,
-//! read back, or page-faulted in.
+//! layer's outputs for parts 0 and 1 are computed one register block at a time, and each
+//! block is reduced, squared into the three parts `(y_0², 2·y_0·y_1, y_1²)` and centered on
+//! the spot, in f64 (`simd::square_block`: exact modular arithmetic with fused
+//! multiply-adds, no round trip through integer residues), then fed to the second layer.
+//! Neither the first layer's outputs nor their squares are ever stored: for CryptoNets at
+//! logN = 13 that is 0.66 GB of convolution outputs and 1 GB of squares per batch that are
+//! not written, read back, or page-faulted in.
 
-use crate::convert::simd;
+use crate::convert::simd::{self, Bias};
 use crate::error::{KernelError, Result};
 use crate::gemm::{self, MR, NR};
 use crate::linear::LinearLayer;
 use crate::output::{alloc_outputs, finish_outputs, residue_of_integral, Packing, SyncPtr};
 use crate::prefetch::{prefetch, AHEAD};
 use heinfer_ckks::{Ciphertext, CkksParams};
-use heinfer_math::vecops::{self, BarrettConst};
 use heinfer_math::Modulus;
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
@@ -80,6 +81,25 @@ pub fn square_chain(
     let (out, ptrs) = alloc_outputs(&second.computed, 3, n, limbs);
     let moduli = params.moduli();
     let ones = packing.bias_vectors(params, level);
+    // the first bias and the packing's vector, centered per limb, for the f64 squares
+    let bias_rows: Vec<Option<Vec<f64>>> = moduli[..limbs]
+        .iter()
+        .map(|m| {
+            b1.as_ref().map(|b| {
+                b.iter()
+                    .map(|&v| centered(residue_of_integral(v, m), m.q))
+                    .collect()
+            })
+        })
+        .collect();
+    let vectors: Vec<Option<Vec<f64>>> = ones
+        .iter()
+        .zip(moduli)
+        .map(|(v, m)| {
+            v.as_ref()
+                .map(|v| v.iter().map(|&x| centered(x, m.q)).collect())
+        })
+        .collect();
     let tiles = n / NR;
     (0..limbs * tiles).into_par_iter().for_each_init(
         || ChainBuffers::new(first.in_count(), first.out_count()),
@@ -88,9 +108,8 @@ pub fn square_chain(
             let ctx = Tile {
                 m: &moduli[i],
                 off: i * n + t * NR,
-                col: t * NR,
-                bias1: b1.as_deref(),
-                bias_vector: ones[i].as_deref(),
+                bias1: bias_rows[i].as_deref(),
+                bias_vector: vectors[i].as_deref().map(|v| &v[t * NR..(t + 1) * NR]),
             };
             chain_tile(first, second, inputs, &ctx, buf, &ptrs);
         },
@@ -101,35 +120,41 @@ pub fn square_chain(
     finish_outputs(params, out, level, scale, bias2, packing)
 }
 
-/// Rows of the first layer's output squared per call (8 KiB of scratch on the stack).
-const SQUARE_ROWS: usize = 32;
-
 /// Where one tile task works.
 struct Tile<'a> {
     m: &'a Modulus,
     off: usize,
-    col: usize,
+    /// The first bias per row, centered modulo this limb's prime.
     bias1: Option<&'a [f64]>,
-    bias_vector: Option<&'a [u64]>,
+    /// The packing's bias vector on this tile's columns, centered (complex and coefficient
+    /// packing).
+    bias_vector: Option<&'a [f64]>,
 }
 
-/// Per-thread buffers: centered inputs (2 parts), first-layer residues (2 parts), centered
-/// squares (3 parts), one register block of output.
+/// Per-thread buffers: centered inputs (2 parts), centered squares (3 parts), one register
+/// block of each part's first-layer output.
 struct ChainBuffers {
     x: [Vec<f64>; 2],
-    u: [Vec<u64>; 2],
     s: [Vec<f64>; 3],
-    y: Vec<f64>,
+    y: [Vec<f64>; 2],
 }
 
 impl ChainBuffers {
     fn new(k: usize, m: usize) -> Self {
         Self {
             x: [vec![0.0; k * NR], vec![0.0; k * NR]],
-            u: [vec![0; m * NR], vec![0; m * NR]],
             s: [vec![0.0; m * NR], vec![0.0; m * NR], vec![0.0; m * NR]],
-            y: vec![0.0; MR * NR],
+            y: [vec![0.0; MR * NR], vec![0.0; MR * NR]],
         }
+    }
+}
+
+/// `v mod q`, centered in `(−q/2, q/2]` (the values `simd::square_block` adds).
+fn centered(v: u64, q: u64) -> f64 {
+    if v > q / 2 {
+        -((q - v) as f64)
+    } else {
+        v as f64
     }
 }
 
@@ -163,60 +188,46 @@ fn chain_tile(
             );
         }
     }
-    // first layer, parts 0 and 1 → residues (rows in no group stay zero: the bias alone)
-    for u in buf.u.iter_mut() {
-        u.fill(0);
-    }
-    for p in 0..2 {
-        for g in &first.groups {
-            for (b, w) in g.packed.iter().enumerate() {
-                let rows = &g.rows[b * MR..(b * MR + MR).min(g.rows.len())];
-                gemm::block(rows.len(), w, &g.cols, &buf.x[p], NR, 0, &mut buf.y);
-                for (r, &row) in rows.iter().enumerate() {
-                    let row = row as usize;
-                    simd::reduce(
-                        &buf.y[r * NR..(r + 1) * NR],
-                        q,
-                        &mut buf.u[p][row * NR..(row + 1) * NR],
-                    );
-                }
+    // first layer, block by block: parts 0 and 1, the bias, the square and the centering for
+    // the second layer, in f64 (`simd::square_block`); rows in no group are the bias alone
+    let bias = match (t.bias1, t.bias_vector) {
+        (None, _) => Bias::None,
+        (Some(b), None) => Bias::Rows(b),
+        (Some(b), Some(v)) => Bias::RowsTimes(b, v),
+    };
+    let [s0, s1, s2] = &mut buf.s;
+    for g in &first.groups {
+        for (b, w) in g.packed.iter().enumerate() {
+            let rows = &g.rows[b * MR..(b * MR + MR).min(g.rows.len())];
+            for p in 0..2 {
+                gemm::block(rows.len(), w, &g.cols, &buf.x[p], NR, 0, &mut buf.y[p]);
             }
+            let len = rows.len() * NR;
+            simd::square_block(
+                [&buf.y[0][..len], &buf.y[1][..len]],
+                rows,
+                bias,
+                q,
+                [&mut s0[..], &mut s1[..], &mut s2[..]],
+            );
         }
     }
-    if let Some(b1) = t.bias1 {
-        for (row, &v) in b1.iter().enumerate() {
-            let r = residue_of_integral(v, t.m);
-            let dst = &mut buf.u[0][row * NR..(row + 1) * NR];
-            match t.bias_vector {
-                Some(v) => {
-                    vecops::mul_scalar_add_assign(dst, &v[t.col..t.col + NR], r, t.m.shoup(r), t.m)
-                }
-                None => vecops::add_scalar_assign(dst, r, q),
-            }
-        }
-    }
-    // the square, centered for the second layer, SQUARE_ROWS rows per call (one call per row
-    // of NR words paid more in dispatch than in arithmetic)
-    let bc = BarrettConst::new(q);
-    let mut sq = [0u64; SQUARE_ROWS * NR];
-    let words = first.out_count() * NR;
-    for at in (0..words).step_by(SQUARE_ROWS * NR) {
-        let r = at..(at + SQUARE_ROWS * NR).min(words);
-        let sq = &mut sq[..r.len()];
-        let (u0, u1) = (&buf.u[0][r.clone()], &buf.u[1][r.clone()]);
-        vecops::mul_into(sq, u0, u0, &bc);
-        simd::center(sq, q, &mut buf.s[0][r.clone()]);
-        vecops::mul_into(sq, u0, u1, &bc);
-        vecops::add_self_assign(sq, q);
-        simd::center(sq, q, &mut buf.s[1][r.clone()]);
-        vecops::mul_into(sq, u1, u1, &bc);
-        simd::center(sq, q, &mut buf.s[2][r]);
+    for rows in first.idle_rows().chunks(MR) {
+        let zeros = [0.0; MR * NR];
+        let len = rows.len() * NR;
+        simd::square_block(
+            [&zeros[..len], &zeros[..len]],
+            rows,
+            bias,
+            q,
+            [&mut s0[..], &mut s1[..], &mut s2[..]],
+        );
     }
     for p in 0..3 {
         for g in &second.groups {
             for (b, w) in g.packed.iter().enumerate() {
                 let rows = &g.rows[b * MR..(b * MR + MR).min(g.rows.len())];
-                gemm::block(rows.len(), w, &g.cols, &buf.s[p], NR, 0, &mut buf.y);
+                gemm::block(rows.len(), w, &g.cols, &buf.s[p], NR, 0, &mut buf.y[0]);
                 for (r, &row) in rows.iter().enumerate() {
                     // SAFETY: tasks partition limbs × tiles; each writes its own columns of
                     // every output part, inside the allocation; the words may be
@@ -227,7 +238,7 @@ fn chain_tile(
                             NR,
                         )
                     };
-                    simd::reduce_into(&buf.y[r * NR..(r + 1) * NR], q, dst);
+                    simd::reduce_into(&buf.y[0][r * NR..(r + 1) * NR], q, dst);
                 }
             }
         }

@@ -75,6 +75,8 @@ pub struct LinearLayer {
     nnz: usize,
     /// Whether output `j` is in a group (computed by the products; else the bias alone).
     pub(crate) computed: Vec<bool>,
+    /// The outputs in no group, in order.
+    idle: Vec<u32>,
 }
 
 impl LinearLayer {
@@ -168,6 +170,9 @@ impl LinearLayer {
             digits,
             l1_max,
             nnz,
+            idle: (0..out_count as u32)
+                .filter(|&j| !seen[j as usize])
+                .collect(),
             computed: seen,
         })
     }
@@ -195,6 +200,10 @@ impl LinearLayer {
     /// Number of stored weights.
     pub fn nnz(&self) -> usize {
         self.nnz
+    }
+    /// The outputs in no group (the bias alone), in order.
+    pub(crate) fn idle_rows(&self) -> &[u32] {
+        &self.idle
     }
 
     /// Largest `|digit|` of a centered residue modulo `q` split into `digits` digits.

@@ -236,11 +236,21 @@ fn fused_square_matches_square_then_linear() {
     assert!(three.is_err());
 }
 
-/// The fused chain equals linear → square → linear evaluated step by step (same residues).
+/// The fused chain equals linear → square → linear evaluated step by step (same residues):
+/// 30-bit primes (the throughput presets) and 40-bit ones, real packing and complex packing
+/// (the first bias times the packing's vector).
 #[test]
 fn square_chain_matches_the_steps() {
+    for bits in [30, 40] {
+        for packing in [Packing::Real, Packing::Complex] {
+            square_chain_case(bits, packing);
+        }
+    }
+}
+
+fn square_chain_case(bits: u32, packing: Packing) {
     use heinfer_kernels::chain::square_chain;
-    let p = params(vec![30, 30, 30]);
+    let p = params(vec![bits; 3]);
     let kg = KeyGenerator::new(&p).unwrap();
     let enc = Encoder::new(&p);
     let dec = Decryptor::new(&p, kg.secret_key()).unwrap();
@@ -286,24 +296,23 @@ fn square_chain_matches_the_steps() {
         1,
     )
     .unwrap();
-    let fused = square_chain(
-        &p,
-        &first,
-        &second,
-        &cts,
-        Some(&b1),
-        Some(&b2),
-        Packing::Real,
-    )
-    .unwrap();
-    let mid = first.apply(&p, &cts, Some(&b1), Packing::Real).unwrap();
-    let steps = second
-        .apply_squared(&p, &mid, Some(&b2), Packing::Real)
-        .unwrap();
+    let fused = square_chain(&p, &first, &second, &cts, Some(&b1), Some(&b2), packing).unwrap();
+    let mid = first.apply(&p, &cts, Some(&b1), packing).unwrap();
+    let steps = second.apply_squared(&p, &mid, Some(&b2), packing).unwrap();
     assert_eq!(
         fused, steps,
-        "fused chain and step-by-step evaluation differ"
+        "{bits}-bit primes, {packing:?}: fused chain and step-by-step evaluation differ"
     );
+    let unbiased = square_chain(&p, &first, &second, &cts, None, None, packing).unwrap();
+    let mid = first.apply(&p, &cts, None, packing).unwrap();
+    let steps = second.apply_squared(&p, &mid, None, packing).unwrap();
+    assert_eq!(
+        unbiased, steps,
+        "{bits}-bit primes, {packing:?}, no bias: the two differ"
+    );
+    if packing != Packing::Real {
+        return; // the decoded check below reads real slots
+    }
     let got = enc.decode_real(&dec.decrypt(&fused[1]).unwrap()).unwrap();
     for s in 0..slots {
         let h: Vec<f64> = (0..m1)
