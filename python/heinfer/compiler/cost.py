@@ -30,13 +30,15 @@ CostTable = dict
 #: Every primitive a plan is costed in. ``ct_in`` and ``ct_out`` are the server's message
 #: handling per ciphertext, which its timer covers: parsing and validating one client
 #: ciphertext (seed-compressed: its uniform half is expanded from the seed) and serializing
-#: one result ciphertext. ``rotate_many`` is one plain rotation among independent ones the
-#: executor runs together (``Evaluator.rotate_many``: a transform's giant steps, its folds
-#: over several output ciphertexts), spread over the cores; ``rotate`` is one alone.
+#: one result ciphertext; ``ct_round`` the extra of a result sent rounded; ``message`` the
+#: fixed part of one segment's input and output messages. ``rotate_many`` is one plain
+#: rotation among independent ones the executor runs together (``Evaluator.rotate_many``: a
+#: transform's giant steps, its folds over several output ciphertexts), spread over the
+#: cores; ``rotate`` is one alone.
 KINDS = (
     "decompose", "rotate_ext", "times_p", "mul_plain_ext", "mod_down", "mul_plain", "dot",
     "rotate", "add", "square_relin", "rescale", "encrypt", "decrypt", "ct_in", "ct_out",
-    "rotate_ext_mem", "mul_plain_ext_mem", "mul_plain_mem", "rotate_mem", "rotate_many",
+    "ct_round", "message", "rotate_ext_mem", "mul_plain_ext_mem", "mul_plain_mem", "rotate_mem", "rotate_many",
     "rotate_ext_spill", "mul_plain_ext_spill",
 )
 
@@ -154,7 +156,7 @@ def analytic_costs(log_n: int, levels: int, special: int, ntt_seconds: float | N
             "rotate": dec + ext + md, "rotate_many": dec + ext + md, "add": 0.05 * L * ntt,
             "square_relin": 0.3 * L * ntt + dec + ext + md, "rescale": 2 * (L + 1) * ntt,
             "encrypt": (3 * L + 2) * ntt, "decrypt": (L + 2) * ntt,
-            "ct_in": 0.3 * L * ntt, "ct_out": 0.1 * L * ntt,
+            "ct_in": 0.3 * L * ntt, "ct_out": 0.1 * L * ntt, "ct_round": L * ntt, "message": 0.5 * ntt,
         }
         # streamed from memory: the products and the key's inner product are memory-bound
         row.update({f"{kind}_mem": 1.5 * row[kind] for kind in STREAMED})
@@ -250,22 +252,28 @@ def square_cost(n_cts: int, level: int, costs: CostTable) -> float:
     return n_cts * (costs["square_relin"][level] + costs["rescale"][level])
 
 
-def messages_cost(n_in: int, in_level: int, n_out: int, out_level: int, costs: CostTable) -> float:
+def messages_cost(n_in: int, in_level: int, n_out: int, out_level: int, costs: CostTable, rounded: bool = False) -> float:
     """Predicted seconds of a segment's message handling on the server: parsing ``n_in``
-    client ciphertexts at ``in_level`` and serializing ``n_out`` results at ``out_level``.
-    Tables without these kinds (older caches) price them at zero.
+    client ciphertexts at ``in_level`` and serializing ``n_out`` results at ``out_level``
+    (``rounded``: sent rounded, as every result and, in throughput mode, every step is), plus
+    the fixed part of one message each way. Tables without these kinds (older caches) price
+    them at zero.
 
     Both run one ciphertext per engine thread at a time, and the table measures them per
     ciphertext over :data:`~heinfer.runtime.costs.DISTINCT` of them (a multiple of its
     ``threads``): ``n`` ciphertexts take ``⌈n / T⌉ · T`` of those shares (measured on two
     threads: one ciphertext 181 µs to parse, 81 µs each of sixteen, 98 µs each of seven)."""
     c_in, c_out = costs.get("ct_in"), costs.get("ct_out")
+    c_round, fixed = costs.get("ct_round"), costs.get("message")
     threads = max(int(costs.get("threads", 1)), 1)
 
     def rounds(n: int) -> int:
         return -(-n // threads) * threads
 
-    return (rounds(n_in) * c_in[in_level] if c_in else 0.0) + (rounds(n_out) * c_out[out_level] if c_out else 0.0)
+    total = (rounds(n_in) * c_in[in_level] if c_in else 0.0) + (rounds(n_out) * c_out[out_level] if c_out else 0.0)
+    if rounded and c_round:
+        total += rounds(n_out) * c_round[out_level]
+    return total + (fixed[out_level] if fixed else 0.0)
 
 
 def segment_seconds(program, seg, costs: CostTable) -> float:
@@ -291,7 +299,8 @@ def segment_seconds(program, seg, costs: CostTable) -> float:
             level -= op.primes
         elif not isinstance(op, Relinearize):
             raise ValueError(f"segment_seconds cannot price {type(op).__name__} in a slot-layout segment")
-    return total + messages_cost(seg.n_input_cts, seg.input_level, seg.n_output_cts, seg.output_level, costs)
+    rounded = seg is program.segments[-1]  # a latency program's steps travel as they are
+    return total + messages_cost(seg.n_input_cts, seg.input_level, seg.n_output_cts, seg.output_level, costs, rounded)
 
 
 def key_bytes(log_n: int, log_q: list[int], log_p: list[int]) -> tuple[int, int]:
@@ -324,7 +333,7 @@ def predict_seconds(program, costs: CostTable, items: int = 1) -> float:
         # the server parses the segment's input ciphertexts and serializes its outputs, as a
         # slot-layout segment's price includes (without it, one item of a small network was
         # priced below latency mode in throughput mode, which ran 1.7× slower)
-        total += messages_cost(seg.n_input_cts, seg.input_level, seg.n_output_cts, seg.output_level, costs)
+        total += messages_cost(seg.n_input_cts, seg.input_level, seg.n_output_cts, seg.output_level, costs, rounded=True)
         level, parts, size = seg.input_level, 2, seg.in_size
         for op in seg.ops:
             if isinstance(op, Linear):

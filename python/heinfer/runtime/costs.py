@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import platform
 import time
@@ -326,17 +327,44 @@ def _measure_slots(p: _native.Params, kg: _native.KeyGenerator, params: dict, re
 
 
 def _measure_messages(p, kg, ev, cts, xs, scale: float, lvl: int, reps: int) -> dict:
-    """``ct_in`` and ``ct_out`` at one level, per ciphertext: a batch as the client sends it
-    (seed-compressed, :func:`heinfer.protocol.layouts.encrypt_rows`) parsed and validated as
-    the server does, and a batch of evaluation results (both halves on the wire) serialized."""
+    """The message kinds at one level: ``ct_in`` and ``ct_out`` per ciphertext — a batch as
+    the client sends it (seed-compressed, :func:`heinfer.protocol.layouts.encrypt_rows`)
+    parsed and validated as the server does, and a batch of evaluation results (both halves
+    on the wire) serialized —, ``ct_round`` the extra per result ciphertext sent rounded
+    (:mod:`heinfer.program.rounding`: an inverse transform and Garner's composition per
+    polynomial), and ``message`` what one query of a segment pays beyond its ciphertexts'
+    shares: a one-ciphertext input parsed and a freshly computed one-ciphertext output
+    written behind a message header, each less its per-ciphertext price."""
     rows = np.ascontiguousarray(np.stack(xs).astype(np.complex128))
     sent = _native.encrypt_batch(kg, rows, scale, lvl).to_bytes()
+    one = _native.encrypt_batch(kg, rows[:1], scale, lvl).to_bytes()
     n = len(xs)
     results = _native.CiphertextBatch.from_list([ev.add(c, c) for c in cts])
+    drop = [8] * results.size
+    k = iter(range(1 << 62))
+
+    def fresh() -> _native.CiphertextBatch:
+        return _native.CiphertextBatch.from_list([ev.add(cts[next(k) % n], cts[0])])
+
+    ct_in = median_seconds(lambda: _native.CiphertextBatch.from_bytes(p, sent, 2 * len(sent), n), reps) / n
+    ct_out = median_seconds(results.to_bytes, reps) / n
+    made = median_seconds(fresh, reps)
+    written = median_seconds(lambda: fresh().to_bytes(0, 1, frame=_header), reps)
+    parsed = median_seconds(lambda: _native.CiphertextBatch.from_bytes(p, one, 2 * len(one), 1), reps)
+    # the engine rounds ciphertexts whose modulus has at most 126 bits (others travel whole)
+    roundable = sum(math.log2(q) for q in p.q[: lvl + 1]) <= 126
+    rounded = median_seconds(lambda: results.to_bytes(0, n, drop_bits=drop), reps) / n if roundable else ct_out
     return {
-        "ct_in": median_seconds(lambda: _native.CiphertextBatch.from_bytes(p, sent, 2 * len(sent), n), reps) / n,
-        "ct_out": median_seconds(results.to_bytes, reps) / n,
+        "ct_in": ct_in,
+        "ct_out": ct_out,
+        "ct_round": max(rounded - ct_out, 0.0),
+        "message": max(parsed - ct_in, 0.0) + max(written - made - ct_out, 0.0),
     }
+
+
+def _header(n: int) -> bytes:
+    """A message header's bytes before ``n`` bytes of ciphertexts (the protocol's are ~80)."""
+    return bytes(80)
 
 
 #: At most this many bytes of distinct operands for a ``_mem`` measurement (keys, plaintexts).

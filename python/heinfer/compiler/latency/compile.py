@@ -110,7 +110,8 @@ def compile_latency(
     levels = len(params["log_q"])
     costs = cost_fn(params) if cost_fn else analytic_costs(params["log_n"], levels, len(params["log_p"]))
     slots = 1 << (params["log_n"] - 1)
-    lowered = [_segment(ops, slots, costs, options.strategy) for ops in seg_ops]
+    # the last segment's results travel rounded (heinfer.program.rounding), the steps as they are
+    lowered = [_segment(ops, slots, costs, options.strategy, k == len(seg_ops) - 1) for k, ops in enumerate(seg_ops)]
     scale = float(2 ** params["log_scale"])
     segments, layers, plans = [], [], {}
     for k, (ops, (gather, steps, placement, total)) in enumerate(zip(seg_ops, lowered)):
@@ -156,14 +157,15 @@ def _out_size(op) -> int:
     return int(np.prod(op.out_shape))
 
 
-def _segment(ops: list, slots: int, costs: CostTable, strategy: str | None) -> tuple:
+def _segment(ops: list, slots: int, costs: CostTable, strategy: str | None, last: bool = False) -> tuple:
     """``(gather map, steps, output placement, predicted server seconds)`` of one segment:
     every client input layout is priced with the whole segment (the cheapest kernel per layer
     given the placement and whether its other slots are zero), and the cheapest total wins —
-    client encryptions included."""
+    client encryptions included. ``last``: the program's last segment (its results are sent
+    rounded)."""
     best = None
     for cand in input_candidates(ops[0], slots, len(ops), costs, strategy):
-        steps, total = _lower(ops, cand, slots, costs, strategy)
+        steps, total = _lower(ops, cand, slots, costs, strategy, rounded=last)
         total_with_client = total + cand["encrypt_s"]
         if best is None or total_with_client < best[0]:
             best = (total_with_client, cand, steps, total)
@@ -177,7 +179,7 @@ BEAM = 3
 
 def _lower(
     ops: list, cand: dict, slots: int, costs: CostTable, strategy: str | None,
-    hoistings: tuple[str, ...] | None = None, out_ct_s: float = 0.0,
+    hoistings: tuple[str, ...] | None = None, out_ct_s: float = 0.0, rounded: bool = False,
 ):
     """``((steps, output placement), predicted server seconds)`` of a segment on one input layout.
 
@@ -188,7 +190,8 @@ def _lower(
     priced along the way and only the winner's are built (plaintexts can take gigabytes).
     ``hoistings``: as :func:`~heinfer.compiler.latency.search.price_kernel`'s. ``out_ct_s``:
     seconds per result ciphertext beyond serializing it (the two-party protocol's link and
-    re-randomization), so the output placement is chosen with them."""
+    re-randomization), so the output placement is chosen with them. ``rounded``: the outputs
+    are sent rounded (:func:`~heinfer.compiler.cost.messages_cost`)."""
     level = len(ops)
     # (predicted seconds, steps or kernel choices, placement, clean, ciphertexts)
     states = [(0.0, [], cand["placement"], True, len(cand["gather"]))]
@@ -213,7 +216,7 @@ def _lower(
         states = sorted(grown, key=lambda s: s[0])[:BEAM]
         level -= 1
     # what the server's timer also covers: parsing the inputs, serializing the results
-    final = [(t + messages_cost(len(cand["gather"]), len(ops), n, level, costs) + n * out_ct_s, steps, p) for t, steps, p, _, n in states]
+    final = [(t + messages_cost(len(cand["gather"]), len(ops), n, level, costs, rounded) + n * out_ct_s, steps, p) for t, steps, p, _, n in states]
     total, steps, placement = min(final, key=lambda s: s[0])
     built = [build_kernel(s) if isinstance(s, KernelChoice) else s for s in steps]
     return (built, placement), total

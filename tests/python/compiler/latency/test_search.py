@@ -173,12 +173,13 @@ def _client_and_server_s(prog, costs: dict) -> float:
 def _cheapest_one_layer_segment(op: Linear, costs: dict, slots: int) -> float:
     """Brute force: every input layout with every kernel of the first layer; per input
     ciphertext the client's encryption and the server's parsing, per output the server's
-    serialization."""
+    serialization, rounded (the program's results are), and one message each way."""
     level = 1
     per_in = costs["encrypt"][level] + costs["ct_in"][level]
 
     def server(t) -> float:
-        return transform_cost(t, level, costs) + costs["ct_out"][level - 1] * t.n_out
+        per_out = costs["ct_out"][level - 1] + costs["ct_round"][level - 1]
+        return transform_cost(t, level, costs) + per_out * t.n_out + costs["message"][level - 1]
 
     gather, place = dense_input(op.matrix.shape[1], slots)
     dense = min(server(t) for *_, t in _kernel_candidates(op, place, True))
