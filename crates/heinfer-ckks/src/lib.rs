@@ -36,6 +36,7 @@ pub mod security;
 pub mod serialize;
 
 pub use ciphertext::{Ciphertext, Plaintext};
+pub use compact::{CompactPlaintext, PlainTerm};
 pub use encoder::Encoder;
 pub use encryptor::{Decryptor, Encryptor};
 pub use error::{CkksError, Result};
@@ -43,6 +44,5 @@ pub use evaluator::{Evaluator, ExtendedCiphertext};
 pub use heinfer_math::automorphism::{conjugation_galois_element, rotation_galois_element};
 pub use keygen::KeyGenerator;
 pub use keys::{GaloisKey, GaloisKeys, PublicKey, RelinKey, SecretKey, SwitchingKey};
-pub use compact::{CompactPlaintext, PlainTerm};
 pub use params::{CkksParams, CkksParamsLiteral};
 pub use security::SecurityLevel;

@@ -50,7 +50,13 @@ fn every_object_round_trips_and_still_works() {
     // the buffer is sized exactly up front (no copies of a growing vector)
     for c in [&ct, &sym, &prod] {
         let b = ciphertext_to_bytes(p, c).unwrap();
-        assert_eq!(b.capacity(), b.len(), "{} parts, {} bytes", c.size(), b.len());
+        assert_eq!(
+            b.capacity(),
+            b.len(),
+            "{} parts, {} bytes",
+            c.size(),
+            b.len()
+        );
     }
 
     let sk = secret_key_from_bytes(p, &secret_key_to_bytes(f.kg.secret_key()), MAX).unwrap();

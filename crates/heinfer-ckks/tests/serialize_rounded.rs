@@ -78,7 +78,7 @@ fn dropping_one_bit_moves_every_coefficient_by_at_most_one_in_every_limb() {
             assert!(diffs[0].iter().all(|&d| d.abs() <= 1), "level {level}");
             for want in [-1, 0, 1] {
                 assert!(
-                    diffs[0].iter().any(|&d| d == want),
+                    diffs[0].contains(&want),
                     "level {level}: no difference {want}"
                 );
             }

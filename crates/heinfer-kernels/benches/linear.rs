@@ -119,8 +119,14 @@ fn layers(c: &mut Criterion) {
         let fma = layer.nnz() as u64 * (parts * limbs * n * digits) as u64;
         g.throughput(Throughput::Elements(fma));
         g.bench_function(
-            format!("{name}/logN={log_n}/limbs={limbs}x{prime_bits}bit/parts={parts}/digits={digits}"),
-            |b| b.iter(|| std::hint::black_box(layer.apply(&p, inputs, None, Packing::Real).unwrap())),
+            format!(
+                "{name}/logN={log_n}/limbs={limbs}x{prime_bits}bit/parts={parts}/digits={digits}"
+            ),
+            |b| {
+                b.iter(|| {
+                    std::hint::black_box(layer.apply(&p, inputs, None, Packing::Real).unwrap())
+                })
+            },
         );
     }
     g.finish();

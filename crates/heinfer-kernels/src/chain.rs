@@ -223,11 +223,11 @@ fn chain_tile(
             [&mut s0[..], &mut s1[..], &mut s2[..]],
         );
     }
-    for p in 0..3 {
+    for (p, s) in buf.s.iter().enumerate() {
         for g in &second.groups {
             for (b, w) in g.packed.iter().enumerate() {
                 let rows = &g.rows[b * MR..(b * MR + MR).min(g.rows.len())];
-                gemm::block(rows.len(), w, &g.cols, &buf.s[p], NR, 0, &mut buf.y[0]);
+                gemm::block(rows.len(), w, &g.cols, s, NR, 0, &mut buf.y[0]);
                 for (r, &row) in rows.iter().enumerate() {
                     // SAFETY: tasks partition limbs × tiles; each writes its own columns of
                     // every output part, inside the allocation; the words may be

@@ -91,7 +91,13 @@ pub(crate) fn alloc_outputs(
         .iter()
         .map(|&w| {
             (0..parts)
-                .map(|_| if w { Vec::with_capacity(len) } else { vec![0; len] })
+                .map(|_| {
+                    if w {
+                        Vec::with_capacity(len)
+                    } else {
+                        vec![0; len]
+                    }
+                })
                 .collect()
         })
         .collect();
@@ -168,7 +174,7 @@ pub(crate) fn residue_of_integral(v: f64, m: &Modulus) -> u64 {
     }
     let bits = v.to_bits();
     let mantissa = (bits & ((1u64 << 52) - 1)) | (1u64 << 52);
-    let exp = ((bits >> 52) & 0x7ff) as u64 - 1075; // ≥ 74 here: |v| ≥ 2^126
+    let exp = ((bits >> 52) & 0x7ff) - 1075; // ≥ 74 here: |v| ≥ 2^126
     let r = m.mul(m.reduce(mantissa), m.pow(2, exp));
     if v < 0.0 {
         m.neg(r)

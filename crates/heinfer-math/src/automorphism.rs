@@ -22,7 +22,7 @@ pub fn bit_reverse(x: usize, bits: u32) -> usize {
 
 /// Checks that `g` is a valid Galois element for ring degree `n`: odd and below `2n`.
 pub fn check_galois_element(g: u64, n: usize) -> Result<()> {
-    if g % 2 == 0 || g >= 2 * n as u64 {
+    if g.is_multiple_of(2) || g >= 2 * n as u64 {
         return Err(MathError::InvalidGaloisElement { g, n });
     }
     Ok(())

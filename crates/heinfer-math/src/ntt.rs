@@ -399,9 +399,9 @@ mod tests {
                 q - 1,
                 "ψ must be a primitive 2N-th root"
             );
-            for j in 0..n {
+            for (j, &xj) in x.iter().enumerate().take(n) {
                 let e = 2 * bit_reverse(j, logn) as u64 + 1;
-                assert_eq!(x[j], m.pow(psi, e), "logN={logn} j={j}");
+                assert_eq!(xj, m.pow(psi, e), "logN={logn} j={j}");
             }
         }
     }

@@ -25,6 +25,9 @@
 use crate::modulus::Modulus;
 use crate::vecops;
 
+/// A constant and its Shoup precomputation `⌊w·2^64/q⌋`.
+type ShoupPair = (u64, u64);
+
 /// Precomputed constants to convert residues from one basis to another.
 #[derive(Debug, Clone)]
 pub struct BasisConverter {
@@ -93,7 +96,7 @@ impl BasisConverter {
             .zip(&q_mod_p)
             .zip(&qhat_mod_p)
             .map(
-                |((pj, &(qm, _)), w): ((&Modulus, &(u64, u64)), &Vec<(u64, u64)>)| {
+                |((pj, &(qm, _)), w): ((&Modulus, &ShoupPair), &Vec<ShoupPair>)| {
                     let neg = if qm == 0 { 0 } else { pj.q - qm };
                     let mut w = w.clone();
                     w.push((neg, pj.shoup(neg)));
@@ -357,7 +360,7 @@ mod tests {
             0,
             1,
             (q - 1) / 2,
-            (q + 1) / 2,
+            q.div_ceil(2),
             q - 1,
             q - 2,
             q / 3,

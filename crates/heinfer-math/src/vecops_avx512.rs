@@ -70,8 +70,7 @@ pub unsafe fn mul_shoup_to(out: *mut u64, a: &[u64], w: u64, ws: u64, q: u64) {
         let r = _mm512_sub_epi64(_mm512_mullo_epi64(x, vw), _mm512_mullo_epi64(hi, vq));
         _mm512_storeu_si512(out.add(8 * c) as *mut _, small_mod(r, vq));
     }
-    for i in 8 * chunks..a.len() {
-        let x = a[i];
+    for (i, &x) in a.iter().enumerate().skip(8 * chunks) {
         let hi = ((x as u128 * ws as u128) >> 64) as u64;
         let r = x.wrapping_mul(w).wrapping_sub(hi.wrapping_mul(q));
         out.add(i).write(r.min(r.wrapping_sub(q)));

@@ -172,6 +172,7 @@ impl CiphertextBatch {
     /// The ciphertexts, in order: copies, or with `consume=True` the ciphertexts themselves,
     /// moved out of the batch, which is left empty (no copy: a server's input, run once).
     #[pyo3(signature = (consume = false))]
+    #[allow(clippy::wrong_self_convention)] // Python's name; `consume=True` empties the batch
     fn to_list(&mut self, consume: bool) -> Vec<Ciphertext> {
         if consume {
             let params = self.params.clone();

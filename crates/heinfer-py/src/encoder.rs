@@ -11,7 +11,9 @@ use pyo3::prelude::*;
 
 /// Copies a numpy array of any dimension, row-major (the copy is taken with the GIL held, so
 /// no Python thread can write to the array while the engine reads it).
-pub(crate) fn to_vec<T: numpy::Element + Copy, D: numpy::ndarray::Dimension>(a: &numpy::PyReadonlyArray<'_, T, D>) -> Vec<T> {
+pub(crate) fn to_vec<T: numpy::Element + Copy, D: numpy::ndarray::Dimension>(
+    a: &numpy::PyReadonlyArray<'_, T, D>,
+) -> Vec<T> {
     match a.as_slice() {
         Ok(s) => s.to_vec(),
         Err(_) => a.as_array().iter().copied().collect(),
@@ -72,7 +74,10 @@ impl Encoder {
     ) -> PyResult<Vec<Plaintext>> {
         let params = &self.params;
         self.encode_rows(py, "Encoder.encode_real_many", &values, |z| {
-            Ok(Plaintext { inner: self.encode_one(z, scale, level, extended)?, params: params.clone() })
+            Ok(Plaintext {
+                inner: self.encode_one(z, scale, level, extended)?,
+                params: params.clone(),
+            })
         })
     }
     /// [`Self::encode_real_many`] as compact plaintexts (each limb in the narrowest words its
@@ -87,8 +92,14 @@ impl Encoder {
         extended: bool,
     ) -> PyResult<Vec<CompactPlaintext>> {
         let rows = complex_rows(&values);
-        let pts = run(py, "Encoder.encode_real_many_compact", || self.inner.encode_compact_many(&rows, scale, level, extended))?;
-        Ok(pts.into_iter().map(|inner| CompactPlaintext { inner }).collect())
+        let pts = run(py, "Encoder.encode_real_many_compact", || {
+            self.inner
+                .encode_compact_many(&rows, scale, level, extended)
+        })?;
+        Ok(pts
+            .into_iter()
+            .map(|inner| CompactPlaintext { inner })
+            .collect())
     }
     /// Complex values, one per slot; `extended` adds the special primes.
     fn encode_complex(
@@ -135,7 +146,11 @@ impl Encoder {
     ) -> PyResult<Vec<T>> {
         use rayon::prelude::*;
         let rows = complex_rows(values);
-        run(py, op, || rows.par_iter().map(|z| f(z)).collect::<ckks::Result<Vec<T>>>())
+        run(py, op, || {
+            rows.par_iter()
+                .map(|z| f(z))
+                .collect::<ckks::Result<Vec<T>>>()
+        })
     }
     /// One plaintext, in the extended basis `Q·P` when `extended`.
     fn encode_one(

@@ -164,7 +164,8 @@ pub fn ciphertext_to_bytes_rounded(
         return ciphertext_to_bytes(params, ct);
     }
     params.check_id(ct.params_id)?;
-    let capacity = rounded_ciphertext_wire_bytes(params, ct.level, ct.parts.len(), drop).unwrap_or(0);
+    let capacity =
+        rounded_ciphertext_wire_bytes(params, ct.level, ct.parts.len(), drop).unwrap_or(0);
     let mut w = Writer::with_capacity(Kind::Ciphertext, ct.params_id, capacity);
     w.u32(ct.level as u32);
     w.f64(ct.scale);

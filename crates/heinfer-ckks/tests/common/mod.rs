@@ -141,7 +141,7 @@ pub fn corrupt(bytes: &[u8], next: &mut impl FnMut() -> u64) -> Vec<u8> {
         let i = (next() as usize) % b.len();
         b[i] ^= 1 << (next() % 8);
     }
-    if next() % 3 == 0 {
+    if next().is_multiple_of(3) {
         b.truncate((next() as usize) % b.len());
     }
     b
