@@ -18,6 +18,8 @@ use crate::security::SecurityLevel;
 mod batch;
 mod keys;
 mod pack;
+#[cfg(target_arch = "x86_64")]
+mod pack_avx512;
 mod rounded;
 mod wire;
 
