@@ -67,6 +67,12 @@ pub fn square_chain(
                 (q as f64).log2()
             )));
         }
+        // the squares' f64 modular arithmetic is exact for odd primes below 2^50
+        if q >= 1 << 50 || q % 2 == 0 {
+            return Err(KernelError::Inexact(format!(
+                "the chain squares in f64, exact for odd primes below 2^50, not for {q}"
+            )));
+        }
     }
     let mid_scale = head.scale() * first.weight_scale();
     // rounded to integers here, reduced per prime in each task (any magnitude, see

@@ -429,3 +429,40 @@ fn bias_at_a_product_scale_past_126_bits() {
         assert!(worst < 1e-6, "output {j}: off by {worst} from the bias {b}");
     }
 }
+
+/// A chain whose layers are exact for primes of 2^50 and above is refused with a clear error
+/// (its squares are computed in f64, exact for odd primes below 2^50), not answered wrongly.
+#[test]
+fn square_chain_refuses_primes_its_f64_squares_cannot_hold() {
+    use heinfer_kernels::chain::square_chain;
+    let p = params(vec![52, 52]);
+    let kg = KeyGenerator::new(&p).unwrap();
+    let enc = Encoder::new(&p);
+    let cts: Vec<_> = (0..2)
+        .map(|_| {
+            kg.encrypt_symmetric(&enc.encode_real(&[0.5], 2f64.powi(20), 1).unwrap())
+                .unwrap()
+        })
+        .collect();
+    let layer = |out: usize, inp: usize| {
+        LinearLayer::new(
+            out,
+            inp,
+            vec![GroupSpec {
+                rows: (0..out as u32).collect(),
+                cols: (0..inp as u32).collect(),
+                weights: vec![1.0; out * inp],
+            }],
+            1.0,
+            1,
+        )
+        .unwrap()
+    };
+    let (first, second) = (layer(2, 2), layer(1, 2));
+    assert!(
+        first.is_exact_for(p.q()[0]),
+        "the GEMM alone would be exact"
+    );
+    let err = square_chain(&p, &first, &second, &cts, None, None, Packing::Real).unwrap_err();
+    assert!(err.to_string().contains("below 2^50"), "{err}");
+}
