@@ -293,10 +293,9 @@ pub(crate) fn dot1_narrow_with(
         }
     }
     let mut wide = vec![0u64; WIDEN_TERMS * acc.len()];
-    for start in (0..b.len()).step_by(WIDEN_TERMS) {
-        let end = (start + WIDEN_TERMS).min(b.len());
-        let bw = widen(&b[start..end], acc.len(), &mut wide);
-        dot1_with(k, acc, &a[start..end], &bw, bc, start > 0);
+    for (r, onto) in pieces(b.len(), WIDEN_TERMS) {
+        let bw = widen(&b[r.clone()], acc.len(), &mut wide);
+        dot1_with(k, acc, &a[r], &bw, bc, onto);
     }
 }
 
@@ -347,19 +346,9 @@ pub(crate) fn dot2_narrow_with(
         }
     }
     let mut wide = vec![0u64; WIDEN_TERMS * n];
-    for start in (0..d.len()).step_by(WIDEN_TERMS) {
-        let end = (start + WIDEN_TERMS).min(d.len());
-        let dw = widen(&d[start..end], n, &mut wide);
-        dot2_with(
-            k,
-            acc0,
-            acc1,
-            &dw,
-            &b[start..end],
-            &a[start..end],
-            bc,
-            start > 0,
-        );
+    for (r, onto) in pieces(d.len(), WIDEN_TERMS) {
+        let dw = widen(&d[r.clone()], n, &mut wide);
+        dot2_with(k, acc0, acc1, &dw, &b[r.clone()], &a[r], bc, onto);
     }
 }
 
@@ -376,10 +365,8 @@ unsafe fn ifma_dot1<W: crate::vecops_ifma::Lanes>(
     q: u64,
     onto: bool,
 ) {
-    let step = crate::vecops_ifma::LAZY_TERMS;
-    for start in (0..a.len()).step_by(step) {
-        let end = (start + step).min(a.len());
-        crate::vecops_ifma::dot1(acc, &a[start..end], &b[start..end], q, onto || start > 0);
+    for (r, later) in pieces(a.len(), crate::vecops_ifma::LAZY_TERMS) {
+        crate::vecops_ifma::dot1(acc, &a[r.clone()], &b[r], q, onto || later);
     }
 }
 
@@ -397,12 +384,18 @@ unsafe fn ifma_dot2<W: crate::vecops_ifma::Lanes>(
     q: u64,
     onto: bool,
 ) {
-    let step = crate::vecops_ifma::LAZY_TERMS;
-    for start in (0..d.len()).step_by(step) {
-        let end = (start + step).min(d.len());
-        let (d, b, a) = (&d[start..end], &b[start..end], &a[start..end]);
-        crate::vecops_ifma::dot2(acc0, acc1, d, b, a, q, onto || start > 0);
+    for (r, later) in pieces(d.len(), crate::vecops_ifma::LAZY_TERMS) {
+        let (d, b, a) = (&d[r.clone()], &b[r.clone()], &a[r]);
+        crate::vecops_ifma::dot2(acc0, acc1, d, b, a, q, onto || later);
     }
+}
+
+/// `0..len` in ranges of at most `step` terms (a kernel's limit), each with whether a range
+/// came before it (its kernel call then adds onto the accumulators).
+fn pieces(len: usize, step: usize) -> impl Iterator<Item = (std::ops::Range<usize>, bool)> {
+    (0..len)
+        .step_by(step)
+        .map(move |s| (s..(s + step).min(len), s > 0))
 }
 
 /// The first `n` words of each of `v` in 64-bit words, in `buf` (`v.len() · n` words at
