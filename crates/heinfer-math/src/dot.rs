@@ -33,20 +33,22 @@ const _: () = assert!(
         && LAZY_TERMS == crate::dot_avx2_narrow::LAZY_TERMS
 );
 
-/// `(start, end, accumulate)` of the chunks of `len` terms summed lazily, onto the running
-/// sum from the first chunk on when `onto` (each such chunk one term fewer).
-fn chunks(len: usize, onto: bool) -> impl Iterator<Item = (usize, usize, bool)> {
+/// `(start, end, accumulate)` of the chunks of `len` terms one kernel call sums (at most
+/// `most`), onto the running sum from the first chunk on when `onto`; a chunk that adds onto
+/// the running sum takes `spare` terms fewer (the FMA paths' bound counts the sum as a term).
+fn chunks(
+    len: usize,
+    most: usize,
+    spare: usize,
+    onto: bool,
+) -> impl Iterator<Item = (usize, usize, bool)> {
     let mut start = 0;
     std::iter::from_fn(move || {
         if start >= len {
             return None;
         }
         let accumulate = onto || start > 0;
-        let take = if accumulate {
-            LAZY_TERMS - 1
-        } else {
-            LAZY_TERMS
-        };
+        let take = if accumulate { most - spare } else { most };
         let end = (start + take).min(len);
         let chunk = (start, end, accumulate);
         start = end;
@@ -101,7 +103,7 @@ unsafe fn lazy_dot1<W>(
     q: u64,
     onto: bool,
 ) {
-    for (start, end, accumulate) in chunks(a.len(), onto) {
+    for (start, end, accumulate) in chunks(a.len(), LAZY_TERMS, 1, onto) {
         // SAFETY: the caller's guarantees; a chunk sums at most LAZY_TERMS terms, one fewer
         // when it adds the running sum.
         unsafe { (f.dot1)(acc, &a[start..end], &b[start..end], q, accumulate) };
@@ -124,7 +126,7 @@ unsafe fn lazy_dot2<W>(
     q: u64,
     onto: bool,
 ) {
-    for (start, end, accumulate) in chunks(d.len(), onto) {
+    for (start, end, accumulate) in chunks(d.len(), LAZY_TERMS, 1, onto) {
         let (d, b, a) = (&d[start..end], &b[start..end], &a[start..end]);
         // SAFETY: as in `lazy_dot1`.
         unsafe { (f.dot2)(acc0, acc1, d, b, a, q, accumulate) };
@@ -293,9 +295,9 @@ pub(crate) fn dot1_narrow_with(
         }
     }
     let mut wide = vec![0u64; WIDEN_TERMS * acc.len()];
-    for (r, onto) in pieces(b.len(), WIDEN_TERMS) {
-        let bw = widen(&b[r.clone()], acc.len(), &mut wide);
-        dot1_with(k, acc, &a[r], &bw, bc, onto);
+    for (start, end, onto) in chunks(b.len(), WIDEN_TERMS, 0, false) {
+        let bw = widen(&b[start..end], acc.len(), &mut wide);
+        dot1_with(k, acc, &a[start..end], &bw, bc, onto);
     }
 }
 
@@ -346,9 +348,9 @@ pub(crate) fn dot2_narrow_with(
         }
     }
     let mut wide = vec![0u64; WIDEN_TERMS * n];
-    for (r, onto) in pieces(d.len(), WIDEN_TERMS) {
-        let dw = widen(&d[r.clone()], n, &mut wide);
-        dot2_with(k, acc0, acc1, &dw, &b[r.clone()], &a[r], bc, onto);
+    for (start, end, onto) in chunks(d.len(), WIDEN_TERMS, 0, false) {
+        let dw = widen(&d[start..end], n, &mut wide);
+        dot2_with(k, acc0, acc1, &dw, &b[start..end], &a[start..end], bc, onto);
     }
 }
 
@@ -365,8 +367,8 @@ unsafe fn ifma_dot1<W: crate::vecops_ifma::Lanes>(
     q: u64,
     onto: bool,
 ) {
-    for (r, later) in pieces(a.len(), crate::vecops_ifma::LAZY_TERMS) {
-        crate::vecops_ifma::dot1(acc, &a[r.clone()], &b[r], q, onto || later);
+    for (start, end, accumulate) in chunks(a.len(), crate::vecops_ifma::LAZY_TERMS, 0, onto) {
+        crate::vecops_ifma::dot1(acc, &a[start..end], &b[start..end], q, accumulate);
     }
 }
 
@@ -384,18 +386,10 @@ unsafe fn ifma_dot2<W: crate::vecops_ifma::Lanes>(
     q: u64,
     onto: bool,
 ) {
-    for (r, later) in pieces(d.len(), crate::vecops_ifma::LAZY_TERMS) {
-        let (d, b, a) = (&d[r.clone()], &b[r.clone()], &a[r]);
-        crate::vecops_ifma::dot2(acc0, acc1, d, b, a, q, onto || later);
+    for (start, end, accumulate) in chunks(d.len(), crate::vecops_ifma::LAZY_TERMS, 0, onto) {
+        let (d, b, a) = (&d[start..end], &b[start..end], &a[start..end]);
+        crate::vecops_ifma::dot2(acc0, acc1, d, b, a, q, accumulate);
     }
-}
-
-/// `0..len` in ranges of at most `step` terms (a kernel's limit), each with whether a range
-/// came before it (its kernel call then adds onto the accumulators).
-fn pieces(len: usize, step: usize) -> impl Iterator<Item = (std::ops::Range<usize>, bool)> {
-    (0..len)
-        .step_by(step)
-        .map(move |s| (s..(s + step).min(len), s > 0))
 }
 
 /// The first `n` words of each of `v` in 64-bit words, in `buf` (`v.len() · n` words at
@@ -510,6 +504,27 @@ mod tests {
     use super::*;
     use crate::modulus::Modulus;
     use crate::primes::generate_primes;
+
+    /// The chunks of a sum: at most `most` terms, `spare` fewer in a chunk that adds onto the
+    /// running sum (what keeps the FMA paths' lazy sums below 2^53), every term once.
+    #[test]
+    fn chunks_respect_the_kernels_term_limits() {
+        let got = |len, most, spare, onto| chunks(len, most, spare, onto).collect::<Vec<_>>();
+        assert_eq!(
+            got(20, 8, 1, false),
+            [(0, 8, false), (8, 15, true), (15, 20, true)]
+        );
+        assert_eq!(
+            got(20, 8, 1, true),
+            [(0, 7, true), (7, 14, true), (14, 20, true)]
+        );
+        assert_eq!(
+            got(20, 8, 0, false),
+            [(0, 8, false), (8, 16, true), (16, 20, true)]
+        );
+        assert_eq!(got(8, 8, 0, true), [(0, 8, true)]);
+        assert!(got(0, 8, 1, false).is_empty());
+    }
 
     #[test]
     fn dot2_matches_scalar_for_many_digit_counts() {
