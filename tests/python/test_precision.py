@@ -55,3 +55,38 @@ def test_refusals() -> None:
     for other in ({"mode": "latency"}, {"protocol": "two-party"}):
         with pytest.raises(heinfer.CompileError, match="throughput-mode, client-aided"):
             heinfer.tune_precision(ti._model("relu-maxpool-2x2"), cal, **other)
+
+
+CRYPTONETS = str(ti.MODELS_DIR / "cryptonets.onnx")
+
+
+def test_a_budget_buys_the_cheapest_plan_within_it_and_runs_within_it() -> None:
+    digits = np.load(ti.MODELS_DIR / "digits_test.npz")["x"]
+    cal, x = digits[:64], digits[64:320]
+    base = heinfer.compile(CRYPTONETS, mode="throughput", calibration=cal)
+    options, candidates, tuned = tuned_program(CRYPTONETS, cal, max_error=2e-4)
+    assert len(candidates) == 25 and candidates[0]["input_bits"] == 24 and candidates[0]["weight_bits"] == 16
+    chosen = next(c for c in candidates if (c["input_bits"], c["weight_bits"]) == (options["input_bits"], options["weight_bits"]))
+    assert chosen["simulated_error"] <= 2e-4
+    assert chosen["cost"] < candidates[0]["cost"] and len(tuned.params["log_q"]) < len(base.params["log_q"])
+    # every cheaper split was simulated and errs beyond the budget; none at the same cost errs less
+    for c in candidates:
+        if c["cost"] is not None and c["cost"] < chosen["cost"] * (1 - 1e-9):
+            assert c["simulated_error"] is not None and c["simulated_error"] > 2e-4
+        if c["cost"] is not None and abs(c["cost"] - chosen["cost"]) <= 1e-9 * chosen["cost"]:
+            assert c["simulated_error"] >= chosen["simulated_error"]
+    assert tuned.to_bytes() == heinfer.compile(CRYPTONETS, mode="throughput", calibration=cal, **options).to_bytes()
+    # encrypted, on digits it was not tuned on: within the budget (twice it: other inputs)
+    want = om.run_onnxruntime((ti.MODELS_DIR / "cryptonets.onnx").read_bytes(), x)
+    got = heinfer.infer(tuned, x).outputs
+    assert np.abs(got - want).max() <= 2 * 2e-4 * np.abs(want).max()
+    assert (got.argmax(1) == want.argmax(1)).mean() >= 0.99
+
+
+def test_a_budget_the_requested_bits_miss_is_refused() -> None:
+    cal = np.load(ti.MODELS_DIR / "digits_test.npz")["x"][:64]
+    with pytest.raises(heinfer.CompileError, match="no split within max_error"):
+        heinfer.tune_precision(CRYPTONETS, cal, shift=1, max_error=1e-9)
+    for bad in (0.0, -1e-3, float("nan"), float("inf"), "1e-3"):
+        with pytest.raises(heinfer.CompileError, match="max_error must be a positive number"):
+            heinfer.tune_precision(CRYPTONETS, cal, max_error=bad)

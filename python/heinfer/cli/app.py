@@ -129,6 +129,13 @@ def cli() -> None:
     "whose simulated error on the calibration inputs is least (heinfer.tune_precision).",
 )
 @click.option(
+    "--max-error",
+    type=click.FloatRange(min=0.0, min_open=True),
+    help="With --tune-precision: lower --input-bits and --weight-bits (by up to 4 each) to the "
+    "plan the cost model prices cheapest whose simulated error, over the largest output on the "
+    "calibration inputs, is at most this (e.g. 2e-4).",
+)
+@click.option(
     "--link-mbps",
     type=click.FloatRange(min=0.001),
     help="--protocol two-party: the client's link in Mbit/s (default 1000, GAZELLE's LAN), which "
@@ -150,6 +157,7 @@ def compile_cmd(
     input_bits: int | None,
     weight_bits: int | None,
     tune_precision: bool,
+    max_error: float | None,
     link_mbps: float | None,
     as_json: bool,
 ) -> None:
@@ -174,6 +182,8 @@ def compile_cmd(
     bits = {k: v for k, v in (("input_bits", input_bits), ("weight_bits", weight_bits)) if v is not None}
     if (bits or tune_precision) and (mode != "throughput" or protocol != "client-aided" or features is not None):
         raise CliError("--input-bits, --weight-bits and --tune-precision apply to --mode throughput, client-aided, without --features")
+    if max_error is not None and not tune_precision:
+        raise CliError("--max-error applies with --tune-precision")
     if tune_precision and calib is None:
         raise CliError("--tune-precision needs --calibration (the inputs the splits are simulated on)")
     options.update(bits)
@@ -187,9 +197,11 @@ def compile_cmd(
         from heinfer.precision import tuned_program
 
         with _Spinner("tuning the precision", enabled=not as_json):
-            found, table, program = tuned_program(model, calib, input_bound=input_bound, security=int(security), **options)
+            found, table, program = tuned_program(
+                model, calib, max_error=max_error, input_bound=input_bound, security=int(security), **options
+            )
         options = {k: v for k, v in found.items() if k not in ("input_bound", "security")}
-        tuned = next(r for r in table if r["input_bits"] == options["input_bits"])
+        tuned = next(r for r in table if (r["input_bits"], r["weight_bits"]) == (options["input_bits"], options["weight_bits"]))
     else:
         with _Spinner("compiling", enabled=not as_json), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", heinfer.PrecisionWarning)

@@ -59,6 +59,13 @@ UNIT_DECRYPT = BATCH_UNITS["batch_decrypt"]
 UNIT_GEMM_IO = BATCH_UNITS["gemm_io"]
 UNIT_BYTE = BATCH_UNITS["wire_byte"]
 
+#: A layer in two digits costs this much more per digit and limb than one in one digit: its
+#: partial products are recombined, and only one-digit layers run in the fused
+#: linear → square → linear chain. Measured on CryptoNets (AMD EPYC Zen 4, 2026-11-30):
+#: 50-bit primes in two digits 464 ms per 10^6 multiply-adds of a ring coefficient's limb
+#: digits, 30-bit primes in one digit (fused) 379 ms (×1.22), and 1.1–1.3× end to end.
+TWO_DIGIT_FACTOR = 1.25
+
 
 def max_log_qp(log_n: int, security: int) -> int | None:
     """Largest ``log2(QP)`` for ``N = 2^log_n`` at ``security`` bits, or ``None``."""
@@ -188,7 +195,7 @@ def _op_cost(op, layer, limbs: int, parts: int, relin: bool, k: int) -> float:
     """Cost of ``op`` on ``limbs`` limbs and ``parts`` parts, then a rescale by ``k`` primes."""
     cost = 0.0
     if isinstance(op, Linear):
-        cost += UNIT_FMA * op.nnz * parts * limbs * layer.digits
+        cost += UNIT_FMA * op.nnz * parts * limbs * (1.0 if layer.digits == 1 else 2.0 * TWO_DIGIT_FACTOR)
         # the kernel's reduction and packing: per output and input element
         cost += UNIT_GEMM_IO * (op.matrix.shape[0] + op.matrix.shape[1]) * parts * limbs
     else:

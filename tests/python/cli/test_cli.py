@@ -136,6 +136,15 @@ def test_compile_precision_options_and_tuning(files: dict) -> None:
     r = invoke("compile", model, "-o", str(out), "--calibration", DIGITS, "--tune-precision")
     assert r.exit_code == 0 and "precision tuned: input_bits=" in r.stdout, r.output
     assert_user_error(invoke("compile", model, "-o", str(out), "--input-bound", "1", "--tune-precision"), "needs --calibration")
+    # an error budget: fewer bits, a cheaper plan (CryptoNets: a prime fewer), the budget kept
+    cn = os.path.join(MODELS, "cryptonets.onnx")
+    r = invoke("compile", cn, "-o", str(out), "--calibration", DIGITS, "--tune-precision", "--max-error", "2e-4", "--json")
+    assert r.exit_code == 0, r.output
+    tuned = json.loads(r.stdout)["tuned"]
+    assert tuned["simulated_error"] <= 2e-4 and tuned["input_bits"] + tuned["weight_bits"] < 40
+    assert len(heinfer.load_program(out.read_bytes()).params["log_q"]) == 5
+    assert_user_error(invoke("compile", cn, "-o", str(out), "--calibration", DIGITS, "--max-error", "2e-4"), "applies with --tune-precision")
+    assert_user_error(invoke("compile", cn, "-o", str(out), "--calibration", DIGITS, "--tune-precision", "--max-error", "1e-12"), "no split within")
     assert_user_error(invoke("compile", model, "-o", str(out), "--calibration", DIGITS, "--mode", "latency", "--weight-bits", "20"), "apply to --mode throughput")
 
 
