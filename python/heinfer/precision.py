@@ -62,7 +62,8 @@ def tuned_program(
 ) -> tuple[dict, list[dict], Any]:
     """:func:`tune_precision` and the program it chose, compiled once (what
     ``heinfer compile --tune-precision`` writes). Only the requested split's program and the
-    best one so far are kept while the others are tried."""
+    best one so far are kept while the others are tried (with ``max_error``, the programs of
+    one cost at a time)."""
     from heinfer.compilation import compile as compile_program
 
     if not isinstance(shift, int) or shift < 0 or not isinstance(seeds, int) or seeds < 1:
@@ -119,9 +120,12 @@ def tuned_program(
 
 def _cheapest_within(build, base, bits: tuple[int, int], shift: int, budget: float, error) -> tuple[dict, list[dict], Any]:
     """The budget search of :func:`tuned_program`: ``build(i, w)`` compiles a split, ``base``
-    is the requested one's program (``bits``), ``error(prog)`` simulates one."""
+    is the requested one's program (``bits``), ``error(prog)`` simulates one. Every split is
+    compiled once to price it and only the cost is kept; the splits of the cost being
+    simulated are compiled again (compiling is deterministic and far cheaper than
+    simulating), so at most one cost's programs are held at a time."""
     ib, wb = bits
-    candidates, programs = [], {}
+    candidates = []
     for a in range(shift + 1):
         for c in range(shift + 1):
             i, w = ib - a, wb - c
@@ -135,19 +139,23 @@ def _cheapest_within(build, base, bits: tuple[int, int], shift: int, budget: flo
                 continue
             row["same_limbs"] = _limbs(prog) == _limbs(base)
             row["cost"] = float(prog.meta["cost_ns_per_coeff"])
-            programs[(i, w)] = prog
-    # cheapest first; a cost within 1e-9 of another is the same plan shape
-    costs = sorted({row["cost"] for row in candidates if row["cost"] is not None})
-    for cost in costs:
-        same = [row for row in candidates if row["cost"] is not None and abs(row["cost"] - cost) <= 1e-9 * cost]
+    priced = sorted((row for row in candidates if row["cost"] is not None), key=lambda r: r["cost"])
+    while priced:
+        # cheapest first; costs within 1e-9 of each other are the same plan shape
+        cost = priced[0]["cost"]
+        same = [row for row in priced if row["cost"] <= cost * (1 + 1e-9)]
+        priced = priced[len(same):]
+        programs = {}
         for row in same:
-            row["simulated_error"] = error(programs[(row["input_bits"], row["weight_bits"])])
+            key = (row["input_bits"], row["weight_bits"])
+            programs[key] = base if key == bits else build(*key)
+            row["simulated_error"] = error(programs[key])
         within = [row for row in same if row["simulated_error"] <= budget]
         if within:
             # the least error at this cost (ties: the most bits kept)
             best = min(within, key=lambda r: (r["simulated_error"], -(r["input_bits"] + r["weight_bits"])))
-            found = {"input_bits": best["input_bits"], "weight_bits": best["weight_bits"]}
-            return found, candidates, programs[(best["input_bits"], best["weight_bits"])]
+            key = (best["input_bits"], best["weight_bits"])
+            return {"input_bits": key[0], "weight_bits": key[1]}, candidates, programs[key]
     requested = candidates[0]["simulated_error"]
     raise CompileError(
         f"tune_precision: no split within max_error={budget:.3g}: the requested input_bits={ib}, "
