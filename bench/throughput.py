@@ -120,7 +120,7 @@ def run_model(name: str, data: dict, quick: bool) -> dict:
         "ngraph_he2_compared_with": "end_to_end" if rep["rounds"] else "server",
         "speedup_vs_ngraph_he2": cap / (rep["queries_s"] if rep["rounds"] else rep["server_s"]) / NGRAPH_HE2[name],
     }
-    out["tuned"] = measure_tuned(path, prog, calib, x, ref, runs)
+    out["tuned"] = measure_tuned(path, prog, calib, x, y, ref, runs)
     base = heinfer.compile(path, calibration=calib, lazy=False)
     out["baseline_params"] = {k: base.params[k] for k in ("log_n", "log_q", "log_p")}
     out["optimizations"] = measure_optimizations(base, quick)
@@ -148,7 +148,7 @@ def run_model(name: str, data: dict, quick: bool) -> dict:
     return out
 
 
-def measure_tuned(path: str, prog, calib: np.ndarray, x: np.ndarray, ref: np.ndarray, runs: int) -> dict:
+def measure_tuned(path: str, prog, calib: np.ndarray, x: np.ndarray, y: np.ndarray, ref: np.ndarray, runs: int) -> dict:
     """The model compiled with its precision tuned to :data:`TUNED_ERROR`, measured on the
     same batch as the default program when its plan differs (``None`` figures otherwise)."""
     from heinfer.precision import tuned_program
@@ -166,6 +166,7 @@ def measure_tuned(path: str, prog, calib: np.ndarray, x: np.ndarray, ref: np.nda
         "images_per_s_per_core": len(x) / rep["server_s"],
         "end_to_end_images_per_s": len(x) / rep["queries_s"],
         "bytes_per_image": (rep["bytes_up"] + rep["bytes_down"]) / len(x),
+        "accuracy": float((best.outputs.argmax(1) == y).mean()),
         "agreement": float((best.outputs.argmax(1) == ref.argmax(1)).mean()),
         "max_abs_logit_error": float(np.abs(best.outputs - ref).max()),
         "relative_logit_error": float(np.abs(best.outputs - ref).max() / np.abs(ref).max()),
@@ -265,7 +266,7 @@ def main() -> None:
             f"log_q={tu['params']['log_q']}: "
             + ("the default plan" if tu["same_plan"] else
                f"server {tu['images_per_s_per_core']:.0f} images/s per core, end to end {tu['end_to_end_images_per_s']:.0f}, "
-               f"{tu['bytes_per_image'] / 1e6:.4f} MB/image, agreement {tu['agreement']:.4f}, "
+               f"{tu['bytes_per_image'] / 1e6:.4f} MB/image, accuracy {tu['accuracy']:.4f}, agreement {tu['agreement']:.4f}, "
                f"max |logit error| {tu['max_abs_logit_error']:.2e} ({tu['relative_logit_error']:.1e} of the largest logit; "
                f"default plan {r['relative_logit_error']:.1e})")
         )
