@@ -150,7 +150,8 @@ def run_model(name: str, data: dict, quick: bool) -> dict:
 
 def measure_tuned(path: str, prog, calib: np.ndarray, x: np.ndarray, y: np.ndarray, ref: np.ndarray, runs: int) -> dict:
     """The model compiled with its precision tuned to :data:`TUNED_ERROR`, measured on the
-    same batch as the default program when its plan differs (``None`` figures otherwise)."""
+    same batch as the default program when its plan differs (otherwise only the options and
+    parameters, ``same_plan`` true)."""
     from heinfer.precision import tuned_program
 
     options, _, tuned = tuned_program(path, calib, max_error=TUNED_ERROR)

@@ -61,9 +61,10 @@ UNIT_BYTE = BATCH_UNITS["wire_byte"]
 
 #: A layer in two digits costs this much more per digit and limb than one in one digit: its
 #: partial products are recombined, and only one-digit layers run in the fused
-#: linear → square → linear chain. Measured on CryptoNets (AMD EPYC Zen 4, 2026-11-30):
-#: 50-bit primes in two digits 464 ms per 10^6 multiply-adds of a ring coefficient's limb
-#: digits, 30-bit primes in one digit (fused) 379 ms (×1.22), and 1.1–1.3× end to end.
+#: linear → square → linear chain. Measured on CryptoNets' server (AMD EPYC Zen 4, 2026-11-30,
+#: a batch of 4,096): its linear layers and squares took 464 ms per 10^6 of (weights × parts ×
+#: limbs × digits) on three 50-bit primes in two digits, 379 ms on five 30-bit primes in one
+#: (×1.22 per digit), and the 50-bit plan ran 25 % slower on the server, 10 % end to end.
 TWO_DIGIT_FACTOR = 1.25
 
 
