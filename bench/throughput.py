@@ -80,25 +80,15 @@ def run_model(name: str, data: dict, quick: bool) -> dict:
     reps = -(-cap // len(x_all))
     x = np.concatenate([x_all] * reps)[:cap]
     y = np.concatenate([y_all] * reps)[:cap]
-    client, server = heinfer.Client(prog), heinfer.Server(prog)
-    heinfer.infer(prog, x_all[:8], client=client, server=server)  # warm-up (pools, allocator)
     runs = 1 if quick else 2
-    best = None
-    for _ in range(runs):
-        r = heinfer.infer(prog, x, client=client, server=server)
-        if best is None or r.report["queries_s"] < best.report["queries_s"]:
-            best = r
-    rep = best.report
     ref = reference(name, x)
-    agree = float((best.outputs.argmax(1) == ref.argmax(1)).mean())
-    acc = float((best.outputs.argmax(1) == y).mean())
-    err = float(np.abs(best.outputs - ref).max())
+    m = measure(prog, x, y, ref, runs)
+    rep = m.pop("report")
     out = {
         "images": cap,
         "params": {k: prog.params[k] for k in ("log_n", "log_q", "log_p", "security")},
         "packing": prog.packing,
-        "images_per_s_per_core": cap / rep["server_s"],
-        "end_to_end_images_per_s": cap / rep["queries_s"],
+        **m,
         "amortized_latency_ms": 1e3 * rep["queries_s"] / cap,
         "total_latency_s": rep["queries_s"],
         "server_s": rep["server_s"],
@@ -106,11 +96,6 @@ def run_model(name: str, data: dict, quick: bool) -> dict:
         "rounds": rep["rounds"],
         "bytes_per_image_up": rep["bytes_up"] / cap,
         "bytes_per_image_down": rep["bytes_down"] / cap,
-        "bytes_per_image": (rep["bytes_up"] + rep["bytes_down"]) / cap,
-        "accuracy": acc,
-        "agreement": agree,
-        "max_abs_logit_error": err,
-        "relative_logit_error": err / float(np.abs(ref).max()),
         "predicted_error": prog.meta["predicted_error"][-1],
         "precision": prog.segments[-1].precision,
         "target_images_per_s": TARGETS[name],
@@ -126,16 +111,17 @@ def run_model(name: str, data: dict, quick: bool) -> dict:
     out["optimizations"] = measure_optimizations(base, quick)
     if prog.packing != "real":  # no squares: compare the batch layouts on the whole network
         layouts = {}
-        for packing in ("real", "complex", "coeff"):
+        for packing in ("real", "complex", "coeff"):  # each with its own parties and warm-up
             p2 = prog if packing == prog.packing else heinfer.compile(path, calibration=calib, packing=packing)
-            x2 = np.concatenate([x_all] * -(-p2.batch_capacity // len(x_all)))[: p2.batch_capacity]
-            c2, s2 = (client, server) if p2 is prog else (heinfer.Client(p2), heinfer.Server(p2))
-            r2 = heinfer.infer(p2, x2, client=c2, server=s2).report
+            n2 = -(-p2.batch_capacity // len(x_all))
+            x2 = np.concatenate([x_all] * n2)[: p2.batch_capacity]
+            y2 = np.concatenate([y_all] * n2)[: p2.batch_capacity]
+            m2 = measure(p2, x2, y2, reference(name, x2), 1)
             layouts[packing] = {
                 "items_per_query": p2.batch_capacity,
-                "images_per_s_server": p2.batch_capacity / r2["server_s"],
-                "images_per_s_end_to_end": p2.batch_capacity / r2["queries_s"],
-                "bytes_per_image": (r2["bytes_up"] + r2["bytes_down"]) / p2.batch_capacity,
+                "images_per_s_server": m2["images_per_s_per_core"],
+                "images_per_s_end_to_end": m2["end_to_end_images_per_s"],
+                "bytes_per_image": m2["bytes_per_image"],
             }
         out["layouts"] = layouts
         out["optimizations"]["complex_packing"] = {
@@ -146,6 +132,29 @@ def run_model(name: str, data: dict, quick: bool) -> dict:
             "ratio_vs_complex_end_to_end": layouts["coeff"]["images_per_s_end_to_end"] / layouts["complex"]["images_per_s_end_to_end"],
         }
     return out
+
+
+def measure(prog, x: np.ndarray, y: np.ndarray, ref: np.ndarray, runs: int) -> dict:
+    """A full batch ``x`` through a real Client and Server in this process (``heinfer.infer``,
+    after a warm-up on 8 items), the fastest of ``runs`` end to end: images/s of the server
+    (``Server.seconds``: parsing, the segments, serializing) and end to end, bytes per image,
+    accuracy on the labels ``y``, agreement and logit error against onnxruntime's ``ref``, and
+    that run's ``report``."""
+    client, server = heinfer.Client(prog), heinfer.Server(prog)
+    heinfer.infer(prog, x[:8], client=client, server=server)  # warm-up (pools, allocator)
+    best = min((heinfer.infer(prog, x, client=client, server=server) for _ in range(runs)), key=lambda r: r.report["queries_s"])
+    rep, n = best.report, len(x)
+    err = float(np.abs(best.outputs - ref).max())
+    return {
+        "images_per_s_per_core": n / rep["server_s"],
+        "end_to_end_images_per_s": n / rep["queries_s"],
+        "bytes_per_image": (rep["bytes_up"] + rep["bytes_down"]) / n,
+        "accuracy": float((best.outputs.argmax(1) == y).mean()),
+        "agreement": float((best.outputs.argmax(1) == ref.argmax(1)).mean()),
+        "max_abs_logit_error": err,
+        "relative_logit_error": err / float(np.abs(ref).max()),
+        "report": rep,
+    }
 
 
 def measure_tuned(path: str, prog, calib: np.ndarray, x: np.ndarray, y: np.ndarray, ref: np.ndarray, runs: int) -> dict:
@@ -159,18 +168,10 @@ def measure_tuned(path: str, prog, calib: np.ndarray, x: np.ndarray, y: np.ndarr
            "params": {k: tuned.params[k] for k in ("log_n", "log_q", "log_p")}, "same_plan": tuned.params == prog.params}
     if row["same_plan"]:
         return row
-    client, server = heinfer.Client(tuned), heinfer.Server(tuned)
-    heinfer.infer(tuned, x[:8], client=client, server=server)
-    best = min((heinfer.infer(tuned, x, client=client, server=server) for _ in range(runs)), key=lambda r: r.report["queries_s"])
-    rep = best.report
+    m = measure(tuned, x, y, ref, runs)
+    del m["report"]
     row.update({
-        "images_per_s_per_core": len(x) / rep["server_s"],
-        "end_to_end_images_per_s": len(x) / rep["queries_s"],
-        "bytes_per_image": (rep["bytes_up"] + rep["bytes_down"]) / len(x),
-        "accuracy": float((best.outputs.argmax(1) == y).mean()),
-        "agreement": float((best.outputs.argmax(1) == ref.argmax(1)).mean()),
-        "max_abs_logit_error": float(np.abs(best.outputs - ref).max()),
-        "relative_logit_error": float(np.abs(best.outputs - ref).max() / np.abs(ref).max()),
+        **m,
         "predicted_error": tuned.meta["predicted_error"][-1],
     })
     return row

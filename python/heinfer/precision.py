@@ -68,7 +68,7 @@ def tuned_program(
 
     if not isinstance(shift, int) or shift < 0 or not isinstance(seeds, int) or seeds < 1:
         raise CompileError(f"tune_precision: shift must be an integer ≥ 0 and seeds ≥ 1, got {shift!r}, {seeds!r}")
-    if max_error is not None and not (isinstance(max_error, (int, float)) and math.isfinite(max_error) and max_error > 0):
+    if max_error is not None and (isinstance(max_error, bool) or not (isinstance(max_error, (int, float)) and math.isfinite(max_error) and max_error > 0)):
         raise CompileError(f"tune_precision: max_error must be a positive number, got {max_error!r}")
     if options.pop("mode", "throughput") != "throughput" or options.pop("protocol", "client-aided") != "client-aided":
         raise CompileError("tune_precision tunes throughput-mode, client-aided plans only")

@@ -87,6 +87,6 @@ def test_a_budget_the_requested_bits_miss_is_refused() -> None:
     cal = np.load(ti.MODELS_DIR / "digits_test.npz")["x"][:64]
     with pytest.raises(heinfer.CompileError, match="no split within max_error"):
         heinfer.tune_precision(CRYPTONETS, cal, shift=1, max_error=1e-9)
-    for bad in (0.0, -1e-3, float("nan"), float("inf"), "1e-3"):
+    for bad in (0.0, -1e-3, float("nan"), float("inf"), "1e-3", True):
         with pytest.raises(heinfer.CompileError, match="max_error must be a positive number"):
             heinfer.tune_precision(CRYPTONETS, cal, max_error=bad)

@@ -59,13 +59,8 @@ UNIT_DECRYPT = BATCH_UNITS["batch_decrypt"]
 UNIT_GEMM_IO = BATCH_UNITS["gemm_io"]
 UNIT_BYTE = BATCH_UNITS["wire_byte"]
 
-#: A layer in two digits costs this much more per digit and limb than one in one digit: its
-#: partial products are recombined, and only one-digit layers run in the fused
-#: linear → square → linear chain. Measured on CryptoNets' server (AMD EPYC Zen 4, 2026-11-30,
-#: a batch of 4,096): its linear layers and squares took 464 ms per 10^6 of (weights × parts ×
-#: limbs × digits) on three 50-bit primes in two digits, 379 ms on five 30-bit primes in one
-#: (×1.22 per digit), and the 50-bit plan ran 25 % slower on the server, 10 % end to end.
-TWO_DIGIT_FACTOR = 1.25
+#: What a layer in two digits pays per digit over one in one digit (see BATCH_UNITS).
+UNIT_TWO_DIGIT = BATCH_UNITS["gemm_two_digit"]
 
 
 def max_log_qp(log_n: int, security: int) -> int | None:
@@ -196,7 +191,7 @@ def _op_cost(op, layer, limbs: int, parts: int, relin: bool, k: int) -> float:
     """Cost of ``op`` on ``limbs`` limbs and ``parts`` parts, then a rescale by ``k`` primes."""
     cost = 0.0
     if isinstance(op, Linear):
-        cost += UNIT_FMA * op.nnz * parts * limbs * (1.0 if layer.digits == 1 else 2.0 * TWO_DIGIT_FACTOR)
+        cost += UNIT_FMA * op.nnz * parts * limbs * (1.0 if layer.digits == 1 else 2.0 * UNIT_TWO_DIGIT)
         # the kernel's reduction and packing: per output and input element
         cost += UNIT_GEMM_IO * (op.matrix.shape[0] + op.matrix.shape[1]) * parts * limbs
     else:
