@@ -18,6 +18,7 @@ use super::{
 use crate::ciphertext::Ciphertext;
 use crate::error::{CkksError, Result};
 use crate::keygen::basis_indices;
+use crate::narrow::{narrow_into, NarrowBatch};
 use crate::params::CkksParams;
 use rayon::prelude::*;
 
@@ -295,6 +296,50 @@ pub fn ciphertext_batch_from_bytes_rounded(
     Ok(cts)
 }
 
+/// A decoded batch: its ciphertexts, or the same residues in 32-bit words.
+#[derive(Debug)]
+pub enum DecodedBatch {
+    /// Ciphertexts in 64-bit words.
+    Wide(Vec<Ciphertext>),
+    /// Two-part ciphertexts whose level's primes are all below `2^32`, in 32-bit words.
+    Narrow(NarrowBatch),
+}
+
+/// [`ciphertext_batch_from_bytes`] keeping the residues in 32-bit words ([`NarrowBatch`])
+/// when the ciphertexts allow it — two parts, every prime of their level below `2^32` —
+/// and as ciphertexts otherwise. The same checks and errors; each ciphertext is decoded as
+/// usual, then copied into its 32-bit words while it is still in cache.
+pub fn ciphertext_batch_from_bytes_narrow(
+    params: &CkksParams,
+    bytes: &[u8],
+    max_bytes: usize,
+    max_count: usize,
+) -> Result<DecodedBatch> {
+    let slices = batch_slices(params, bytes, max_bytes, max_count, &[])?;
+    let first = ciphertext_from_bytes_rounded(params, slices[0], max_bytes, &[])?;
+    let shape = |c: &Ciphertext| (c.level(), c.size(), c.scale());
+    let head = shape(&first);
+    if head.1 != 2 || !NarrowBatch::fits(params, head.0) {
+        return ciphertext_batch_from_bytes(params, bytes, max_bytes, max_count)
+            .map(DecodedBatch::Wide);
+    }
+    let out = NarrowBatch::fill(params, slices.len(), head.0, head.2, |k, slot| {
+        let decoded;
+        let ct = if k == 0 {
+            &first
+        } else {
+            decoded = ciphertext_from_bytes_rounded(params, slices[k], max_bytes, &[])?;
+            &decoded
+        };
+        if let Some(m) = differs(k, shape(ct), head) {
+            return Err(batch_err(m));
+        }
+        narrow_into(ct, slot);
+        Ok(ct.seed)
+    })?;
+    Ok(DecodedBatch::Narrow(out))
+}
+
 /// Validates a batch exactly as [`ciphertext_batch_from_bytes`] does (every check, every
 /// residue; see [`super::ciphertext_check`]) without building the ciphertexts, and returns
 /// their count and common shape: what a party that forwards the bytes, unchanged, to the
@@ -334,23 +379,22 @@ pub fn check_uniform(
     let Some(f) = it.next() else {
         return Ok(());
     };
-    match it
-        .enumerate()
-        .find(|(_, c)| c.0 != f.0 || c.1 != f.1 || ((c.2 - f.2) / f.2).abs() > 1e-9)
-    {
-        Some((i, c)) => Err(format!(
-            "ciphertext {} differs from ciphertext 0 in level, size or scale \
-             ({} {} {:e} vs {} {} {:e})",
-            i + 1,
-            c.0,
-            c.1,
-            c.2,
-            f.0,
-            f.1,
-            f.2
-        )),
+    match it.enumerate().find_map(|(i, c)| differs(i + 1, c, f)) {
+        Some(m) => Err(m),
         None => Ok(()),
     }
+}
+
+/// The message of [`check_uniform`] when ciphertext `k` (shape `c`) differs from ciphertext 0
+/// (shape `f`); `None` when it does not.
+fn differs(k: usize, c: (usize, usize, f64), f: (usize, usize, f64)) -> Option<String> {
+    (c.0 != f.0 || c.1 != f.1 || ((c.2 - f.2) / f.2).abs() > 1e-9).then(|| {
+        format!(
+            "ciphertext {k} differs from ciphertext 0 in level, size or scale \
+             ({} {} {:e} vs {} {} {:e})",
+            c.0, c.1, c.2, f.0, f.1, f.2
+        )
+    })
 }
 
 /// Exact length of [`super::relin_key_to_bytes`]: header, digit count, then per digit `b`

@@ -25,10 +25,10 @@ mod wire;
 
 pub use batch::{
     check_uniform, ciphertext_batch_check, ciphertext_batch_from_bytes,
-    ciphertext_batch_from_bytes_rounded, ciphertext_batch_parts, ciphertext_batch_to_bytes,
-    ciphertext_batch_to_bytes_rounded, ciphertext_batch_wire_bytes, ciphertext_wire_bytes,
-    galois_keys_wire_bytes, relin_key_wire_bytes, BatchParts, BATCH_HEADER_BYTES, BATCH_MAGIC,
-    BATCH_VERSION,
+    ciphertext_batch_from_bytes_narrow, ciphertext_batch_from_bytes_rounded,
+    ciphertext_batch_parts, ciphertext_batch_to_bytes, ciphertext_batch_to_bytes_rounded,
+    ciphertext_batch_wire_bytes, ciphertext_wire_bytes, galois_keys_wire_bytes,
+    relin_key_wire_bytes, BatchParts, DecodedBatch, BATCH_HEADER_BYTES, BATCH_MAGIC, BATCH_VERSION,
 };
 pub use keys::{
     fresh_galois_keys_bytes, fresh_galois_keys_into, fresh_galois_keys_len, galois_key_from_bytes,
