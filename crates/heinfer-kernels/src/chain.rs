@@ -12,10 +12,11 @@
 use crate::convert::simd::{self, Bias};
 use crate::error::{KernelError, Result};
 use crate::gemm::{self, MR, NR};
+use crate::input::{self, prefetch, Inputs};
 use crate::linear::LinearLayer;
 use crate::output::{alloc_outputs, finish_outputs, residue_of_integral, Packing, SyncPtr};
-use crate::prefetch::{prefetch, AHEAD};
-use heinfer_ckks::{Ciphertext, CkksParams};
+use crate::prefetch::AHEAD;
+use heinfer_ckks::{Ciphertext, CkksParams, NarrowBatch};
 use heinfer_math::Modulus;
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
@@ -34,15 +35,41 @@ pub fn square_chain(
     bias2: Option<&[f64]>,
     packing: Packing,
 ) -> Result<Vec<Ciphertext>> {
+    chain(params, first, second, inputs, bias1, bias2, packing)
+}
+
+/// [`square_chain`] on inputs kept in 32-bit words ([`NarrowBatch`]): the same outputs, bit
+/// for bit, with half the input memory read (CryptoNets' query: 308 instead of 617 MB).
+pub fn square_chain_narrow(
+    params: &CkksParams,
+    first: &LinearLayer,
+    second: &LinearLayer,
+    inputs: &NarrowBatch,
+    bias1: Option<&[f64]>,
+    bias2: Option<&[f64]>,
+    packing: Packing,
+) -> Result<Vec<Ciphertext>> {
+    chain(params, first, second, inputs, bias1, bias2, packing)
+}
+
+fn chain<I: Inputs + ?Sized>(
+    params: &CkksParams,
+    first: &LinearLayer,
+    second: &LinearLayer,
+    inputs: &I,
+    bias1: Option<&[f64]>,
+    bias2: Option<&[f64]>,
+    packing: Packing,
+) -> Result<Vec<Ciphertext>> {
     let head = first.check_inputs(params, inputs, bias1)?;
-    if head.size() != 2
+    if head.size != 2
         || first.digits() != 1
         || second.digits() != 1
         || second.in_count() != first.out_count()
     {
         return Err(KernelError::InvalidOperands(format!(
             "a square chain needs 2-part inputs, one digit per layer and chained sizes (got {} parts, {}→{} and {}→{})",
-            head.size(),
+            head.size,
             first.in_count(),
             first.out_count(),
             second.in_count(),
@@ -58,7 +85,7 @@ pub fn square_chain(
             )));
         }
     }
-    let (level, n) = (head.level(), params.n());
+    let (level, n) = (head.level, params.n());
     let limbs = level + 1;
     for &q in &params.q()[..limbs] {
         if !first.is_exact_for(q) || !second.is_exact_for(q) {
@@ -74,7 +101,7 @@ pub fn square_chain(
             )));
         }
     }
-    let mid_scale = head.scale() * first.weight_scale();
+    let mid_scale = head.scale * first.weight_scale();
     // rounded to integers here, reduced per prime in each task (any magnitude, see
     // `residue_of_integral`)
     let b1: Option<Vec<f64>> = bias1.map(|b| b.iter().map(|&v| (v * mid_scale).round()).collect());
@@ -114,6 +141,7 @@ pub fn square_chain(
             let ctx = Tile {
                 m: &moduli[i],
                 off: i * n + t * NR,
+                has_next: i * n + (t + 2) * NR <= limbs * n,
                 bias1: bias_rows[i].as_deref(),
                 bias_vector: vectors[i].as_deref().map(|v| &v[t * NR..(t + 1) * NR]),
             };
@@ -130,6 +158,8 @@ pub fn square_chain(
 struct Tile<'a> {
     m: &'a Modulus,
     off: usize,
+    /// Whether the inputs' parts have a tile after this one (`off + NR` onwards).
+    has_next: bool,
     /// The first bias per row, centered modulo this limb's prime.
     bias1: Option<&'a [f64]>,
     /// The packing's bias vector on this tile's columns, centered (complex and coefficient
@@ -164,34 +194,31 @@ fn centered(v: u64, q: u64) -> f64 {
     }
 }
 
-fn chain_tile(
+fn chain_tile<I: Inputs + ?Sized>(
     first: &LinearLayer,
     second: &LinearLayer,
-    inputs: &[Ciphertext],
+    inputs: &I,
     t: &Tile<'_>,
     buf: &mut ChainBuffers,
     out: &[Vec<SyncPtr>],
 ) {
     let q = t.m.q;
-    for (k, ct) in inputs.iter().enumerate() {
-        if let Some(ahead) = inputs.get(k + AHEAD) {
-            for part in &ahead.parts()[..2] {
-                prefetch(&part.data()[t.off..t.off + NR]);
-            }
-        }
-        // and this input's words of the next tile (the next task, with one thread or within a
-        // worker's share), which its loads would otherwise wait for one by one again
-        for part in &ct.parts()[..2] {
-            if let Some(next) = part.data().get(t.off + NR..t.off + 2 * NR) {
-                prefetch(next);
+    let count = inputs.count();
+    let words = t.off..t.off + NR;
+    for k in 0..count {
+        if k + AHEAD < count {
+            for p in 0..2 {
+                prefetch(inputs.words(k + AHEAD, p), words.clone());
             }
         }
         for p in 0..2 {
-            simd::center(
-                &ct.parts()[p].data()[t.off..t.off + NR],
-                q,
-                &mut buf.x[p][k * NR..(k + 1) * NR],
-            );
+            let part = inputs.words(k, p);
+            // and this input's words of the next tile (the next task, with one thread or
+            // within a worker's share), which its loads would otherwise wait for one by one
+            if t.has_next {
+                prefetch(part, t.off + NR..t.off + 2 * NR);
+            }
+            input::center(part, words.clone(), q, &mut buf.x[p][k * NR..(k + 1) * NR]);
         }
     }
     // first layer, block by block: parts 0 and 1, the bias, the square and the centering for

@@ -40,7 +40,9 @@ pub(crate) mod simd {
         };
     }
     dispatch!(center, center_body, (src: &[u64], q: u64, dst: &mut [f64]));
+    dispatch!(center32, center_body, (src: &[u32], q: u64, dst: &mut [f64]));
     dispatch!(split, split_body, (src: &[u64], q: u64, s: u32, lo: &mut [f64], hi: &mut [f64]));
+    dispatch!(split32, split_body, (src: &[u32], q: u64, s: u32, lo: &mut [f64], hi: &mut [f64]));
     dispatch!(reduce_into, reduce_body, (y: &[f64], q: u64, dst: &mut [MaybeUninit<u64>]));
     dispatch!(square_block, square_block_body, (y: [&[f64]; 2], rows: &[u32], bias: Bias<'_>, q: u64, s: [&mut [f64]; 3]));
 
@@ -63,22 +65,22 @@ pub(crate) mod simd {
         })
     }
 
-    /// `dst = src` centered to `(−q/2, q/2]`, as f64.
+    /// `dst = src` centered to `(−q/2, q/2]`, as f64 (residues in 64- or 32-bit words).
     #[inline(always)]
-    fn center_body(src: &[u64], q: u64, dst: &mut [f64]) {
+    fn center_body<W: Copy + Into<u64>>(src: &[W], q: u64, dst: &mut [f64]) {
         let (half, qf) = ((q / 2) as i64, q as i64);
         for (d, &x) in dst.iter_mut().zip(src) {
-            let x = x as i64;
+            let x = x.into() as i64;
             *d = (if x > half { x - qf } else { x }) as f64;
         }
     }
 
     /// Centered residues split as `hi·2^s + lo` with `lo ∈ [−2^{s−1}, 2^{s−1})`.
     #[inline(always)]
-    fn split_body(src: &[u64], q: u64, s: u32, lo: &mut [f64], hi: &mut [f64]) {
+    fn split_body<W: Copy + Into<u64>>(src: &[W], q: u64, s: u32, lo: &mut [f64], hi: &mut [f64]) {
         let (half, qf, h) = ((q / 2) as i64, q as i64, 1i64 << (s - 1));
         for ((l, u), &x) in lo.iter_mut().zip(hi.iter_mut()).zip(src) {
-            let x = x as i64;
+            let x = x.into() as i64;
             let c = if x > half { x - qf } else { x };
             let top = (c + h) >> s;
             *u = top as f64;

@@ -19,6 +19,7 @@ pub mod chain;
 mod convert;
 pub mod error;
 pub mod gemm;
+mod input;
 pub mod linear;
 pub mod naive;
 mod output;

@@ -28,9 +28,11 @@
 use crate::convert::{simd, split_bits};
 use crate::error::{KernelError, Result};
 use crate::gemm::{self, RowIndex, MR, NR};
+use crate::input::{self, prefetch, InputShape, Inputs};
 use crate::output::{alloc_outputs, finish_outputs, Packing, SyncPtr};
-use crate::prefetch::{prefetch, AHEAD};
-use heinfer_ckks::{Ciphertext, CkksParams};
+use crate::prefetch::AHEAD;
+use heinfer_ckks::compact::Words;
+use heinfer_ckks::{Ciphertext, CkksParams, NarrowBatch};
 use heinfer_math::vecops::{self, BarrettConst};
 use heinfer_math::Modulus;
 use rayon::prelude::*;
@@ -254,23 +256,37 @@ impl LinearLayer {
         self.apply_inner(params, inputs, bias, packing, true)
     }
 
-    fn apply_inner<C: Borrow<Ciphertext> + Sync>(
+    /// [`Self::apply`] (`square` false) or [`Self::apply_squared`] (`square` true) on
+    /// inputs kept in 32-bit words ([`NarrowBatch`]): the same outputs, bit for bit, with
+    /// half the input memory read.
+    pub fn apply_narrow(
         &self,
         params: &CkksParams,
-        inputs: &[C],
+        inputs: &NarrowBatch,
+        bias: Option<&[f64]>,
+        packing: Packing,
+        square: bool,
+    ) -> Result<Vec<Ciphertext>> {
+        self.apply_inner(params, inputs, bias, packing, square)
+    }
+
+    fn apply_inner<I: Inputs + ?Sized>(
+        &self,
+        params: &CkksParams,
+        inputs: &I,
         bias: Option<&[f64]>,
         packing: Packing,
         square: bool,
     ) -> Result<Vec<Ciphertext>> {
         let first = self.check_inputs(params, inputs, bias)?;
-        if square && first.size() != 2 {
+        if square && first.size != 2 {
             return Err(KernelError::InvalidOperands(format!(
                 "a fused square needs 2-part inputs, got {} parts",
-                first.size()
+                first.size
             )));
         }
-        let (level, n) = (first.level(), params.n());
-        let parts = if square { 3 } else { first.size() };
+        let (level, n) = (first.level, params.n());
+        let parts = if square { 3 } else { first.size };
         let limbs = level + 1;
         for (i, &q) in params.q()[..limbs].iter().enumerate() {
             if !self.is_exact_for(q) {
@@ -284,9 +300,9 @@ impl LinearLayer {
             }
         }
         let in_scale = if square {
-            first.scale() * first.scale()
+            first.scale * first.scale
         } else {
-            first.scale()
+            first.scale
         };
         let scale = in_scale * self.weight_scale;
         let (out, ptrs) = alloc_outputs(&self.computed, parts, n, limbs);
@@ -319,18 +335,18 @@ impl LinearLayer {
         finish_outputs(params, out, level, scale, bias, packing)
     }
 
-    pub(crate) fn check_inputs<'a, C: Borrow<Ciphertext>>(
+    pub(crate) fn check_inputs<I: Inputs + ?Sized>(
         &self,
         params: &CkksParams,
-        inputs: &'a [C],
+        inputs: &I,
         bias: Option<&[f64]>,
-    ) -> Result<&'a Ciphertext> {
+    ) -> Result<InputShape> {
         let bad = |m: String| Err(KernelError::InvalidOperands(m));
-        if inputs.len() != self.in_count {
+        if inputs.count() != self.in_count {
             return bad(format!(
                 "the layer reads {} ciphertexts, got {}",
                 self.in_count,
-                inputs.len()
+                inputs.count()
             ));
         }
         if let Some(b) = bias {
@@ -348,37 +364,15 @@ impl LinearLayer {
                 params.n()
             ));
         }
-        let first = inputs[0].borrow();
-        for (k, ct) in inputs.iter().map(Borrow::borrow).enumerate() {
-            params.check_id(ct.params_id())?;
-            if ct.level() != first.level() || ct.size() != first.size() {
-                return bad(format!(
-                    "input {k} is at level {} with {} parts, input 0 at level {} with {}",
-                    ct.level(),
-                    ct.size(),
-                    first.level(),
-                    first.size()
-                ));
-            }
-            if ((ct.scale() - first.scale()) / first.scale()).abs()
-                > heinfer_ckks::evaluator::SCALE_TOLERANCE
-            {
-                return bad(format!(
-                    "input {k} has scale {:e}, input 0 {:e}",
-                    ct.scale(),
-                    first.scale()
-                ));
-            }
-        }
-        Ok(first)
+        inputs.shape(params)
     }
 
     /// One column tile: pack the inputs' residues at `off` of part `p`, run every group,
     /// reduce and store into the outputs.
     #[allow(clippy::too_many_arguments)] // the per-task context of `apply`'s hot loop
-    fn tile<C: Borrow<Ciphertext>>(
+    fn tile<I: Inputs + ?Sized>(
         &self,
-        inputs: &[C],
+        inputs: &I,
         p: usize,
         off: usize,
         m: &Modulus,
@@ -388,29 +382,43 @@ impl LinearLayer {
     ) {
         let q = m.q;
         let s = split_bits(q);
-        let k_count = inputs.len();
+        let k_count = inputs.count();
         // chunk-major tile: chunk c of input k at [c·K·NR + k·NR, +NR), so the micro-kernel
         // streams consecutive inputs of one chunk through contiguous memory
         let mut sq = [0u64; TILE];
-        for (k, ct) in inputs.iter().map(Borrow::borrow).enumerate() {
-            if let Some(ahead) = inputs.get(k + AHEAD) {
-                let parts = ahead.borrow().parts();
-                let read = if square.is_some() {
-                    &parts[..2]
-                } else {
-                    &parts[p..=p]
-                };
+        let (mut w0, mut w1) = ([0u64; TILE], [0u64; TILE]);
+        let range = off..off + TILE;
+        for k in 0..k_count {
+            if k + AHEAD < k_count {
+                let read = if square.is_some() { 0..2 } else { p..p + 1 };
                 for part in read {
-                    prefetch(&part.data()[off..off + TILE]);
+                    prefetch(inputs.words(k + AHEAD, part), range.clone());
                 }
             }
-            let parts = ct.parts();
-            let src: &[u64] = match square {
-                None => &parts[p].data()[off..off + TILE],
+            match square {
+                None => {
+                    let words = inputs.words(k, p);
+                    for c in 0..TILE / NR {
+                        let at = c * k_count * NR + k * NR;
+                        let chunk = off + c * NR..off + (c + 1) * NR;
+                        if self.digits == 1 {
+                            input::center(words, chunk, q, &mut buf.x[at..at + NR]);
+                        } else {
+                            input::split(
+                                words,
+                                chunk,
+                                q,
+                                s,
+                                &mut buf.x[at..at + NR],
+                                &mut buf.x_hi[at..at + NR],
+                            );
+                        }
+                    }
+                }
                 Some(bc) => {
                     // the square's part p, computed on the fly: (a0², 2·a0·a1, a1²)
-                    let a0 = &parts[0].data()[off..off + TILE];
-                    let a1 = &parts[1].data()[off..off + TILE];
+                    let a0 = input::wide(inputs.words(k, 0), range.clone(), &mut w0);
+                    let a1 = input::wide(inputs.words(k, 1), range.clone(), &mut w1);
                     match p {
                         0 => vecops::mul_into(&mut sq, a0, a0, bc),
                         1 => {
@@ -419,17 +427,22 @@ impl LinearLayer {
                         }
                         _ => vecops::mul_into(&mut sq, a1, a1, bc),
                     }
-                    &sq
-                }
-            };
-            for c in 0..TILE / NR {
-                let at = c * k_count * NR + k * NR;
-                let row = &mut buf.x[at..at + NR];
-                let chunk = &src[c * NR..(c + 1) * NR];
-                if self.digits == 1 {
-                    simd::center(chunk, q, row);
-                } else {
-                    simd::split(chunk, q, s, row, &mut buf.x_hi[at..at + NR]);
+                    for c in 0..TILE / NR {
+                        let at = c * k_count * NR + k * NR;
+                        let chunk = Words::Wide(&sq[c * NR..(c + 1) * NR]);
+                        if self.digits == 1 {
+                            input::center(chunk, 0..NR, q, &mut buf.x[at..at + NR]);
+                        } else {
+                            input::split(
+                                chunk,
+                                0..NR,
+                                q,
+                                s,
+                                &mut buf.x[at..at + NR],
+                                &mut buf.x_hi[at..at + NR],
+                            );
+                        }
+                    }
                 }
             }
         }

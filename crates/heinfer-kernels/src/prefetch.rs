@@ -11,12 +11,12 @@
 /// How many inputs ahead of the one being converted the kernels prefetch.
 pub(crate) const AHEAD: usize = 4;
 
-/// Asks the CPU to bring `words` into its first-level cache: a hint with no effect on
+/// Asks the CPU to bring `words` (one hint per 64-byte line) into its first-level cache: a hint with no effect on
 /// results (and none on CPUs other than x86-64).
 #[inline(always)]
-pub(crate) fn prefetch(words: &[u64]) {
+pub(crate) fn prefetch<T>(words: &[T]) {
     #[cfg(target_arch = "x86_64")]
-    for line in words.chunks(8) {
+    for line in words.chunks((64 / std::mem::size_of::<T>()).max(1)) {
         // SAFETY: `_mm_prefetch` only hints the cache (it never faults); the address is
         // inside `words`.
         unsafe {

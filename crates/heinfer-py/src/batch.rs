@@ -18,6 +18,7 @@ use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rayon::prelude::*;
+use std::borrow::Cow;
 use zeroize::Zeroizing;
 
 /// Maps a kernel error onto a Python exception.
@@ -99,9 +100,16 @@ fn read_batch<T: Send>(
 /// An ordered batch of ciphertexts sharing parameters, level, size and scale. The batch
 /// operations below work in place (the runtime owns each batch): no fresh memory for
 /// squares, rescales, relinearizations and level drops.
+///
+/// A batch decoded with `narrow=True` keeps its residues in 32-bit words
+/// ([`ckks::NarrowBatch`]) when its primes allow: the linear kernels read them as they are;
+/// any other operation widens the batch first (the same residues, in 64-bit words).
 #[pyclass(module = "heinfer._native", name = "CiphertextBatch")]
 pub struct CiphertextBatch {
+    /// The ciphertexts (empty while `narrow` holds them).
     pub cts: Vec<ckks::Ciphertext>,
+    /// The ciphertexts in 32-bit words, until an operation needs them wide.
+    pub narrow: Option<ckks::NarrowBatch>,
     pub params: CkksParams,
 }
 
@@ -109,49 +117,87 @@ impl CiphertextBatch {
     pub(crate) fn wrap(cts: Vec<ckks::Ciphertext>, params: &CkksParams) -> Self {
         Self {
             cts,
+            narrow: None,
             params: params.clone(),
         }
     }
-    fn first(&self) -> PyResult<&ckks::Ciphertext> {
+    /// Level, size and scale of the ciphertexts.
+    fn shape(&self) -> PyResult<(usize, usize, f64)> {
+        if let Some(n) = &self.narrow {
+            return Ok((n.level(), n.size(), n.scale()));
+        }
         self.cts
             .first()
+            .map(|c| (c.level(), c.size(), c.scale()))
             .ok_or_else(|| OperandError::new_err("the batch is empty"))
+    }
+    fn count(&self) -> usize {
+        self.narrow.as_ref().map_or(self.cts.len(), |n| n.len())
+    }
+    /// A copy of ciphertext `i` (in range).
+    fn ciphertext(&self, i: usize) -> PyResult<ckks::Ciphertext> {
+        match &self.narrow {
+            None => Ok(self.cts[i].clone()),
+            Some(n) => n.ciphertext(&self.params, i).map_err(to_py),
+        }
+    }
+    /// The ciphertexts in 64-bit words: borrowed, or widened from the narrow words.
+    pub(crate) fn wide(&self) -> PyResult<Cow<'_, [ckks::Ciphertext]>> {
+        match &self.narrow {
+            None => Ok(Cow::Borrowed(&self.cts)),
+            Some(n) => Ok(Cow::Owned(n.widen(&self.params).map_err(to_py)?)),
+        }
+    }
+    /// The ciphertexts in 64-bit words, to be changed in place (a narrow batch is widened
+    /// for good).
+    pub(crate) fn wide_mut(&mut self) -> PyResult<&mut Vec<ckks::Ciphertext>> {
+        if let Some(n) = self.narrow.take() {
+            self.cts = n.widen(&self.params).map_err(to_py)?;
+        }
+        Ok(&mut self.cts)
     }
 }
 
 #[pymethods]
 impl CiphertextBatch {
     fn __len__(&self) -> usize {
-        self.cts.len()
+        self.count()
     }
     /// Level of the ciphertexts.
     #[getter]
     fn level(&self) -> PyResult<usize> {
-        Ok(self.first()?.level())
+        Ok(self.shape()?.0)
     }
     /// Scale of the ciphertexts.
     #[getter]
     fn scale(&self) -> PyResult<f64> {
-        Ok(self.first()?.scale())
+        Ok(self.shape()?.2)
     }
     /// Number of polynomials per ciphertext (2, or 3 before relinearization).
     #[getter]
     fn size(&self) -> PyResult<usize> {
-        Ok(self.first()?.size())
+        Ok(self.shape()?.1)
+    }
+    /// Whether the residues are kept in 32-bit words (decoded with `narrow=True`, not yet
+    /// widened by an operation).
+    #[getter]
+    fn is_narrow(&self) -> bool {
+        self.narrow.is_some()
     }
     /// The ciphertexts at `indices` (in that order; repeats allowed): permutations and
     /// window gathers for the client-aided protocol.
     fn take(&self, indices: Vec<usize>) -> PyResult<Self> {
-        if let Some(&i) = indices.iter().find(|&&i| i >= self.cts.len()) {
+        if let Some(&i) = indices.iter().find(|&&i| i >= self.count()) {
             return Err(OperandError::new_err(format!(
                 "index {i} out of range for a batch of {}",
-                self.cts.len()
+                self.count()
             )));
         }
-        Ok(Self::wrap(
-            indices.iter().map(|&i| self.cts[i].clone()).collect(),
-            &self.params,
-        ))
+        let cts = indices
+            .iter()
+            .map(|&i| self.ciphertext(i))
+            .collect::<PyResult<_>>()?;
+        Ok(Self::wrap(cts, &self.params))
     }
     /// A batch of copies of `cts`: at least one ciphertext, all of the same parameters, level,
     /// size and scale (else `OperandError`, or `ParameterError` for other parameters).
@@ -173,30 +219,31 @@ impl CiphertextBatch {
     /// moved out of the batch, which is left empty (no copy: a server's input, run once).
     #[pyo3(signature = (consume = false))]
     #[allow(clippy::wrong_self_convention)] // Python's name; `consume=True` empties the batch
-    fn to_list(&mut self, consume: bool) -> Vec<Ciphertext> {
+    fn to_list(&mut self, consume: bool) -> PyResult<Vec<Ciphertext>> {
+        let params = self.params.clone();
         if consume {
-            let params = self.params.clone();
-            return std::mem::take(&mut self.cts)
+            return Ok(std::mem::take(self.wide_mut()?)
                 .into_iter()
                 .map(|c| Ciphertext::wrap(c, &params))
-                .collect();
+                .collect());
         }
-        self.cts
+        Ok(self
+            .wide()?
             .iter()
-            .map(|c| Ciphertext::wrap(c.clone(), &self.params))
-            .collect()
+            .map(|c| Ciphertext::wrap(c.clone(), &params))
+            .collect())
     }
     /// A copy of ciphertext `i` (negative `i` counts from the end; `IndexError` out of range,
     /// so iteration stops there).
     fn __getitem__(&self, i: isize) -> PyResult<Ciphertext> {
-        let len = self.cts.len() as isize;
+        let len = self.count() as isize;
         let j = if i < 0 { i + len } else { i };
         if j < 0 || j >= len {
             return Err(PyIndexError::new_err(format!(
                 "index {i} out of range for a batch of {len}"
             )));
         }
-        Ok(Ciphertext::wrap(self.cts[j as usize].clone(), &self.params))
+        Ok(Ciphertext::wrap(self.ciphertext(j as usize)?, &self.params))
     }
     /// One message: ciphertexts `[start, stop)` of the batch (all of it by default) in the
     /// validated wire format (see `heinfer_ckks::serialize::ciphertext_batch_to_bytes`); a
@@ -219,14 +266,15 @@ impl CiphertextBatch {
         drop_bits: Option<Vec<u32>>,
         frame: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let stop = stop.unwrap_or(self.cts.len());
-        if start >= stop || stop > self.cts.len() {
+        let stop = stop.unwrap_or(self.count());
+        if start >= stop || stop > self.count() {
             return Err(PyIndexError::new_err(format!(
                 "ciphertexts [{start}, {stop}) of a batch of {}",
-                self.cts.len()
+                self.count()
             )));
         }
-        let cts = &self.cts[start..stop];
+        let all = self.wide()?;
+        let cts = &all[start..stop];
         let parts = run(py, "CiphertextBatch.to_bytes", || {
             serialize::ciphertext_batch_parts(&self.params, cts, drop_bits.as_deref())
         })?;
@@ -260,9 +308,12 @@ impl CiphertextBatch {
     /// that all share level, size, scale. `data`: `bytes`, or a read-only contiguous 1-D
     /// `uint8` array (read without a copy). Rounded ciphertexts are refused unless
     /// `max_drop_bits` allows them: polynomial `i` may then drop at most `max_drop_bits[i]`
-    /// low bits.
+    /// low bits. With `narrow`, two-part ciphertexts whose level's primes are all below
+    /// `2^32` keep their residues in 32-bit words (half the memory, read as they are by
+    /// `LinearLayer.apply` and `square_chain`; other operations widen the batch first); not
+    /// with `max_drop_bits`.
     #[staticmethod]
-    #[pyo3(signature = (params, data, max_bytes, max_count, max_drop_bits = None))]
+    #[pyo3(signature = (params, data, max_bytes, max_count, max_drop_bits = None, narrow = false))]
     fn from_bytes(
         py: Python<'_>,
         params: &Params,
@@ -270,7 +321,26 @@ impl CiphertextBatch {
         max_bytes: usize,
         max_count: usize,
         max_drop_bits: Option<Vec<u32>>,
+        narrow: bool,
     ) -> PyResult<Self> {
+        if narrow {
+            if max_drop_bits.is_some() {
+                return Err(OperandError::new_err(
+                    "rounded ciphertexts are not decoded narrow: pass narrow or max_drop_bits, not both",
+                ));
+            }
+            let decoded = read_batch(py, "CiphertextBatch.from_bytes", data, max_bytes, |b, m| {
+                serialize::ciphertext_batch_from_bytes_narrow(&params.inner, b, m, max_count)
+            })?;
+            return Ok(match decoded {
+                serialize::DecodedBatch::Wide(cts) => Self::wrap(cts, &params.inner),
+                serialize::DecodedBatch::Narrow(n) => Self {
+                    cts: Vec::new(),
+                    narrow: Some(n),
+                    params: params.inner.clone(),
+                },
+            });
+        }
         let allow = max_drop_bits.unwrap_or_default();
         let cts = read_batch(py, "CiphertextBatch.from_bytes", data, max_bytes, |b, m| {
             serialize::ciphertext_batch_from_bytes_rounded(&params.inner, b, m, max_count, &allow)
@@ -308,41 +378,64 @@ impl CiphertextBatch {
             .first()
             .ok_or_else(|| OperandError::new_err("nothing to concatenate"))?;
         let params = first.params.clone();
-        let (level, size, scale) = match first.cts.first() {
-            Some(c) => (c.level(), c.size(), c.scale()),
-            None => return Err(OperandError::new_err("cannot concatenate an empty batch")),
-        };
+        let (level, size, scale) = first
+            .shape()
+            .map_err(|_| OperandError::new_err("cannot concatenate an empty batch"))?;
         for b in &batches {
             params.check_id(b.params.id()).map_err(to_py)?;
-            if b.cts
-                .iter()
-                .any(|c| c.level() != level || c.size() != size || c.scale() != scale)
-            {
+            let same = |c: (usize, usize, f64)| c.0 == level && c.1 == size && c.2 == scale;
+            let uniform = match &b.narrow {
+                Some(n) => same((n.level(), n.size(), n.scale())),
+                None => b.cts.iter().all(|c| same((c.level(), c.size(), c.scale()))),
+            };
+            if !uniform {
                 return Err(OperandError::new_err(
                     "cannot concatenate batches of different levels, sizes or scales",
                 ));
             }
         }
-        let mut cts = Vec::with_capacity(batches.iter().map(|b| b.cts.len()).sum());
+        if batches.iter().all(|b| b.narrow.is_some()) {
+            // the chunks of a narrow query join without copying their words
+            let parts = batches
+                .iter_mut()
+                .map(|b| {
+                    if consume {
+                        b.narrow.take()
+                    } else {
+                        b.narrow.clone()
+                    }
+                })
+                .map(|n| n.expect("checked just above"))
+                .collect();
+            return Ok(Self {
+                cts: Vec::new(),
+                narrow: Some(ckks::NarrowBatch::concat(parts).map_err(to_py)?),
+                params,
+            });
+        }
+        let mut cts = Vec::with_capacity(batches.iter().map(|b| b.count()).sum());
         for b in batches.iter_mut() {
             if consume {
-                cts.append(&mut b.cts);
+                cts.append(b.wide_mut()?);
             } else {
-                cts.extend(b.cts.iter().cloned());
+                cts.extend(b.wide()?.iter().cloned());
             }
         }
         Ok(Self::wrap(cts, &params))
     }
     fn __repr__(&self) -> String {
-        match self.cts.first() {
-            Some(c) => format!(
-                "CiphertextBatch(len={}, level={}, size={}, scale=2^{:.2})",
-                self.cts.len(),
-                c.level(),
-                c.size(),
-                c.scale().log2()
+        match self.shape() {
+            Ok((level, size, scale)) => format!(
+                "CiphertextBatch(len={}, level={level}, size={size}, scale=2^{:.2}{})",
+                self.count(),
+                scale.log2(),
+                if self.narrow.is_some() {
+                    ", narrow"
+                } else {
+                    ""
+                }
             ),
-            None => "CiphertextBatch(len=0)".into(),
+            Err(_) => "CiphertextBatch(len=0)".into(),
         }
     }
 }
@@ -389,11 +482,10 @@ where
     T: numpy::Element + Copy + Send,
 {
     let params = dec.params.clone();
+    let cts = batch.wide()?;
     let rows: Vec<Vec<T>> = run(py, op, || {
         let enc = Encoder::new(&params);
-        batch
-            .cts
-            .par_iter()
+        cts.par_iter()
             // the plaintext holds message plus decryption error: zeroed when dropped
             .map(|c| decode(&enc, &Zeroizing::new(dec.inner.decrypt(c)?)))
             .collect()

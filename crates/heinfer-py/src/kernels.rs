@@ -84,14 +84,16 @@ impl LinearLayer {
     ) -> PyResult<CiphertextBatch> {
         let b: Option<Vec<f64>> = bias.map(|b| b.as_array().to_vec());
         let pk = parse_packing(packing)?;
-        let cts = run_k(py, "LinearLayer.apply", || {
-            if square {
-                self.inner
-                    .apply_squared(&batch.params, &batch.cts, b.as_deref(), pk)
-            } else {
-                self.inner
-                    .apply(&batch.params, &batch.cts, b.as_deref(), pk)
-            }
+        let cts = run_k(py, "LinearLayer.apply", || match &batch.narrow {
+            Some(n) => self
+                .inner
+                .apply_narrow(&batch.params, n, b.as_deref(), pk, square),
+            None if square => self
+                .inner
+                .apply_squared(&batch.params, &batch.cts, b.as_deref(), pk),
+            None => self
+                .inner
+                .apply(&batch.params, &batch.cts, b.as_deref(), pk),
         })?;
         Ok(CiphertextBatch::wrap(cts, &batch.params))
     }
@@ -133,8 +135,17 @@ pub fn square_chain(
     let b1: Option<Vec<f64>> = bias1.map(|b| b.as_array().to_vec());
     let pk = parse_packing(packing)?;
     let b2: Option<Vec<f64>> = bias2.map(|b| b.as_array().to_vec());
-    let cts = run_k(py, "square_chain", || {
-        heinfer_kernels::chain::square_chain(
+    let cts = run_k(py, "square_chain", || match &batch.narrow {
+        Some(n) => heinfer_kernels::chain::square_chain_narrow(
+            &batch.params,
+            &first.inner,
+            &second.inner,
+            n,
+            b1.as_deref(),
+            b2.as_deref(),
+            pk,
+        ),
+        None => heinfer_kernels::chain::square_chain(
             &batch.params,
             &first.inner,
             &second.inner,
@@ -142,7 +153,7 @@ pub fn square_chain(
             b1.as_deref(),
             b2.as_deref(),
             pk,
-        )
+        ),
     })?;
     Ok(CiphertextBatch::wrap(cts, &batch.params))
 }
@@ -151,7 +162,7 @@ pub fn square_chain(
 #[pyfunction]
 pub fn batch_square(py: Python<'_>, mut batch: PyRefMut<'_, CiphertextBatch>) -> PyResult<()> {
     let ev = Evaluator::new(&batch.params);
-    let cts = &mut batch.cts;
+    let cts = batch.wide_mut()?;
     run_k(py, "batch_square", || batch::square(&ev, cts))
 }
 
@@ -163,7 +174,7 @@ pub fn batch_relinearize(
     rlk: &RelinKey,
 ) -> PyResult<()> {
     let ev = Evaluator::new(&batch.params);
-    let cts = &mut batch.cts;
+    let cts = batch.wide_mut()?;
     run_k(py, "batch_relinearize", || {
         batch::relinearize(&ev, cts, &rlk.inner)
     })
@@ -178,7 +189,7 @@ pub fn batch_rescale(
     times: usize,
 ) -> PyResult<()> {
     let ev = Evaluator::new(&batch.params);
-    let cts = &mut batch.cts;
+    let cts = batch.wide_mut()?;
     run_k(py, "batch_rescale", || batch::rescale(&ev, cts, times))
 }
 
@@ -186,7 +197,7 @@ pub fn batch_rescale(
 #[pyfunction]
 pub fn batch_drop_to_level(mut batch: PyRefMut<'_, CiphertextBatch>, level: usize) -> PyResult<()> {
     guard("batch_drop_to_level", || {
-        batch::drop_to_level(&mut batch.cts, level).map_err(kerr)
+        batch::drop_to_level(batch.wide_mut()?, level).map_err(kerr)
     })
 }
 
@@ -203,6 +214,7 @@ pub fn naive_linear_rows(
     rescale_each: bool,
 ) -> PyResult<CiphertextBatch> {
     let (w, b, p) = naive_operands(batch, &weights, &bias);
+    let inputs = batch.wide()?;
     let cts = run_k(py, "naive_linear_rows", || {
         let layer = naive::Dense {
             weights: &w,
@@ -213,7 +225,7 @@ pub fn naive_linear_rows(
         naive::linear_rows(
             &Evaluator::new(&p),
             &Encoder::new(&p),
-            &batch.cts,
+            &inputs,
             layer,
             &rows,
         )
@@ -235,6 +247,7 @@ pub fn naive_linear_rows_timed(
     rescale_each: bool,
 ) -> PyResult<(f64, f64)> {
     let (w, b, p) = naive_operands(batch, &weights, &bias);
+    let inputs = batch.wide()?;
     run_k(py, "naive_linear_rows_timed", || {
         let layer = naive::Dense {
             weights: &w,
@@ -244,10 +257,10 @@ pub fn naive_linear_rows_timed(
         };
         let (ev, enc) = (Evaluator::new(&p), Encoder::new(&p));
         let t0 = std::time::Instant::now();
-        let encoded = naive::encode_rows(&ev, &enc, &batch.cts, layer, &rows)?;
+        let encoded = naive::encode_rows(&ev, &enc, &inputs, layer, &rows)?;
         let t1 = std::time::Instant::now();
         drop(naive::apply_rows(
-            &ev, &enc, &batch.cts, &encoded, layer, &rows,
+            &ev, &enc, &inputs, &encoded, layer, &rows,
         )?);
         let t2 = std::time::Instant::now();
         Ok(((t1 - t0).as_secs_f64(), (t2 - t1).as_secs_f64()))

@@ -23,7 +23,7 @@ from heinfer.program.model import Program
 from heinfer.program.ops import Linear
 from heinfer.program.transform import Transform
 from heinfer.runtime.batch import run_batch_segment
-from heinfer.runtime.executor import Executor, native_params
+from heinfer.runtime.executor import Executor, native_params, reads_narrow
 from heinfer.runtime.linear import PreparedLinear
 from heinfer.runtime.slots import PreparedSlots
 
@@ -118,7 +118,9 @@ class ShardWorker:
         front end reads it in the object store instead of unpickling a copy."""
         t0, c0 = time.perf_counter(), time.process_time()
         relin, galois = self._keys_of(key_id)
-        batch = self._decode(data if isinstance(data, (list, tuple)) else [data], count)
+        # a whole batch-axis segment, or a group of its linear layer's rows: 32-bit words
+        narrow = (rows is None or isinstance(rows[0], int)) and reads_narrow(self.program, k, self.baseline)
+        batch = self._decode(data if isinstance(data, (list, tuple)) else [data], count, narrow)
         if rows is not None and rows[0] == "giant":  # a shard of the giant steps: sums, unrounded
             prepared = self._giant(_only_linear(self.program, k), rows[1], rows[2])
             out = _native.CiphertextBatch.from_list(prepared.partial(self._evaluator(), batch.to_list(consume=True), galois))
@@ -152,15 +154,16 @@ class ShardWorker:
         self._shards += 1
         return data
 
-    def _decode(self, parts: list, count: int) -> _native.CiphertextBatch:
-        """The batches ``parts`` decoded (at most ``count`` ciphertexts in all) and joined."""
+    def _decode(self, parts: list, count: int, narrow: bool = False) -> _native.CiphertextBatch:
+        """The batches ``parts`` decoded (at most ``count`` ciphertexts in all; in 32-bit words
+        where they fit, with ``narrow``) and joined."""
         if not parts:
             raise ProtocolError("a shard needs at least one serialized batch")
         batches = []
         for p in parts:
             if count <= 0:
                 raise ProtocolError("a shard's input holds more ciphertexts than its segment takes")
-            batches.append(_native.CiphertextBatch.from_bytes(self.params, p, len(p), count))
+            batches.append(_native.CiphertextBatch.from_bytes(self.params, p, len(p), count, narrow=narrow))
             count -= len(batches[-1])
         return batches[0] if len(batches) == 1 else _native.CiphertextBatch.concat(batches, True)
 

@@ -326,7 +326,8 @@ class Server(QueryTable):
 
     def _batch(self, payload: bytes, k: int, kind: str, count: int) -> _native.CiphertextBatch:
         """``count`` input ciphertexts of segment ``k``, decoded and checked against the plan."""
-        batch = _native.CiphertextBatch.from_bytes(self.params, payload, self.limits[kind], count)
+        narrow = getattr(self.executor, "reads_narrow", None)  # an executor may not say
+        batch = _native.CiphertextBatch.from_bytes(self.params, payload, self.limits[kind], count, narrow=bool(narrow and narrow(k)))
         self._check_shape(k, count, len(batch), batch.level, batch.size, batch.scale)
         return batch
 

@@ -159,6 +159,10 @@ class Executor:
         self._ev = _native.Evaluator(self.params) if self.slots else None
         self.setup_seconds = time.perf_counter() - t0
 
+    def reads_narrow(self, k: int) -> bool:
+        """Whether segment ``k``'s input should be decoded narrow (:func:`reads_narrow`)."""
+        return reads_narrow(self.program, k, self.baseline)
+
     def run(self, k: int, batch: _native.CiphertextBatch, relin: _native.RelinKey | None, galois: _native.GaloisKeys | None) -> _native.CiphertextBatch | TiledOutput:
         """Segment ``k`` on its input ciphertexts (consumed); returns its output ciphertexts, or
         for a batch-axis segment whose output exceeds :data:`~heinfer.runtime.tiles.TILE_BYTES`
@@ -171,6 +175,17 @@ class Executor:
             return run_batch_segment(seg, batch, self.program.layers, self.built, relin, self.baseline, self.tiles.get(k))
         out = self.slots[k].run(self._ev, batch.to_list(consume=True), galois, relin)
         return _native.CiphertextBatch.from_list(out)
+
+
+def reads_narrow(program: Program, k: int, baseline: bool = False) -> bool:
+    """Whether segment ``k``'s input is best decoded into 32-bit words
+    (``CiphertextBatch.from_bytes(..., narrow=True)``, which falls back to 64-bit words when a
+    prime needs them): a batch-axis segment whose first op is a linear layer, whose kernels
+    read those words as they are — half the memory of the query they read once. Any other
+    first op (a slot layout's transform, the baseline's products) would only widen them
+    again."""
+    seg = program.segments[k]
+    return not baseline and seg.layout.kind == "batch" and bool(seg.ops) and isinstance(seg.ops[0], Linear)
 
 
 def _check_tensors(program: Program, budget: int | None, tiled: bool, held: set[int] | None = None) -> int:

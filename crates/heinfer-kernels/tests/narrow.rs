@@ -1,0 +1,115 @@
+//! The kernels on inputs kept in 32-bit words (`NarrowBatch`): every output bit for bit the
+//! same as on the ciphertexts they came from.
+
+use heinfer_ckks::{
+    Ciphertext, CkksParams, CkksParamsLiteral, Encoder, KeyGenerator, NarrowBatch, SecurityLevel,
+};
+use heinfer_kernels::chain::{square_chain, square_chain_narrow};
+use heinfer_kernels::linear::{GroupSpec, LinearLayer};
+use heinfer_kernels::Packing;
+
+fn params(bits: u32) -> CkksParams {
+    CkksParams::new_insecure_for_tests(CkksParamsLiteral {
+        log_n: 10,
+        log_q: vec![bits; 3],
+        log_p: vec![],
+        log_scale: 20,
+        digits: None,
+        security: SecurityLevel::InsecureTestOnly,
+    })
+    .unwrap()
+}
+
+/// A deterministic stream of values in [−1, 1).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    }
+}
+
+fn inputs(p: &CkksParams, k: usize, rng: &mut Rng) -> Vec<Ciphertext> {
+    let kg = KeyGenerator::new(p).unwrap();
+    let enc = Encoder::new(p);
+    (0..k)
+        .map(|_| {
+            let v: Vec<f64> = (0..p.slots()).map(|_| rng.next()).collect();
+            kg.encrypt_symmetric(&enc.encode_real(&v, 2f64.powi(20), 2).unwrap())
+                .unwrap()
+        })
+        .collect()
+}
+
+/// `m × k` random layer: rows `0..m−1` dense, the last row in no group (its bias alone).
+fn layer(m: usize, k: usize, digits: usize, rng: &mut Rng) -> LinearLayer {
+    let w: Vec<f64> = (0..(m - 1) * k)
+        .map(|_| (rng.next() * 256.0).round())
+        .collect();
+    let groups = vec![GroupSpec {
+        rows: (0..m as u32 - 1).collect(),
+        cols: (0..k as u32).collect(),
+        weights: w,
+    }];
+    LinearLayer::new(m, k, groups, 256.0, digits).unwrap()
+}
+
+#[test]
+fn linear_layers_read_narrow_inputs_bit_for_bit() {
+    let p = params(30);
+    let mut rng = Rng(0x5eed_0f1a_7e00);
+    let cts = inputs(&p, 11, &mut rng);
+    let narrow = NarrowBatch::from_ciphertexts(&p, &cts).unwrap();
+    assert!(
+        narrow.widen(&p).unwrap() == cts,
+        "widening gives the ciphertexts back"
+    );
+    let bias: Vec<f64> = (0..7).map(|_| rng.next()).collect();
+    for digits in [1, 2] {
+        let lay = layer(7, 11, digits, &mut rng);
+        for packing in [Packing::Real, Packing::Complex] {
+            let wide = lay.apply(&p, &cts, Some(&bias), packing).unwrap();
+            let got = lay
+                .apply_narrow(&p, &narrow, Some(&bias), packing, false)
+                .unwrap();
+            assert!(got == wide, "{digits} digit(s), {packing:?}");
+            let wide = lay.apply_squared(&p, &cts, None, packing).unwrap();
+            let got = lay.apply_narrow(&p, &narrow, None, packing, true).unwrap();
+            assert!(got == wide, "{digits} digit(s), {packing:?}, squared");
+        }
+    }
+}
+
+#[test]
+fn the_square_chain_reads_narrow_inputs_bit_for_bit() {
+    let p = params(30);
+    let mut rng = Rng(0xc4a1_2b0e);
+    let cts = inputs(&p, 13, &mut rng);
+    let narrow = NarrowBatch::from_ciphertexts(&p, &cts).unwrap();
+    let (first, second) = (layer(40, 13, 1, &mut rng), layer(5, 40, 1, &mut rng));
+    let b1: Vec<f64> = (0..40).map(|_| rng.next()).collect();
+    let b2: Vec<f64> = (0..5).map(|_| rng.next()).collect();
+    for packing in [Packing::Real, Packing::Complex, Packing::Coefficients] {
+        let wide = square_chain(&p, &first, &second, &cts, Some(&b1), Some(&b2), packing).unwrap();
+        let got = square_chain_narrow(&p, &first, &second, &narrow, Some(&b1), Some(&b2), packing)
+            .unwrap();
+        assert!(got == wide, "{packing:?}");
+    }
+    // the narrow inputs are checked like the wide ones: count and parameters
+    let short = NarrowBatch::from_ciphertexts(&p, &cts[..12]).unwrap();
+    assert!(square_chain_narrow(&p, &first, &second, &short, None, None, Packing::Real).is_err());
+    let other = params(31);
+    let err = square_chain_narrow(&other, &first, &second, &narrow, None, None, Packing::Real);
+    assert!(err.is_err(), "inputs of other parameters are refused");
+}
+
+#[test]
+fn only_primes_below_two_to_the_32_narrow() {
+    let p = params(40);
+    let cts = inputs(&p, 2, &mut Rng(7));
+    assert!(!NarrowBatch::fits(&p, p.max_level()));
+    let err = NarrowBatch::from_ciphertexts(&p, &cts).unwrap_err();
+    assert!(err.to_string().contains("32 bits"), "{err}");
+}
