@@ -43,9 +43,10 @@ impl NarrowBatch {
         level <= params.max_level() && params.q()[..=level].iter().all(|&q| q < 1 << 32)
     }
 
-    /// A batch of `count` ciphertexts at `level` and `scale` whose words `write(k, slot)`
-    /// writes for ciphertext `k` (both parts, in parallel, into memory never zeroed),
-    /// returning its seed. Fails unless [`Self::fits`], or with the first error of `write`.
+    /// A batch of `count` ciphertexts at `level` and `scale` whose words
+    /// `write(scratch, k, slot)` writes for ciphertext `k` (both parts, in parallel, into
+    /// memory never zeroed; `scratch`: a buffer of each worker thread's, to reuse), returning
+    /// its seed. Fails unless [`Self::fits`], or with the first error of `write`.
     ///
     /// `write` must write every word of `slot` whenever it returns `Ok` (`narrow_into` does).
     pub(crate) fn fill(
@@ -53,7 +54,7 @@ impl NarrowBatch {
         count: usize,
         level: usize,
         scale: f64,
-        write: impl Fn(usize, &mut [MaybeUninit<u32>]) -> Result<Option<Seed>> + Sync,
+        write: impl Fn(&mut Vec<u64>, usize, &mut [MaybeUninit<u32>]) -> Result<Option<Seed>> + Sync,
     ) -> Result<Self> {
         if !Self::fits(params, level) {
             return Err(CkksError::InvalidOperand {
@@ -67,7 +68,7 @@ impl NarrowBatch {
         let seeds = data.spare_capacity_mut()[..words]
             .par_chunks_exact_mut(per)
             .enumerate()
-            .map(|(k, slot)| write(k, slot))
+            .map_init(Vec::new, |scratch, (k, slot)| write(scratch, k, slot))
             .collect::<Result<Vec<_>>>()?;
         // SAFETY: the capacity is `words`, and every slot (they partition the first `words`
         // words) was written: `write` returned `Ok` for each, which it does only after
@@ -119,7 +120,7 @@ impl NarrowBatch {
             cts.len(),
             first.level(),
             first.scale(),
-            |k, slot| {
+            |_, k, slot| {
                 narrow_into(&cts[k], slot);
                 Ok(cts[k].seed)
             },

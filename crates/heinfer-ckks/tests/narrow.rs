@@ -99,12 +99,38 @@ fn narrow_decoding_checks_what_decoding_checks() {
         ciphertext_batch_from_bytes_narrow(&p, &bytes, MAX, 3),
         "differs",
     );
+    // a rounded ciphertext (only results travel rounded) is refused, first or not
+    let (plain, rounded) = (
+        ciphertext_batch_to_bytes(&p, &mixed[..2]).unwrap(),
+        ciphertext_batch_to_bytes_rounded(&p, &mixed[..2], &[4, 2]).unwrap(),
+    );
+    for spliced in [splice(&plain, &rounded), splice(&rounded, &plain)] {
+        let narrow = ciphertext_batch_from_bytes_narrow(&p, &spliced, MAX, 2).unwrap_err();
+        let wide = ciphertext_batch_from_bytes(&p, &spliced, MAX, 2).unwrap_err();
+        assert_eq!(narrow.to_string(), wide.to_string());
+    }
     let other = params(31);
     assert!(ciphertext_batch_from_bytes_narrow(&other, &bytes, MAX, 3).is_err());
     // batches of different levels do not join
     let a = NarrowBatch::from_ciphertexts(&p, &batch(&p, 1, 2, false)).unwrap();
     let b = NarrowBatch::from_ciphertexts(&p, &batch(&p, 1, 1, false)).unwrap();
     assert!(NarrowBatch::concat(vec![a, b]).is_err());
+}
+
+/// A batch of two: `a`'s first ciphertext and `b`'s second (each a length and a body).
+fn splice(a: &[u8], b: &[u8]) -> Vec<u8> {
+    let entry = |bytes: &[u8], i: usize| {
+        let mut pos = BATCH_HEADER_BYTES;
+        for _ in 0..i {
+            pos += 4 + u32::from_le_bytes(bytes[pos..pos + 4].try_into().unwrap()) as usize;
+        }
+        let len = u32::from_le_bytes(bytes[pos..pos + 4].try_into().unwrap()) as usize;
+        bytes[pos..pos + 4 + len].to_vec()
+    };
+    let mut out = a[..BATCH_HEADER_BYTES].to_vec();
+    out.extend(entry(a, 0));
+    out.extend(entry(b, 1));
+    out
 }
 
 #[test]

@@ -12,7 +12,7 @@
 use super::pack::packed_len;
 use super::wire::poly_wire_bytes;
 use super::{
-    ciphertext_check, ciphertext_from_bytes_rounded, ciphertext_to_bytes,
+    ciphertext_check, ciphertext_from_bytes_rounded, ciphertext_narrow_into, ciphertext_to_bytes,
     ciphertext_to_bytes_rounded, CiphertextShape, HEADER_BYTES, SEED_BYTES,
 };
 use crate::ciphertext::Ciphertext;
@@ -323,19 +323,12 @@ pub fn ciphertext_batch_from_bytes_narrow(
         return ciphertext_batch_from_bytes(params, bytes, max_bytes, max_count)
             .map(DecodedBatch::Wide);
     }
-    let out = NarrowBatch::fill(params, slices.len(), head.0, head.2, |k, slot| {
-        let decoded;
-        let ct = if k == 0 {
-            &first
-        } else {
-            decoded = ciphertext_from_bytes_rounded(params, slices[k], max_bytes, &[])?;
-            &decoded
-        };
-        if let Some(m) = differs(k, shape(ct), head) {
-            return Err(batch_err(m));
+    let out = NarrowBatch::fill(params, slices.len(), head.0, head.2, |scratch, k, slot| {
+        if k == 0 {
+            narrow_into(&first, slot);
+            return Ok(first.seed);
         }
-        narrow_into(ct, slot);
-        Ok(ct.seed)
+        ciphertext_narrow_into(params, slices[k], max_bytes, (k, head), slot, scratch)
     })?;
     Ok(DecodedBatch::Narrow(out))
 }
@@ -387,7 +380,7 @@ pub fn check_uniform(
 
 /// The message of [`check_uniform`] when ciphertext `k` (shape `c`) differs from ciphertext 0
 /// (shape `f`); `None` when it does not.
-fn differs(k: usize, c: (usize, usize, f64), f: (usize, usize, f64)) -> Option<String> {
+pub(super) fn differs(k: usize, c: (usize, usize, f64), f: (usize, usize, f64)) -> Option<String> {
     (c.0 != f.0 || c.1 != f.1 || ((c.2 - f.2) / f.2).abs() > 1e-9).then(|| {
         format!(
             "ciphertext {k} differs from ciphertext 0 in level, size or scale \

@@ -14,6 +14,8 @@ use crate::error::{CkksError, Result};
 use crate::keygen::{basis_indices, expand_uniform};
 use crate::params::{CkksParams, CkksParamsLiteral};
 use crate::security::SecurityLevel;
+use heinfer_math::sampler::{Sampler, Seed};
+use std::mem::MaybeUninit;
 
 mod batch;
 mod keys;
@@ -329,6 +331,89 @@ pub fn ciphertext_from_bytes_rounded(
         scale: shape.scale,
         seed,
     })
+}
+
+/// Decodes a two-part ciphertext (seed-compressed or whole; a rounded one is refused, as by
+/// [`ciphertext_from_bytes`]) straight into the 32-bit words `slot` — `c_0`'s limbs, then
+/// `c_1`'s, every word written on success — with the checks of [`ciphertext_from_bytes`].
+/// Its level, size and scale must be `want` (else the error names ciphertext `k`, as
+/// [`check_uniform`] would), and every prime of the level below `2^32` (the caller's
+/// [`NarrowBatch`](crate::NarrowBatch) checked it). `scratch` holds one part's 64-bit
+/// residues in between (reused by the caller); a seed expands limb by limb, the stream
+/// [`ciphertext_from_bytes`] reads. Returns the seed, if any.
+pub(crate) fn ciphertext_narrow_into(
+    params: &CkksParams,
+    bytes: &[u8],
+    max_bytes: usize,
+    (k, want): (usize, (usize, usize, f64)),
+    slot: &mut [MaybeUninit<u32>],
+    scratch: &mut Vec<u64>,
+) -> Result<Option<Seed>> {
+    let mut r = open_for(params, bytes, Kind::Ciphertext, max_bytes)?;
+    let (shape, idx, form) = read_ciphertext_fields(&mut r, params)?;
+    if matches!(form, Form::Rounded) {
+        // refused with the reason decoding gives
+        let refused = ciphertext_from_bytes(params, bytes, max_bytes).err();
+        return Err(refused.unwrap_or_else(|| CkksError::Deserialize {
+            what: "ciphertext",
+            reason: "a rounded ciphertext where none is accepted".into(),
+        }));
+    }
+    if let Some(m) = batch::differs(k, (shape.level, shape.size, shape.scale), want) {
+        return Err(CkksError::Deserialize {
+            what: "ciphertext batch",
+            reason: m,
+        });
+    }
+    let n = params.n();
+    let (s0, s1) = slot.split_at_mut(slot.len() / 2);
+    assert!(
+        s0.len() == n * idx.len() && s1.len() == s0.len(),
+        "a slot holds two parts"
+    );
+    scratch.clear();
+    r.poly_into(params, &idx, scratch)?;
+    narrow_words(scratch, s0);
+    let seed = match form {
+        Form::Seeded => {
+            let seed = r.seed()?;
+            let mut sampler = Sampler::from_seed(seed);
+            let inner = params.inner();
+            scratch.resize(n, 0);
+            for (&mi, dst) in idx.iter().zip(s1.chunks_exact_mut(n)) {
+                sampler.uniform_into(scratch, &inner.moduli[mi]);
+                narrow_words(scratch, dst);
+            }
+            Some(seed)
+        }
+        _ => {
+            scratch.clear();
+            r.poly_into(params, &idx, scratch)?;
+            narrow_words(scratch, s1);
+            None
+        }
+    };
+    r.finish()?;
+    Ok(seed)
+}
+
+/// `dst = src` in 32-bit words (every residue below `2^32`; lengths equal).
+fn narrow_words(src: &[u64], dst: &mut [MaybeUninit<u32>]) {
+    assert_eq!(src.len(), dst.len());
+    #[cfg(target_arch = "x86_64")]
+    let done = if pack_avx512::available() {
+        // SAFETY: the CPU supports AVX-512F (checked just above).
+        unsafe { pack_avx512::narrow_stream(src, dst) }
+    } else {
+        0
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = 0;
+    debug_assert!(src[..done].iter().all(|&x| x < 1 << 32));
+    for (d, &x) in dst[done..].iter_mut().zip(&src[done..]) {
+        debug_assert!(x < 1 << 32);
+        d.write(x as u32);
+    }
 }
 
 /// Validates a serialized ciphertext exactly as [`ciphertext_from_bytes`] does — header,
