@@ -288,10 +288,23 @@ pub fn ciphertext_batch_from_bytes_rounded(
     max_drop: &[u32],
 ) -> Result<Vec<Ciphertext>> {
     let slices = batch_slices(params, bytes, max_bytes, max_count, max_drop)?;
-    let cts: Vec<Ciphertext> = slices
+    decode_slices(params, &slices, max_bytes, max_drop, None)
+}
+
+/// Decodes every ciphertext of `slices` (in parallel; the first one is `first` when given,
+/// already decoded) and checks that they share level, size and scale.
+fn decode_slices(
+    params: &CkksParams,
+    slices: &[&[u8]],
+    max_bytes: usize,
+    max_drop: &[u32],
+    first: Option<Ciphertext>,
+) -> Result<Vec<Ciphertext>> {
+    let rest: Vec<Ciphertext> = slices[usize::from(first.is_some())..]
         .par_iter()
         .map(|s| ciphertext_from_bytes_rounded(params, s, max_bytes, max_drop))
         .collect::<Result<_>>()?;
+    let cts: Vec<Ciphertext> = first.into_iter().chain(rest).collect();
     check_uniform(cts.iter().map(|c| (c.level(), c.size(), c.scale()))).map_err(batch_err)?;
     Ok(cts)
 }
@@ -320,8 +333,7 @@ pub fn ciphertext_batch_from_bytes_narrow(
     let shape = |c: &Ciphertext| (c.level(), c.size(), c.scale());
     let head = shape(&first);
     if head.1 != 2 || !NarrowBatch::fits(params, head.0) {
-        return ciphertext_batch_from_bytes(params, bytes, max_bytes, max_count)
-            .map(DecodedBatch::Wide);
+        return decode_slices(params, &slices, max_bytes, &[], Some(first)).map(DecodedBatch::Wide);
     }
     let out = NarrowBatch::fill(params, slices.len(), head.0, head.2, |scratch, k, slot| {
         if k == 0 {
