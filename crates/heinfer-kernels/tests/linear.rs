@@ -1,33 +1,11 @@
 //! The batch-axis linear layer against the plaintext matrix product.
 
-use heinfer_ckks::{
-    CkksParams, CkksParamsLiteral, Decryptor, Encoder, KeyGenerator, SecurityLevel,
-};
+mod common;
+use common::{params, Rng};
+use heinfer_ckks::{Decryptor, Encoder, KeyGenerator};
 use heinfer_kernels::linear::{GroupSpec, LinearLayer};
 use heinfer_kernels::{KernelError, Packing};
 use num_complex::Complex64;
-
-fn params(log_q: Vec<u32>) -> CkksParams {
-    CkksParams::new_insecure_for_tests(CkksParamsLiteral {
-        log_n: 10,
-        log_q,
-        log_p: vec![],
-        log_scale: 20,
-        digits: None,
-        security: SecurityLevel::InsecureTestOnly,
-    })
-    .unwrap()
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-    }
-}
 
 /// Runs a random layer (two groups: a dense block and a sparse one) and compares with numpy-
 /// style plaintext arithmetic.

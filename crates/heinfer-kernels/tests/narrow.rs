@@ -1,34 +1,16 @@
 //! The kernels on inputs kept in 32-bit words (`NarrowBatch`): every output bit for bit the
 //! same as on the ciphertexts they came from.
 
-use heinfer_ckks::{
-    Ciphertext, CkksParams, CkksParamsLiteral, Encoder, KeyGenerator, NarrowBatch, SecurityLevel,
-};
+mod common;
+use common::Rng;
+use heinfer_ckks::{Ciphertext, CkksParams, Encoder, KeyGenerator, NarrowBatch};
 use heinfer_kernels::chain::{square_chain, square_chain_narrow};
 use heinfer_kernels::linear::{GroupSpec, LinearLayer};
 use heinfer_kernels::Packing;
 
+/// Insecure parameters with three primes of `bits` bits.
 fn params(bits: u32) -> CkksParams {
-    CkksParams::new_insecure_for_tests(CkksParamsLiteral {
-        log_n: 10,
-        log_q: vec![bits; 3],
-        log_p: vec![],
-        log_scale: 20,
-        digits: None,
-        security: SecurityLevel::InsecureTestOnly,
-    })
-    .unwrap()
-}
-
-/// A deterministic stream of values in [−1, 1).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-    }
+    common::params(vec![bits; 3])
 }
 
 fn inputs(p: &CkksParams, k: usize, rng: &mut Rng) -> Vec<Ciphertext> {
