@@ -161,6 +161,33 @@ def test_row_groups_on_a_worker_are_exactly_the_whole_segment(relu_net, digits):
                 worker.run(k, arrays, n // 3 or 1, None, None)
 
 
+def test_a_worker_reads_a_segment_s_input_in_32_bit_words(monkeypatch):
+    """A batch-axis segment whose primes are below 2^32 and whose first op is a linear layer:
+    the worker decodes its input narrow (whole or in chunks) and answers bit for bit as the
+    in-process executor does with 64-bit words."""
+    from compiler import onnx_models as om
+    from heinfer.runtime import executor as executor_mod
+
+    shape = (1, 8, 8)
+    prog = heinfer.compile(
+        om.conv_net(shape, channels=4, act="square", classes=10, seed=31), mode="throughput",
+        calibration=om.random_input(shape, 32, seed=32), batch_size=8,
+    )
+    assert max(prog.params["log_q"]) < 32
+    (data,) = segment_inputs(prog, om.random_input(shape, 8, seed=37))
+    want = Executor(prog).run(0, as_batch(prog, data), None, None).to_bytes()
+    seen = []
+    real = executor_mod.run_batch_segment
+    monkeypatch.setattr(executor_mod, "run_batch_segment", lambda seg, batch, *a, **kw: seen.append(batch.is_narrow) or real(seg, batch, *a, **kw))
+    worker = ShardWorker(prog.to_bytes(), False, 1)
+    n = len(as_batch(prog, data))
+    assert worker.run(0, data, n, None, None).tobytes() == want
+    b = as_batch(prog, data)
+    chunks = [np.frombuffer(c, np.uint8) for c in (b.to_bytes(0, n // 3), b.to_bytes(n // 3, n))]
+    assert worker.run(0, chunks, n, None, None).tobytes() == want
+    assert seen == [True, True]
+
+
 def test_join_refuses_a_wrong_count(relu_net, digits):
     data = segment_inputs(relu_net, digits[0][:8])[2]
     params = native_params(relu_net.params)
