@@ -231,14 +231,59 @@ pub(crate) fn narrow_into(ct: &Ciphertext, slot: &mut [MaybeUninit<u32>]) {
         "a narrow slot holds two parts"
     );
     for (dst, part) in slot.chunks_exact_mut(half).zip(ct.parts()) {
-        assert_eq!(
-            part.data().len(),
-            half,
-            "a narrow slot holds the ciphertext's limbs"
-        );
-        for (d, &x) in dst.iter_mut().zip(part.data()) {
-            debug_assert!(x < 1 << 32);
-            d.write(x as u32);
+        narrow_words(part.data(), dst);
+    }
+}
+
+/// `dst = src` in 32-bit words, every word of `dst` written (every residue below `2^32`;
+/// panics unless the lengths are equal). On AVX-512 CPUs eight at a time with non-temporal
+/// stores: a narrow batch is hundreds of megabytes written once and read later by the
+/// kernels, so its lines go to memory without being read first.
+pub(crate) fn narrow_words(src: &[u64], dst: &mut [MaybeUninit<u32>]) {
+    assert_eq!(src.len(), dst.len(), "a narrow copy needs equal lengths");
+    #[cfg(target_arch = "x86_64")]
+    let done = if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU supports AVX-512F (checked just above).
+        unsafe { narrow_stream(src, dst) }
+    } else {
+        0
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = 0;
+    debug_assert!(src[..done].iter().all(|&x| x < 1 << 32));
+    for (d, &x) in dst[done..].iter_mut().zip(&src[done..]) {
+        debug_assert!(x < 1 << 32);
+        d.write(x as u32);
+    }
+}
+
+/// `dst = src` as 32-bit words (every residue below `2^32`), eight at a time with
+/// non-temporal stores: the words go to memory without reading their lines first (a
+/// query's narrow batch is hundreds of megabytes, written once, read later by the kernels).
+/// Returns how many words it wrote (a multiple of eight; 0 unless `dst` is 32-byte aligned);
+/// the caller writes the rest. The stores are fenced before it returns.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[target_feature(enable = "avx512f")]
+#[cfg(target_arch = "x86_64")]
+unsafe fn narrow_stream(src: &[u64], dst: &mut [std::mem::MaybeUninit<u32>]) -> usize {
+    let len = src.len().min(dst.len());
+    if !(dst.as_ptr() as usize).is_multiple_of(32) {
+        return 0;
+    }
+    let whole = len / 8 * 8;
+    for i in (0..whole).step_by(8) {
+        // SAFETY: `i + 8 ≤ len` for both slices; the store address is 32-byte aligned (the
+        // start is, and every step is 32 bytes).
+        unsafe {
+            let v = std::arch::x86_64::_mm512_loadu_si512(src.as_ptr().add(i).cast());
+            std::arch::x86_64::_mm256_stream_si256(
+                dst.as_mut_ptr().add(i).cast(),
+                std::arch::x86_64::_mm512_cvtepi64_epi32(v),
+            );
         }
     }
+    std::arch::x86_64::_mm_sfence();
+    whole
 }

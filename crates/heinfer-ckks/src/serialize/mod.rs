@@ -12,6 +12,7 @@
 use crate::ciphertext::{check_scale, Ciphertext, Plaintext};
 use crate::error::{CkksError, Result};
 use crate::keygen::{basis_indices, expand_uniform};
+use crate::narrow::narrow_words;
 use crate::params::{CkksParams, CkksParamsLiteral};
 use crate::security::SecurityLevel;
 use heinfer_math::sampler::{Sampler, Seed};
@@ -395,25 +396,6 @@ pub(crate) fn ciphertext_narrow_into(
     };
     r.finish()?;
     Ok(seed)
-}
-
-/// `dst = src` in 32-bit words (every residue below `2^32`; lengths equal).
-fn narrow_words(src: &[u64], dst: &mut [MaybeUninit<u32>]) {
-    assert_eq!(src.len(), dst.len());
-    #[cfg(target_arch = "x86_64")]
-    let done = if pack_avx512::available() {
-        // SAFETY: the CPU supports AVX-512F (checked just above).
-        unsafe { pack_avx512::narrow_stream(src, dst) }
-    } else {
-        0
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let done = 0;
-    debug_assert!(src[..done].iter().all(|&x| x < 1 << 32));
-    for (d, &x) in dst[done..].iter_mut().zip(&src[done..]) {
-        debug_assert!(x < 1 << 32);
-        d.write(x as u32);
-    }
 }
 
 /// Validates a serialized ciphertext exactly as [`ciphertext_from_bytes`] does — header,

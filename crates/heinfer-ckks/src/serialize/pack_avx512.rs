@@ -86,30 +86,3 @@ pub(super) unsafe fn unpack_groups(
     out.set_len(start + groups * 8);
     Ok(())
 }
-
-/// `dst = src` as 32-bit words (every residue below `2^32`), eight at a time with
-/// non-temporal stores: the words go to memory without reading their lines first (a
-/// query's narrow batch is hundreds of megabytes, written once, read later by the kernels).
-/// Returns how many words it wrote (a multiple of eight; 0 unless `dst` is 32-byte aligned);
-/// the caller writes the rest. The stores are fenced before it returns.
-///
-/// # Safety
-/// The CPU must support AVX-512F ([`available`]).
-#[target_feature(enable = "avx512f")]
-pub(super) unsafe fn narrow_stream(src: &[u64], dst: &mut [std::mem::MaybeUninit<u32>]) -> usize {
-    let len = src.len().min(dst.len());
-    if !(dst.as_ptr() as usize).is_multiple_of(32) {
-        return 0;
-    }
-    let whole = len / 8 * 8;
-    for i in (0..whole).step_by(8) {
-        // SAFETY: `i + 8 ≤ len` for both slices; the store address is 32-byte aligned (the
-        // start is, and every step is 32 bytes).
-        unsafe {
-            let v = _mm512_loadu_si512(src.as_ptr().add(i).cast());
-            _mm256_stream_si256(dst.as_mut_ptr().add(i).cast(), _mm512_cvtepi64_epi32(v));
-        }
-    }
-    _mm_sfence();
-    whole
-}
