@@ -148,6 +148,15 @@ impl CiphertextBatch {
             Some(n) => Ok(Cow::Owned(n.widen(&self.params).map_err(to_py)?)),
         }
     }
+    /// Ciphertexts `range` (in range) in 64-bit words: borrowed, or those alone widened.
+    fn wide_range(&self, range: std::ops::Range<usize>) -> PyResult<Cow<'_, [ckks::Ciphertext]>> {
+        match &self.narrow {
+            None => Ok(Cow::Borrowed(&self.cts[range])),
+            Some(_) => Ok(Cow::Owned(
+                range.map(|i| self.ciphertext(i)).collect::<PyResult<_>>()?,
+            )),
+        }
+    }
     /// The ciphertexts in 64-bit words, to be changed in place (a narrow batch is widened
     /// for good).
     pub(crate) fn wide_mut(&mut self) -> PyResult<&mut Vec<ckks::Ciphertext>> {
@@ -273,8 +282,8 @@ impl CiphertextBatch {
                 self.count()
             )));
         }
-        let all = self.wide()?;
-        let cts = &all[start..stop];
+        let cts = self.wide_range(start..stop)?;
+        let cts = &cts[..];
         let parts = run(py, "CiphertextBatch.to_bytes", || {
             serialize::ciphertext_batch_parts(&self.params, cts, drop_bits.as_deref())
         })?;

@@ -63,6 +63,7 @@ def test_a_narrow_batch_holds_the_same_ciphertexts(kit) -> None:
     # one ciphertext, a gather and the list are the wide ones' residues
     assert narrow[3].to_bytes() == wide[3].to_bytes() != wide[4].to_bytes()
     assert narrow.take([5, 0, 5]).to_bytes() == wide.take([5, 0, 5]).to_bytes()
+    assert narrow.to_bytes(2, 7) == wide.to_bytes(2, 7)  # a chunk widens only its ciphertexts
     assert [c.to_bytes() for c in narrow.to_list()] == [c.to_bytes() for c in wide.to_list()]
     assert narrow.is_narrow  # reading never widens the batch itself
 
