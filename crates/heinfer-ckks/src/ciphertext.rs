@@ -75,7 +75,12 @@ impl Plaintext {
     }
 }
 
-/// A CKKS ciphertext `(c_0, c_1[, c_2])` in NTT form: decrypts to `Σ c_i s^i ≈ Δ·m`.
+/// The most polynomials a ciphertext has: `(c_0, …, c_4)`, the square of a 3-part ciphertext
+/// not relinearized (decrypted with `s`, …, `s^4`; see [`crate::Evaluator::square`]).
+pub const MAX_PARTS: usize = 5;
+
+/// A CKKS ciphertext `(c_0, c_1, …)` in NTT form, 2 to [`MAX_PARTS`] polynomials: decrypts
+/// to `Σ c_i s^i ≈ Δ·m`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ciphertext {
     pub(crate) params_id: u64,
@@ -163,10 +168,10 @@ impl Ciphertext {
                 max: params.max_level(),
             });
         }
-        if !(2..=3).contains(&parts.len()) {
+        if !(2..=MAX_PARTS).contains(&parts.len()) {
             return Err(CkksError::InvalidOperand {
                 op: "from_parts",
-                reason: format!("{} parts", parts.len()),
+                reason: format!("{} parts (a ciphertext has 2 to {MAX_PARTS})", parts.len()),
             });
         }
         for p in &parts {

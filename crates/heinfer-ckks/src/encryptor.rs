@@ -10,7 +10,7 @@
 //! are zeroed before they are freed or go back to the scratch pool: knowing `u` (or `b·u` on one
 //! prime, with `b` public) would reveal the message.
 
-use crate::ciphertext::{Ciphertext, Plaintext};
+use crate::ciphertext::{Ciphertext, Plaintext, MAX_PARTS};
 use crate::error::{CkksError, Result};
 use crate::evaluator::keyswitch::mod_down;
 use crate::keygen::{basis_indices, small_to_ntt};
@@ -209,14 +209,16 @@ impl Decryptor {
         })
     }
 
-    /// `Σ_i c_i·s^i` at the ciphertext's level and scale (degree 1 or 2).
+    /// `Σ_i c_i·s^i` at the ciphertext's level and scale, by Horner's rule
+    /// (`c_0 + s·(c_1 + s·(c_2 + …))`), for 2 to [`MAX_PARTS`] parts.
     pub fn decrypt(&self, ct: &Ciphertext) -> Result<Plaintext> {
         let params = &self.params;
         params.check_id(ct.params_id)?;
-        if ct.parts.len() < 2 || ct.parts.len() > 3 {
+        let size = ct.parts.len();
+        if !(2..=MAX_PARTS).contains(&size) {
             return Err(CkksError::InvalidOperand {
                 op: "decrypt",
-                reason: format!("ciphertext has {} parts", ct.parts.len()),
+                reason: format!("ciphertext has {size} parts (2 to {MAX_PARTS} are decrypted)"),
             });
         }
         let inner = params.inner();
@@ -225,10 +227,16 @@ impl Decryptor {
         m.data.par_chunks_mut(n).enumerate().for_each(|(i, limb)| {
             let b = &inner.barrett[i];
             let s = self.sk.ntt.limb(i);
-            if ct.parts.len() == 3 {
-                // c0 + s·(c1 + s·c2)
-                let mut t = Zeroizing::new(ct.parts[1].limb(i).to_vec());
-                vecops::mul_add_assign(&mut t, ct.parts[2].limb(i), s, b);
+            if size > 2 {
+                // t = c_{size-1}·s + c_{size-2}, then t·s + c_k down to c_1
+                let mut t = Zeroizing::new(ct.parts[size - 2].limb(i).to_vec());
+                vecops::mul_add_assign(&mut t, ct.parts[size - 1].limb(i), s, b);
+                let mut u = Zeroizing::new(vec![0u64; n]);
+                for k in (1..size - 2).rev() {
+                    u.copy_from_slice(ct.parts[k].limb(i));
+                    vecops::mul_add_assign(&mut u, &t, s, b);
+                    std::mem::swap(&mut *t, &mut *u);
+                }
                 vecops::mul_add_assign(limb, &t, s, b);
             } else {
                 vecops::mul_add_assign(limb, ct.parts[1].limb(i), s, b);

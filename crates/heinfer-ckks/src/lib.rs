@@ -36,7 +36,7 @@ pub mod scratch;
 pub mod security;
 pub mod serialize;
 
-pub use ciphertext::{Ciphertext, Plaintext};
+pub use ciphertext::{Ciphertext, Plaintext, MAX_PARTS};
 pub use compact::{CompactPlaintext, PlainTerm};
 pub use encoder::Encoder;
 pub use encryptor::{Decryptor, Encryptor};

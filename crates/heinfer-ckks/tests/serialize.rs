@@ -47,8 +47,15 @@ fn every_object_round_trips_and_still_works() {
         ciphertext_from_bytes(p, &ciphertext_to_bytes(p, &prod).unwrap(), MAX).unwrap(),
         prod
     );
+    // a square of a square, not relinearized: five parts
+    let quartic = f.ev.square(&prod).unwrap();
+    assert_eq!(quartic.size(), 5);
+    assert_eq!(
+        ciphertext_from_bytes(p, &ciphertext_to_bytes(p, &quartic).unwrap(), MAX).unwrap(),
+        quartic
+    );
     // the buffer is sized exactly up front (no copies of a growing vector)
-    for c in [&ct, &sym, &prod] {
+    for c in [&ct, &sym, &prod, &quartic] {
         let b = ciphertext_to_bytes(p, c).unwrap();
         assert_eq!(
             b.capacity(),

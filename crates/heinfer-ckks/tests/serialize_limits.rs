@@ -158,7 +158,8 @@ fn wire_sizes_are_exact() {
     }
 
     assert!(ciphertext_wire_bytes(p, p.max_level() + 1, 2).is_err());
-    assert!(ciphertext_wire_bytes(p, 0, 4).is_err());
+    assert!(ciphertext_wire_bytes(p, 0, 6).is_err()); // 2 to MAX_PARTS = 5
+    assert!(ciphertext_wire_bytes(p, 0, 1).is_err());
     assert!(ciphertext_batch_wire_bytes(p, 0, 0, 2).is_err());
     assert!(ciphertext_batch_wire_bytes(p, usize::MAX, 0, 2).is_err());
     assert!(galois_keys_wire_bytes(p, p.n()).is_err());

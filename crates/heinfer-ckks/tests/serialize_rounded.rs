@@ -181,6 +181,42 @@ fn rounding_the_square_part_alone_stays_within_its_share() {
     );
 }
 
+/// A square of a square (five parts, decrypted with `s³` and `s⁴`): part `i` rounded alone
+/// adds an error within its fifth of the variance — the weights `w_i² = i!·(2/3)^i·N^i` are
+/// not underestimated. Each bound sits just above a power of two of its weight, so a weight
+/// half as large would drop one bit more and double the error.
+#[test]
+fn rounding_the_parts_of_a_fourth_power_stays_within_their_shares() {
+    let f = fx();
+    let n = f.params.n() as f64;
+    let ct =
+        f.ev.square(&f.ev.square(&at_level(2, 12)).unwrap())
+            .unwrap();
+    assert_eq!(ct.size(), 5);
+    let mut w2 = 1.0;
+    for i in 1..5usize {
+        w2 *= i as f64 * (2.0 / 3.0) * n;
+        let std = 1.01 * 2f64.powi(12) * w2.sqrt() * 5f64.sqrt() / 12f64.sqrt();
+        let drop = rounding_drop_bits(&f.params, 2, 5, std).unwrap();
+        assert_eq!(drop[i], 12, "part {i}: {drop:?}");
+        let mut only = [0u32; 5];
+        only[i] = drop[i];
+        let bytes = ciphertext_to_bytes_rounded(&f.params, &ct, &only).unwrap();
+        assert_eq!(
+            bytes.len(),
+            rounded_ciphertext_wire_bytes(&f.params, 2, 5, &only).unwrap()
+        );
+        let back = ciphertext_from_bytes_rounded(&f.params, &bytes, MAX, &only).unwrap();
+        let (x, y) = (decrypted(&ct), decrypted(&back));
+        let got = (x.iter().zip(&y).map(|(a, b)| (a - b).powi(2)).sum::<f64>() / n).sqrt();
+        let share = std / 5f64.sqrt();
+        assert!(
+            got <= 1.25 * share && got >= 0.5 * share,
+            "part {i} alone: std {got:e} against its share {share:e} ({drop:?})"
+        );
+    }
+}
+
 #[test]
 fn nothing_dropped_is_the_ordinary_form_and_a_wide_q_is_not_rounded() {
     let f = fx();
@@ -207,7 +243,8 @@ fn nothing_dropped_is_the_ordinary_form_and_a_wide_q_is_not_rounded() {
             Err(CkksError::InvalidOperand { .. })
         ));
     }
-    assert!(rounding_drop_bits(&f.params, 0, 4, 1.0).is_err());
+    assert!(rounding_drop_bits(&f.params, 0, 6, 1.0).is_err());
+    assert!(rounding_drop_bits(&f.params, 0, 1, 1.0).is_err());
     assert!(rounding_drop_bits(&f.params, 0, 2, f64::NAN).is_err());
     assert!(rounding_drop_bits(&f.params, 9, 2, 1.0).is_err());
     assert_eq!(

@@ -32,7 +32,7 @@ use crate::input::{self, prefetch, InputShape, Inputs};
 use crate::output::{alloc_outputs, finish_outputs, Packing, SyncPtr};
 use crate::prefetch::AHEAD;
 use heinfer_ckks::compact::Words;
-use heinfer_ckks::{Ciphertext, CkksParams, NarrowBatch};
+use heinfer_ckks::{Ciphertext, CkksParams, NarrowBatch, MAX_PARTS};
 use heinfer_math::vecops::{self, BarrettConst};
 use heinfer_math::Modulus;
 use rayon::prelude::*;
@@ -244,8 +244,9 @@ impl LinearLayer {
     }
 
     /// `out_j = Σ_k W_jk·in_k² (+ b_j)`: the square of every input fused into the product
-    /// (the squared ciphertexts are computed tile by tile, never stored). Inputs must have
-    /// 2 parts; outputs have 3 (not relinearized), at scale `Δ_in²·Δ_w`.
+    /// (the squared ciphertexts are computed tile by tile, never stored). Inputs have 2
+    /// parts, or 3 (a square not relinearized); outputs have 3 or 5 (`2·size − 1`, not
+    /// relinearized), at scale `Δ_in²·Δ_w`.
     pub fn apply_squared<C: Borrow<Ciphertext> + Sync>(
         &self,
         params: &CkksParams,
@@ -279,14 +280,18 @@ impl LinearLayer {
         square: bool,
     ) -> Result<Vec<Ciphertext>> {
         let first = self.check_inputs(params, inputs, bias)?;
-        if square && first.size != 2 {
+        if square && 2 * first.size - 1 > MAX_PARTS {
             return Err(KernelError::InvalidOperands(format!(
-                "a fused square needs 2-part inputs, got {} parts",
+                "a fused square needs 2- or 3-part inputs, got {} parts",
                 first.size
             )));
         }
         let (level, n) = (first.level, params.n());
-        let parts = if square { 3 } else { first.size };
+        let parts = if square {
+            2 * first.size - 1
+        } else {
+            first.size
+        };
         let limbs = level + 1;
         for (i, &q) in params.q()[..limbs].iter().enumerate() {
             if !self.is_exact_for(q) {
@@ -323,7 +328,7 @@ impl LinearLayer {
                     p,
                     off,
                     &moduli[i],
-                    square.then_some(&barrett[i]),
+                    square.then_some((&barrett[i], first.size)),
                     buf,
                     &ptrs,
                 );
@@ -376,7 +381,7 @@ impl LinearLayer {
         p: usize,
         off: usize,
         m: &Modulus,
-        square: Option<&BarrettConst>,
+        square: Option<(&BarrettConst, usize)>,
         buf: &mut Buffers,
         out: &[Vec<SyncPtr>],
     ) {
@@ -386,11 +391,14 @@ impl LinearLayer {
         // chunk-major tile: chunk c of input k at [c·K·NR + k·NR, +NR), so the micro-kernel
         // streams consecutive inputs of one chunk through contiguous memory
         let mut sq = [0u64; TILE];
-        let (mut w0, mut w1) = ([0u64; TILE], [0u64; TILE]);
+        let mut w = [[0u64; TILE]; 3];
         let range = off..off + TILE;
         for k in 0..k_count {
             if k + AHEAD < k_count {
-                let read = if square.is_some() { 0..2 } else { p..p + 1 };
+                let read = match square {
+                    Some((_, size)) => 0..size,
+                    None => p..p + 1,
+                };
                 for part in read {
                     prefetch(inputs.words(k + AHEAD, part), range.clone());
                 }
@@ -415,18 +423,14 @@ impl LinearLayer {
                         }
                     }
                 }
-                Some(bc) => {
-                    // the square's part p, computed on the fly: (a0², 2·a0·a1, a1²)
-                    let a0 = input::wide(inputs.words(k, 0), range.clone(), &mut w0);
-                    let a1 = input::wide(inputs.words(k, 1), range.clone(), &mut w1);
-                    match p {
-                        0 => vecops::mul_into(&mut sq, a0, a0, bc),
-                        1 => {
-                            vecops::mul_into(&mut sq, a0, a1, bc);
-                            vecops::add_self_assign(&mut sq, q);
-                        }
-                        _ => vecops::mul_into(&mut sq, a1, a1, bc),
+                Some((bc, size)) => {
+                    // the square's part p, computed on the fly: (a0², 2·a0·a1, a1²) at two
+                    // parts, (a0², 2·a0·a1, 2·a0·a2 + a1², 2·a1·a2, a2²) at three
+                    let mut a: [&[u64]; 3] = [&[]; 3];
+                    for (part, (ai, wi)) in a.iter_mut().zip(w.iter_mut()).take(size).enumerate() {
+                        *ai = input::wide(inputs.words(k, part), range.clone(), wi);
                     }
+                    vecops::square_term(&mut sq, &a[..size], p, bc);
                     for c in 0..TILE / NR {
                         let at = c * k_count * NR + k * NR;
                         let chunk = Words::Wide(&sq[c * NR..(c + 1) * NR]);

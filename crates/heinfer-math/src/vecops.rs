@@ -20,8 +20,10 @@ use crate::vecops_ifma;
 use std::mem::MaybeUninit;
 
 mod additive;
+mod square;
 mod uninit;
 pub use additive::*;
+pub use square::*;
 pub use uninit::*;
 
 /// Barrett constants for the element-wise product kernel.

@@ -4,8 +4,8 @@
 //! relinearization key-switches the `s²` part back to `s`.
 
 use super::{same_level, Evaluator};
-use crate::ciphertext::{check_scale, Ciphertext};
-use crate::error::Result;
+use crate::ciphertext::{check_scale, Ciphertext, MAX_PARTS};
+use crate::error::{CkksError, Result};
 use crate::keys::RelinKey;
 use crate::poly::RnsPoly;
 use heinfer_math::vecops;
@@ -22,18 +22,26 @@ impl Evaluator {
         self.tensor(a, b)
     }
 
-    /// `a²` without relinearization (one product fewer than `mul(a, a)`).
+    /// `a²` without relinearization (one product fewer than `mul(a, a)` per pair of parts):
+    /// `2·size − 1` parts, scale `a.scale²`. A 2-part `a` gives 3 parts (decrypted with
+    /// `s²`); a 3-part `a` — a square not relinearized — gives [`MAX_PARTS`] = 5
+    /// (`c_k = Σ_{i+j=k} a_i a_j`, decrypted with `s³`, `s⁴`: no key switch, and the error of
+    /// the product is the product of the errors, as for any square).
     pub fn square(&self, a: &Ciphertext) -> Result<Ciphertext> {
         self.check_ct(a)?;
-        self.check_linear("square", a)?;
+        check_square(a)?;
         self.tensor(a, a)
     }
 
-    /// In-place [`Self::square`]: `(a_0, a_1) ← (a_0², 2·a_0 a_1, a_1²)`, reusing the two input
-    /// polynomials (one new polynomial instead of three).
+    /// In-place [`Self::square`]. At 2 parts, `(a_0, a_1) ← (a_0², 2·a_0 a_1, a_1²)`, reusing
+    /// the two input polynomials (one new polynomial instead of three).
     pub fn square_assign(&self, a: &mut Ciphertext) -> Result<()> {
         self.check_ct(a)?;
-        self.check_linear("square", a)?;
+        check_square(a)?;
+        if a.parts.len() != 2 {
+            *a = self.tensor(a, a)?;
+            return Ok(());
+        }
         let scale = a.scale * a.scale;
         check_scale(scale)?;
         let n = self.params.n();
@@ -67,8 +75,8 @@ impl Evaluator {
         Ok(())
     }
 
-    /// `(a_0 b_0, a_0 b_1 + a_1 b_0, a_1 b_1)`; when `a` and `b` are the same ciphertext the
-    /// middle term is `2·a_0 a_1`.
+    /// `d_k = Σ_{i+j=k} a_i b_j` (`a.size + b.size − 1` parts); when `a` and `b` are the same
+    /// ciphertext, one product per pair ([`vecops::square_term`]).
     fn tensor(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
         let scale = a.scale * b.scale;
         check_scale(scale)?;
@@ -76,34 +84,41 @@ impl Evaluator {
         let n = self.params.n();
         let inner = self.params.inner();
         let limbs = a.level + 1;
-        let mut d0 = RnsPoly::from_data(crate::scratch::take(limbs * n), n);
-        let mut d1 = RnsPoly::from_data(crate::scratch::take(limbs * n), n);
-        let mut d2 = RnsPoly::from_data(crate::scratch::take(limbs * n), n);
-        d0.data
-            .par_chunks_mut(n)
-            .zip(d1.data.par_chunks_mut(n))
-            .zip(d2.data.par_chunks_mut(n))
+        let (sa, sb) = (a.parts.len(), b.parts.len());
+        let count = sa + sb - 1;
+        let mut out: Vec<RnsPoly> = (0..count)
+            .map(|_| RnsPoly::from_data(crate::scratch::take(limbs * n), n))
+            .collect();
+        let mut per_limb: Vec<Vec<&mut [u64]>> =
+            (0..limbs).map(|_| Vec::with_capacity(count)).collect();
+        for d in out.iter_mut() {
+            for (i, limb) in d.data.chunks_mut(n).enumerate() {
+                per_limb[i].push(limb);
+            }
+        }
+        per_limb
+            .into_par_iter()
             .enumerate()
-            .for_each(|(i, ((x0, x1), x2))| {
+            .for_each(|(i, mut xs)| {
                 let bc = &inner.barrett[i];
-                let (a0, a1, b0, b1) = (
-                    a.parts[0].limb(i),
-                    a.parts[1].limb(i),
-                    b.parts[0].limb(i),
-                    b.parts[1].limb(i),
-                );
-                vecops::mul_into(x0, a0, b0, bc);
-                vecops::mul_into(x1, a0, b1, bc);
                 if same {
-                    vecops::add_self_assign(x1, inner.moduli[i].q);
-                } else {
-                    vecops::mul_add_assign(x1, a1, b0, bc);
+                    let a: Vec<&[u64]> = a.parts.iter().map(|p| p.limb(i)).collect();
+                    for (k, x) in xs.iter_mut().enumerate() {
+                        vecops::square_term(x, &a, k, bc);
+                    }
+                    return;
                 }
-                vecops::mul_into(x2, a1, b1, bc);
+                for (k, x) in xs.iter_mut().enumerate() {
+                    let lo = k.saturating_sub(sb - 1);
+                    vecops::mul_into(x, a.parts[lo].limb(i), b.parts[k - lo].limb(i), bc);
+                    for pi in lo + 1..=k.min(sa - 1) {
+                        vecops::mul_add_assign(x, a.parts[pi].limb(i), b.parts[k - pi].limb(i), bc);
+                    }
+                }
             });
         Ok(Ciphertext {
             params_id: a.params_id,
-            parts: vec![d0, d1, d2],
+            parts: out,
             level: a.level,
             scale,
             seed: None,
@@ -127,7 +142,11 @@ impl Evaluator {
         if ct.parts.len() != 3 {
             return Err(crate::error::CkksError::InvalidOperand {
                 op: "relinearize",
-                reason: format!("ciphertext has {} parts", ct.parts.len()),
+                reason: format!(
+                    "ciphertext has {} parts; relinearization takes 3 (a square of a 3-part \
+                     ciphertext is only decrypted)",
+                    ct.parts.len()
+                ),
             });
         }
         let level = ct.level;
@@ -155,4 +174,20 @@ impl Evaluator {
         self.relinearize_assign(&mut r, rlk)?;
         Ok(r)
     }
+}
+
+/// A square's operand: 2 parts, or 3 (a square not relinearized; the result has
+/// [`MAX_PARTS`]).
+fn check_square(a: &Ciphertext) -> Result<()> {
+    if 2 * a.parts.len() - 1 > MAX_PARTS {
+        return Err(CkksError::InvalidOperand {
+            op: "square",
+            reason: format!(
+                "a ciphertext of size {} squares to {} parts, more than {MAX_PARTS} (relinearize first)",
+                a.parts.len(),
+                2 * a.parts.len() - 1
+            ),
+        });
+    }
+    Ok(())
 }

@@ -15,7 +15,7 @@ use super::{
     ciphertext_check, ciphertext_from_bytes_rounded, ciphertext_narrow_into, ciphertext_to_bytes,
     ciphertext_to_bytes_rounded, CiphertextShape, HEADER_BYTES, SEED_BYTES,
 };
-use crate::ciphertext::Ciphertext;
+use crate::ciphertext::{Ciphertext, MAX_PARTS};
 use crate::error::{CkksError, Result};
 use crate::keygen::basis_indices;
 use crate::narrow::{narrow_into, NarrowBatch};
@@ -59,10 +59,10 @@ pub fn ciphertext_wire_bytes(params: &CkksParams, level: usize, size: usize) -> 
             max: params.max_level(),
         });
     }
-    if !(2..=3).contains(&size) {
+    if !(2..=MAX_PARTS).contains(&size) {
         return Err(CkksError::InvalidOperand {
             op: "size a ciphertext",
-            reason: format!("a ciphertext has 2 or 3 polynomials, not {size}"),
+            reason: format!("a ciphertext has 2 to {MAX_PARTS} polynomials, not {size}"),
         });
     }
     let poly = poly_wire_bytes(params, &basis_indices(params, level, false));

@@ -9,7 +9,7 @@
 //! parameter id, every count against the parameters, that every residue is below its
 //! modulus, and that no bytes are left over. Any failure is [`CkksError::Deserialize`].
 
-use crate::ciphertext::{check_scale, Ciphertext, Plaintext};
+use crate::ciphertext::{check_scale, Ciphertext, Plaintext, MAX_PARTS};
 use crate::error::{CkksError, Result};
 use crate::keygen::{basis_indices, expand_uniform};
 use crate::narrow::narrow_words;
@@ -272,8 +272,10 @@ fn read_ciphertext_fields(
     let level = read_level(r, params)?;
     let scale = read_scale(r)?;
     let size = r.u8()? as usize;
-    if !(2..=3).contains(&size) {
-        return Err(r.err(format!("ciphertext size {size} (expected 2 or 3)")));
+    if !(2..=MAX_PARTS).contains(&size) {
+        return Err(r.err(format!(
+            "ciphertext size {size} (expected 2 to {MAX_PARTS})"
+        )));
     }
     let form = match r.u8()? {
         1 if size == 2 => Form::Seeded,

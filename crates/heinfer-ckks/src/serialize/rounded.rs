@@ -21,11 +21,12 @@
 //! receiver's formula is unchanged. Decryption
 //! gains `Σ_i δ_i·s^i`; with the uniform ternary secret (each coefficient of `s` has variance
 //! `2/3`, each of `s²` about `8N/9` — twice `N·(2/3)²`, since `s_a·s_b` and `s_b·s_a` are the
-//! same product — and `δ` uniform (the coefficients of a ciphertext are), the
-//! added error has, per coefficient, the variance
+//! same product — and in general each of `s^i` about `i!·(2/3)^i·N^{i−1}`) and `δ` uniform
+//! (the coefficients of a ciphertext are), the added error has, per coefficient, the variance
 //!
 //! ```text
-//! σ² = (4^{j_0} + (2N/3)·4^{j_1} + (8N²/9)·4^{j_2}) / 12.
+//! σ² = Σ_i w_i²·4^{j_i} / 12,   w_i² = i!·(2/3)^i·N^i:
+//!    = (4^{j_0} + (2N/3)·4^{j_1} + (8N²/9)·4^{j_2} + (16N³/9)·4^{j_3} + (128N⁴/27)·4^{j_4}) / 12.
 //! ```
 //!
 //! [`rounding_drop_bits`] picks the `j_i` for a bound on `σ`; the caller derives that bound from
@@ -42,7 +43,7 @@
 use super::pack::{pack_residues, packed_len, unpack_residues, Unpack};
 use super::wire::{poly_wire_bytes, Reader, Writer};
 use super::{ciphertext_to_bytes, ciphertext_wire_bytes, Kind};
-use crate::ciphertext::Ciphertext;
+use crate::ciphertext::{Ciphertext, MAX_PARTS};
 use crate::error::{CkksError, Result};
 use crate::keygen::basis_indices;
 use crate::params::CkksParams;
@@ -124,12 +125,12 @@ pub fn rounding_drop_bits(
             max: params.max_level(),
         });
     }
-    if !(2..=3).contains(&size) || max_std.is_nan() || max_std < 0.0 {
+    if !(2..=MAX_PARTS).contains(&size) || max_std.is_nan() || max_std < 0.0 {
         return Err(CkksError::InvalidOperand {
             op: "choose the bits a rounded ciphertext drops",
             reason: format!(
-                "a ciphertext has 2 or 3 polynomials (got {size}) and the bound is a non-negative \
-                 standard deviation (got {max_std})"
+                "a ciphertext has 2 to {MAX_PARTS} polynomials (got {size}) and the bound is a \
+                 non-negative standard deviation (got {max_std})"
             ),
         });
     }
@@ -137,9 +138,14 @@ pub fn rounding_drop_bits(
         return Ok(vec![0; size]);
     };
     let n = params.n() as f64;
-    let weights = [1.0, (2.0 * n / 3.0).sqrt(), (8.0 / 9.0f64).sqrt() * n];
-    Ok(weights[..size]
-        .iter()
+    // w_i = √(i!·(2/3)^i·N^i): the deviation of a coefficient of δ·s^i per unit of δ's
+    let weights = (0..size).scan(1.0f64, |w2, i| {
+        if i > 0 {
+            *w2 *= i as f64 * (2.0 / 3.0) * n;
+        }
+        Some(w2.sqrt())
+    });
+    Ok(weights
         .map(|w| {
             let j = (max_std * 12f64.sqrt() / ((size as f64).sqrt() * w))
                 .log2()
