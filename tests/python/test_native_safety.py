@@ -175,6 +175,7 @@ def test_wire_sizes_match_real_serializations(tools) -> None:
         ct = _ct(tools, 0.25, level)
         assert len(ct.to_bytes()) == p.ciphertext_wire_bytes(level, 2)
         assert len(ev.square(ct).to_bytes()) == p.ciphertext_wire_bytes(level, 3)
+        assert len(ev.square(ev.square(ct)).to_bytes()) == p.ciphertext_wire_bytes(level, 5)
         for count in (1, 4):
             b = _native.CiphertextBatch.from_list([ct] * count).to_bytes()
             assert len(b) == p.batch_wire_bytes(count, level, 2)
@@ -189,7 +190,7 @@ def test_wire_sizes_match_real_serializations(tools) -> None:
     with pytest.raises(LevelError):
         p.ciphertext_wire_bytes(p.max_level + 1, 2)
     with pytest.raises(OperandError):
-        p.ciphertext_wire_bytes(0, 4)
+        p.ciphertext_wire_bytes(0, 6)
     with pytest.raises(OperandError):
         p.batch_wire_bytes(0, 0, 2)
     with pytest.raises(OperandError):

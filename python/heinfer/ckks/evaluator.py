@@ -169,7 +169,9 @@ class Evaluator:
         return self._wrap(self._raw.mul(_ct(a, "a"), _ct(b, "b")))
 
     def square(self, a: Ciphertext) -> Ciphertext:
-        """``a²`` without relinearization (one product fewer than ``mul(a, a)``)."""
+        """``a²`` without relinearization (one product fewer than ``mul(a, a)`` per pair of
+        parts): size 2 → 3, or size 3 (a square not relinearized) → 5, which is decrypted
+        with ``s³`` and ``s⁴`` but cannot be relinearized or squared again."""
         return self._wrap(self._raw.square(_ct(a, "a")))
 
     def relinearize(self, ct: Ciphertext, rlk: RelinKey) -> Ciphertext:

@@ -20,7 +20,11 @@ without the client. For each candidate prime size ``b`` and ring degree, the pla
    whose modulus fits the security bound.
 
 Squares leave 3-part ciphertexts; they are relinearized only when squared again (lazy
-relinearization: a linear layer is linear in each part, so it runs on 3 parts).
+relinearization: a linear layer is linear in each part, so it runs on 3 parts). The last
+square of a segment may skip even that (an *open tail*): squared unrelinearized it leaves
+5 parts, which only linear layers follow and the client decrypts with ``s³`` and ``s⁴`` —
+no key switch, no relinearization key, but nothing may rescale after it (the rounding of the
+last part would come back multiplied by ``s⁴``). Both plans are costed; the cheaper is kept.
 """
 
 from __future__ import annotations
@@ -163,15 +167,51 @@ def plan_segment(
         raise CompileError(
             "no rescale schedule keeps the scale of this segment above its input scale"
         )
+    tail = _open_tail(ops) if lazy else None
+    if tail is not None:
+        open_plan = _plan_open_tail(ops, bounds, log_input_scale, b, layers, tail)
+        # cheaper, and on no more limbs (the modulus must fit the security bound as well)
+        if open_plan is not None and open_plan.cost < plan.cost and open_plan.top_limbs <= plan.top_limbs:
+            plan = open_plan
     return plan
 
 
-def _parts(ops) -> tuple[list[int], list[bool]]:
-    """Ciphertext parts at each op's output and whether it relinearizes first (lazy relin)."""
+def _open_tail(ops) -> int | None:
+    """The index of the segment's last square when it may stay unrelinearized: it squares a
+    square not yet relinearized and only linear layers follow it; else ``None``."""
+    squares = [t for t, op in enumerate(ops) if isinstance(op, Square)]
+    if not squares:
+        return None
+    last = squares[-1]
+    if not all(isinstance(op, Linear) for op in ops[last + 1 :]):
+        return None
+    parts_at, _ = _parts(ops[:last])
+    return last if parts_at and parts_at[-1] == 3 else None
+
+
+def _plan_open_tail(ops, bounds, s_in, b, layers, tail: int) -> SegmentPlan | None:
+    """The cheapest plan whose square ``tail`` is not relinearized, with no rescale from
+    there on (``None`` when the scale cannot stay unrescaled that long)."""
+    advance, primes, op_cost, in_cost, out_cost = _search_model(ops, bounds, s_in, b, layers, tail)
+
+    def no_late_cut(t: int, limbs: int, k: int) -> float:
+        return math.inf if k and t >= tail else op_cost(t, limbs, k)
+
+    cuts = search_cuts(len(ops), s_in, b, advance, primes, no_late_cut, in_cost, out_cost)
+    if cuts is None or any(cuts.primes[tail:]):
+        return None
+    chosen = frozenset(t for t, k in enumerate(cuts.primes) if k)
+    return _simulate(ops, bounds, s_in, b, layers, chosen, True, tail)
+
+
+def _parts(ops, tail: int | None = None) -> tuple[list[int], list[bool]]:
+    """Ciphertext parts at each op's output and whether it relinearizes first (lazy relin).
+    Op ``tail`` (an open tail, :func:`_open_tail`) squares its 3 parts into 5 instead."""
     parts, parts_at, relin = 2, [], []
-    for op in ops:
-        r = isinstance(op, Square) and parts == 3
-        parts = 3 if isinstance(op, Square) else (2 if r else parts)
+    for t, op in enumerate(ops):
+        r = isinstance(op, Square) and parts == 3 and t != tail
+        if isinstance(op, Square):
+            parts = 2 * (2 if r else parts) - 1
         relin.append(r)
         parts_at.append(parts)
     return parts_at, relin
@@ -198,7 +238,8 @@ def _op_cost(op, layer, limbs: int, parts: int, relin: bool, k: int) -> float:
         size = int(np.prod(op.shape))
         if relin:
             cost += UNIT_RELIN * size * limbs * (limbs + 1)
-        cost += UNIT_SQUARE * size * limbs
+        # three products per coefficient of a 2-part square, six of a 3-part one (5 parts)
+        cost += UNIT_SQUARE * size * limbs * (2.0 if parts == 5 else 1.0)
     if k:
         cost += UNIT_RESCALE * op_out_size(op) * parts * (limbs + k)
     return cost
@@ -216,9 +257,10 @@ def _out_cost(op, b: float, limbs: int, parts: int) -> float:
     return UNIT_DECRYPT * n * limbs * parts + UNIT_BYTE * b / 8 * n * limbs * parts
 
 
-def _search_model(ops, bounds, s_in, b, layers) -> tuple:
-    """The callbacks of :func:`search_cuts` for this segment (lazy rescaling)."""
-    parts_at, relin = _parts(ops)
+def _search_model(ops, bounds, s_in, b, layers, tail: int | None = None) -> tuple:
+    """The callbacks of :func:`search_cuts` for this segment (lazy rescaling; ``tail``: the
+    open tail's square, :func:`_parts`)."""
+    parts_at, relin = _parts(ops, tail)
 
     def advance(t: int, s: float) -> tuple[float, int]:
         s = _advance(ops[t], layers[t], s)
@@ -239,10 +281,11 @@ def _search_model(ops, bounds, s_in, b, layers) -> tuple:
     )
 
 
-def _simulate(ops, bounds, s_in, b, layers, chosen, lazy) -> SegmentPlan | None:
-    """Scales, limbs and cost of one rescale schedule (``None`` if it underflows)."""
+def _simulate(ops, bounds, s_in, b, layers, chosen, lazy, tail: int | None = None) -> SegmentPlan | None:
+    """Scales, limbs and cost of one rescale schedule (``None`` if it underflows; ``tail``:
+    the open tail's square, :func:`_parts`)."""
     n_ops = len(ops)
-    parts_at, relin = _parts(ops)
+    parts_at, relin = _parts(ops, tail)
     s = s_in
     scales, rescales, need = [], [], []
     for t, op in enumerate(ops):

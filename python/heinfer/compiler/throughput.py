@@ -225,7 +225,7 @@ def build_program(g, pre, seg_ops, step_fns, post, plans, b, log_n, p_bits, pack
             else:
                 instrs.append(OpSquare((len(instrs),)))
                 err = 2 * in_b * err + err * err
-                parts = 3
+                parts = 2 * parts - 1  # 3, or 5 for an open tail (plan.py)
             in_b = seg_bounds[k][t]
             if plan.rescales[t]:
                 instrs.append(Rescale(plan.rescales[t], (len(instrs),)))

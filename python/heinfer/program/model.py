@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from heinfer.program.functions import ClientFunction
-from heinfer.program.ops import Op
+from heinfer.program.ops import Op, Relinearize, Square
 from heinfer.program.placement import Placement
 from heinfer.program.transform import Transform
 from heinfer.program.weights import LinearStep
 
-__all__ = ["Layout", "Segment", "Step", "PublicProgram", "Program", "galois_element", "PUBLIC_META"]
+__all__ = ["Layout", "Segment", "op_parts", "Step", "PublicProgram", "Program", "galois_element", "PUBLIC_META"]
 
 #: Meta fields that describe the compilation, not the weights: the public program keeps these.
 PUBLIC_META = ("mode", "lazy", "prime_bits", "strategy", "levels", "cost_source", "auto", "features_sha256")
@@ -40,6 +40,20 @@ class Layout:
     kind: str
     packing: str
     gather: np.ndarray | None = None
+
+
+def op_parts(ops: list[Op]) -> list[int]:
+    """Polynomials per ciphertext after each op: a square takes ``k`` parts to ``2k − 1``,
+    a relinearization back to 2, every other op keeps them (a linear layer is linear in
+    each part)."""
+    parts, out = 2, []
+    for op in ops:
+        if isinstance(op, Square):
+            parts = 2 * parts - 1
+        elif isinstance(op, Relinearize):
+            parts = 2
+        out.append(parts)
+    return out
 
 
 @dataclass(eq=False)
@@ -73,14 +87,9 @@ class Segment:
 
     @property
     def output_parts(self) -> int:
-        """Polynomials per output ciphertext: 3 after a square not yet relinearized, else 2."""
-        parts = 2
-        for op in self.ops:
-            if type(op).__name__ == "Square":
-                parts = 3
-            elif type(op).__name__ == "Relinearize":
-                parts = 2
-        return parts
+        """Polynomials per output ciphertext: 2, 3 after a square not yet relinearized, 5
+        after a square of such a square (an open tail, :mod:`heinfer.compiler.plan`)."""
+        return op_parts(self.ops)[-1] if self.ops else 2
 
     @property
     def n_output_cts(self) -> int:

@@ -31,7 +31,8 @@ class Linear:
 
 @dataclass(frozen=True)
 class Square:
-    """``y = x²`` (a ciphertext product: size 3 until relinearized)."""
+    """``y = x²`` (a ciphertext product: size 3 until relinearized; the square of a size-3
+    ciphertext has size 5 and is only decrypted — an open tail, :mod:`heinfer.compiler.plan`)."""
 
     inputs: tuple[int, ...]
 

@@ -76,8 +76,10 @@ def _segment(p, i: int, seg, levels: int, S: int) -> None:
             _bad(f"segment {i}: output placement does not hold {seg.out_size} values in {S} slots")
     elif lay.gather is not None or seg.output is not None:
         _bad(f"segment {i}: a batch layout has no gather map or output placement")
-    level = seg.input_level
+    level, parts = seg.input_level, 2
     for j, op in enumerate(seg.ops):
+        _parts_allow(i, j, op, parts)
+        parts = 2 if isinstance(op, Relinearize) else 2 * parts - 1 if isinstance(op, Square) else parts
         if op.inputs != (j,):
             _bad(f"segment {i} op {j}: reads values {op.inputs}; graph-shaped segments are not supported yet")
         if isinstance(op, Linear):
@@ -101,6 +103,18 @@ def _segment(p, i: int, seg, levels: int, S: int) -> None:
             _bad(f"segment {i} op {j}: runs out of levels")
     if level != seg.output_level:
         _bad(f"segment {i}: the ops end at level {level}, the segment says {seg.output_level}")
+
+
+def _parts_allow(i: int, j: int, op, parts: int) -> None:
+    """Refuses an op that the ciphertexts' ``parts`` polynomials do not allow: a square of
+    more than 3 (the engine stops at 5), a relinearization of other than 3, a rescale of 5
+    (an open tail's last part would bring its rounding back multiplied by ``s⁴``)."""
+    if isinstance(op, Square) and parts > 3:
+        _bad(f"segment {i} op {j}: squares a ciphertext of {parts} parts (at most 3)")
+    if isinstance(op, Relinearize) and parts != 3:
+        _bad(f"segment {i} op {j}: relinearizes a ciphertext of {parts} parts (only 3)")
+    if isinstance(op, Rescale) and parts > 3:
+        _bad(f"segment {i} op {j}: rescales a ciphertext of {parts} parts (its rounding would grow by s^4)")
 
 
 def validate_weights(p) -> None:

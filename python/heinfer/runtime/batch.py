@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from heinfer import _native
-from heinfer.program.model import Segment
-from heinfer.program.ops import DropTo, Linear, Relinearize, Rescale, Square
+from heinfer.program.model import Segment, op_parts
+from heinfer.program.ops import DropTo, Linear, Rescale, Square
 from heinfer.program.weights import LinearStep
 from heinfer.runtime.linear import PreparedLinear
 from heinfer.runtime.tiles import TiledOutput, apply_elementwise, tile_rows
@@ -50,8 +50,8 @@ def run_batch_segment(
             batch = _native.square_chain(l1, l2, batch, b1, b2, packing)
             i += 2
             continue
-        if isinstance(op, Square) and not baseline and i < len(ops) and isinstance(ops[i], Linear) and batch.size == 2:
-            fuse = True  # the next linear layer squares its inputs on the fly
+        if isinstance(op, Square) and not baseline and i < len(ops) and isinstance(ops[i], Linear) and batch.size <= 3:
+            fuse = True  # the next linear layer squares its inputs (2 or 3 parts) on the fly
             continue
         if tiles is not None and i - 1 == tiles[0] and not baseline:
             return TiledOutput(batch, tiles[1], packing, fuse, ops[i:], relin_key)
@@ -89,7 +89,7 @@ def _is_chain(layers: list, ops: list, i: int) -> bool:
 
 def peak_ciphertext_bytes(seg: Segment, layers: list, log_n: int, tiled: bool = True) -> int:
     """The most bytes of ciphertexts a batch-axis segment holds at once: over its linear
-    layers, the input tensor plus the output tensor (one ciphertext per element, 2 or 3
+    layers, the input tensor plus the output tensor (one ciphertext per element, 2, 3 or 5
     polynomials of ``ℓ + 1`` residue vectors of ``N`` words each), and its input alone; a
     last layer computed in tiles (:func:`~heinfer.runtime.tiles.tile_rows`; ``tiled=False``:
     as if it were not) counts two tiles, not its whole output. This is what a query needs
@@ -98,19 +98,16 @@ def peak_ciphertext_bytes(seg: Segment, layers: list, log_n: int, tiled: bool = 
     level, parts, count = seg.input_level, 2, seg.in_size
     peak = count * parts * (level + 1) * n * 8
     found = tile_rows(seg, layers, log_n) if tiled else None
-    for i, op in enumerate(seg.ops):
+    for i, (op, after) in enumerate(zip(seg.ops, op_parts(seg.ops))):
         if isinstance(op, Linear):
             out = layers[op.layer].out_size
             if found is not None and i == found[0]:
                 out = min(out, 2 * found[1])
-            peak = max(peak, (count * parts + out * 2) * (level + 1) * n * 8)
-            count, parts = out, 2
-        elif isinstance(op, Square):
-            parts = 3
-        elif isinstance(op, Relinearize):
-            parts = 2
+            peak = max(peak, (count * parts + out * after) * (level + 1) * n * 8)
+            count = out
         elif isinstance(op, Rescale):
             level -= op.primes
         elif isinstance(op, DropTo):
             level = op.level
+        parts = after
     return peak

@@ -19,7 +19,7 @@ floating-point digits), a few percent of the layer at the default :data:`TILE_BY
 from __future__ import annotations
 
 from heinfer import _native
-from heinfer.program.model import Segment
+from heinfer.program.model import Segment, op_parts
 from heinfer.program.ops import DropTo, Linear, Relinearize, Rescale, Square
 from heinfer.runtime.linear import PreparedLinear
 
@@ -61,7 +61,7 @@ def tile_rows(seg: Segment, layers: list, log_n: int, tile_bytes: int | None = N
         elif isinstance(op, DropTo):
             level = op.level
     tile_bytes = TILE_BYTES if tile_bytes is None else tile_bytes
-    parts = 3 if idx >= 1 and isinstance(ops[idx - 1], Square) else 2  # a fused square: three
+    parts = op_parts(ops)[idx]  # the layer's outputs: 3 or 5 after a fused square
     per_ct = parts * (level + 1) * (1 << log_n) * 8
     out = layers[ops[idx].layer].out_size
     if out * per_ct <= tile_bytes:

@@ -34,7 +34,7 @@ DIGITS = os.path.join(MODELS, "digits_test.npz")
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Compiled programs (ReLU: no key; x²: a relinearization key), the server's and the
+    """Compiled programs (neither needs a key: ReLU none, x² an open tail), the server's and the
     public one of each, and input files."""
     d = tmp_path_factory.mktemp("cli")
     x = np.load(DIGITS)["x"]
@@ -376,17 +376,22 @@ def test_inspect_json_reports_parameters_levels_and_keys(files: dict) -> None:
     assert [s["input_level"] for s in d["segments"]] == [s.input_level for s in prog.segments]
     assert all(lay.name in d["plan"] for lay in prog.layers)
     keys = d["keys"]
+    # CryptoNets' second square is an open tail: no evaluation key at all
+    assert keys["manifest"]["relinearization"] is False and "relinearization" not in keys
+    assert keys["total_wire_bytes"] == 0
+    assert d["message_limits"]["keys"] >= len(heinfer.Client(prog.public()).keys_message())
+    assert d["kind"] == "server (with weights)"
+
+
+def test_inspect_json_reports_a_relinearization_key(files: dict, squares: heinfer.Program) -> None:
+    path = files["dir"] / "squares.hep"
+    path.write_bytes(squares.to_bytes())
+    r = invoke("inspect", str(path), "--json")
+    assert r.exit_code == 0, r.output
+    keys = json.loads(r.stdout)["keys"]
     assert keys["manifest"]["relinearization"] is True
-    message = heinfer.Client(
-        prog.public()
-    ).keys_message()  # the relinearization key and a few fields
-    assert (
-        keys["relinearization"]["wire"]
-        == keys["total_wire_bytes"]
-        < len(message)
-        < keys["total_wire_bytes"] + 200
-    )
-    assert d["message_limits"]["keys"] >= len(message) and d["kind"] == "server (with weights)"
+    message = heinfer.Client(squares.public()).keys_message()  # the relinearization key and a few fields
+    assert keys["relinearization"]["wire"] == keys["total_wire_bytes"] < len(message) < keys["total_wire_bytes"] + 200
 
 
 def test_inspect_text_names_steps_and_keys(files: dict) -> None:

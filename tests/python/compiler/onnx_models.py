@@ -310,13 +310,15 @@ def run_float64(model: bytes, x: np.ndarray) -> np.ndarray:
 
 
 def squares_then_relu(seed: int = 5) -> bytes:
-    """Gemm → x² → Gemm → x² → Gemm → Relu → Gemm on 8 inputs: a deep first segment (input at
-    the top level, relinearization key needed) and a shallow second one (input at level 0)."""
+    """Gemm → x² → Gemm → x² → Gemm → x² → Gemm → Relu → Gemm on 8 inputs: a deep first
+    segment (input at the top level; the second square relinearized first, so a
+    relinearization key is needed — the third is an open tail) and a shallow second one
+    (input at level 0)."""
     b = ModelBuilder((8,), seed=seed)
-    for i, (k, m) in enumerate([(8, 8), (8, 8), (8, 8), (8, 4)]):
-        if i in (1, 2):
+    for i, (k, m) in enumerate([(8, 8), (8, 8), (8, 8), (8, 8), (8, 4)]):
+        if i in (1, 2, 3):
             b.node("Mul", [b.last, b.last])
-        if i == 3:
+        if i == 4:
             b.node("Relu", [b.last])
         b.node("Gemm", [b.last, b.weight(m, k), b.weight(m, fan_in=k)], transB=1)
     return b.build()

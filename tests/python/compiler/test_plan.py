@@ -113,19 +113,21 @@ def test_cryptonets_is_one_segment_with_one_lazy_rescale(calibrated: bool) -> No
     assert len(prog.segments) == 1 and prog.steps == [] and prog.pre == [] and prog.post == []
     (seg,) = prog.segments
     ops = _ops(seg)
+    # an open tail: the second square squares the first one's three parts (five parts to the
+    # client), so nothing relinearizes and the parameters need no special prime
     assert [op if isinstance(op, str) else op[0] for op in ops] == [
         "linear",
         "square",
         "linear",
         "rescale",
-        "relinearize",
         "square",
         "linear",
     ]
+    assert seg.output_parts == 5
     k = ops[3][1]
     assert k >= 1
     assert seg.input_level - k == seg.output_level  # no drop, one rescale of k primes
-    assert prog.needs_relin_key and len(prog.params["log_p"]) == 1
+    assert not prog.needs_relin_key and prog.params["log_p"] == []
     assert prog.packing == "real"  # squares need real packing
     assert prog.security == 128
     assert _log_qp(prog) <= max_log_qp(prog.params["log_n"], 128)
@@ -136,8 +138,8 @@ def test_cryptonets_parameters_golden() -> None:
     prog = _bundled("cryptonets")
     p = prog.params
     assert p["log_n"] == 13
-    assert p["log_q"] == [30] * 6 and p["log_p"] == [30]
-    assert _log_qp(prog) == 210 <= max_log_qp(13, 128) == 218
+    assert p["log_q"] == [30] * 6 and p["log_p"] == []
+    assert _log_qp(prog) == 180 <= max_log_qp(13, 128) == 218
     assert prog.segments[0].input_level == 5 == len(p["log_q"]) - 1
     assert _ops(prog.segments[0])[3] == ("rescale", 2)
 
@@ -282,7 +284,8 @@ ZOO = {
 def test_program_invariants(name: str) -> None:
     """Levels and scales walked through every segment: rescales never go below level 0 nor
     below the input scale, the output fits its limbs, relinearization only before a
-    second square, and the key manifest and packing follow from the instructions."""
+    second square (or none, for an open tail: five parts, nothing but linear layers after
+    the square, never rescaled), and the key manifest and packing follow from the instructions."""
     prog = ZOO[name]()
     b = prog.meta["prime_bits"]
     assert set(prog.params["log_q"]) == {b}
@@ -298,13 +301,14 @@ def test_program_invariants(name: str) -> None:
                 s += math.log2(prog.layers[ins.arg].weight_scale)
             elif ins.op == "square":
                 any_square = True
-                assert parts == 2, "squaring a 3-part ciphertext"
-                s, parts = 2 * s, 3
+                assert parts in (2, 3), "squaring a 5-part ciphertext"
+                s, parts = 2 * s, 2 * parts - 1
             elif ins.op == "relinearize":
                 any_relin = True
                 assert parts == 3
                 parts = 2
             elif ins.op == "rescale":
+                assert parts <= 3, "rescaling an open tail (its rounding would come back ×s⁴)"
                 assert ins.arg >= 1
                 level -= ins.arg
                 s -= ins.arg * b
@@ -316,7 +320,10 @@ def test_program_invariants(name: str) -> None:
             assert level >= 0
             # the value fits the remaining limbs
             assert s <= (level + 1) * b
-        assert level == seg.output_level
+        assert level == seg.output_level and parts == seg.output_parts
+        if parts == 5:  # an open tail: linear layers alone after its square
+            last = max(i for i, ins in enumerate(_instrs(seg)) if ins.op == "square")
+            assert {ins.op for ins in _instrs(seg)[last + 1 :]} <= {"linear"}
         assert s + math.log2(seg.output_bound) + GUARD_BITS <= (seg.output_level + 1) * b + 1e-9
         if lazy:
             assert _instrs(seg)[-1].op != "rescale", "a rescale right before a decryption"
@@ -380,7 +387,8 @@ def test_single_segment_follows_plan_segment(ops: list, lazy: bool) -> None:
 
 def test_golden_square_chain() -> None:
     """Lazy rescaling on L-S-L-S-L-S-L: rescales only where the scale would outgrow the
-    modulus, lazy relinearization right before each later square, none at the end."""
+    modulus, lazy relinearization right before the second square, none before the third (an
+    open tail: five parts to the end, no rescale after it)."""
     ops = [
         _dense("a", 8, 8),
         Square("s", (8,)),
@@ -393,11 +401,12 @@ def test_golden_square_chain() -> None:
     prog = compile_graph(_graph(ops), calibration=CAL8)
     kinds = [op if isinstance(op, str) else op[0] for op in _ops(prog.segments[0])]
     assert [k for k in kinds if k in ("linear", "square")] == ["linear", "square"] * 3 + ["linear"]
-    assert kinds.count("relinearize") == 2
+    assert kinds.count("relinearize") == 1
     for i, k in enumerate(kinds):
         if k == "relinearize":
             assert kinds[i + 1] == "square"
-    assert kinds[-1] == "linear"
+    last = len(kinds) - 1 - kinds[::-1].index("square")
+    assert kinds[last + 1 :] == ["linear"] and prog.segments[0].output_parts == 5
     assert kinds.count("rescale") < 7  # far fewer than one per multiplication
 
 
@@ -474,6 +483,42 @@ def test_plan_segment_plans_a_60_op_segment_in_well_under_a_second() -> None:
     assert elapsed < 0.5, f"{elapsed:.3f} s"
     assert len(plan.rescales) == 60 and plan.rescales[-1] == 0
     assert sum(k > 0 for k in plan.rescales) >= 20  # the scale doubles at every square
+
+
+def _tail_ops(after: int) -> list:
+    return [_dense("a", 8, 8), Square("s", (8,)), _dense("b", 8, 8), Square("t", (8,))] + [
+        _dense(f"c{i}", 8, 8) for i in range(after)
+    ]
+
+
+@pytest.mark.parametrize("prime_bits", [30, 40, 50])
+def test_the_last_square_of_a_square_stays_open_when_it_is_cheaper(prime_bits: int) -> None:
+    """An open tail: the second square squares the first one's three parts into five, which
+    one linear layer follows — no relinearization, and no rescale from the square on."""
+    ops = _tail_ops(1)
+    plan = plan_segment(ops, [4.0] * len(ops), 20, prime_bits, 16, [1.0] * len(ops))
+    assert plan.end_parts == 5 and not plan.needs_relin
+    assert plan.rescales[3:] == (0, 0)
+
+
+def test_an_open_tail_that_needs_more_limbs_is_not_taken() -> None:
+    """Three layers after the last square at 50-bit primes: left open, the scale would grow
+    to the end unrescaled and need more limbs, so the square is relinearized first."""
+    ops = _tail_ops(3)
+    plan = plan_segment(ops, [4.0] * len(ops), 20, 50, 16, [1.0] * len(ops))
+    assert plan.end_parts == 3 and plan.relin_before == (False, False, False, True, False, False, False)
+
+
+def test_an_open_tail_is_the_last_square_of_a_square_alone() -> None:
+    from heinfer.compiler.plan import _open_tail
+
+    assert _open_tail(_tail_ops(1)) == 3
+    assert _open_tail([Square("s", (8,)), Square("t", (8,))]) == 1
+    # the third square squares the second one's three parts (relinearized before it)
+    assert _open_tail([_dense("a", 8, 8), Square("s", (8,)), Square("t", (8,)), Square("u", (8,))]) == 3
+    # a square of two parts, or none
+    assert _open_tail([_dense("a", 8, 8), Square("s", (8,)), _dense("b", 8, 8)]) is None
+    assert _open_tail([_dense("a", 8, 8)]) is None
 
 
 def test_plan_segment_refuses_layers_too_wide_for_exact_products() -> None:

@@ -17,7 +17,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 from heinfer.compiler import Linear, Square
-from heinfer.compiler.plan import _simulate, layer_plan, plan_segment
+from heinfer.compiler.plan import _open_tail, _simulate, layer_plan, plan_segment
 from heinfer.compiler.rescale_search import search_cuts
 from heinfer.errors import CompileError
 from hypothesis import HealthCheck, given, settings
@@ -25,16 +25,25 @@ from hypothesis import strategies as st
 
 
 def _exhaustive(ops, bounds, s_in, b, weight_bits):
-    """The old planner: every subset of the cut points, first strictly cheapest kept."""
+    """The old planner: every subset of the cut points, first strictly cheapest kept; then,
+    when the last square may stay open (``_open_tail``), the cheapest schedule without a cut
+    from that square on, kept if cheaper on no more limbs."""
     layers = tuple(
         layer_plan(op, b, weight_bits, 1.0) if isinstance(op, Linear) else None for op in ops
     )
-    best = None
+    tail = _open_tail(ops)
+    best = best_open = None
     for mask in itertools.product((0, 1), repeat=len(ops) - 1):
         chosen = frozenset(t for t, bit in enumerate(mask) if bit)
         plan = _simulate(ops, bounds, s_in, float(b), layers, chosen, True)
         if plan is not None and (best is None or plan.cost < best.cost):
             best = plan
+        if tail is not None and not any(mask[tail:]):
+            plan = _simulate(ops, bounds, s_in, float(b), layers, chosen, True, tail)
+            if plan is not None and (best_open is None or plan.cost < best_open.cost):
+                best_open = plan
+    if best is not None and best_open is not None and best_open.cost < best.cost and best_open.top_limbs <= best.top_limbs:
+        return best_open
     return best
 
 

@@ -944,3 +944,33 @@ def test_section_writer_is_the_formats() -> None:
     _, _, body = _split(dump(_program("latency-square").public()))
     ((m, a),) = _read_sections(body)
     assert _section(m, a) == body
+
+
+def test_ops_the_ciphertexts_parts_do_not_allow_are_refused() -> None:
+    """CryptoNets' segment ends in an open tail (five parts): a program that squares, rescales
+    or relinearizes those five parts, or relinearizes two, is refused by name."""
+    import copy
+    import dataclasses
+
+    from heinfer.program import ops as O
+
+    prog = _program("cryptonets")
+    (seg,) = prog.segments
+    assert seg.output_parts == 5
+    prog.validate()
+    n = len(seg.ops)
+    for extra, what in [
+        (O.Square((n,)), "squares a ciphertext of 5 parts"),
+        (O.Rescale(1, (n,)), "rescales a ciphertext of 5 parts"),
+        (O.Relinearize((n,)), "relinearizes a ciphertext of 5 parts"),
+    ]:
+        bad = copy.copy(prog)
+        bad.segments = [copy.copy(seg)]
+        bad.segments[0].ops = [*seg.ops, extra]
+        with pytest.raises(heinfer.CompileError, match=what):
+            bad.validate()
+    bad = copy.copy(prog)
+    bad.segments = [copy.copy(seg)]
+    bad.segments[0].ops = [O.Relinearize((0,)), *[dataclasses.replace(op, inputs=(j + 1,)) for j, op in enumerate(seg.ops)]]
+    with pytest.raises(heinfer.CompileError, match="relinearizes a ciphertext of 2 parts"):
+        bad.validate()
