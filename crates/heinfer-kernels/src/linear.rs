@@ -320,8 +320,16 @@ impl LinearLayer {
         (0..parts * limbs * tiles).into_par_iter().for_each_init(
             || Buffers::new(self.in_count, self.digits),
             |buf, task| {
-                let (p, rest) = (task / (limbs * tiles), task % (limbs * tiles));
-                let (i, t) = (rest / tiles, rest % tiles);
+                // a fused square reads every input part for each output part: the parts of
+                // one tile run one after the other (part innermost) so that the inputs' tile
+                // (≤ 3 × K × TILE words) is read from memory once, then from the cache
+                let (p, i, t) = if square {
+                    let rest = task / parts;
+                    (task % parts, rest / tiles, rest % tiles)
+                } else {
+                    let rest = task % (limbs * tiles);
+                    (task / (limbs * tiles), rest / tiles, rest % tiles)
+                };
                 let off = i * n + t * TILE;
                 self.tile(
                     inputs,
