@@ -347,8 +347,9 @@ def predict_seconds(program, costs: CostTable, items: int = 1) -> float:
                 total += lay.matrix.nnz * lay.digits * parts / 2 * costs["gemm_mac"][level]
                 size = lay.out_size
             elif isinstance(op, Square):
-                total += size * costs["batch_square"][level]
-                parts = 3
+                # six products for a 3-part operand (an open tail: 5 parts), three for 2
+                total += size * costs["batch_square"][level] * (parts - 1)
+                parts = 2 * parts - 1
             elif isinstance(op, Relinearize):
                 total += size * costs["batch_relin"][level]
                 parts = 2
