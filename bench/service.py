@@ -17,8 +17,9 @@ the public program. In the same run:
   fixed cost of a call; with coefficient packing it encrypts full ciphertexts too);
 * **bytes on the wire** per batch and per image, each way;
 * **server memory per session**: VmRSS of the server process before and after opening K
-  sessions, for CryptoNets-ReLU (no evaluation key) and CryptoNets (x², one relinearization
-  key per session, on a second server);
+  sessions, for CryptoNets-ReLU (no evaluation key) and CryptoNets (x², on a second server:
+  no evaluation key either since its second square is an open tail — the program's key
+  manifest is printed beside it);
 * **load**: C client processes (8 by default), each with its own session and keys, send
   queries of ``--load-items`` digits (default: a full batch) back to back for ``--duration``
   seconds; completed queries, errors (must be 0), p50/p99 latency, the server's peak VmRSS,
@@ -339,9 +340,13 @@ def _stopped_stats(output: str) -> dict:
 
 
 def _relin_bytes(prog) -> dict:
+    """Sizes of the program's relinearization key (``{"wire": 0, "memory": 0}`` when it
+    needs none)."""
     from heinfer.cli.describe import switching_key_bytes
     from heinfer.runtime.executor import native_params
 
+    if not prog.needs_relin_key:
+        return {"wire": 0, "memory": 0}
     return switching_key_bytes(native_params(prog.params))
 
 
@@ -398,9 +403,12 @@ def print_report(o: dict) -> None:
     )
     for key, label in (
         ("memory_relu", "CryptoNets-ReLU (no key)"),
-        ("memory_square", "CryptoNets x² (relinearization key)"),
+        ("memory_square", "CryptoNets x²"),
     ):
         mm = o[key]
+        if "relin_key_bytes" in mm:
+            wire = mm["relin_key_bytes"]["wire"]
+            label += f", relinearization key {_mb(wire)}" if wire else ", no key (an open tail)"
         print(
             f"  server memory per session, {label}: {mm['per_session'] / 1e6:.2f} MB "
             f"(VmRSS {_mb(mm['rss_before'])} → {_mb(mm['rss_after'])} with {mm['sessions']} "
