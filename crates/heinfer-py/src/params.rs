@@ -80,8 +80,8 @@ impl Params {
         })?;
         Ok(PyBytes::new(py, &v))
     }
-    /// Exact length of `Ciphertext.to_bytes()` for a ciphertext of `size` polynomials (2 or
-    /// 3) at `level`, not seed-compressed (a fresh secret-key encryption is smaller).
+    /// Exact length of `Ciphertext.to_bytes()` for a ciphertext of `size` polynomials (2 to
+    /// 5) at `level`, not seed-compressed (a fresh secret-key encryption is smaller).
     /// `LevelError` above the top level, `OperandError` for another size.
     fn ciphertext_wire_bytes(&self, level: usize, size: usize) -> PyResult<usize> {
         guard("Params.ciphertext_wire_bytes", || {
@@ -107,7 +107,8 @@ impl Params {
     /// units: a value's error is about `max_std·√N / scale` in slots, `max_std / scale` in
     /// coefficients). Rounding drops `j` bits of each coefficient of part `i`, adding
     /// `δ_i·s^i` with `|δ_i| ≤ 2^{j−1}`; with the ternary secret the variance per coefficient
-    /// is `(4^{j_0} + (2N/3)·4^{j_1} + (8N²/9)·4^{j_2})/12`, split equally between the parts.
+    /// is `Σ_i i!·(2/3)^i·N^i·4^{j_i}/12` (`(4^{j_0} + (2N/3)·4^{j_1} + (8N²/9)·4^{j_2} + …)/12`,
+    /// up to 5 parts), split equally between the parts.
     /// All zeros when `Q` at `level` exceeds 126 bits.
     fn rounding_drop_bits(&self, level: usize, size: usize, max_std: f64) -> PyResult<Vec<u32>> {
         guard("Params.rounding_drop_bits", || {

@@ -46,12 +46,12 @@ fn checked(what: &str, a: usize, b: usize, c: usize) -> Result<usize> {
         .ok_or_else(|| CkksError::InvalidParameters(format!("{what}: the size overflows")))
 }
 
-/// Exact length of [`ciphertext_to_bytes`] for a ciphertext of `size` polynomials (2 or 3) at
+/// Exact length of [`ciphertext_to_bytes`] for a ciphertext of `size` polynomials (2 to 5) at
 /// `level`, without seed compression (a fresh secret-key encryption is smaller: its second
 /// polynomial travels as a 32-byte seed).
 ///
 /// Fails with [`CkksError::LevelOutOfRange`] above the top level and
-/// [`CkksError::InvalidOperand`] for a size other than 2 or 3.
+/// [`CkksError::InvalidOperand`] for a size outside 2 to [`MAX_PARTS`].
 pub fn ciphertext_wire_bytes(params: &CkksParams, level: usize, size: usize) -> Result<usize> {
     if level > params.max_level() {
         return Err(CkksError::LevelOutOfRange {

@@ -248,7 +248,7 @@ pub struct CiphertextShape {
     pub level: usize,
     /// Scale `Δ`.
     pub scale: f64,
-    /// Number of polynomials (2 or 3).
+    /// Number of polynomials (2 to [`MAX_PARTS`]).
     pub size: usize,
 }
 
