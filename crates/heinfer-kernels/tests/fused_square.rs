@@ -3,9 +3,8 @@
 //! the layer; five-part inputs are refused.
 
 mod common;
-use common::Rng;
+use common::{layer, Rng};
 use heinfer_ckks::{Ciphertext, CkksParams, Encoder, Evaluator, KeyGenerator, MAX_PARTS};
-use heinfer_kernels::linear::{GroupSpec, LinearLayer};
 use heinfer_kernels::Packing;
 
 /// `k` squares not relinearized (three parts) at level 2.
@@ -21,19 +20,6 @@ fn squares(p: &CkksParams, k: usize, rng: &mut Rng) -> Vec<Ciphertext> {
             ev.square(&ct).unwrap()
         })
         .collect()
-}
-
-/// `m × k` random layer, the last row in no group (its bias alone).
-fn layer(m: usize, k: usize, digits: usize, rng: &mut Rng) -> LinearLayer {
-    let w: Vec<f64> = (0..(m - 1) * k)
-        .map(|_| (rng.next() * 256.0).round())
-        .collect();
-    let groups = vec![GroupSpec {
-        rows: (0..m as u32 - 1).collect(),
-        cols: (0..k as u32).collect(),
-        weights: w,
-    }];
-    LinearLayer::new(m, k, groups, 256.0, digits).unwrap()
 }
 
 #[test]

@@ -2,10 +2,9 @@
 //! same as on the ciphertexts they came from.
 
 mod common;
-use common::Rng;
+use common::{layer, Rng};
 use heinfer_ckks::{Ciphertext, CkksParams, Encoder, KeyGenerator, NarrowBatch};
 use heinfer_kernels::chain::{square_chain, square_chain_narrow};
-use heinfer_kernels::linear::{GroupSpec, LinearLayer};
 use heinfer_kernels::Packing;
 
 /// Insecure parameters with three primes of `bits` bits.
@@ -23,19 +22,6 @@ fn inputs(p: &CkksParams, k: usize, rng: &mut Rng) -> Vec<Ciphertext> {
                 .unwrap()
         })
         .collect()
-}
-
-/// `m × k` random layer: rows `0..m−1` dense, the last row in no group (its bias alone).
-fn layer(m: usize, k: usize, digits: usize, rng: &mut Rng) -> LinearLayer {
-    let w: Vec<f64> = (0..(m - 1) * k)
-        .map(|_| (rng.next() * 256.0).round())
-        .collect();
-    let groups = vec![GroupSpec {
-        rows: (0..m as u32 - 1).collect(),
-        cols: (0..k as u32).collect(),
-        weights: w,
-    }];
-    LinearLayer::new(m, k, groups, 256.0, digits).unwrap()
 }
 
 #[test]
