@@ -73,7 +73,7 @@ def _params(program: PublicProgram) -> tuple[dict, Any]:
         "log_scale": int(p["log_scale"]),
         "log_qp": round(float(raw.log_qp), 2),
         "levels": len(p["log_q"]),
-        "key_switching_digits": int(raw.beta),
+        "key_switching_digits": int(raw.beta) if p["log_p"] else 0,  # no P: no key switching
         "security_bits": int(p["security"]),
         "params_id": f"{raw.id:016x}",
     }, raw
@@ -228,7 +228,8 @@ def render(desc: dict, console: Any) -> None:
     console.print(
         f"CKKS N = 2^{p['log_n']}, q = {p['log_q']} bits, P = {p['log_p'] or 'none'}, "
         f"log QP = {p['log_qp']}, scale 2^{p['log_scale']}, {p['levels']} levels, "
-        f"{p['key_switching_digits']} key-switching digit(s), {p['security_bits']}-bit security "
+        + (f"{p['key_switching_digits']} key-switching digit(s), " if p["key_switching_digits"] else "no key switching, ")
+        + f"{p['security_bits']}-bit security "
         f"(params id {p['params_id']})"
     )
     err = desc["predicted_error"]

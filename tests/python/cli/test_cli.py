@@ -378,7 +378,7 @@ def test_inspect_json_reports_parameters_levels_and_keys(files: dict) -> None:
     keys = d["keys"]
     # CryptoNets' second square is an open tail: no evaluation key at all
     assert keys["manifest"]["relinearization"] is False and "relinearization" not in keys
-    assert keys["total_wire_bytes"] == 0
+    assert keys["total_wire_bytes"] == 0 and d["params"]["key_switching_digits"] == 0
     assert d["message_limits"]["keys"] >= len(heinfer.Client(prog.public()).keys_message())
     assert d["kind"] == "server (with weights)"
 
