@@ -169,17 +169,18 @@ def test_out_of_range_values_are_clamped_not_raised(parties) -> None:
 
 
 def _forge_zero_one(template: bytes, native_params, params: dict) -> bytes:
-    """A ciphertext ``(c0, c1) = (0, 1)`` with ``template``'s header (level, scale, 2 parts):
-    it decrypts to the secret key itself. Residues are bit-packed per limb (``bits`` bits
-    each, least significant first); evaluation form, so ``1`` is all ones."""
+    """A ciphertext ``(0, …, 0, 1)`` with ``template``'s header (level, scale, ``k`` parts):
+    it decrypts to the secret key's power ``s^(k−1)`` — the key itself at two parts. Residues
+    are bit-packed per limb (``bits`` bits each, least significant first); evaluation form,
+    so ``1`` is all ones."""
     n = 1 << int(params["log_n"])
     ct = _native.Ciphertext.from_bytes(native_params, template, 1 << 30)
     bits = params["log_q"][: ct.level + 1]
     poly_len = sum(-(-n * b // 8) for b in bits)
-    head = template[: len(template) - 2 * poly_len]
+    head = template[: len(template) - ct.size * poly_len]
     zero = bytes(poly_len)
     one = b"".join(int(sum(1 << (i * b) for i in range(n))).to_bytes(-(-n * b // 8), "little") for b in bits)
-    return head + zero + one
+    return head + zero * (ct.size - 1) + one
 
 
 def test_forged_ciphertext_that_decrypts_to_the_secret_key_is_neutralized(parties, relu_program) -> None:
@@ -203,6 +204,29 @@ def test_forged_ciphertext_that_decrypts_to_the_secret_key_is_neutralized(partie
     assert np.allclose(out / prec, np.round(out / prec))
 
 
+def test_a_forged_five_part_result_that_decrypts_to_a_power_of_the_key_is_neutralized() -> None:
+    """Defense, for an open tail (CryptoNets x²: results of five parts, decrypted with
+    ``s³`` and ``s⁴``): a forged ``(0, 0, 0, 0, 1)``, which decrypts to ``s⁴``, comes out as
+    rounding noise like the two-part forgery — the output scale (2^92 here) dwarfs ``s⁴``."""
+    prog = heinfer.compile("models/cryptonets.onnx", mode="throughput", calibration=DIGITS[:64])
+    assert prog.segments[-1].output_parts == 5
+    client, server = heinfer.Client(prog.public()), heinfer.Server(prog)
+    session = server.open_session(client.keys_message())
+    msg = server.begin(client.query_message(session, DIGITS[:4]))
+    _, body = decode(msg)
+    cts = _batch(client.params, msg).to_list()
+    assert cts[0].size == 5
+    forged_cts = [_native.Ciphertext.from_bytes(client.params, _forge_zero_one(c.to_bytes(), client.params, prog.params), 1 << 30) for c in cts]
+    q = client._queries[body.ref]
+    raw = _native.decrypt_batch(q.key.dec, _native.CiphertextBatch.from_list(forged_cts))
+    assert np.count_nonzero(raw) > 0.5 * raw.size  # key-dependent, undefended
+    forged = encode("result", query=body.query, ref=body.ref, ciphertexts=_native.CiphertextBatch.from_list(forged_cts).to_bytes())
+    out = client.decode_result(forged)
+    prec = prog.segments[-1].precision
+    assert np.abs(out).max() <= 8 * prec and client.last_out_of_range == 0
+    assert np.allclose(out / prec, np.round(out / prec))
+
+
 def test_fresh_secret_key_per_session_and_per_keyless_query(relu_program) -> None:
     """Defense: a fresh secret key per session, and per query when no evaluation key ties
     queries together."""
@@ -215,9 +239,10 @@ def test_fresh_secret_key_per_session_and_per_keyless_query(relu_program) -> Non
     assert keys[0] != keys[1]
 
 
-def test_fresh_secret_key_per_session_with_evaluation_keys() -> None:
+def test_fresh_secret_key_per_session_with_evaluation_keys(squares) -> None:
     """Defense: a fresh secret key per session (a program with a relinearization key)."""
-    prog = heinfer.compile("models/cryptonets.onnx", mode="throughput", calibration=DIGITS[:64])
+    prog = squares
+    assert prog.needs_relin_key
     client = heinfer.Client(prog.public())
     client.keys_message()
     first = client._session_key.kg.secret_key().to_bytes()
