@@ -149,7 +149,7 @@ def _segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.rand
         elif isinstance(op, Square):
             yt = yt * yt
             scale *= scale
-            parts = 3
+            parts = 2 * parts - 1  # 5 for an open tail, which no rescale follows (validated)
         elif isinstance(op, Relinearize):
             ks = keyswitch_variance(log_q, log_p, level + 1, n)
             if rng is not None and seg.layout.packing != "coeff":
