@@ -48,25 +48,62 @@ fn batches_round_trip_and_refuse_mixed_levels() {
     assert!(ciphertext_batch_to_bytes(p, &[]).is_err());
 }
 
+/// The framed batch written by hand: header, then each ciphertext's own bytes with their
+/// length.
+fn framed(cts: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = BATCH_MAGIC.to_vec();
+    out.extend_from_slice(&BATCH_VERSION.to_le_bytes());
+    out.extend_from_slice(&(cts.len() as u32).to_le_bytes());
+    for c in cts {
+        out.extend_from_slice(&(c.len() as u32).to_le_bytes());
+        out.extend_from_slice(c);
+    }
+    out
+}
+
 #[test]
 fn batch_parts_write_the_batch_bytes_into_a_sized_buffer() {
-    let p = &fx().params;
-    let cts = batch(2, 4);
-    let drop = rounding_drop_bits(p, 2, 2, 1e-3).unwrap();
-    for d in [None, Some(drop.as_slice())] {
-        let want = match d {
+    let f = fx();
+    let p = &f.params;
+    // a seed-compressed fresh encryption beside evaluated ciphertexts: sizes differ
+    let pt = f
+        .enc
+        .encode_real(&vector(p.slots(), 9), p.default_scale(), 2)
+        .unwrap();
+    let mut cts = vec![f.kg.encrypt_symmetric(&pt).unwrap()];
+    cts.extend(batch(2, 4));
+    let drop = rounding_drop_bits(p, 2, 2, 1e6).unwrap();
+    assert!(drop.iter().all(|&j| j > 0), "{drop:?}");
+    for d in [None, Some(drop.as_slice()), Some(&[0, 0][..])] {
+        let each: Vec<Vec<u8>> = cts
+            .iter()
+            .map(|c| match d {
+                None => ciphertext_to_bytes(p, c).unwrap(),
+                Some(d) => ciphertext_to_bytes_rounded(p, c, d).unwrap(),
+            })
+            .collect();
+        let want = framed(&each);
+        let parts = ciphertext_batch_parts(p, &cts, d).unwrap();
+        assert_eq!(parts.len(), want.len(), "{d:?}");
+        assert!(!parts.is_empty());
+        let mut buf = vec![0xAA; parts.len()];
+        parts.write_into(&mut buf).unwrap();
+        assert_eq!(buf, want, "{d:?}");
+        assert_eq!(parts.to_vec().unwrap(), want);
+        let whole = match d {
             None => ciphertext_batch_to_bytes(p, &cts).unwrap(),
             Some(d) => ciphertext_batch_to_bytes_rounded(p, &cts, d).unwrap(),
         };
-        let parts = ciphertext_batch_parts(p, &cts, d).unwrap();
-        assert_eq!(parts.len(), want.len());
-        assert!(!parts.is_empty());
-        let mut buf = vec![0xAA; parts.len()];
-        parts.write_into(&mut buf);
-        assert_eq!(buf, want);
-        assert_eq!(parts.to_vec(), want);
+        assert_eq!(whole, want);
     }
     assert!(ciphertext_batch_parts(p, &[], None).is_err());
+    // a rounding the parameters refuse (a count per polynomial, each below the bits of Q):
+    // an error when written, never a panic or a short buffer
+    let bad = [200u32, 0];
+    let parts = ciphertext_batch_parts(p, &cts, Some(&bad)).unwrap();
+    let mut buf = vec![0; parts.len()];
+    assert!(parts.write_into(&mut buf).is_err());
+    assert!(ciphertext_batch_to_bytes_rounded(p, &cts, &bad).is_err());
 }
 
 #[test]

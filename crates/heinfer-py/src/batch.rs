@@ -308,8 +308,7 @@ impl CiphertextBatch {
         let head = head.as_ref().map_or(&[][..], |h| h.as_bytes());
         // every byte of the body is written (`write_into`: header, each length and ciphertext)
         filled_bytes(py, "CiphertextBatch.to_bytes", head, n, |body| {
-            parts.write_into(body);
-            Ok(())
+            parts.write_into(body)
         })
     }
     /// Decodes and validates a batch: header, count ≤ `max_count` and against the bytes

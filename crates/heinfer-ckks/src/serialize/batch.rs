@@ -13,7 +13,8 @@ use super::pack::packed_len;
 use super::wire::poly_wire_bytes;
 use super::{
     ciphertext_check, ciphertext_from_bytes_rounded, ciphertext_narrow_into, ciphertext_to_bytes,
-    ciphertext_to_bytes_rounded, CiphertextShape, HEADER_BYTES, SEED_BYTES,
+    ciphertext_to_bytes_rounded, rounded_ciphertext_wire_bytes, CiphertextShape, HEADER_BYTES,
+    SEED_BYTES,
 };
 use crate::ciphertext::{Ciphertext, MAX_PARTS};
 use crate::error::{CkksError, Result};
@@ -112,7 +113,7 @@ pub fn ciphertext_batch_wire_bytes(
 /// Serializes ciphertexts (in parallel) as one batch message. Fails for an empty batch and
 /// for ciphertexts of other parameters.
 pub fn ciphertext_batch_to_bytes(params: &CkksParams, cts: &[Ciphertext]) -> Result<Vec<u8>> {
-    Ok(ciphertext_batch_parts(params, cts, None)?.to_vec())
+    ciphertext_batch_parts(params, cts, None)?.to_vec()
 }
 
 /// [`ciphertext_batch_to_bytes`] with every ciphertext rounded
@@ -123,25 +124,53 @@ pub fn ciphertext_batch_to_bytes_rounded(
     cts: &[Ciphertext],
     drop: &[u32],
 ) -> Result<Vec<u8>> {
-    Ok(ciphertext_batch_parts(params, cts, Some(drop))?.to_vec())
+    ciphertext_batch_parts(params, cts, Some(drop))?.to_vec()
 }
 
-/// A batch serialized ciphertext by ciphertext (in parallel) but not yet framed: its
-/// [`len`](Self::len) is known before it is written, so a caller can write it straight into
-/// a buffer it sizes itself (the protocol's message, after its header) instead of copying a
-/// finished batch. [`write_into`](Self::write_into) and [`to_vec`](Self::to_vec) give the
+/// A batch sized but not yet written: its [`len`](Self::len) is known before any ciphertext
+/// is serialized, so a caller writes it straight into a buffer it sizes itself (the
+/// protocol's message, after its header). [`write_into`](Self::write_into) serializes the
+/// ciphertexts in parallel, each into a buffer of its own that is freed (and reused by the
+/// allocator) before the next, then copied to its place: no second copy of the whole batch
+/// is ever alive. [`write_into`](Self::write_into) and [`to_vec`](Self::to_vec) give the
 /// bytes of [`ciphertext_batch_to_bytes`] (or its rounded form).
-pub struct BatchParts {
-    parts: Vec<Vec<u8>>,
+pub struct BatchParts<'a> {
+    params: &'a CkksParams,
+    cts: &'a [Ciphertext],
+    drop: Option<&'a [u32]>,
+    /// Serialized length of each ciphertext.
+    sizes: Vec<usize>,
 }
 
-/// Serializes every ciphertext of a batch (rounded with `drop` when given, see
-/// [`ciphertext_batch_to_bytes_rounded`]). Fails as [`ciphertext_batch_to_bytes`] does.
-pub fn ciphertext_batch_parts(
-    params: &CkksParams,
-    cts: &[Ciphertext],
-    drop: Option<&[u32]>,
-) -> Result<BatchParts> {
+/// Serialized length of `ct` as [`ciphertext_to_bytes`] (`drop` none or all zeros) or
+/// [`ciphertext_to_bytes_rounded`] writes it (drops the latter refuses give the length it
+/// would have; writing then fails).
+fn serialized_len(params: &CkksParams, ct: &Ciphertext, drop: Option<&[u32]>) -> Result<usize> {
+    let size = ct.parts.len();
+    match drop {
+        Some(d) if !(d.len() == size && d.iter().all(|&j| j == 0)) => {
+            rounded_ciphertext_wire_bytes(params, ct.level, size, d)
+        }
+        _ => {
+            let poly = poly_wire_bytes(params, &basis_indices(params, ct.level, false));
+            let polys = match (&ct.seed, size) {
+                (Some(_), 2) => poly + SEED_BYTES,
+                _ => size * poly,
+            };
+            Ok(HEADER_BYTES + CIPHERTEXT_FIELDS_BYTES + polys)
+        }
+    }
+}
+
+/// Sizes every ciphertext of a batch for serialization (rounded with `drop` when given, see
+/// [`ciphertext_batch_to_bytes_rounded`]). Fails for an empty batch, more ciphertexts than
+/// the format counts and ciphertexts of other parameters; a rounding the parameters refuse
+/// fails when written.
+pub fn ciphertext_batch_parts<'a>(
+    params: &'a CkksParams,
+    cts: &'a [Ciphertext],
+    drop: Option<&'a [u32]>,
+) -> Result<BatchParts<'a>> {
     if cts.is_empty() {
         return Err(CkksError::InvalidOperand {
             op: "serialize a ciphertext batch",
@@ -154,54 +183,84 @@ pub fn ciphertext_batch_parts(
             reason: format!("{} ciphertexts exceed the format's u32 count", cts.len()),
         });
     }
-    let parts = cts
-        .par_iter()
-        .map(|c| match drop {
-            Some(d) => ciphertext_to_bytes_rounded(params, c, d),
-            None => ciphertext_to_bytes(params, c),
+    let sizes = cts
+        .iter()
+        .map(|c| {
+            params.check_id(c.params_id)?;
+            serialized_len(params, c, drop)
         })
         .collect::<Result<_>>()?;
-    Ok(BatchParts { parts })
+    Ok(BatchParts {
+        params,
+        cts,
+        drop,
+        sizes,
+    })
 }
 
-impl BatchParts {
+impl BatchParts<'_> {
     /// Bytes of the framed batch: header, then each ciphertext with its length prefix.
     pub fn len(&self) -> usize {
-        BATCH_HEADER_BYTES + self.parts.iter().map(|p| 4 + p.len()).sum::<usize>()
+        BATCH_HEADER_BYTES + self.sizes.iter().map(|n| 4 + n).sum::<usize>()
     }
 
     /// Always false: a batch holds at least one ciphertext.
     pub fn is_empty(&self) -> bool {
-        self.parts.is_empty()
+        self.sizes.is_empty()
     }
 
-    /// Writes the framed batch into `out`, which must be exactly [`len`](Self::len) bytes.
+    /// Writes the framed batch into `out`, which must be exactly [`len`](Self::len) bytes,
+    /// every byte of it. Fails as the ciphertexts' serialization does (a rounding the
+    /// parameters refuse), leaving `out` partly written.
     ///
     /// # Panics
     /// If `out.len() != self.len()` (a caller's sizing bug, not an input).
-    pub fn write_into(&self, out: &mut [u8]) {
+    pub fn write_into(&self, out: &mut [u8]) -> Result<()> {
         assert_eq!(
             out.len(),
             self.len(),
             "a batch's buffer must be sized by len()"
         );
-        let count = self.parts.len() as u32; // checked against u32 when built
-        out[..4].copy_from_slice(BATCH_MAGIC);
-        out[4..6].copy_from_slice(&BATCH_VERSION.to_le_bytes());
-        out[6..BATCH_HEADER_BYTES].copy_from_slice(&count.to_le_bytes());
-        let mut pos = BATCH_HEADER_BYTES;
-        for p in &self.parts {
-            out[pos..pos + 4].copy_from_slice(&(p.len() as u32).to_le_bytes());
-            out[pos + 4..pos + 4 + p.len()].copy_from_slice(p);
-            pos += 4 + p.len();
+        let count = self.sizes.len() as u32; // checked against u32 when built
+        let (head, mut rest) = out.split_at_mut(BATCH_HEADER_BYTES);
+        head[..4].copy_from_slice(BATCH_MAGIC);
+        head[4..6].copy_from_slice(&BATCH_VERSION.to_le_bytes());
+        head[6..].copy_from_slice(&count.to_le_bytes());
+        let mut slots = Vec::with_capacity(self.sizes.len());
+        for &n in &self.sizes {
+            let (slot, tail) = rest.split_at_mut(4 + n);
+            slots.push(slot);
+            rest = tail;
         }
+        slots
+            .into_par_iter()
+            .zip(self.cts.par_iter())
+            .try_for_each(|(slot, ct)| {
+                let bytes = match self.drop {
+                    Some(d) => ciphertext_to_bytes_rounded(self.params, ct, d)?,
+                    None => ciphertext_to_bytes(self.params, ct)?,
+                };
+                if bytes.len() + 4 != slot.len() {
+                    return Err(CkksError::InvalidOperand {
+                        op: "serialize a ciphertext batch",
+                        reason: format!(
+                            "a ciphertext took {} bytes, {} were planned",
+                            bytes.len(),
+                            slot.len() - 4
+                        ),
+                    });
+                }
+                slot[..4].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
+                slot[4..].copy_from_slice(&bytes);
+                Ok(())
+            })
     }
 
     /// The framed batch in a new vector.
-    pub fn to_vec(&self) -> Vec<u8> {
+    pub fn to_vec(&self) -> Result<Vec<u8>> {
         let mut out = vec![0; self.len()];
-        self.write_into(&mut out);
-        out
+        self.write_into(&mut out)?;
+        Ok(out)
     }
 }
 
