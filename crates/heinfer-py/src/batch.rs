@@ -288,23 +288,7 @@ impl CiphertextBatch {
             serialize::ciphertext_batch_parts(&self.params, cts, drop_bits.as_deref())
         })?;
         let n = parts.len();
-        let head = match frame {
-            Some(f) => {
-                let h = f.call1((n,))?;
-                let h = h.cast_into::<PyBytes>().map_err(|e| {
-                    PyTypeError::new_err(format!(
-                        "frame must return bytes, got {}",
-                        e.into_inner()
-                            .get_type()
-                            .name()
-                            .map(|t| t.to_string())
-                            .unwrap_or_else(|_| "?".into())
-                    ))
-                })?;
-                Some(h)
-            }
-            None => None,
-        };
+        let head = frame_head(frame, n)?;
         let head = head.as_ref().map_or(&[][..], |h| h.as_bytes());
         // every byte of the body is written (`write_into`: header, each length and ciphertext)
         filled_bytes(py, "CiphertextBatch.to_bytes", head, n, |body| {
@@ -461,21 +445,52 @@ fn encrypt_rows<T>(
 where
     T: numpy::Element + Copy + Send + Sync,
 {
+    let (data, row) = row_values(&values, width, what)?;
+    let params = kg.params.clone();
+    let cts = run(py, op, || {
+        let enc = Encoder::new(&params);
+        data.par_chunks(row).map(|row| encrypt(&enc, row)).collect()
+    })?;
+    Ok(CiphertextBatch::wrap(cts, &kg.params))
+}
+
+/// The values of a `count × row` array (≥ 1 row of 1 to `width` values, else `OperandError`
+/// naming `what`), copied row after row, and `row`.
+pub(crate) fn row_values<T: numpy::Element + Copy>(
+    values: &PyReadonlyArray2<'_, T>,
+    width: usize,
+    what: &str,
+) -> PyResult<(Vec<T>, usize)> {
     let shape = values.shape().to_vec();
     if shape[0] == 0 || shape[1] == 0 || shape[1] > width {
         return Err(OperandError::new_err(format!(
             "values of shape {shape:?}: need ≥ 1 row of ≤ {width} {what}"
         )));
     }
-    let data: Vec<T> = values.as_array().iter().copied().collect();
-    let params = kg.params.clone();
-    let cts = run(py, op, || {
-        let enc = Encoder::new(&params);
-        data.par_chunks(shape[1])
-            .map(|row| encrypt(&enc, row))
-            .collect()
+    Ok((values.as_array().iter().copied().collect(), shape[1]))
+}
+
+/// The bytes `frame(n)` returns for a body of `n` bytes (none without a frame); anything but
+/// `bytes` is a `TypeError`.
+pub(crate) fn frame_head<'py>(
+    frame: Option<Bound<'py, PyAny>>,
+    n: usize,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let Some(f) = frame else {
+        return Ok(None);
+    };
+    let h = f.call1((n,))?;
+    let h = h.cast_into::<PyBytes>().map_err(|e| {
+        PyTypeError::new_err(format!(
+            "frame must return bytes, got {}",
+            e.into_inner()
+                .get_type()
+                .name()
+                .map(|t| t.to_string())
+                .unwrap_or_else(|_| "?".into())
+        ))
     })?;
-    Ok(CiphertextBatch::wrap(cts, &kg.params))
+    Ok(Some(h))
 }
 
 /// Decrypts every ciphertext and decodes it with `decode`: one row per ciphertext.

@@ -21,6 +21,7 @@
 mod batch;
 mod bfv;
 mod encoder;
+mod encrypt_bytes;
 mod errors;
 mod evaluator;
 mod filled;
@@ -86,6 +87,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(batch::encrypt_batch, m)?)?;
     m.add_function(wrap_pyfunction!(batch::decrypt_batch, m)?)?;
     m.add_function(wrap_pyfunction!(batch::encrypt_batch_coefficients, m)?)?;
+    m.add_function(wrap_pyfunction!(encrypt_bytes::encrypt_batch_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        encrypt_bytes::encrypt_batch_coefficients_bytes,
+        m
+    )?)?;
     m.add_function(wrap_pyfunction!(batch::decrypt_batch_coefficients, m)?)?;
     m.add_function(wrap_pyfunction!(kernels::batch_square, m)?)?;
     m.add_function(wrap_pyfunction!(kernels::square_chain, m)?)?;

@@ -37,7 +37,7 @@ from heinfer.errors import ProtocolError, RangeError
 from heinfer.program.model import PublicProgram, Segment
 from heinfer.program.rounding import output_drop_bits
 from heinfer.protocol.chunks import Cursor, bounds, chunks_for
-from heinfer.protocol.layouts import decrypt_rows, encrypt_rows, input_rows, output_values
+from heinfer.protocol.layouts import decrypt_rows, encrypt_rows_bytes, input_rows, output_values
 from heinfer.protocol.limits import message_limits
 from heinfer.protocol.messages import decode_bulk, encode, framing
 from heinfer.runtime.executor import native_params
@@ -254,12 +254,13 @@ class Client:
             try:
                 for i in range(chunks):
                     start, stop = bounds(n, chunks, i)
-                    batch = encrypt_rows(key.kg, seg, held[0][start:stop])
+                    part = held[0][start:stop]
                     if i == chunks - 1:
                         held.clear()
-                    # serialized straight after the message's header: one buffer
-                    message = batch.to_bytes(frame=framing(kind, **fields, chunk=i, chunks=chunks))
-                    del batch
+                    # each ciphertext serialized as it is encrypted, after the message's
+                    # header: one buffer, never the chunk's ciphertexts at once
+                    message = encrypt_rows_bytes(key.kg, seg, part, framing(kind, **fields, chunk=i, chunks=chunks))
+                    del part
                     yield message
             except Exception:
                 self._queries.pop(ref, None)

@@ -15,7 +15,7 @@ import numpy as np
 from heinfer import _native
 from heinfer.program.model import Segment
 
-__all__ = ["decrypt_rows", "decrypt_segment_output", "encrypt_rows", "encrypt_segment_input", "input_rows", "output_values"]
+__all__ = ["decrypt_rows", "decrypt_segment_output", "encrypt_rows", "encrypt_rows_bytes", "encrypt_segment_input", "input_rows", "output_values"]
 
 
 def input_rows(seg: Segment, values: np.ndarray, slots: int) -> np.ndarray:
@@ -36,6 +36,15 @@ def encrypt_rows(kg: _native.KeyGenerator, seg: Segment, rows: np.ndarray) -> _n
     if rows.dtype == np.float64:
         return _native.encrypt_batch_coefficients(kg, np.ascontiguousarray(rows), seg.input_scale, seg.input_level)
     return _native.encrypt_batch(kg, np.ascontiguousarray(rows), seg.input_scale, seg.input_level)
+
+
+def encrypt_rows_bytes(kg: _native.KeyGenerator, seg: Segment, rows: np.ndarray, frame=None) -> bytes:
+    """:func:`encrypt_rows` then ``to_bytes(frame=frame)``, without the batch: each row is
+    encrypted and serialized into the message as it goes, so at most one ciphertext per
+    engine thread is alive (not the whole batch, both polynomials of each)."""
+    if rows.dtype == np.float64:
+        return _native.encrypt_batch_coefficients_bytes(kg, np.ascontiguousarray(rows), seg.input_scale, seg.input_level, frame)
+    return _native.encrypt_batch_bytes(kg, np.ascontiguousarray(rows), seg.input_scale, seg.input_level, frame)
 
 
 def encrypt_segment_input(kg: _native.KeyGenerator, seg: Segment, values: np.ndarray, slots: int) -> _native.CiphertextBatch:
