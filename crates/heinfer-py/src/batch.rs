@@ -182,7 +182,8 @@ impl CiphertextBatch {
     fn scale(&self) -> PyResult<f64> {
         Ok(self.shape()?.2)
     }
-    /// Number of polynomials per ciphertext (2, or 3 before relinearization).
+    /// Number of polynomials per ciphertext (2; 3 before relinearization; 5 for the square of
+    /// an unrelinearized square).
     #[getter]
     fn size(&self) -> PyResult<usize> {
         Ok(self.shape()?.1)
@@ -284,9 +285,9 @@ impl CiphertextBatch {
         }
         let cts = self.wide_range(start..stop)?;
         let cts = &cts[..];
-        let parts = run(py, "CiphertextBatch.to_bytes", || {
-            serialize::ciphertext_batch_parts(&self.params, cts, drop_bits.as_deref())
-        })?;
+        // sized only (no ciphertext serialized yet): the work is in `write_into` below
+        let parts = serialize::ciphertext_batch_parts(&self.params, cts, drop_bits.as_deref())
+            .map_err(to_py)?;
         let n = parts.len();
         let head = frame_head(frame, n)?;
         let head = head.as_ref().map_or(&[][..], |h| h.as_bytes());
