@@ -29,21 +29,31 @@ fn coeffs(p: &poly::RnsPoly, t: usize) -> Vec<u64> {
     v
 }
 
-/// Decrypted coefficients (limb 0, centered) of `ct`.
-fn decrypted(ct: &Ciphertext) -> Vec<f64> {
-    let f = fx();
-    let pt = f.decryptor.decrypt(ct).unwrap();
+/// The mean squared difference between the decryptions of `a` and `b` under `f`'s key: limb 0
+/// of each, their difference centered mod `q_0` (each decryption may wrap mod `q_0` — a square
+/// of a square at scale Δ⁴ does — while their difference is small).
+fn decryption_error_variance(f: &Fixture, a: &Ciphertext, b: &Ciphertext) -> f64 {
+    let limb0 = |ct: &Ciphertext| {
+        let mut v = f.decryptor.decrypt(ct).unwrap().poly().limb(0).to_vec();
+        f.params.ntt(0).inverse(&mut v);
+        v
+    };
     let q = f.params.q()[0];
-    coeffs(pt.poly(), 0)
-        .into_iter()
-        .map(|c| {
-            if c > q / 2 {
-                c as f64 - q as f64
+    let (x, y) = (limb0(a), limb0(b));
+    let sum = x
+        .iter()
+        .zip(&y)
+        .map(|(&x, &y)| {
+            let d = (y + q - x) % q;
+            let d = if d > q / 2 {
+                d as f64 - q as f64
             } else {
-                c as f64
-            }
+                d as f64
+            };
+            d * d
         })
-        .collect()
+        .sum::<f64>();
+    sum / x.len() as f64
 }
 
 /// `c̃ − c` of every coefficient of limb `t`, centered.
@@ -147,9 +157,7 @@ fn the_added_error_stays_within_the_requested_deviation() {
             );
             assert_eq!(bytes.capacity(), bytes.len(), "{label}: sized up front");
             let back = ciphertext_from_bytes_rounded(&f.params, &bytes, MAX, &drop).unwrap();
-            let (x, y) = (decrypted(&ct), decrypted(&back));
-            let var = x.iter().zip(&y).map(|(a, b)| (a - b).powi(2)).sum::<f64>() / x.len() as f64;
-            let got = var.sqrt();
+            let got = decryption_error_variance(f, &ct, &back).sqrt();
             // at most the bound (sampling slack), and not far below it (the bits are used)
             assert!(
                 got <= 1.25 * std && got >= std / 16.0,
@@ -172,8 +180,7 @@ fn rounding_the_square_part_alone_stays_within_its_share() {
     let only = [0, 0, drop[2]];
     let bytes = ciphertext_to_bytes_rounded(&f.params, &ct, &only).unwrap();
     let back = ciphertext_from_bytes_rounded(&f.params, &bytes, MAX, &only).unwrap();
-    let (x, y) = (decrypted(&ct), decrypted(&back));
-    let got = (x.iter().zip(&y).map(|(a, b)| (a - b).powi(2)).sum::<f64>() / x.len() as f64).sqrt();
+    let got = decryption_error_variance(f, &ct, &back).sqrt();
     let share = std / 3f64.sqrt();
     assert!(
         got <= 1.1 * share,
@@ -181,38 +188,54 @@ fn rounding_the_square_part_alone_stays_within_its_share() {
     );
 }
 
+/// Keys the fourth-power test pools its errors over.
+const KEYS: usize = 64;
+
 /// A square of a square (five parts, decrypted with `s³` and `s⁴`): part `i` rounded alone
 /// adds an error within its fifth of the variance — the weights `w_i² = i!·(2/3)^i·N^i` are
 /// not underestimated. Each bound sits just above a power of two of its weight, so a weight
 /// half as large would drop one bit more and double the error.
+///
+/// The error of part `i` is `e·s^i`: its variance over one key's `N` coefficients is the mean
+/// of `|e(ζ)|²·|s(ζ)|^{2i}` over the roots `ζ`, a heavy-tailed mean (`|s(ζ)|²` is close to
+/// exponential; with one key at `N = 2^10` part 4's ratio ranged 0.59–2.80 over 2,000 keys and
+/// a CI run once saw part 3 at 1.27). Pooled over [`KEYS`] keys it ranged 0.92–1.12 (part 4)
+/// over 200 runs, and the bounds below leave room for ten of its standard deviations.
 #[test]
 fn rounding_the_parts_of_a_fourth_power_stays_within_their_shares() {
-    let f = fx();
-    let n = f.params.n() as f64;
-    let ct =
-        f.ev.square(&f.ev.square(&at_level(2, 12)).unwrap())
-            .unwrap();
-    assert_eq!(ct.size(), 5);
-    let mut w2 = 1.0;
-    for i in 1..5usize {
-        w2 *= i as f64 * (2.0 / 3.0) * n;
-        let std = 1.01 * 2f64.powi(12) * w2.sqrt() * 5f64.sqrt() / 12f64.sqrt();
-        let drop = rounding_drop_bits(&f.params, 2, 5, std).unwrap();
-        assert_eq!(drop[i], 12, "part {i}: {drop:?}");
-        let mut only = [0u32; 5];
-        only[i] = drop[i];
-        let bytes = ciphertext_to_bytes_rounded(&f.params, &ct, &only).unwrap();
-        assert_eq!(
-            bytes.len(),
-            rounded_ciphertext_wire_bytes(&f.params, 2, 5, &only).unwrap()
-        );
-        let back = ciphertext_from_bytes_rounded(&f.params, &bytes, MAX, &only).unwrap();
-        let (x, y) = (decrypted(&ct), decrypted(&back));
-        let got = (x.iter().zip(&y).map(|(a, b)| (a - b).powi(2)).sum::<f64>() / n).sqrt();
-        let share = std / 5f64.sqrt();
+    let mut variance = [0.0f64; 5];
+    let mut share = [0.0f64; 5];
+    for key in 0..KEYS {
+        let f = Fixture::new(presets::insecure_logn10().unwrap(), &[]);
+        let n = f.params.n() as f64;
+        let x = f.encrypt(&vector(f.params.slots(), 12 + key as u64));
+        let x = f.ev.drop_to_level(&x, 2).unwrap();
+        let ct = f.ev.square(&f.ev.square(&x).unwrap()).unwrap();
+        assert_eq!(ct.size(), 5);
+        let mut w2 = 1.0;
+        for i in 1..5usize {
+            w2 *= i as f64 * (2.0 / 3.0) * n;
+            let std = 1.01 * 2f64.powi(12) * w2.sqrt() * 5f64.sqrt() / 12f64.sqrt();
+            let drop = rounding_drop_bits(&f.params, 2, 5, std).unwrap();
+            assert_eq!(drop[i], 12, "part {i}: {drop:?}");
+            let mut only = [0u32; 5];
+            only[i] = drop[i];
+            let bytes = ciphertext_to_bytes_rounded(&f.params, &ct, &only).unwrap();
+            assert_eq!(
+                bytes.len(),
+                rounded_ciphertext_wire_bytes(&f.params, 2, 5, &only).unwrap()
+            );
+            let back = ciphertext_from_bytes_rounded(&f.params, &bytes, MAX, &only).unwrap();
+            variance[i] += decryption_error_variance(&f, &ct, &back) / KEYS as f64;
+            share[i] = std / 5f64.sqrt();
+        }
+    }
+    for i in 1..5 {
+        let got = variance[i].sqrt();
         assert!(
-            got <= 1.25 * share && got >= 0.5 * share,
-            "part {i} alone: std {got:e} against its share {share:e} ({drop:?})"
+            got <= 1.3 * share[i] && got >= 0.7 * share[i],
+            "part {i} alone over {KEYS} keys: std {got:e} against its share {:e}",
+            share[i]
         );
     }
 }
