@@ -29,7 +29,8 @@ fn a_square_of_a_square_decrypts_to_the_fourth_power() {
     assert_eq!(quartic.scale(), sq.scale() * sq.scale());
     let want: Vec<f64> = x.iter().map(|v| v.powi(4)).collect();
     let got = f.decrypt(&quartic);
-    assert_precision("x⁴ from five parts", &got, &want, 18.0);
+    // over 400 keys: worst slot 19.5–21.9 bits, mean 25.6–26.0 bits
+    assert_precision("x⁴ from five parts", &got, &want, 17.0);
     // relinearizing first gives the same values (to the relinearization's error)
     let relin =
         f.ev.square(&f.ev.relinearize(&sq, &f.rlk).unwrap())
@@ -46,11 +47,22 @@ fn a_square_of_a_square_decrypts_to_the_fourth_power() {
     f.ev.square_assign(&mut inplace).unwrap();
     assert_same_bits("square_assign of three parts", &inplace, &quartic);
     // a rescale works on five parts, but its rounding of c_4 comes back multiplied by s⁴
-    // (|s(ζ)|⁴ ≈ (2N/3)² ≈ 2^23 at N = 2^12): 7 bits here against 21 unrescaled, which is
-    // why the compiler leaves a square unrelinearized only where nothing rescales after it
+    // (|s(ζ)|⁴ ≈ (2N/3)² ≈ 2^23 at N = 2^12): mean 12.6–13.0 bits against 25.6–26.0
+    // unrescaled over 400 keys, which is why the compiler leaves a square unrelinearized only
+    // where nothing rescales after it. The worst slot is heavy-tailed (|s(ζ)|⁴ at the largest
+    // of 2,048 roots: 4.7–8.3 bits over the same keys), so only the mean is held to a floor.
     let lower = f.ev.rescale(&quartic).unwrap();
     assert_eq!(lower.size(), MAX_PARTS);
-    assert_precision("x⁴ rescaled", &f.decrypt(&lower), &want, 5.0);
+    let rescaled = f.decrypt(&lower);
+    assert_precision("x⁴ rescaled", &rescaled, &want, 1.0);
+    let (mean_rescaled, mean_kept) = (
+        precision_bits(&rescaled, &want).1,
+        precision_bits(&got, &want).1,
+    );
+    assert!(
+        mean_rescaled >= 11.0 && mean_kept - mean_rescaled >= 10.0,
+        "mean bits: {mean_rescaled:.1} rescaled, {mean_kept:.1} kept"
+    );
 }
 
 #[test]
