@@ -218,7 +218,7 @@ def test_uniform_residues_are_in_range_uniform_and_fresh() -> None:
         counts = np.bincount(buckets, minlength=16)
         expected = x.size / 16
         chi2 = ((counts - expected) ** 2 / expected).sum()
-        assert chi2 < 50.0, f"chi-square {chi2:.1f} over 15 degrees of freedom"  # p ≈ 1e-5
+        assert chi2 < 73.6, f"chi-square {chi2:.1f} over 15 degrees of freedom"  # p = 1e-9
     assert not np.array_equal(x, bfv.uniform_mod((4, 8192), p))
     wide = bfv.uniform_mod((8192,), bfv.plain_primes(15, 36)[0])  # the widest plaintext moduli
     assert int(wide.max()) < bfv.plain_primes(15, 36)[0] and int(wide.max()) > 1 << 35

@@ -68,7 +68,7 @@ def test_the_client_decrypts_the_kept_values_only_as_uniform_shares() -> None:
     p = prog.plain_modulus
     counts = np.bincount((kept * 16 / p).astype(int), minlength=16)
     chi2 = ((counts - len(kept) / 16) ** 2 / (len(kept) / 16)).sum()
-    assert len(kept) == 256 * 24 and chi2 < 50.0, f"chi-square {chi2:.1f} over 15 degrees of freedom"
+    assert len(kept) == 256 * 24 and chi2 < 73.6, f"chi-square {chi2:.1f} over 15 degrees of freedom"
 
 
 def test_clip_bounds_are_the_layer_s_integers_with_the_rounding_s_half_ulp() -> None:
