@@ -18,9 +18,13 @@ use crate::fft::SpecialFft;
 use crate::keygen::basis_indices;
 use crate::params::CkksParams;
 use crate::poly::RnsPoly;
+use crate::scaled::round_half_away;
 use num_complex::Complex64;
 use rayon::prelude::*;
 use std::sync::Arc;
+
+/// The error for a value that is NaN or infinite.
+const NOT_FINITE: &str = "a value is NaN or infinite";
 
 /// Encodes and decodes vectors of up to `N/2` complex values.
 pub struct Encoder {
@@ -174,8 +178,8 @@ impl Encoder {
         self.fft.inverse(&mut z);
         let mut coeffs = vec![0.0f64; n];
         for (i, v) in z.iter().enumerate() {
-            coeffs[i] = round(v.re * scale);
-            coeffs[i + slots] = round(v.im * scale);
+            coeffs[i] = round_half_away(v.re * scale);
+            coeffs[i + slots] = round_half_away(v.im * scale);
         }
         self.check_fits(&coeffs, level)?;
         Ok(coeffs)
@@ -204,14 +208,18 @@ impl Encoder {
             )));
         }
         if !finite {
-            return Err(CkksError::Encoding("a value is NaN or infinite".into()));
+            return Err(CkksError::Encoding(NOT_FINITE.into()));
         }
         Ok(())
     }
 
     /// Refuses scaled coefficients that reach `Q_ℓ/2` (they would wrap around).
     fn check_fits(&self, coeffs: &[f64], level: usize) -> Result<()> {
-        let max = coeffs.iter().fold(0.0f64, |a, &c| a.max(c.abs()));
+        self.check_max(crate::scaled::max_abs(coeffs), level)
+    }
+
+    /// [`Self::check_fits`] from the largest magnitude `max` of the coefficients.
+    fn check_max(&self, max: f64, level: usize) -> Result<()> {
         let log_q: f64 = self.params.q()[..=level]
             .iter()
             .map(|&q| (q as f64).log2())
@@ -248,13 +256,15 @@ impl Encoder {
         level: usize,
     ) -> Result<Vec<f64>> {
         let n = self.params.n();
-        let finite = values.iter().all(|v| v.is_finite());
-        self.check_input(values.len(), n, "coefficients", finite, scale, level)?;
+        // the count, scale and level first (more than `n` values would not all be written)
+        self.check_input(values.len(), n, "coefficients", true, scale, level)?;
         let mut coeffs = vec![0.0f64; n];
-        for (c, &v) in coeffs.iter_mut().zip(values) {
-            *c = round(v * scale);
+        // rounding, finiteness and the largest magnitude in one vectorized pass
+        let pass = crate::scaled::scale_round_into(&mut coeffs, values, scale);
+        if !pass.finite {
+            return Err(CkksError::Encoding(NOT_FINITE.into()));
         }
-        self.check_fits(&coeffs, level)?;
+        self.check_max(pass.max_abs, level)?;
         Ok(coeffs)
     }
 
@@ -292,24 +302,6 @@ impl Encoder {
     /// Decodes the real parts.
     pub fn decode_real(&self, pt: &Plaintext) -> Result<Vec<f64>> {
         Ok(self.decode(pt)?.into_iter().map(|z| z.re).collect())
-    }
-}
-
-/// Round half away from zero without a libm call (exact for |x| < 2^51; larger values are
-/// already integers at double precision or go through `f64::round`).
-#[inline(always)]
-fn round(x: f64) -> f64 {
-    const MAGIC: f64 = 6_755_399_441_055_744.0; // 1.5·2^52
-    if x.abs() < 2_251_799_813_685_248.0 {
-        // ties: the magic-number trick rounds half to even; nudge exact halves away from zero
-        let r = (x + MAGIC) - MAGIC;
-        if (r - x).abs() == 0.5 {
-            x.round()
-        } else {
-            r
-        }
-    } else {
-        x.round()
     }
 }
 

@@ -325,13 +325,7 @@ impl KeyGenerator {
         let mut os = Sampler::from_os()?;
         let seed = os.seed();
         let e = Zeroizing::new(os.gaussian(n));
-        let max = coeffs
-            .iter()
-            .zip(e.iter())
-            .fold(0.0f64, |a, (&c, &x)| a.max((c + x as f64).abs()));
-        for (c, &x) in coeffs.iter_mut().zip(e.iter()) {
-            *c += x as f64;
-        }
+        let max = crate::scaled::add_error_max(&mut coeffs, &e);
         let a = expand_uniform(params, seed, &idx);
         let mut b = RnsPoly::from_data(crate::scratch::take(n * idx.len()), n);
         b.data

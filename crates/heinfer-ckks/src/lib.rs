@@ -32,6 +32,7 @@ pub mod noise;
 pub mod params;
 pub mod poly;
 pub mod presets;
+pub(crate) mod scaled;
 pub mod scratch;
 pub mod security;
 pub mod serialize;

@@ -10,13 +10,17 @@ use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 
 /// Copies a numpy array of any dimension, row-major (the copy is taken with the GIL held, so
-/// no Python thread can write to the array while the engine reads it).
+/// no Python thread can write to the array while the engine reads it). A C-contiguous array
+/// is one `memcpy`; any other layout goes element by element in row-major order. (numpy's
+/// own `as_slice` also accepts a Fortran-ordered array, whose memory is column-major: a
+/// transposed matrix would have been read in the wrong order.)
 pub(crate) fn to_vec<T: numpy::Element + Copy, D: numpy::ndarray::Dimension>(
     a: &numpy::PyReadonlyArray<'_, T, D>,
 ) -> Vec<T> {
-    match a.as_slice() {
-        Ok(s) => s.to_vec(),
-        Err(_) => a.as_array().iter().copied().collect(),
+    let view = a.as_array();
+    match view.as_slice() {
+        Some(standard) => standard.to_vec(),
+        None => view.iter().copied().collect(),
     }
 }
 

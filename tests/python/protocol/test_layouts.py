@@ -53,3 +53,19 @@ def test_bad_rows_and_frames_are_refused() -> None:
         _native.encrypt_batch_bytes(kg, rows, 2.0**30, 1, lambda n: "not bytes")
     with pytest.raises(heinfer.HeinferError):
         _native.encrypt_batch_bytes(kg, rows, 2.0**30, P.max_level + 1)
+
+
+@pytest.mark.parametrize("layout", ["fortran", "strided"])
+def test_rows_of_any_memory_layout_are_read_row_by_row(layout: str) -> None:
+    """The engine copies the rows in row-major order whatever the array's layout: a
+    Fortran-ordered (transposed) array, which numpy's contiguous-slice view would hand over
+    column by column, and a strided one are read as their C-ordered copies are."""
+    kg = _native.KeyGenerator(P)
+    dec = _native.Decryptor(P, kg.secret_key())
+    rng = np.random.default_rng(5)
+    rows = rng.uniform(-1, 1, (3, P.n))
+    odd = np.asfortranarray(rows) if layout == "fortran" else np.repeat(rows, 2, axis=1)[:, ::2]
+    assert np.array_equal(odd, rows) and not odd.flags.c_contiguous
+    for encrypt in (_native.encrypt_batch_coefficients_bytes, lambda *a: _native.encrypt_batch_coefficients(*a).to_bytes()):
+        batch = _native.CiphertextBatch.from_bytes(P, encrypt(kg, odd, 2.0**30, 1), 1 << 30, 100)
+        assert np.abs(_native.decrypt_batch_coefficients(dec, batch) - rows).max() < 1e-4
