@@ -106,6 +106,28 @@ fn batch_parts_write_the_batch_bytes_into_a_sized_buffer() {
     assert!(ciphertext_batch_to_bytes_rounded(p, &cts, &bad).is_err());
 }
 
+/// The two pieces a writer that fills the slots itself uses: the header, and a slot that
+/// takes only a ciphertext of its planned length (another is refused, the slot untouched).
+#[test]
+fn batch_headers_and_slots_are_written_as_the_format_says() {
+    let mut head = [0u8; BATCH_HEADER_BYTES];
+    write_batch_header(&mut head, 7);
+    assert_eq!(
+        head.to_vec(),
+        framed(&vec![Vec::new(); 7])[..BATCH_HEADER_BYTES]
+    );
+    let mut slot = [0xAAu8; 4 + 5];
+    write_batch_slot(&mut slot, b"hello").unwrap();
+    assert_eq!(slot.to_vec(), [&5u32.to_le_bytes()[..], b"hello"].concat());
+    let mut short = [0xAAu8; 4 + 4];
+    let e = write_batch_slot(&mut short, b"hello").unwrap_err();
+    assert!(
+        e.to_string().contains("took 5 bytes, 4 were planned"),
+        "{e}"
+    );
+    assert!(short.iter().all(|&b| b == 0xAA));
+}
+
 #[test]
 fn forged_batch_counts_are_refused_before_allocation() {
     let p = &fx().params;

@@ -13,7 +13,7 @@ use crate::filled::filled_bytes;
 use crate::keygen::KeyGenerator;
 use crate::pool::run;
 use heinfer_ckks as ckks;
-use heinfer_ckks::serialize::{self, BATCH_HEADER_BYTES, BATCH_MAGIC, BATCH_VERSION};
+use heinfer_ckks::serialize::{self, BATCH_HEADER_BYTES};
 use heinfer_ckks::Encoder;
 use num_complex::Complex64;
 use numpy::PyReadonlyArray2;
@@ -109,9 +109,7 @@ where
     // every byte of the body is written: the batch header, then each slot's length and bytes
     filled_bytes(py, op, head, body, |out| {
         let (h, rest) = out.split_at_mut(BATCH_HEADER_BYTES);
-        h[..4].copy_from_slice(BATCH_MAGIC);
-        h[4..6].copy_from_slice(&BATCH_VERSION.to_le_bytes());
-        h[6..].copy_from_slice(&count32.to_le_bytes());
+        serialize::write_batch_header(h, count32);
         let enc = Encoder::new(&params);
         rest.par_chunks_mut(4 + one)
             .zip(data.par_chunks(row))
@@ -122,15 +120,8 @@ where
                 } else {
                     Cow::Owned(serialize::ciphertext_to_bytes(&params, &encrypt(&enc, r)?)?)
                 };
-                if bytes.len() != one {
-                    return Err(ckks::CkksError::InvalidOperand {
-                        op: "serialize a ciphertext batch",
-                        reason: format!("row {i} took {} bytes, row 0 {one}", bytes.len()),
-                    });
-                }
-                slot[..4].copy_from_slice(&(one as u32).to_le_bytes());
-                slot[4..].copy_from_slice(&bytes);
-                Ok(())
+                // every slot is sized by row 0's ciphertext: another length is an error
+                serialize::write_batch_slot(slot, &bytes)
             })
     })
 }

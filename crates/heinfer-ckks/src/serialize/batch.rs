@@ -40,6 +40,38 @@ fn batch_err(reason: impl Into<String>) -> CkksError {
     }
 }
 
+/// Writes a batch's header — magic, version and `count` — into `head`, its first
+/// [`BATCH_HEADER_BYTES`] bytes: what [`BatchParts::write_into`] writes first, for writers that
+/// fill the ciphertexts' slots themselves (the client's encryption straight to bytes).
+///
+/// # Panics
+/// If `head` is not [`BATCH_HEADER_BYTES`] long (a caller's sizing bug, not an input).
+pub fn write_batch_header(head: &mut [u8], count: u32) {
+    assert_eq!(head.len(), BATCH_HEADER_BYTES, "a batch header's buffer");
+    head[..4].copy_from_slice(BATCH_MAGIC);
+    head[4..6].copy_from_slice(&BATCH_VERSION.to_le_bytes());
+    head[6..].copy_from_slice(&count.to_le_bytes());
+}
+
+/// Writes one serialized ciphertext into its slot of a batch: its length (u32), then its
+/// bytes. A slot of another length than `4 + bytes.len()` — a ciphertext whose size differs
+/// from the one planned — is an error, and nothing is written.
+pub fn write_batch_slot(slot: &mut [u8], bytes: &[u8]) -> Result<()> {
+    if bytes.len() + 4 != slot.len() {
+        return Err(CkksError::InvalidOperand {
+            op: "serialize a ciphertext batch",
+            reason: format!(
+                "a ciphertext took {} bytes, {} were planned",
+                bytes.len(),
+                slot.len().saturating_sub(4)
+            ),
+        });
+    }
+    slot[..4].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
+    slot[4..].copy_from_slice(bytes);
+    Ok(())
+}
+
 /// `a · b + c` without overflow, or an error naming `what`.
 fn checked(what: &str, a: usize, b: usize, c: usize) -> Result<usize> {
     a.checked_mul(b)
@@ -223,9 +255,7 @@ impl BatchParts<'_> {
         );
         let count = self.sizes.len() as u32; // checked against u32 when built
         let (head, mut rest) = out.split_at_mut(BATCH_HEADER_BYTES);
-        head[..4].copy_from_slice(BATCH_MAGIC);
-        head[4..6].copy_from_slice(&BATCH_VERSION.to_le_bytes());
-        head[6..].copy_from_slice(&count.to_le_bytes());
+        write_batch_header(head, count);
         let mut slots = Vec::with_capacity(self.sizes.len());
         for &n in &self.sizes {
             let (slot, tail) = rest.split_at_mut(4 + n);
@@ -240,19 +270,7 @@ impl BatchParts<'_> {
                     Some(d) => ciphertext_to_bytes_rounded(self.params, ct, d)?,
                     None => ciphertext_to_bytes(self.params, ct)?,
                 };
-                if bytes.len() + 4 != slot.len() {
-                    return Err(CkksError::InvalidOperand {
-                        op: "serialize a ciphertext batch",
-                        reason: format!(
-                            "a ciphertext took {} bytes, {} were planned",
-                            bytes.len(),
-                            slot.len() - 4
-                        ),
-                    });
-                }
-                slot[..4].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
-                slot[4..].copy_from_slice(&bytes);
-                Ok(())
+                write_batch_slot(slot, &bytes)
             })
     }
 

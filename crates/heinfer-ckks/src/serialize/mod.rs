@@ -31,7 +31,8 @@ pub use batch::{
     ciphertext_batch_from_bytes_narrow, ciphertext_batch_from_bytes_rounded,
     ciphertext_batch_parts, ciphertext_batch_to_bytes, ciphertext_batch_to_bytes_rounded,
     ciphertext_batch_wire_bytes, ciphertext_wire_bytes, galois_keys_wire_bytes,
-    relin_key_wire_bytes, BatchParts, DecodedBatch, BATCH_HEADER_BYTES, BATCH_MAGIC, BATCH_VERSION,
+    relin_key_wire_bytes, write_batch_header, write_batch_slot, BatchParts, DecodedBatch,
+    BATCH_HEADER_BYTES, BATCH_MAGIC, BATCH_VERSION,
 };
 pub use keys::{
     fresh_galois_keys_bytes, fresh_galois_keys_into, fresh_galois_keys_len, galois_key_from_bytes,
