@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+from heinfer.program.model import op_input_parts
 from heinfer.program.ops import DropTo, Linear, Relinearize, Rescale, Square
 from heinfer.program.transform import OP_KINDS, Transform
 
@@ -340,8 +341,8 @@ def predict_seconds(program, costs: CostTable, items: int = 1) -> float:
         # slot-layout segment's price includes (without it, one item of a small network was
         # priced below latency mode in throughput mode, which ran 1.7× slower)
         total += messages_cost(seg.n_input_cts, seg.input_level, seg.n_output_cts, seg.output_level, costs, rounded=True)
-        level, parts, size = seg.input_level, 2, seg.in_size
-        for op in seg.ops:
+        level, size = seg.input_level, seg.in_size
+        for op, parts in zip(seg.ops, op_input_parts(seg.ops)):
             if isinstance(op, Linear):
                 lay = program.layers[op.layer]
                 total += lay.matrix.nnz * lay.digits * parts / 2 * costs["gemm_mac"][level]
@@ -349,10 +350,8 @@ def predict_seconds(program, costs: CostTable, items: int = 1) -> float:
             elif isinstance(op, Square):
                 # six products for a 3-part operand (an open tail: 5 parts), three for 2
                 total += size * costs["batch_square"][level] * (parts - 1)
-                parts = 2 * parts - 1
             elif isinstance(op, Relinearize):
                 total += size * costs["batch_relin"][level]
-                parts = 2
             elif isinstance(op, Rescale):
                 total += size * op.primes * parts / 2 * costs["batch_rescale"][level]
                 level -= op.primes

@@ -46,7 +46,7 @@ from heinfer.compiler.simulate_slots import keyswitch_variance, keyswitched, noi
 from heinfer.compiler.simulate_two_party import simulate_two_party
 from heinfer.compiler.throughput import SIGMA
 from heinfer.errors import CompileError, NotSupportedYetError
-from heinfer.program.model import Program, Segment
+from heinfer.program.model import Program, Segment, op_input_parts
 from heinfer.program.ops import DropTo, Linear, Relinearize, Rescale, Square
 from heinfer.program.rounding import output_rounding_std
 from heinfer.program.two_party import TwoPartyProgram
@@ -130,10 +130,11 @@ def _segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.rand
     ``rng``; ``key`` holds the run's :func:`~heinfer.compiler.simulate_slots.secret_in_slots`)."""
     log_q = [float(b) for b in program.params["log_q"]]
     log_p = [float(b) for b in program.params["log_p"]]
-    scale, level, parts = seg.input_scale, seg.input_level, 2
+    scale, level = seg.input_scale, seg.input_level
     y = _noisy(y, 1.0 / 12.0 + SIGMA**2, scale, seg, n, rng)
     yt = y.T  # (values, items): the layers' matrices act on the rows
-    for i, op in enumerate(seg.ops):
+    # parts each op receives: 5 after an open tail, which no rescale follows (validated)
+    for i, (op, parts) in enumerate(zip(seg.ops, op_input_parts(seg.ops))):
         if tuple(op.inputs) != (i,):  # what the executor runs: each op on the value before it
             raise NotSupportedYetError(f"simulating op {i} of a segment: it reads values {tuple(op.inputs)}, only chains are supported yet")
         if isinstance(op, Linear):
@@ -149,14 +150,12 @@ def _segment(program: Program, seg: Segment, y: np.ndarray, n: int, rng: np.rand
         elif isinstance(op, Square):
             yt = yt * yt
             scale *= scale
-            parts = 2 * parts - 1  # 5 for an open tail, which no rescale follows (validated)
         elif isinstance(op, Relinearize):
             ks = keyswitch_variance(log_q, log_p, level + 1, n)
             if rng is not None and seg.layout.packing != "coeff":
                 yt = keyswitched(yt, ks, scale, n, rng, _item_factors(yt, n, rng, key))
             else:
                 yt = _noisy(yt, ks, scale, seg, n, rng)
-            parts = 2
         elif isinstance(op, Rescale):
             scale /= 2.0 ** sum(log_q[level - op.primes + 1 : level + 1])
             level -= op.primes

@@ -23,7 +23,7 @@ from heinfer.program.placement import Placement
 from heinfer.program.transform import Transform
 from heinfer.program.weights import LinearStep
 
-__all__ = ["Layout", "Segment", "op_parts", "Step", "PublicProgram", "Program", "galois_element", "PUBLIC_META"]
+__all__ = ["Layout", "Segment", "op_input_parts", "op_parts", "Step", "PublicProgram", "Program", "galois_element", "PUBLIC_META"]
 
 #: Meta fields that describe the compilation, not the weights: the public program keeps these.
 PUBLIC_META = ("mode", "lazy", "prime_bits", "strategy", "levels", "cost_source", "auto", "features_sha256")
@@ -54,6 +54,12 @@ def op_parts(ops: list[Op]) -> list[int]:
             parts = 2
         out.append(parts)
     return out
+
+
+def op_input_parts(ops: list[Op]) -> list[int]:
+    """Polynomials per ciphertext each op receives (:func:`op_parts` shifted by one: a
+    segment's input has 2)."""
+    return [2, *op_parts(ops)[:-1]]
 
 
 @dataclass(eq=False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from heinfer.errors import CompileError
-from heinfer.program.model import op_parts
+from heinfer.program.model import op_input_parts
 from heinfer.program.ops import DropTo, Linear, Relinearize, Rescale, Square
 from heinfer.program.transform import Transform
 from heinfer.program.weights import LinearStep
@@ -78,9 +78,8 @@ def _segment(p, i: int, seg, levels: int, S: int) -> None:
     elif lay.gather is not None or seg.output is not None:
         _bad(f"segment {i}: a batch layout has no gather map or output placement")
     level = seg.input_level
-    before = [2, *op_parts(seg.ops)[:-1]]  # parts of the ciphertexts each op receives
-    for j, op in enumerate(seg.ops):
-        _parts_allow(i, j, op, before[j])
+    for j, (op, parts) in enumerate(zip(seg.ops, op_input_parts(seg.ops))):
+        _parts_allow(i, j, op, parts)
         if op.inputs != (j,):
             _bad(f"segment {i} op {j}: reads values {op.inputs}; graph-shaped segments are not supported yet")
         if isinstance(op, Linear):
