@@ -100,21 +100,7 @@ impl Evaluator {
     ) -> Result<Vec<Ciphertext>> {
         self.check_ct(ct)?;
         self.check_linear("rotate_hoisted", ct)?;
-        let n = self.params.n();
-        let gs: Vec<u64> = steps
-            .iter()
-            .map(|&k| rotation_galois_element(k, n))
-            .collect();
-        let ks: Vec<Option<&GaloisKey>> = gs
-            .iter()
-            .map(|&g| {
-                if g == 1 {
-                    Ok(None)
-                } else {
-                    self.galois_key(keys, g).map(Some)
-                }
-            })
-            .collect::<Result<_>>()?;
+        let ks = self.hoisted_keys(steps, keys)?;
         let dec = self.decompose(&ct.parts[1], ct.level);
         // the rotations in parallel, as in the extended variant below
         ks.par_iter()
@@ -136,26 +122,12 @@ impl Evaluator {
         self.check_linear("rotate_hoisted_extended", ct)?;
         let n = self.params.n();
         let level = ct.level;
-        let gs: Vec<u64> = steps
-            .iter()
-            .map(|&k| rotation_galois_element(k, n))
-            .collect();
-        let ks: Vec<Option<&GaloisKey>> = gs
-            .iter()
-            .map(|&g| {
-                if g == 1 {
-                    Ok(None)
-                } else {
-                    self.galois_key(keys, g).map(Some)
-                }
-            })
-            .collect::<Result<_>>()?;
+        let ks = self.hoisted_keys(steps, keys)?;
         let dec = self.decompose(&ct.parts[1], level);
         let p_c0 = self.times_p_extended(&ct.parts[0], level);
         // the baby steps in parallel (each one's key product also splits over limbs)
         ks.par_iter()
-            .zip(gs.par_iter())
-            .map(|(k, &g)| {
+            .map(|k| {
                 let (mut e0, mut e1) = match k {
                     None => (p_c0.clone(), self.times_p_extended(&ct.parts[1], level)),
                     Some(key) => {
@@ -165,8 +137,8 @@ impl Evaluator {
                         (a0, RnsPoly::from_data(a1, n))
                     }
                 };
-                if g != 1 {
-                    let table = self.params.galois_table(g)?;
+                if let Some(key) = k {
+                    let table = self.params.galois_table(key.galois_element)?;
                     permute_poly(&mut e0, &table);
                     permute_poly(&mut e1, &table);
                 }
@@ -207,6 +179,23 @@ impl Evaluator {
         each_hoisted("rotate_hoisted_extended_many", cts, steps, |ct, s| {
             self.rotate_hoisted_extended(ct, s, keys)
         })
+    }
+
+    /// The Galois key of each of `steps` (None for a step that leaves the slots where they
+    /// are), every one checked before any work.
+    fn hoisted_keys<'a>(
+        &self,
+        steps: &[i64],
+        keys: &'a GaloisKeys,
+    ) -> Result<Vec<Option<&'a GaloisKey>>> {
+        let n = self.params.n();
+        steps
+            .iter()
+            .map(|&k| match rotation_galois_element(k, n) {
+                1 => Ok(None),
+                g => self.galois_key(keys, g).map(Some),
+            })
+            .collect()
     }
 
     fn galois_key<'a>(&self, keys: &'a GaloisKeys, g: u64) -> Result<&'a GaloisKey> {
