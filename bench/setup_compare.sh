@@ -8,6 +8,12 @@
 #            (Python 3.11; created with `python3 -m venv` if missing).
 # - OpenFHE: `.venv-openfhe`, a Python 3.10 venv (the `openfhe` wheel does not
 #            import under 3.11), with `openfhe` + `numpy`.
+# - SEAL + Intel HEXL: `.seal-hexl/`, SEAL 4.0 built from source with HEXL (AVX-512 / IFMA
+#            kernels) and the C++ runner bench/compare/seal_hexl_runner.cpp. The sources are
+#            those the crates.io package `seal_fhe` vendors (SEAL/thirdparty/hexl included;
+#            fetched with `cargo fetch`), HEXL's cpu_features comes from Debian's
+#            `libcpu-features-dev` (`apt-get download`, unpacked with `dpkg -x`: nothing is
+#            installed system-wide); needs cmake and g++. ~5 minutes on 2 cores.
 # - SPU:     `.venv-spu`, a Python 3.11 venv (`python3 -m venv`) with SecretFlow
 #            `spu` (cp311 manylinux wheel), jax/jaxlib (spu needs jax <= 0.4.34),
 #            numpy < 2 and `onnx` (to read network D's weights).
@@ -23,6 +29,8 @@ SPU_VERSION=0.9.5               # SecretFlow SPU, Cheetah protocol (cp311 wheel)
 SPU_JAX_VERSION=0.4.34          # jax and jaxlib; spu 0.9.5 requires jax <= 0.4.34
 SPU_NUMPY_VERSION=1.26.4        # spu 0.9.5 requires numpy < 2
 SPU_ONNX_VERSION=1.17.0
+SEAL_FHE_VERSION=0.8.1          # crates.io; vendors SEAL 4.0.0 and Intel HEXL
+CPU_FEATURES_DEB=libcpu-features-dev   # Debian 13: google cpu_features 0.7.0 (HEXL's CPU checks)
 set -u
 
 cd "$(dirname "$0")/.." || exit 0
@@ -108,6 +116,55 @@ else
     else
       status+=("openfhe: NOT available (openfhe install/import failed) - the benchmark skips OpenFHE")
     fi
+  fi
+fi
+
+# ---------------------------------------------------------------- SEAL + Intel HEXL
+HEXL_DIR=".seal-hexl"
+RUNNER_SRC="bench/compare/seal_hexl_runner.cpp"
+hexl_stamp() { echo "seal_fhe $SEAL_FHE_VERSION $(sha256sum "$RUNNER_SRC" | cut -c1-16)"; }
+
+build_seal_hexl() {
+  local fetch="$HEXL_DIR/fetch" crate src build cpuf
+  mkdir -p "$fetch/src" "$HEXL_DIR/bin" || return 1
+  printf '[package]\nname = "fetch-seal-fhe"\nversion = "0.0.0"\nedition = "2021"\n\n[workspace]\n\n[dependencies]\nseal_fhe = "=%s"\n' \
+    "$SEAL_FHE_VERSION" > "$fetch/Cargo.toml"
+  : > "$fetch/src/lib.rs"
+  cargo fetch --quiet --manifest-path "$fetch/Cargo.toml" || return 1
+  crate="$(ls "${CARGO_HOME:-$HOME/.cargo}"/registry/cache/*/seal_fhe-"$SEAL_FHE_VERSION".crate 2>/dev/null | head -1)"
+  [ -n "$crate" ] || { note "seal_fhe $SEAL_FHE_VERSION not in cargo's cache"; return 1; }
+  rm -rf "$HEXL_DIR/src" && mkdir -p "$HEXL_DIR/src" && tar -xzf "$crate" -C "$HEXL_DIR/src" || return 1
+  src="$(pwd)/$HEXL_DIR/src/seal_fhe-$SEAL_FHE_VERSION/SEAL"
+  [ -f "$src/thirdparty/hexl/CMakeLists.txt" ] || { note "no HEXL sources in seal_fhe $SEAL_FHE_VERSION"; return 1; }
+  cpuf="$(pwd)/$HEXL_DIR/cpu_features"
+  rm -rf "$cpuf" "$HEXL_DIR/deb" && mkdir -p "$HEXL_DIR/deb" || return 1
+  (cd "$HEXL_DIR/deb" && apt-get download "$CPU_FEATURES_DEB" >/dev/null 2>&1) || { note "apt-get download $CPU_FEATURES_DEB failed"; return 1; }
+  dpkg -x "$HEXL_DIR"/deb/*.deb "$cpuf" || return 1
+  build="$(pwd)/$HEXL_DIR/build"
+  cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSEAL_USE_INTEL_HEXL=ON -DSEAL_BUILD_DEPS=ON \
+    -DSEAL_USE_ZLIB=OFF -DSEAL_USE_ZSTD=OFF -DSEAL_USE_MSGSL=OFF -DSEAL_BUILD_TESTS=OFF \
+    -DSEAL_BUILD_EXAMPLES=OFF -DSEAL_BUILD_BENCH=OFF -DCMAKE_PREFIX_PATH="$cpuf/usr" \
+    -DFETCHCONTENT_FULLY_DISCONNECTED=ON >"$HEXL_DIR/build.log" 2>&1 \
+    || { note "cmake configure failed: see $HEXL_DIR/build.log"; return 1; }
+  # HEXL's sources warn a lot under gcc 12: the output goes to the log
+  cmake --build "$build" -j"$(nproc)" >>"$HEXL_DIR/build.log" 2>&1 \
+    || { note "the SEAL + HEXL build failed: see $HEXL_DIR/build.log"; return 1; }
+  g++ -O2 -std=c++17 -I"$src/native/src" -I"$build/native/src" -I"$src/thirdparty/hexl/hexl/include" \
+    -o "$HEXL_DIR/bin/seal_hexl_runner" "$RUNNER_SRC" "$build/lib/libseal-4.0.a" \
+    "$build/thirdparty/hexl/hexl/lib/libhexl.a" "$cpuf"/usr/lib/*/libcpu_features.a -lpthread || return 1
+  hexl_stamp > "$HEXL_DIR/STAMP"
+}
+
+if [ -x "$HEXL_DIR/bin/seal_hexl_runner" ] && [ "$(cat "$HEXL_DIR/STAMP" 2>/dev/null)" = "$(hexl_stamp)" ]; then
+  status+=("seal-hexl: already built (SEAL 4.0.0 + HEXL from seal_fhe $SEAL_FHE_VERSION in $HEXL_DIR)")
+elif ! command -v cmake >/dev/null || ! command -v g++ >/dev/null || ! command -v dpkg >/dev/null; then
+  status+=("seal-hexl: NOT built (needs cmake, g++ and dpkg) - the benchmark skips SEAL + HEXL")
+else
+  note "building SEAL 4.0.0 with Intel HEXL into $HEXL_DIR (a few minutes)"
+  if build_seal_hexl; then
+    status+=("seal-hexl: built SEAL 4.0.0 + HEXL from seal_fhe $SEAL_FHE_VERSION into $HEXL_DIR")
+  else
+    status+=("seal-hexl: NOT built (see the notes above) - the benchmark skips SEAL + HEXL")
   fi
 fi
 

@@ -3,7 +3,8 @@
     python bench/compare/simd.py        # prints one JSON object
 
 The SEAL (tenseal) and OpenFHE wheels from PyPI are generic x86-64 builds; heinfer's kernels
-use AVX-512 (and IFMA where the CPU has it) chosen at run time. This disassembles each
+use AVX-512 (and IFMA where the CPU has it) chosen at run time, as does the source build of
+SEAL with Intel HEXL (its runner, statically linked). This disassembles each
 library's shared objects with `objdump -d` and counts instructions that name a 512-bit
 register (`zmm`), a 256-bit one (`ymm`, AVX/AVX2) and IFMA multiplies (`vpmadd52`). A build
 with no `zmm` instruction cannot run AVX-512 code whatever the CPU. Counting is static (code
@@ -36,6 +37,9 @@ def shared_objects() -> dict[str, list[str]]:
         ROOT, ".venv-openfhe", "lib", "python3*", "site-packages", "openfhe", "lib", "libOPENFHE*.so*")))
     if ofhe:
         found["openfhe"] = ofhe
+    hexl = os.environ.get("SEAL_HEXL_RUNNER", os.path.join(ROOT, ".seal-hexl", "bin", "seal_hexl_runner"))
+    if os.access(hexl, os.X_OK):  # SEAL + HEXL linked statically into its runner
+        found["seal-hexl"] = [hexl]
     return found
 
 
@@ -77,7 +81,7 @@ def summary(a: dict) -> str:
     """One line for a report: `heinfer AVX-512 + IFMA (…); SEAL AVX2 at most, no AVX-512 (…)`."""
     if "unavailable" in a:
         return f"SIMD audit unavailable: {a['unavailable']}"
-    names = {"heinfer": "heinfer", "seal": "SEAL", "openfhe": "OpenFHE"}
+    names = {"heinfer": "heinfer", "seal": "SEAL", "openfhe": "OpenFHE", "seal-hexl": "SEAL + HEXL"}
     parts = []
     for lib, r in a.items():
         if "unavailable" in r:
