@@ -546,3 +546,55 @@ fn rescale_by_two_primes_rounds_once_within_one_of_two_rescales() {
     ));
     assert_eq!(any.level(), top);
 }
+
+/// A rescale is `(c_i − [c]_{q_ℓ})·q_ℓ^{-1}` in every coefficient of every limb that stays,
+/// with `[c]_{q_ℓ}` the centred residue of the dropped limb (checked in coefficient form with
+/// u128 arithmetic); `rescale` and `rescale_assign` give the same bits, and a seed-compressed
+/// input comes out without its seed (its `c_1` is no longer the seed's expansion).
+#[test]
+fn rescale_subtracts_the_centred_last_residue_and_divides_exactly() {
+    let f = fx();
+    let x = vector(f.params.slots(), 12);
+    let top = f.params.max_level();
+    let pt = f
+        .enc
+        .encode_real(&x, f.params.default_scale(), top)
+        .unwrap();
+    let seeded = f.kg.encrypt_symmetric(&pt).unwrap();
+    assert!(seeded.is_seed_compressed());
+    let ct = f.ev.mul_plain(&seeded, &pt).unwrap();
+    let n = f.params.n();
+    let qs = f.params.q();
+    let ql = qs[top];
+    let to_coeffs = |limb: &[u64], q: u64| {
+        let plan = heinfer_math::NttPlan::new(n, q).unwrap();
+        let mut v = limb.to_vec();
+        plan.inverse(&mut v);
+        v
+    };
+    for input in [&ct, &seeded] {
+        let out = f.ev.rescale(input).unwrap();
+        let mut same = input.clone();
+        f.ev.rescale_assign(&mut same).unwrap();
+        assert_same_bits("rescale vs rescale_assign", &out, &same);
+        assert!(!out.is_seed_compressed() && !same.is_seed_compressed());
+        assert_eq!(out.level(), top - 1);
+        for (p_in, p_out) in input.parts().iter().zip(out.parts()) {
+            let last = to_coeffs(p_in.limb(top), ql);
+            for (i, &q) in qs[..top].iter().enumerate() {
+                let (c, o) = (to_coeffs(p_in.limb(i), q), to_coeffs(p_out.limb(i), q));
+                for j in 0..n {
+                    // centred residue r ∈ (−q_ℓ/2, q_ℓ/2], taken mod q
+                    let r = if last[j] > ql / 2 {
+                        (q as u128 - ((ql - last[j]) as u128 % q as u128)) % q as u128
+                    } else {
+                        last[j] as u128 % q as u128
+                    };
+                    let lhs = o[j] as u128 * (ql as u128 % q as u128) % q as u128;
+                    let rhs = (c[j] as u128 + q as u128 - r) % q as u128;
+                    assert_eq!(lhs, rhs, "limb {i}, coefficient {j}");
+                }
+            }
+        }
+    }
+}

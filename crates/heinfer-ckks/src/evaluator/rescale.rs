@@ -7,6 +7,7 @@
 use super::Evaluator;
 use crate::ciphertext::{check_scale, Ciphertext};
 use crate::error::{CkksError, Result};
+use crate::poly::RnsPoly;
 use heinfer_math::rns::BasisConverter;
 use heinfer_math::vecops;
 use rayon::prelude::*;
@@ -21,9 +22,25 @@ struct RescaleBy {
 impl Evaluator {
     /// Divides by the last prime `q_ℓ` with rounding and drops it.
     pub fn rescale(&self, ct: &Ciphertext) -> Result<Ciphertext> {
-        let mut r = ct.clone();
-        self.rescale_assign(&mut r)?;
-        Ok(r)
+        let scale = self.rescaled_scale(ct)?;
+        let (level, n) = (ct.level, self.params.n());
+        // only the limbs that stay are copied (a clone would copy the dropped one too)
+        let parts = ct
+            .parts
+            .iter()
+            .map(|p| {
+                let mut head = p.data[..level * n].to_vec();
+                self.rescale_limbs(&mut head, p.limb(level), level);
+                RnsPoly::from_data(head, n)
+            })
+            .collect();
+        Ok(Ciphertext {
+            params_id: ct.params_id,
+            parts,
+            level: level - 1,
+            scale,
+            seed: None,
+        })
     }
 
     /// In-place [`Self::rescale`].
@@ -67,33 +84,44 @@ impl Evaluator {
     /// The rescale of a ciphertext [`Self::rescaled_scale`] accepted, to `scale`.
     fn rescale_unchecked(&self, ct: &mut Ciphertext, scale: f64) {
         let level = ct.level;
-        let inner = self.params.inner();
         let n = self.params.n();
-        let ql = inner.q[level];
-        let half = ql / 2;
         for p in ct.parts_mut() {
-            let mut last = p.limb(level).to_vec();
-            inner.ntt[level].inverse(&mut last);
-            // shift by ⌊q_ℓ/2⌋ so that subtracting it afterwards centers the residue
-            vecops::add_scalar_assign(&mut last, half, ql);
+            let (head, last) = p.data.split_at_mut(level * n);
+            self.rescale_limbs(head, &last[..n], level);
             p.truncate(level);
-            p.data.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
-                let m = &inner.moduli[i];
-                let mut r = crate::scratch::take(n);
-                r.copy_from_slice(&last);
-                // Shoup multiplication by 1 reduces any 64-bit word modulo q_i
-                vecops::mul_scalar_assign(&mut r, 1, m.shoup(1), m);
-                let h = inner.rescale_half[level][i];
-                vecops::add_scalar_assign(&mut r, m.q - h, m.q);
-                inner.ntt[i].forward(&mut r);
-                vecops::sub_assign(x, &r, m.q);
-                let (w, ws) = inner.rescale_inv[level][i];
-                vecops::mul_scalar_assign(x, w, ws, m);
-                crate::scratch::give(r);
-            });
         }
         ct.level = level - 1;
         ct.scale = scale;
+    }
+
+    /// One polynomial's rescale: `head` (its limbs `0..ℓ`, NTT form) becomes
+    /// `(head_i − r)·q_ℓ^{-1}` limb by limb, `r` the residue of `last` (its limb `ℓ`, NTT
+    /// form) centred to `(−q_ℓ/2, q_ℓ/2]`. Per limb: one pass reducing `r` modulo `q_i`, one
+    /// adding the centring constant, a forward NTT and one pass for the subtraction and
+    /// product together.
+    fn rescale_limbs(&self, head: &mut [u64], last: &[u64], level: usize) {
+        let inner = self.params.inner();
+        let n = self.params.n();
+        let ql = inner.q[level];
+        let mut c = crate::scratch::take(n);
+        c.copy_from_slice(last);
+        inner.ntt[level].inverse(&mut c);
+        // shift by ⌊q_ℓ/2⌋ so that subtracting it afterwards centers the residue
+        vecops::add_scalar_assign(&mut c, ql / 2, ql);
+        head.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
+            let m = &inner.moduli[i];
+            let mut r = crate::scratch::take(n);
+            // r = c mod q_i in one pass from c (a Shoup product by 1 reduces any 64-bit word)
+            vecops::mul_scalar_sum_into(&mut r, &[&c], &[(1, m.shoup(1))], m);
+            let h = inner.rescale_half[level][i];
+            vecops::add_scalar_assign(&mut r, m.q - h, m.q);
+            inner.ntt[i].forward(&mut r);
+            // (x − r)·q_ℓ^{-1} in one pass
+            let (w, ws) = inner.rescale_inv[level][i];
+            vecops::sub_mul_scalar_assign(x, &r, w, ws, m);
+            crate::scratch::give(r);
+        });
+        crate::scratch::give(c);
     }
 
     /// Divides by the last `k` primes `D = q_ℓ·…·q_{ℓ−k+1}` at once, with rounding, and drops
