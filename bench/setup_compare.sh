@@ -13,7 +13,7 @@
 #            those the crates.io package `seal_fhe` vendors (SEAL/thirdparty/hexl included;
 #            fetched with `cargo fetch`), HEXL's cpu_features comes from Debian's
 #            `libcpu-features-dev` (`apt-get download`, unpacked with `dpkg -x`: nothing is
-#            installed system-wide); needs cmake and g++. ~5 minutes on 2 cores.
+#            installed system-wide); needs cmake, g++ and dpkg. About a minute here.
 # - SPU:     `.venv-spu`, a Python 3.11 venv (`python3 -m venv`) with SecretFlow
 #            `spu` (cp311 manylinux wheel), jax/jaxlib (spu needs jax <= 0.4.34),
 #            numpy < 2 and `onnx` (to read network D's weights).
