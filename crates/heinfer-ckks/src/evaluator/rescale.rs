@@ -30,7 +30,10 @@ impl Evaluator {
             .iter()
             .map(|p| {
                 let mut head = p.data[..level * n].to_vec();
-                self.rescale_limbs(&mut head, p.limb(level), level);
+                let mut last = crate::scratch::take(n);
+                last.copy_from_slice(p.limb(level));
+                self.rescale_limbs(&mut head, &mut last, level);
+                crate::scratch::give(last);
                 RnsPoly::from_data(head, n)
             })
             .collect();
@@ -86,8 +89,9 @@ impl Evaluator {
         let level = ct.level;
         let n = self.params.n();
         for p in ct.parts_mut() {
+            // the dropped limb is worked on where it is (it goes with the truncation)
             let (head, last) = p.data.split_at_mut(level * n);
-            self.rescale_limbs(head, &last[..n], level);
+            self.rescale_limbs(head, &mut last[..n], level);
             p.truncate(level);
         }
         ct.level = level - 1;
@@ -96,23 +100,23 @@ impl Evaluator {
 
     /// One polynomial's rescale: `head` (its limbs `0..ℓ`, NTT form) becomes
     /// `(head_i − r)·q_ℓ^{-1}` limb by limb, `r` the residue of `last` (its limb `ℓ`, NTT
-    /// form) centred to `(−q_ℓ/2, q_ℓ/2]`. Per limb: one pass reducing `r` modulo `q_i`, one
-    /// adding the centring constant, a forward NTT and one pass for the subtraction and
-    /// product together.
-    fn rescale_limbs(&self, head: &mut [u64], last: &[u64], level: usize) {
+    /// form; overwritten: the caller drops it or passes a copy) centred to
+    /// `(−q_ℓ/2, q_ℓ/2]`. Per limb: one pass reducing `r` modulo `q_i`, one adding the
+    /// centring constant, a forward NTT and one pass for the subtraction and product together.
+    fn rescale_limbs(&self, head: &mut [u64], last: &mut [u64], level: usize) {
         let inner = self.params.inner();
         let n = self.params.n();
         let ql = inner.q[level];
-        let mut c = crate::scratch::take(n);
-        c.copy_from_slice(last);
-        inner.ntt[level].inverse(&mut c);
+        let c = last;
+        inner.ntt[level].inverse(c);
         // shift by ⌊q_ℓ/2⌋ so that subtracting it afterwards centers the residue
-        vecops::add_scalar_assign(&mut c, ql / 2, ql);
+        vecops::add_scalar_assign(c, ql / 2, ql);
+        let c: &[u64] = c;
         head.par_chunks_mut(n).enumerate().for_each(|(i, x)| {
             let m = &inner.moduli[i];
             let mut r = crate::scratch::take(n);
             // r = c mod q_i in one pass from c (a Shoup product by 1 reduces any 64-bit word)
-            vecops::mul_scalar_sum_into(&mut r, &[&c], &[(1, m.shoup(1))], m);
+            vecops::mul_scalar_sum_into(&mut r, &[c], &[(1, m.shoup(1))], m);
             let h = inner.rescale_half[level][i];
             vecops::add_scalar_assign(&mut r, m.q - h, m.q);
             inner.ntt[i].forward(&mut r);
@@ -121,7 +125,6 @@ impl Evaluator {
             vecops::sub_mul_scalar_assign(x, &r, w, ws, m);
             crate::scratch::give(r);
         });
-        crate::scratch::give(c);
     }
 
     /// Divides by the last `k` primes `D = q_ℓ·…·q_{ℓ−k+1}` at once, with rounding, and drops
