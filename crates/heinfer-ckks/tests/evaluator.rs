@@ -598,3 +598,34 @@ fn rescale_subtracts_the_centred_last_residue_and_divides_exactly() {
         }
     }
 }
+
+#[test]
+fn drop_level_keeps_the_low_limbs_as_they_are_and_drops_the_seed() {
+    let f = fx();
+    let x = vector(f.params.slots(), 13);
+    let top = f.params.max_level();
+    let pt = f
+        .enc
+        .encode_real(&x, f.params.default_scale(), top)
+        .unwrap();
+    let seeded = f.kg.encrypt_symmetric(&pt).unwrap();
+    assert!(seeded.is_seed_compressed());
+    for levels in 0..=top {
+        let low = f.ev.drop_level(&seeded, levels).unwrap();
+        let kept = top - levels;
+        assert_eq!(low.level(), kept);
+        assert_eq!(low.scale(), seeded.scale());
+        assert!(
+            !low.is_seed_compressed(),
+            "a truncated c_1 is not the seed's expansion"
+        );
+        for (p_in, p_out) in seeded.parts().iter().zip(low.parts()) {
+            assert_eq!(p_out.limbs(), kept + 1);
+            for i in 0..=kept {
+                assert_eq!(p_out.limb(i), p_in.limb(i), "{levels} dropped, limb {i}");
+            }
+        }
+        let same = f.ev.drop_to_level(&seeded, kept).unwrap();
+        assert_same_bits("drop_level vs drop_to_level", &low, &same);
+    }
+}

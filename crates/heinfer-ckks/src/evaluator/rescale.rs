@@ -258,13 +258,21 @@ impl Evaluator {
                 needed: levels,
             });
         }
-        let mut r = ct.clone();
+        // only the limbs that stay are copied (a clone would copy the dropped ones too); the
+        // seed goes: it expands to `c_1` at every prime, not at the ones kept
         let new_level = ct.level - levels;
-        for p in r.parts_mut() {
-            p.truncate(new_level + 1);
-        }
-        r.level = new_level;
-        Ok(r)
+        let kept = (new_level + 1) * self.params.n();
+        Ok(Ciphertext {
+            params_id: ct.params_id,
+            parts: ct
+                .parts
+                .iter()
+                .map(|p| RnsPoly::from_data(p.data[..kept].to_vec(), self.params.n()))
+                .collect(),
+            level: new_level,
+            scale: ct.scale,
+            seed: None,
+        })
     }
 
     /// Drops levels until `ct` is at `level`.
