@@ -5,7 +5,7 @@
 //! VAES and AVX-512 (AMD Zen 4, Intel Ice Lake and later) run the same rounds on four blocks
 //! per `vaesenc`; with the labels kept in registers between the two permutations of the
 //! tweakable hash and the gate's XORs, an AND gate costs a fraction of the generic path's time
-//! (BENCHMARKS.md, "Garbling on VAES"). The result is bit for bit the generic path's: the same
+//! (docs/benchmarks-history.md, "Garbling and OT on VAES"). The result is bit for bit the generic path's: the same
 //! AES-128 under the same round keys (tested against the `aes` crate and FIPS-197).
 //!
 //! [`RoundKeys::detect`] returns the expanded key only where the CPU has `aes`, `vaes` and

@@ -18,7 +18,7 @@
 //! run as four strips of 8 (`m × 2` registers of 4 lanes: 12 accumulators, 2 inputs and a
 //! broadcast of the 16 registers), each strip over all inputs. Elsewhere a portable loop of
 //! the same shape is used: without the `fma` target feature each of its `mul_add`s is a call
-//! into the runtime's software-dispatched `fma` (measured in `BENCHMARKS.md`). Every path
+//! into the runtime's software-dispatched `fma` (measured in `docs/benchmarks-history.md`). Every path
 //! sums the same products in the same order with one rounding each, on exact integers: the
 //! same bits.
 

@@ -13,7 +13,7 @@
 //! Blocks above the mmap threshold (at most 32 MiB in glibc) are still mapped afresh, which
 //! is why `heinfer.infer` cuts messages into 16 MiB chunks and the protocol reads ciphertexts
 //! in place: with 256 MiB chunks, 98 % of a MobileNetV2-0.35-96 throughput query's page
-//! faults were copies of its messages into fresh `bytes` (BENCHMARKS.md).
+//! faults were copies of its messages into fresh `bytes` (docs/benchmarks-history.md).
 //!
 //! mimalloc's own purge delay (memory freed for 1 s goes back to the OS) is left as it is,
 //! on measurement: that query (4,096 images, client and server in one process) still spends

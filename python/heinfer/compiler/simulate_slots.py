@@ -36,7 +36,7 @@ the few slots where a key's embedding is large carry more than the average error
 rescale and key switch of the run. At the bundled models' sizes it moves the largest error
 little (20 runs of ``test_noise.py``'s network: 1.2–2.3 released precisions simulated either
 way, encrypted 1.2–2.2); the wider run-to-run spread encrypted runs used to show came from a
-fixed offset of rounded results, since removed (BENCHMARKS.md, "Fixed offsets").
+fixed offset of rounded results, since removed (docs/benchmarks-history.md, "Fixed offsets").
 
 The model was checked against encrypted runs of CryptoNets, LoLa-Small and CryptoNets-ReLU at
 22-bit scales, where the noise dominates (``tests/python/compiler/test_simulate.py`` on the
