@@ -547,6 +547,19 @@ fn rescale_by_two_primes_rounds_once_within_one_of_two_rescales() {
     assert_eq!(any.level(), top);
 }
 
+/// A random vector (`seed`) encoded at the top level and its seed-compressed symmetric
+/// encryption.
+fn seeded_at_top(f: &Fixture, seed: u64) -> (Plaintext, Ciphertext) {
+    let x = vector(f.params.slots(), seed);
+    let pt = f
+        .enc
+        .encode_real(&x, f.params.default_scale(), f.params.max_level())
+        .unwrap();
+    let ct = f.kg.encrypt_symmetric(&pt).unwrap();
+    assert!(ct.is_seed_compressed());
+    (pt, ct)
+}
+
 /// A rescale is `(c_i − [c]_{q_ℓ})·q_ℓ^{-1}` in every coefficient of every limb that stays,
 /// with `[c]_{q_ℓ}` the centred residue of the dropped limb (checked in coefficient form with
 /// u128 arithmetic); `rescale` and `rescale_assign` give the same bits, and a seed-compressed
@@ -554,14 +567,8 @@ fn rescale_by_two_primes_rounds_once_within_one_of_two_rescales() {
 #[test]
 fn rescale_subtracts_the_centred_last_residue_and_divides_exactly() {
     let f = fx();
-    let x = vector(f.params.slots(), 12);
     let top = f.params.max_level();
-    let pt = f
-        .enc
-        .encode_real(&x, f.params.default_scale(), top)
-        .unwrap();
-    let seeded = f.kg.encrypt_symmetric(&pt).unwrap();
-    assert!(seeded.is_seed_compressed());
+    let (pt, seeded) = seeded_at_top(f, 12);
     let ct = f.ev.mul_plain(&seeded, &pt).unwrap();
     let n = f.params.n();
     let qs = f.params.q();
@@ -602,14 +609,8 @@ fn rescale_subtracts_the_centred_last_residue_and_divides_exactly() {
 #[test]
 fn drop_level_keeps_the_low_limbs_as_they_are_and_drops_the_seed() {
     let f = fx();
-    let x = vector(f.params.slots(), 13);
     let top = f.params.max_level();
-    let pt = f
-        .enc
-        .encode_real(&x, f.params.default_scale(), top)
-        .unwrap();
-    let seeded = f.kg.encrypt_symmetric(&pt).unwrap();
-    assert!(seeded.is_seed_compressed());
+    let (_, seeded) = seeded_at_top(f, 13);
     for levels in 0..=top {
         let low = f.ev.drop_level(&seeded, levels).unwrap();
         let kept = top - levels;
