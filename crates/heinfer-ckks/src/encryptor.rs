@@ -223,24 +223,34 @@ impl Decryptor {
         }
         let inner = params.inner();
         let n = params.n();
+        if size == 2 {
+            // c_0 + c_1·s in one pass into fresh memory (no copy of c_0 first)
+            let data = vecops::build_limbs(ct.level + 1, n, |i, out| {
+                let s = self.sk.ntt.limb(i);
+                let (c0, c1) = (ct.parts[0].limb(i), ct.parts[1].limb(i));
+                vecops::mul_add_to_uninit(out, c0, c1, s, &inner.barrett[i])
+            });
+            return Ok(Plaintext {
+                params_id: params.id(),
+                poly: RnsPoly::from_data(data, n),
+                level: ct.level,
+                scale: ct.scale,
+            });
+        }
         let mut m = RnsPoly::from_data(ct.parts[0].data.clone(), n);
         m.data.par_chunks_mut(n).enumerate().for_each(|(i, limb)| {
             let b = &inner.barrett[i];
             let s = self.sk.ntt.limb(i);
-            if size > 2 {
-                // t = c_{size-1}·s + c_{size-2}, then t·s + c_k down to c_1
-                let mut t = Zeroizing::new(ct.parts[size - 2].limb(i).to_vec());
-                vecops::mul_add_assign(&mut t, ct.parts[size - 1].limb(i), s, b);
-                let mut u = Zeroizing::new(vec![0u64; n]);
-                for k in (1..size - 2).rev() {
-                    u.copy_from_slice(ct.parts[k].limb(i));
-                    vecops::mul_add_assign(&mut u, &t, s, b);
-                    std::mem::swap(&mut *t, &mut *u);
-                }
-                vecops::mul_add_assign(limb, &t, s, b);
-            } else {
-                vecops::mul_add_assign(limb, ct.parts[1].limb(i), s, b);
+            // t = c_{size-1}·s + c_{size-2}, then t·s + c_k down to c_1
+            let mut t = Zeroizing::new(ct.parts[size - 2].limb(i).to_vec());
+            vecops::mul_add_assign(&mut t, ct.parts[size - 1].limb(i), s, b);
+            let mut u = Zeroizing::new(vec![0u64; n]);
+            for k in (1..size - 2).rev() {
+                u.copy_from_slice(ct.parts[k].limb(i));
+                vecops::mul_add_assign(&mut u, &t, s, b);
+                std::mem::swap(&mut *t, &mut *u);
             }
+            vecops::mul_add_assign(limb, &t, s, b);
         });
         Ok(Plaintext {
             params_id: params.id(),

@@ -274,6 +274,8 @@ mod tests {
             let mut t = acc0.clone();
             mul_add_assign_with(k, &mut t, &a, &b, &bc);
             assert_eq!(t, e_mac, "mul_add_assign {ctx}");
+            let t = uninit(len, |o| mul_add_to_uninit_with(k, o, &acc0, &a, &b, &bc));
+            assert_eq!(t, e_mac, "mul_add_to_uninit {ctx}");
             let mut t = wide.clone();
             mul_scalar_assign_with(k, &mut t, w, ws, &m);
             assert_eq!(t, e_sh, "mul_scalar_assign {ctx}");

@@ -288,7 +288,7 @@ pub(crate) fn mul_assign_with(k: VecKernel, a: &mut [u64], b: &[u64], bc: &Barre
         // `len` elements.
         _ if avx2_for(k, bc.q) => unsafe {
             let p = a.as_mut_ptr();
-            avx2::mul::<false>(p, p, b.as_ptr(), len, bc.q)
+            avx2::mul::<false>(p, p, p, b.as_ptr(), len, bc.q)
         },
         _ => {
             for (x, &y) in a.iter_mut().zip(b) {
@@ -326,7 +326,14 @@ pub(crate) fn mul_into_with(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX2 and FMA are available and `q < 2^50`; the three slices hold `len`.
         _ if avx2_for(k, bc.q) => unsafe {
-            avx2::mul::<false>(out.as_mut_ptr(), a.as_ptr(), b.as_ptr(), len, bc.q)
+            avx2::mul::<false>(
+                out.as_mut_ptr(),
+                a.as_ptr(),
+                a.as_ptr(),
+                b.as_ptr(),
+                len,
+                bc.q,
+            )
         },
         _ => {
             for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
@@ -356,7 +363,10 @@ pub(crate) fn mul_add_assign_with(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: IFMA is available and `q < 2^50`; the three slices hold `len` elements.
         VecKernel::Ifma if bc.q >> vecops_ifma::MAX_BITS == 0 => unsafe {
-            vecops_ifma::mul_add(acc.as_mut_ptr(), a.as_ptr(), b.as_ptr(), len, bc)
+            {
+                let p = acc.as_mut_ptr();
+                vecops_ifma::mul_add(p, p, a.as_ptr(), b.as_ptr(), len, bc)
+            }
         },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX-512F/DQ is available.
@@ -364,7 +374,10 @@ pub(crate) fn mul_add_assign_with(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX2 and FMA are available and `q < 2^50`; the three slices hold `len`.
         _ if avx2_for(k, bc.q) => unsafe {
-            avx2::mul::<true>(acc.as_mut_ptr(), a.as_ptr(), b.as_ptr(), len, bc.q)
+            {
+                let p = acc.as_mut_ptr();
+                avx2::mul::<true>(p, p, a.as_ptr(), b.as_ptr(), len, bc.q)
+            }
         },
         _ => {
             for ((o, &x), &y) in acc.iter_mut().zip(a).zip(b) {

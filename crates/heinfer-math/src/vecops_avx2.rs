@@ -157,10 +157,12 @@ fn mul_mod(a: u64, b: u64, q: u64) -> u64 {
     ((a as u128 * b as u128) % q as u128) as u64
 }
 
-/// `out[i] = a[i]·b[i] mod q`, or `out[i] + a[i]·b[i] mod q` when `ACC` (all inputs `< q`).
+/// `out[i] = a[i]·b[i] mod q`, or `src[i] + a[i]·b[i] mod q` when `ACC` (all inputs `< q`;
+/// `src` is read only with `ACC`, and may be `out`: each element is read before it is written).
 #[target_feature(enable = "avx2,fma")]
 pub(crate) unsafe fn mul<const ACC: bool>(
     out: *mut u64,
+    src: *const u64,
     a: *const u64,
     b: *const u64,
     len: usize,
@@ -172,7 +174,7 @@ pub(crate) unsafe fn mul<const ACC: bool>(
     while i < body {
         let r = mul_lazy(load(a.add(i)), load(b.add(i)), qv, qinv);
         let r = if ACC {
-            fix(_mm256_add_pd(r, load(out.add(i))), qv)
+            fix(_mm256_add_pd(r, load(src.add(i))), qv)
         } else {
             add_q_if_negative(r, qv)
         };
@@ -181,7 +183,7 @@ pub(crate) unsafe fn mul<const ACC: bool>(
     }
     for i in body..len {
         let p = mul_mod(*a.add(i), *b.add(i), q);
-        *out.add(i) = if ACC { (*out.add(i) + p) % q } else { p };
+        *out.add(i) = if ACC { (*src.add(i) + p) % q } else { p };
     }
 }
 

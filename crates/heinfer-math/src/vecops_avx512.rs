@@ -158,20 +158,28 @@ pub unsafe fn mul_assign(a: &mut [u64], bv: &[u64], b: &BarrettConst) {
     }
 }
 
+/// `out[i] = src[i] + a[i]·bv[i] mod q` for `i < a.len()`; `out` and `src` hold `a.len()`
+/// words and may be the same buffer (each element is read before it is written).
 #[target_feature(enable = "avx512f,avx512dq")]
-pub unsafe fn mul_add_assign(acc: &mut [u64], a: &[u64], bv: &[u64], b: &BarrettConst) {
+pub unsafe fn mul_add_to(out: *mut u64, src: *const u64, a: &[u64], bv: &[u64], b: &BarrettConst) {
     let (vq, vr) = (_mm512_set1_epi64(b.q as i64), _mm512_set1_epi64(b.r as i64));
     let chunks = a.len() / 8;
     for c in 0..chunks {
-        let pa = acc.as_mut_ptr().add(8 * c) as *mut __m512i;
         let x = _mm512_loadu_si512(a.as_ptr().add(8 * c) as *const _);
         let y = _mm512_loadu_si512(bv.as_ptr().add(8 * c) as *const _);
-        let s = _mm512_add_epi64(_mm512_loadu_si512(pa as *const _), barrett(x, y, b, vq, vr));
-        _mm512_storeu_si512(pa as *mut _, small_mod(s, vq));
+        let acc = _mm512_loadu_si512(src.add(8 * c) as *const _);
+        let s = _mm512_add_epi64(acc, barrett(x, y, b, vq, vr));
+        _mm512_storeu_si512(out.add(8 * c) as *mut _, small_mod(s, vq));
     }
     for i in 8 * chunks..a.len() {
-        acc[i] = small_mod_s(acc[i] + b.mul(a[i], bv[i]), b.q);
+        *out.add(i) = small_mod_s(*src.add(i) + b.mul(a[i], bv[i]), b.q);
     }
+}
+
+#[target_feature(enable = "avx512f,avx512dq")]
+pub unsafe fn mul_add_assign(acc: &mut [u64], a: &[u64], bv: &[u64], b: &BarrettConst) {
+    let p = acc.as_mut_ptr();
+    mul_add_to(p, p, &a[..acc.len().min(a.len())], bv, b)
 }
 
 #[inline(always)]

@@ -158,10 +158,12 @@ pub(crate) unsafe fn mul(
     }
 }
 
-/// `acc[i] = acc[i] + a[i]·b[i] mod q` for `i < len` (inputs `< q < 2^50`).
+/// `out[i] = src[i] + a[i]·b[i] mod q` for `i < len` (inputs `< q < 2^50`); `out` may be
+/// `src` (each element is read before it is written).
 #[target_feature(enable = "avx512f,avx512ifma")]
 pub(crate) unsafe fn mul_add(
-    acc: *mut u64,
+    out: *mut u64,
+    src: *const u64,
     a: *const u64,
     b: *const u64,
     len: usize,
@@ -171,13 +173,13 @@ pub(crate) unsafe fn mul_add(
     let bv = barrett_vectors(bc);
     let body = len - len % 8;
     for i in (0..body).step_by(8) {
-        let t = barrett_lazy(load(acc, i), load(a, i), load(b, i), bv, &c);
-        store(acc, i, finish(t, &c));
+        let t = barrett_lazy(load(src, i), load(a, i), load(b, i), bv, &c);
+        store(out, i, finish(t, &c));
     }
     let q = bc.modulus();
     for i in body..len {
-        let s = *acc.add(i) + bc.mul(*a.add(i), *b.add(i));
-        *acc.add(i) = s.min(s.wrapping_sub(q));
+        let s = *src.add(i) + bc.mul(*a.add(i), *b.add(i));
+        *out.add(i) = s.min(s.wrapping_sub(q));
     }
 }
 

@@ -158,6 +158,7 @@ pub(crate) fn mul_to_uninit_with(
             avx2::mul::<false>(
                 out.as_mut_ptr() as *mut u64,
                 a.as_ptr(),
+                a.as_ptr(),
                 b.as_ptr(),
                 a.len(),
                 bc.q,
@@ -166,6 +167,54 @@ pub(crate) fn mul_to_uninit_with(
         _ => {
             for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
                 o.write(bc.mul(x, y));
+            }
+        }
+    }
+}
+
+/// `out[i] ← c[i] + a[i]·b[i] mod q` (all inputs `< q`) into uninitialised memory: one pass
+/// where a copy of `c` and [`mul_add_assign`] would be two (a decryption's `c_0 + c_1·s`).
+pub fn mul_add_to_uninit(
+    out: &mut [MaybeUninit<u64>],
+    c: &[u64],
+    a: &[u64],
+    b: &[u64],
+    bc: &BarrettConst,
+) {
+    mul_add_to_uninit_with(kernel_for(bc.q), out, c, a, b, bc)
+}
+
+/// [`mul_add_to_uninit`] through the kernel family `k` (which this CPU must support).
+pub(crate) fn mul_add_to_uninit_with(
+    k: VecKernel,
+    out: &mut [MaybeUninit<u64>],
+    c: &[u64],
+    a: &[u64],
+    b: &[u64],
+    bc: &BarrettConst,
+) {
+    assert!(out.len() == a.len() && a.len() == b.len() && c.len() == a.len());
+    let (o, len) = (out.as_mut_ptr() as *mut u64, a.len());
+    match k {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: IFMA is available and `q < 2^50`; `out` is valid for `len` writes, each
+        // element written once; `c`, `a`, `b` hold `len` words and do not overlap `out`.
+        VecKernel::Ifma if bc.q >> vecops_ifma::MAX_BITS == 0 => unsafe {
+            vecops_ifma::mul_add(o, c.as_ptr(), a.as_ptr(), b.as_ptr(), len, bc)
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX-512F/DQ is available; as above.
+        VecKernel::Avx512 | VecKernel::Ifma => unsafe {
+            avx512::mul_add_to(o, c.as_ptr(), a, b, bc)
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2 and FMA are available and `q < 2^50`; as above.
+        _ if avx2_for(k, bc.q) => unsafe {
+            avx2::mul::<true>(o, c.as_ptr(), a.as_ptr(), b.as_ptr(), len, bc.q)
+        },
+        _ => {
+            for (((o, &z), &x), &y) in out.iter_mut().zip(c).zip(a).zip(b) {
+                o.write(small_mod(z + bc.mul(x, y), bc.q));
             }
         }
     }
