@@ -18,7 +18,6 @@ use crate::fft::SpecialFft;
 use crate::keygen::basis_indices;
 use crate::params::CkksParams;
 use crate::poly::RnsPoly;
-use crate::scaled::round_half_away;
 use num_complex::Complex64;
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -80,12 +79,11 @@ impl Encoder {
         level: usize,
         extended: bool,
     ) -> Result<Plaintext> {
-        let coeffs = self.embed_inverse(values, scale, level)?;
+        let (coeffs, max) = self.embed_inverse(values, scale, level)?;
         let n = self.params.n();
         let inner = self.params.inner();
         let idx = basis_indices(&self.params, level, extended);
         let mut poly = RnsPoly::zero(n, idx.len());
-        let max = max_abs(&coeffs);
         poly.data
             .par_chunks_mut(n)
             .zip(idx.par_iter())
@@ -134,8 +132,7 @@ impl Encoder {
         let moduli: Vec<u64> = idx.iter().map(|&mi| inner.moduli[mi].q).collect();
         let head = (self.params.id(), level, scale, n);
         CompactPlaintext::batch(head, &moduli, rows.len(), |r, parts| {
-            let coeffs = self.embed_inverse(rows[r].as_ref(), scale, level)?;
-            let max = max_abs(&coeffs);
+            let (coeffs, max) = self.embed_inverse(rows[r].as_ref(), scale, level)?;
             parts
                 .into_par_iter()
                 .zip(idx.par_iter())
@@ -162,13 +159,13 @@ impl Encoder {
         })
     }
 
-    /// `⌊Δ·σ^{-1}(z)⌉` as f64 integers, checked against `Q_ℓ/2`.
+    /// `⌊Δ·σ^{-1}(z)⌉` as f64 integers, checked against `Q_ℓ/2`, and their largest magnitude.
     pub(crate) fn embed_inverse(
         &self,
         values: &[Complex64],
         scale: f64,
         level: usize,
-    ) -> Result<Vec<f64>> {
+    ) -> Result<(Vec<f64>, f64)> {
         let n = self.params.n();
         let slots = n / 2;
         let finite = values.iter().all(|v| v.re.is_finite() && v.im.is_finite());
@@ -176,13 +173,19 @@ impl Encoder {
         let mut z = vec![Complex64::new(0.0, 0.0); slots];
         z[..values.len()].copy_from_slice(values);
         self.fft.inverse(&mut z);
+        // real parts to coefficients 0..N/2, imaginary parts to N/2..N, scaled and rounded in
+        // one vectorized pass that also finds the largest magnitude
         let mut coeffs = vec![0.0f64; n];
-        for (i, v) in z.iter().enumerate() {
-            coeffs[i] = round_half_away(v.re * scale);
-            coeffs[i + slots] = round_half_away(v.im * scale);
+        let (re, im) = coeffs.split_at_mut(slots);
+        let pass = crate::scaled::scale_round_complex_into(re, im, &z, scale);
+        if !pass.finite {
+            // the values were finite (checked above): their inverse FFT overflowed
+            return Err(CkksError::Encoding(
+                "the values' inverse embedding overflows (a value is too large to encode)".into(),
+            ));
         }
-        self.check_fits(&coeffs, level)?;
-        Ok(coeffs)
+        self.check_max(pass.max_abs, level)?;
+        Ok((coeffs, pass.max_abs))
     }
 
     /// Refuses a bad scale or level, more than `capacity` values, or a value not finite.
@@ -213,12 +216,8 @@ impl Encoder {
         Ok(())
     }
 
-    /// Refuses scaled coefficients that reach `Q_ℓ/2` (they would wrap around).
-    fn check_fits(&self, coeffs: &[f64], level: usize) -> Result<()> {
-        self.check_max(crate::scaled::max_abs(coeffs), level)
-    }
-
-    /// [`Self::check_fits`] from the largest magnitude `max` of the coefficients.
+    /// Refuses scaled coefficients whose largest magnitude `max` reaches `Q_ℓ/2` (they would
+    /// wrap around).
     fn check_max(&self, max: f64, level: usize) -> Result<()> {
         let log_q: f64 = self.params.q()[..=level]
             .iter()
@@ -375,11 +374,6 @@ pub(crate) fn centered_crt(moduli: &[heinfer_math::Modulus], coef: &[Vec<u64>]) 
     }
     zeroize::Zeroize::zeroize(&mut t);
     out
-}
-
-/// The largest `|c|` of `coeffs`.
-fn max_abs(coeffs: &[f64]) -> f64 {
-    coeffs.iter().fold(0.0f64, |a, &c| a.max(c.abs()))
 }
 
 /// `limb[j] = coeffs[j] mod q` for integer-valued `coeffs` whose magnitudes are below `max`

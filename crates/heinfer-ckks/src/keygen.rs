@@ -287,7 +287,7 @@ impl KeyGenerator {
         scale: f64,
         level: usize,
     ) -> Result<Ciphertext> {
-        let coeffs = enc.embed_inverse(values, scale, level)?;
+        let (coeffs, _) = enc.embed_inverse(values, scale, level)?;
         self.encrypt_scaled_coefficients(coeffs, scale, level)
     }
 

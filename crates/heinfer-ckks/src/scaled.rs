@@ -52,6 +52,55 @@ fn scale_round_body(out: &mut [f64], values: &[f64], scale: f64, round: fn(f64) 
     }
 }
 
+/// `re[j] = round(scale·z[j].re)` and `im[j] = round(scale·z[j].im)` (half away from zero)
+/// for `j < z.len()`, in one pass: the inverse canonical embedding's last step, which puts the
+/// real parts of the slots' inverse FFT in coefficients `0..N/2` and the imaginary parts in
+/// `N/2..N`. Returns the largest rounded magnitude and whether every part was finite; `re`
+/// and `im` must be at least as long as `z`.
+pub(crate) fn scale_round_complex_into(
+    re: &mut [f64],
+    im: &mut [f64],
+    z: &[num_complex::Complex64],
+    scale: f64,
+) -> Pass {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        #[target_feature(enable = "avx2")]
+        unsafe fn fast(
+            re: &mut [f64],
+            im: &mut [f64],
+            z: &[num_complex::Complex64],
+            scale: f64,
+        ) -> Pass {
+            scale_round_complex_body(re, im, z, scale, f64::round)
+        }
+        // SAFETY: the CPU supports AVX2 (checked just above).
+        return unsafe { fast(re, im, z, scale) };
+    }
+    scale_round_complex_body(re, im, z, scale, round_half_away)
+}
+
+#[inline(always)]
+fn scale_round_complex_body(
+    re: &mut [f64],
+    im: &mut [f64],
+    z: &[num_complex::Complex64],
+    scale: f64,
+    round: fn(f64) -> f64,
+) -> Pass {
+    let (mut max, mut finite) = (0u64, true);
+    for ((r, i), v) in re.iter_mut().zip(im.iter_mut()).zip(z) {
+        let (a, b) = (round(v.re * scale), round(v.im * scale));
+        (*r, *i) = (a, b);
+        finite &= v.re.is_finite() & v.im.is_finite();
+        max = max.max(a.abs().to_bits()).max(b.abs().to_bits());
+    }
+    Pass {
+        max_abs: f64::from_bits(max),
+        finite,
+    }
+}
+
 /// `c[j] += e[j]` for every `j`, and the largest `|c[j]|` after (the coefficients must be
 /// finite: a NaN would count as larger than every number).
 pub(crate) fn add_error_max(c: &mut [f64], e: &[i64]) -> f64 {
@@ -75,11 +124,6 @@ fn add_error_body(c: &mut [f64], e: &[i64]) -> f64 {
         max = max.max(c.abs().to_bits());
     }
     f64::from_bits(max)
-}
-
-/// The largest `|c_j|` (the coefficients must be finite, as [`add_error_max`]).
-pub(crate) fn max_abs(c: &[f64]) -> f64 {
-    f64::from_bits(c.iter().fold(0u64, |m, x| m.max(x.abs().to_bits())))
 }
 
 /// Round half away from zero (as `f64::round`, but `+0.0` where it gives `−0.0`) without a
@@ -175,6 +219,43 @@ mod tests {
     }
 
     #[test]
+    fn complex_parts_round_as_f64_round_into_their_halves() {
+        let v = edge_values();
+        let z: Vec<num_complex::Complex64> = v
+            .iter()
+            .zip(v.iter().rev())
+            .map(|(&a, &b)| num_complex::Complex64::new(a, -b))
+            .collect();
+        for scale in [1.0, 3.0, 2f64.powi(20), 0.75] {
+            let (mut re, mut im) = (vec![f64::NAN; z.len() + 2], vec![f64::NAN; z.len() + 2]);
+            let pass = scale_round_complex_into(&mut re, &mut im, &z, scale);
+            for (j, c) in z.iter().enumerate() {
+                assert_eq!(re[j], (c.re * scale).round(), "re {j}, scale {scale}");
+                assert_eq!(im[j], (c.im * scale).round(), "im {j}, scale {scale}");
+            }
+            assert!(re[z.len()..]
+                .iter()
+                .chain(&im[z.len()..])
+                .all(|x| x.is_nan()));
+            let (mut r2, mut i2) = (vec![0.0; z.len()], vec![0.0; z.len()]);
+            let scalar = scale_round_complex_body(&mut r2, &mut i2, &z, scale, round_half_away);
+            assert_eq!(pass, scalar, "the path without AVX2: the same pass");
+            assert!(r2
+                .iter()
+                .zip(&re)
+                .chain(i2.iter().zip(&im))
+                .all(|(a, b)| a == b));
+            let both = re[..z.len()].iter().chain(&im[..z.len()]);
+            assert_eq!(pass.max_abs, both.fold(0.0f64, |m, x| m.max(x.abs())));
+            assert!(pass.finite);
+        }
+        let mut bad = z.clone();
+        bad[7].im = f64::NAN;
+        let (mut re, mut im) = (vec![0.0; z.len()], vec![0.0; z.len()]);
+        assert!(!scale_round_complex_into(&mut re, &mut im, &bad, 1.0).finite);
+    }
+
+    #[test]
     fn a_value_not_finite_is_reported() {
         for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
             let mut v = vec![1.0; 37];
@@ -192,7 +273,5 @@ mod tests {
         let max = add_error_max(&mut c, &e);
         assert_eq!(c, want);
         assert_eq!(max, want.iter().fold(0.0f64, |m, x| m.max(x.abs())));
-        assert_eq!(max_abs(&want), max);
-        assert_eq!(max_abs(&[]), 0.0);
     }
 }
