@@ -66,6 +66,10 @@ def test_explicit_scale(kit12: Kit) -> None:
         ([[1.0, 2.0]], EncodingError),  # 2-D
         (["a", "b"], EncodingError),
         ([1e40], EncodingError),  # Δ·x beyond Q/2 (155 bits)
+        # finite values whose inverse FFT overflows to ±inf or NaN (encoded silently, as
+        # garbage, before the overflow was checked)
+        ([1.7e308] * 512, EncodingError),
+        ([1.7e308, -1.7e308] * 256, EncodingError),
         (np.array([1, 2], dtype=object), EncodingError),
     ],
 )
