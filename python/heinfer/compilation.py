@@ -30,7 +30,7 @@ from heinfer.compiler.two_party_cost import analytic_two_party_costs, cost_param
 from heinfer.compiler.simulate_two_party import simulate_two_party
 from heinfer.compiler.two_party_params import CHECK_ITEMS, PlainChoice, choose_bfv, choose_plain_bits
 from heinfer.compiler.two_party_throughput import compile_two_party_throughput
-from heinfer.errors import CompileError, FloodBudgetError, PrecisionWarning
+from heinfer.errors import CompileError, FloodBudgetError, NotSupportedYetError, PrecisionWarning
 from heinfer.features import META_KEY, FeatureExtractor
 from heinfer.program.model import Program
 from heinfer.program.modular import MAX_MODULUS_BITS
@@ -62,7 +62,8 @@ def compile(  # noqa: A001 - the API name is the contract
     loose interval bounds). Other keyword arguments are fields of
     :class:`~heinfer.compiler.throughput.Options` (``input_bits``, ``weight_bits``, …) in
     throughput mode, of :class:`~heinfer.compiler.latency.compile.LatencyOptions`
-    (``strategy``, ``scale_bits``, ``log_n``) in latency mode. ``batch_size``: the number of
+    (``strategy``, ``scale_bits``, ``log_n``, ``items``: items per query, each in its own lane
+    of the slots) in latency mode. ``batch_size``: the number of
     items ``mode="auto"`` plans for. Latency mode micro-benchmarks the engine's primitives
     for its parameters on first use (cached, see :mod:`heinfer.runtime.costs`).
 
@@ -270,6 +271,8 @@ def _compile_two_party(
         opts = LatencyOptions(security=security, **options)
     except TypeError as e:
         raise CompileError(f"unknown two-party option: {e}") from None
+    if opts.items != 1:
+        raise NotSupportedYetError("items per query in lanes (the option items) with the two-party protocol is not supported yet")
 
     def compile_with(params: dict) -> TwoPartyProgram:
         if mode == "throughput":

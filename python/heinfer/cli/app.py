@@ -119,6 +119,13 @@ def cli() -> None:
     help="A public feature extractor (ONNX): MODEL classifies its outputs (LoLa's deep features); "
     "--calibration then holds raw inputs of the extractor.",
 )
+@click.option(
+    "--items",
+    type=click.IntRange(1),
+    help="Latency mode (client-aided; --mode auto's latency candidate too): items per query, a "
+    "power of two, each in its own lane of the slots (the layouts get N/(2·items) slots each; "
+    "the ring grows if they need more).",
+)
 @click.option("--input-bits", type=click.IntRange(1), help="Throughput mode: bits of the inputs' encryption scale (default 24).")
 @click.option("--weight-bits", type=click.IntRange(1), help="Throughput mode: bits of the largest weight (default 16).")
 @click.option(
@@ -154,6 +161,7 @@ def compile_cmd(
     batch_size: int,
     protocol: str,
     features: str | None,
+    items: int | None,
     input_bits: int | None,
     weight_bits: int | None,
     tune_precision: bool,
@@ -187,6 +195,10 @@ def compile_cmd(
     if tune_precision and calib is None:
         raise CliError("--tune-precision needs --calibration (the inputs the splits are simulated on)")
     options.update(bits)
+    if items is not None:
+        if mode == "throughput" or protocol != "client-aided":
+            raise CliError("--items applies to --mode latency or auto, client-aided")
+        options["items"] = items
     if link_mbps is not None:
         if protocol != "two-party" or mode == "throughput":
             raise CliError("--link-mbps applies to --protocol two-party with --mode latency or auto")

@@ -157,6 +157,7 @@ def describe(program: PublicProgram, size_bytes: int | None = None, ray_workers:
         "packing": program.packing,
         "batch_capacity": program.batch_capacity,
         "slots": program.slots,
+        "lanes": program.lanes,
         "params": params,
         "input": {
             "name": program.input_name,

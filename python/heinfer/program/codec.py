@@ -88,6 +88,7 @@ def public_to_json(p: PublicProgram) -> tuple[dict, dict]:
         "needs_relin_key": p.needs_relin_key,
         "rotation_steps": list(p.rotation_steps),
         "meta": {k: v for k, v in p.meta.items() if k in PUBLIC_META},
+        "lanes": p.lanes,
     }
     return manifest, arrays
 
@@ -120,7 +121,7 @@ def public_from_json(m: dict, arrays) -> PublicProgram:
         output_name=str(m["output_name"]), output_shape=tuple(_i(v) for v in m["output_shape"]),
         input_bound=_f(m["input_bound"]), pre=[_fn(f, arrays) for f in m["pre"]], segments=segments, steps=steps,
         post=[_fn(f, arrays) for f in m["post"]], needs_relin_key=_bool(m["needs_relin_key"]),
-        rotation_steps=[_i(v) for v in m["rotation_steps"]], meta=dict(meta),
+        rotation_steps=[_i(v) for v in m["rotation_steps"]], meta=dict(meta), lanes=_i(m["lanes"]),
     )
     arrays.done()
     return program

@@ -1,6 +1,6 @@
-"""The versioned byte format of programs (format 3; format 3 added ``keep`` to client functions), canonical so that it can be hashed.
+"""The versioned byte format of programs (format 4; format 3 added ``keep`` to client functions, format 4 ``lanes``), canonical so that it can be hashed.
 
-Layer: ``heinfer.program``. A file is ``b"HEPROG\\r\\n"``, a ``u16`` version (3), a ``u8``
+Layer: ``heinfer.program``. A file is ``b"HEPROG\\r\\n"``, a ``u16`` version (4), a ``u8``
 kind (0 public, 1 full, 2 two-party public, 3 two-party full), a ``u64`` length of the body, then the body compressed with zlib.
 The body is one *section* for a public program and two for a full one (public, then
 weights). A section is ``u32`` length + JSON manifest (UTF-8, sorted keys, no spaces) and a
@@ -39,7 +39,7 @@ from heinfer.program.two_party_codec import (
 __all__ = ["dump", "load", "program_id", "FORMAT_VERSION", "MAX_PROGRAM_BYTES", "MAX_INFLATED_BYTES"]
 
 MAGIC = b"HEPROG\r\n"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 #: Largest program file accepted by :func:`load` (compressed; 1 GiB), and largest inflated
 #: body of a public program (no weights).
 MAX_PROGRAM_BYTES = 1 << 30

@@ -131,7 +131,12 @@ def galois_element(step: int, log_n: int) -> int:
 @dataclass(eq=False)
 class PublicProgram:
     """What a client needs: see the module documentation. ``input_bound``: the largest
-    ``|value|`` the client encrypts after pre-processing (the scales were planned for it)."""
+    ``|value|`` the client encrypts after pre-processing (the scales were planned for it).
+    ``lanes``: items per ciphertext in the slot layout (a power of two; 1 on the batch axis).
+    Item ``j`` of a query lives in the slots ``≡ j (mod lanes)``: the gather maps and output
+    placements name lane 0, every rotation step is a multiple of ``lanes`` and every plaintext
+    repeats each value ``lanes`` times, so the server's work on a ciphertext is the work on
+    one item, done for ``lanes`` items at once (see :mod:`heinfer.compiler.latency.lanes`)."""
 
     params: dict
     input_name: str
@@ -146,6 +151,7 @@ class PublicProgram:
     needs_relin_key: bool
     rotation_steps: list[int]
     meta: dict = field(default_factory=dict)
+    lanes: int = 1
 
     def __post_init__(self) -> None:
         self.validate()
@@ -168,10 +174,11 @@ class PublicProgram:
 
     @property
     def batch_capacity(self) -> int:
-        """Items per query: one in the slot layout; the slots (real packing) or ``N``
-        (complex: two items per slot; coefficient: one per coefficient) on the batch axis."""
+        """Items per query: :attr:`lanes` in the slot layout (one per lane); the slots (real
+        packing) or ``N`` (complex: two items per slot; coefficient: one per coefficient) on
+        the batch axis."""
         if self.packing == "slots":
-            return 1
+            return self.lanes
         return self.slots * (1 if self.packing == "real" else 2)
 
     @property

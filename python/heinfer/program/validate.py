@@ -37,6 +37,7 @@ def validate_public(p) -> None:
         _bad("segments of one program share one layout kind")
     if not all(_int(s) and 0 < abs(s) < S for s in p.rotation_steps) or len(set(p.rotation_steps)) != len(p.rotation_steps):
         _bad("rotation steps must be distinct integers with 0 < |step| < N/2")
+    _lanes(p, kinds, S)
     if not _positive(p.input_bound):
         _bad(f"input bound {p.input_bound!r} (a finite positive number)")
     for i, seg in enumerate(p.segments):
@@ -53,6 +54,28 @@ def validate_public(p) -> None:
         if not fns and st.in_size != st.out_size:
             _bad(f"step {i}: no function, yet {st.in_size} values become {st.out_size}")
     check_io(p, p.segments[0].in_size, p.segments[-1].out_size)
+
+
+def _lanes(p, kinds: set, S: int) -> None:
+    """``lanes`` items per ciphertext: a power of two from 1 to ``N/2``, 1 on the batch axis;
+    in slots every gathered input and placed output in lane 0 (a slot ``≡ 0 mod lanes``: the
+    client puts item ``j`` at ``+ j``) and every rotation a multiple of ``lanes`` (a rotation
+    by ``k·lanes`` moves each lane's values within their lane)."""
+    m = p.lanes
+    if not _int(m) or m < 1 or m & (m - 1) or m > S:
+        _bad(f"lanes {m!r}: a power of two from 1 to N/2 = {S}")
+    if m == 1:
+        return
+    if kinds != {"slots"}:
+        _bad(f"{m} lanes on the batch axis (lanes are items per ciphertext of the slot layout)")
+    if any(s % m for s in p.rotation_steps):
+        _bad(f"a rotation step is not a multiple of the {m} lanes: it would move values from one item to another")
+    for i, seg in enumerate(p.segments):
+        g = seg.layout.gather
+        if isinstance(g, np.ndarray) and g.ndim == 2 and g.shape[1] == S and (g.reshape(len(g), S // m, m)[:, :, 1:] != -1).any():
+            _bad(f"segment {i}: the gather map fills a slot outside lane 0 of {m}")
+        if seg.output is not None and (seg.output.slot % m).any():
+            _bad(f"segment {i}: an output is placed outside lane 0 of {m}")
 
 
 def _segment(p, i: int, seg, levels: int, S: int) -> None:
@@ -141,11 +164,29 @@ def validate_weights(p) -> None:
                     _bad(f"segment {i} op {j}: transform does not take {size} ciphertexts of {S} slots")
                 if not lay.rotation_steps() <= set(p.rotation_steps):
                     _bad(f"segment {i} op {j}: rotations without keys")
+                if p.lanes > 1 and not _lane_periodic(lay, p.lanes):
+                    _bad(f"layer {op.layer}: a plaintext differs between the {p.lanes} lanes or a step stays within none")
                 size = lay.n_out
         if size != (seg.out_size if seg.layout.kind == "batch" else seg.n_output_cts):
             _bad(f"segment {i}: the layers give {size} outputs, the segment returns {seg.out_size}")
     if used != set(range(len(p.layers))):
         _bad("some layers belong to no op")
+
+
+def _lane_periodic(t: Transform, m: int) -> bool:
+    """Whether every plaintext and bias of ``t`` repeats each value ``m`` times and every
+    step (giant, baby, fold, replication) is a multiple of ``m``: then ``t`` acts on each of
+    ``m`` interleaved items as on one."""
+    S = t.slots
+    steps = [*t.terms[:, 1], *t.terms[:, 3], *t.fold, *t.replicate]
+    if any(int(s) % m for s in steps):
+        return False
+    for v in (t.vectors, t.bias):
+        if v is not None and len(v):
+            w = v.reshape(len(v), S // m, m)
+            if (w != w[:, :, :1]).any():
+                return False
+    return True
 
 
 def check_params(p: dict, need_special: bool) -> None:

@@ -159,7 +159,7 @@ class Client:
             v = f.apply(v)
         check_input(v, p.input_bound)
         seg = p.segments[0]
-        rows = input_rows(seg, v, p.slots)
+        rows = input_rows(seg, v, p.slots, p.lanes)
         ref = secrets.token_hex(16)
         self._queries[ref] = _Query(key, n)
         fields = {"session": session, "ref": ref, "items": n}
@@ -208,7 +208,7 @@ class Client:
             del values
             nxt = p.segments[k + 1]
             fields = {"query": msg.query, "step": k}
-            return self._encrypted(q.key, nxt, input_rows(nxt, out, p.slots), "reply", fields, max_bytes, msg.ref)
+            return self._encrypted(q.key, nxt, input_rows(nxt, out, p.slots, p.lanes), "reply", fields, max_bytes, msg.ref)
         except Exception:
             self._queries.pop(msg.ref, None)
             raise

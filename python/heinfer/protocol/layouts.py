@@ -18,15 +18,21 @@ from heinfer.program.model import Segment
 __all__ = ["decrypt_rows", "decrypt_segment_output", "encrypt_rows", "encrypt_rows_bytes", "encrypt_segment_input", "input_rows", "output_values"]
 
 
-def input_rows(seg: Segment, values: np.ndarray, slots: int) -> np.ndarray:
+def input_rows(seg: Segment, values: np.ndarray, slots: int, lanes: int = 1) -> np.ndarray:
     """``values`` ``(items, in_size)`` → one row per input ciphertext of the segment: complex
     slots (slot layout, real and complex packing) or real coefficients (coefficient packing).
-    Row ``i`` is encrypted on its own (:func:`encrypt_rows`), so rows can be encrypted chunk
-    by chunk."""
+    In the slot layout item ``j`` fills lane ``j`` of ``lanes`` (the gather map names lane 0;
+    :mod:`heinfer.compiler.latency.lanes`). Row ``i`` is encrypted on its own
+    (:func:`encrypt_rows`), so rows can be encrypted chunk by chunk."""
     lay = seg.layout
     if lay.kind == "slots":
-        g = lay.gather
-        return np.where(g >= 0, values[0][np.maximum(g, 0)], 0.0).astype(np.complex128)
+        if len(values) > lanes:
+            raise ValueError(f"{len(values)} items for {lanes} lane(s)")
+        g = lay.gather[:, ::lanes]
+        rows = np.zeros(lay.gather.shape, dtype=np.complex128)
+        for j, item in enumerate(values):
+            rows[:, j::lanes] = np.where(g >= 0, item[np.maximum(g, 0)], 0.0)
+        return rows
     rows = np.ascontiguousarray(values.T, dtype=np.float64)  # (in_size, items)
     return rows if lay.packing == "coeff" else _pack(rows, slots)
 
@@ -47,9 +53,10 @@ def encrypt_rows_bytes(kg: _native.KeyGenerator, seg: Segment, rows: np.ndarray,
     return _native.encrypt_batch_bytes(kg, np.ascontiguousarray(rows), seg.input_scale, seg.input_level, frame)
 
 
-def encrypt_segment_input(kg: _native.KeyGenerator, seg: Segment, values: np.ndarray, slots: int) -> _native.CiphertextBatch:
-    """``values`` ``(items, in_size)`` → the segment's input ciphertexts (``slots`` per ciphertext)."""
-    return encrypt_rows(kg, seg, input_rows(seg, values, slots))
+def encrypt_segment_input(kg: _native.KeyGenerator, seg: Segment, values: np.ndarray, slots: int, lanes: int = 1) -> _native.CiphertextBatch:
+    """``values`` ``(items, in_size)`` → the segment's input ciphertexts (``slots`` per
+    ciphertext, ``lanes`` items per ciphertext in the slot layout)."""
+    return encrypt_rows(kg, seg, input_rows(seg, values, slots, lanes))
 
 
 def decrypt_rows(dec: _native.Decryptor, seg: Segment, batch: _native.CiphertextBatch) -> np.ndarray:
@@ -62,10 +69,11 @@ def decrypt_rows(dec: _native.Decryptor, seg: Segment, batch: _native.Ciphertext
 
 def output_values(seg: Segment, rows: np.ndarray, items: int) -> np.ndarray:
     """The rows of every output ciphertext of the segment (:func:`decrypt_rows`, in order) →
-    values ``(items, out_size)``."""
+    values ``(items, out_size)`` (slot layout: item ``j`` at lane ``j`` of the placement)."""
     lay = seg.layout
     if lay.kind == "slots":
-        return seg.output.gather(rows.real)[None, :]
+        out, real = seg.output, rows.real
+        return np.stack([real[out.ct, out.slot + j] for j in range(items)])
     if lay.packing == "coeff":
         return rows[:, :items].T
     s = rows.shape[1]

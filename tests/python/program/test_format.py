@@ -1,4 +1,4 @@
-"""The program format 3 (``heinfer.program.format``): round trips, canonical bytes and ids,
+"""The program format 4 (``heinfer.program.format``): round trips, canonical bytes and ids,
 the two artifacts, and hostile bytes.
 
 * ``dump``/``load`` round-trip every field of both kinds of program in both layouts
@@ -519,7 +519,7 @@ def test_appended_garbage_is_refused() -> None:
         load(_pack(body + b"\x00" * 8, kind=kind))
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 4, 0xFFFF])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 5, 0xFFFF])
 def test_another_version_is_refused_with_a_recompile_message(version: int) -> None:
     data = bytearray(_bytes("cryptonets_relu"))
     struct.pack_into("<H", data, 8, version)

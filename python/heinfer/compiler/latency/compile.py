@@ -10,7 +10,9 @@ Layer: ``heinfer.compiler`` (pure Python + numpy; the cost table is passed in). 
    fits the smallest secure ring;
 3. the **packing search** (:mod:`heinfer.compiler.latency.search`) per layer, with costs
    micro-benchmarked for those parameters (``cost_fn``);
-4. the program: gather maps, lowered transforms, placements, exact rotation-key list.
+4. the program: gather maps, lowered transforms, placements, exact rotation-key list —
+   widened to ``items`` lanes when a query carries several items
+   (:mod:`heinfer.compiler.latency.lanes`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 from heinfer.compiler.fuse import fold_linear
 from heinfer.compiler.ir import Graph, Linear, Square
 from heinfer.compiler.cost import CostTable, analytic_costs, messages_cost, square_cost
+from heinfer.compiler.latency.lanes import widen_gather, widen_placement, widen_transform
 from heinfer.compiler.latency.search import (
     STRATEGIES, KernelChoice, LatencyStep, build_kernel, input_candidates, output_candidates, price_kernel,
 )
@@ -49,7 +52,9 @@ class LatencyOptions:
     ``strategy``: ``None`` runs the packing search; a name of :data:`STRATEGIES` applies one
     fixed kernel rule (method and giant-step modulus) to every layer (the benchmarks'
     baselines), with every layout still open to it (LoLa's expanded input and stacked copies,
-    chosen by cost). ``log_n``: force a ring degree."""
+    chosen by cost). ``log_n``: force a ring degree. ``items``: items per query (a power of
+    two), each in its own lane of every ciphertext (:mod:`heinfer.compiler.latency.lanes`):
+    the layouts are searched for ``N/(2·items)`` slots and the ring grows if they need more."""
 
     security: int = 128
     scale_bits: tuple[int, ...] = (40, 36, 33, 30, 28)
@@ -57,6 +62,7 @@ class LatencyOptions:
     precision_bits: int = 16
     strategy: str | None = None
     log_n: int | None = None
+    items: int = 1
 
 
 def choose_parameters(depth: int, out_bound: float, options: LatencyOptions, min_slots: int = 1) -> dict:
@@ -98,6 +104,9 @@ def compile_latency(
         raise CompileError(f"scale_bits must be a non-empty tuple of integers from 20 to 58, largest first, got {bits!r}")
     if options.strategy is not None and options.strategy not in STRATEGIES:
         raise CompileError(f"unknown strategy {options.strategy!r}: one of {sorted(STRATEGIES)}")
+    items = options.items
+    if not isinstance(items, int) or isinstance(items, bool) or items < 1 or items & (items - 1):
+        raise CompileError(f"items must be a power of two (items per query, one per lane of the slots), got {items!r}")
     g = fold_linear(pools_to_client(graph))
     calibration, input_bound, bounds = calibrated_bounds(g, calibration, input_bound, options.headroom)
     pos = {id(op): i + 1 for i, op in enumerate(g.ops)}
@@ -105,11 +114,15 @@ def compile_latency(
     depth = max(len(ops) for ops in seg_ops)
     seg_out_bounds = [bounds[pos[id(ops[-1])]] for ops in seg_ops]
     widest = max(max(_in_size(op), _out_size(op)) for ops in seg_ops for op in ops)
-    min_slots = min(widest, 1 << 13)
-    params = choose_parameters(depth, max(seg_out_bounds), options, min_slots=1 if options.log_n else min(min_slots, 4096))
+    min_slots = (1 if options.log_n else min(widest, 4096)) * items
+    if min_slots > 1 << 15:
+        raise CompileError(f"{items} items per query need {min_slots} slots: more than the largest ring (N = 2^16) has")
+    params = choose_parameters(depth, max(seg_out_bounds), options, min_slots=min_slots)
     levels = len(params["log_q"])
     costs = cost_fn(params) if cost_fn else analytic_costs(params["log_n"], levels, len(params["log_p"]))
-    slots = 1 << (params["log_n"] - 1)
+    if items > 1 << (params["log_n"] - 2):
+        raise CompileError(f"{items} items per query leave fewer than 2 slots per item in N = 2^{params['log_n']}")
+    slots = (1 << (params["log_n"] - 1)) // items  # each item's lane
     # the last segment's results travel rounded (heinfer.program.rounding), the steps as they are
     lowered = [_segment(ops, slots, costs, options.strategy, k == len(seg_ops) - 1) for k, ops in enumerate(seg_ops)]
     scale = float(2 ** params["log_scale"])
@@ -127,10 +140,14 @@ def compile_latency(
                     seg_ops_typed.append(op((len(seg_ops_typed),)))
                 seg_ops_typed.append(Rescale(1, (len(seg_ops_typed),)))
         bound = seg_out_bounds[k] * 2.0
+        if items > 1:
+            gather, placement = widen_gather(gather, items), widen_placement(placement, items)
         segments.append(Segment(
             Layout("slots", "slots", gather), _in_size(ops[0]), len(ops), scale, seg_ops_typed, _out_size(ops[-1]),
             0, scale, bound, bound * 2.0**-options.precision_bits, placement, total,
         ))
+    if items > 1:
+        layers = [widen_transform(t, items) for t in layers]
     rotations = sorted({s for lay in layers for s in lay.rotation_steps()})
     needs_relin = any(isinstance(op, Relinearize) for seg in segments for op in seg.ops)
     return Program(
@@ -146,6 +163,7 @@ def compile_latency(
         meta={"mode": "latency", "strategy": options.strategy or "search", "levels": levels, "cost_source": costs.get("source", "analytic") if isinstance(costs, dict) else "analytic"},
         layers=layers,
         plans=plans,
+        lanes=items,
     )
 
 
