@@ -258,6 +258,10 @@ class TwoPartyInferenceServer(Party):
         self._items = 0
         #: per squared segment: what multiplies Enc(a), encoded offline per query (_cross_term)
         self._cross: dict[int, BfvLayer | list] = {}
+        #: what the query in flight takes next: ("layer", k) or ("labels", k); None between
+        #: queries. Each layer runs once per offline phase: a second run under the same masks
+        #: r_k and shares would hand the client W_k·(x − x') in the clear (the weights).
+        self._next: tuple[str, int] | None = None
 
     def offline(self, msgs: list[bytes]) -> list[bytes]:
         """Masks, garbling and OT corrections for every step of the next query (``msgs``: the
@@ -272,7 +276,7 @@ class TwoPartyInferenceServer(Party):
             raise ProtocolError(f"offline: expected a header and {len(self.prog.steps)} requests, got {len(msgs)} blobs")
         if len(msgs[0]) != 4 or not 1 <= (items := struct.unpack("<I", msgs[0])[0]) <= self.prog.batch_capacity:
             raise ProtocolError(f"offline: the header must name 1 to {self.prog.batch_capacity} items per query")
-        self._steps, self._items = [], 0  # a request refused below leaves no query behind
+        self._steps, self._items, self._next = [], 0, None  # a request refused below leaves no query behind
         return self._garble(items, msgs[1:])
 
     def _garble(self, items: int, requests: list[bytes]) -> Iterator[bytes]:
@@ -283,6 +287,18 @@ class TwoPartyInferenceServer(Party):
             yield step.take_reply()
         self._steps, self._items = steps, items
         self._cross = {k: self._cross_term(k) for k in range(len(self.prog.segments)) if self.prog.squared_input(k)}
+        self._next = ("layer", 0)
+
+    def _expect(self, what: str, k: int) -> None:
+        """Refuses a message the query in flight does not take now: each layer and each
+        step's labels once, in order (layer 0, labels 0, layer 1, …, the last layer)."""
+        if self._next is None:
+            raise ProtocolError("run the offline phase before a query (each offline phase serves one query)")
+        if self._next != (what, k):
+            raise ProtocolError(
+                f"{what} {k} out of order: the query takes {self._next[0]} {self._next[1]} now (each layer runs once "
+                "per offline phase: its masks are used once)"
+            )
 
     def _cross_term(self, k: int):
         """What multiplies ``Enc(a)`` after a square, encoded offline from the server's share
@@ -303,6 +319,7 @@ class TwoPartyInferenceServer(Party):
         re-randomized, flooded result."""
         if len(self._steps) != len(self.prog.steps) or not self._items:
             raise ProtocolError("run the offline phase before a query")
+        self._expect("layer", k)
         seg = self.prog.segments[k]
         squared = self.prog.squared_input(k)
         n = seg.n_input_cts
@@ -334,11 +351,20 @@ class TwoPartyInferenceServer(Party):
         def send(cm: tuple) -> bytes:
             return self._result_bytes(self._rr.rerandomize_compact(self._ev.add_plain(cm[0], self._enc.encode(cm[1])), seg.flood_bits), seg.flood_bits)
 
-        return parallel_map(send, list(zip(out, masks)))
+        replies = parallel_map(send, list(zip(out, masks)))
+        if k < len(self.prog.steps):
+            self._next = ("labels", k)
+        else:  # the query is answered: its masks and circuits are spent
+            self._steps, self._items, self._cross, self._next = [], 0, {}, None
+        return replies
 
     def labels(self, k: int, choices: bytes) -> bytes:
-        """The client's input labels of step ``k`` by oblivious transfer."""
-        return self._steps[k].labels(choices)
+        """The client's input labels of step ``k`` by oblivious transfer (once, after layer
+        ``k``)."""
+        self._expect("labels", k)
+        reply = self._steps[k].labels(choices)
+        self._next = ("layer", k + 1)
+        return reply
 
 
 def run_in_process(prog: TwoPartyProgram, x: np.ndarray, server: TwoPartyInferenceServer | None = None) -> tuple[np.ndarray, dict]:

@@ -199,6 +199,44 @@ def test_parties_refuse_out_of_order_and_malformed_messages(compiled) -> None:
     assert prog.public().layers is None
 
 
+def test_a_client_cannot_replay_a_layer_to_read_the_weights(compiled) -> None:
+    """The attack: run layer k of one query twice on inputs x and x'. Both answers carry the
+    same masks, so their difference is W_k·(x − x') mod p in the clear — impulses read the
+    weights column by column. The server runs each layer and each step's labels once per
+    offline phase, in order; the query's masks are gone after its last layer."""
+    _, prog = compiled("cryptonets_relu")
+    client = TwoPartyInferenceClient(prog.public())
+    server = TwoPartyInferenceServer(prog, client.keys_message())
+    client.finish_setup(server.setup_reply)
+    client.offline_finish(server.offline(client.offline_request()))
+    msgs = client.query(DIGITS[0])
+    with pytest.raises(ProtocolError, match="layer 1 out of order"):
+        server.layer(1, msgs)
+    with pytest.raises(ProtocolError, match="labels 0 out of order"):
+        server.labels(0, b"")
+    res = server.layer(0, msgs)
+    with pytest.raises(ProtocolError, match="layer 0 out of order.*once"):
+        server.layer(0, msgs)  # the replay
+    for k in range(len(prog.steps)):
+        msgs = client.next_input(k, server.labels(k, client.choose(k, res)))
+        with pytest.raises(ProtocolError, match=f"labels {k} out of order"):
+            server.labels(k, b"")
+        res = server.layer(k + 1, msgs)
+    client.finish(res)
+    last = len(prog.steps)
+    with pytest.raises(ProtocolError, match="offline phase"):
+        server.layer(last, msgs)  # the output layer again, where its masks are zero
+    # a rejected message is not a spent one: the honest query after a new offline phase runs
+    client.offline_finish(server.offline(client.offline_request()))
+    msgs = client.query(DIGITS[1])
+    with pytest.raises(ProtocolError, match="expected"):
+        server.layer(0, msgs[:-1])
+    res = server.layer(0, msgs)
+    for k in range(len(prog.steps)):
+        res = server.layer(k + 1, client.next_input(k, server.labels(k, client.choose(k, res))))
+    np.testing.assert_array_equal(client.finish(res), run_in_process(prog, DIGITS[1:2])[0])
+
+
 def test_unsupported_networks_are_refused_by_name() -> None:
     with pytest.raises((UnsupportedOperatorError, NotSupportedYetError), match="tanh"):
         compile_two_party(load_onnx(om.mlp((16, 8, 4), act="Tanh")), input_bound=1.0)
