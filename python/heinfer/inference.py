@@ -144,8 +144,17 @@ def run_query(
     called before each of the server's segments."""
     clock = clock or _Clock()
     notify = on_segment or (lambda done: None)
-    up = down = rounds = 0
     notify(0)
+    try:
+        return _run_query(client, server, session, xs, chunk_bytes, clock, notify)
+    except BaseException:
+        client.forget(client.last_query_ref)  # refused or failed: its state and key go
+        raise
+
+
+def _run_query(client: Client, server: Server, session: str, xs: np.ndarray, chunk_bytes: int, clock: _Clock, notify) -> QueryRun:
+    """:func:`run_query`'s exchange."""
+    up = down = rounds = 0
     sent = None
     for m in clock.each(client.query_messages(session, xs, chunk_bytes)):
         up += len(m)
@@ -206,15 +215,17 @@ def _infer(
     def on_segment(done: int) -> None:
         report_progress("segment", done, segments)
 
-    for start in range(0, len(x), cap):
-        q = run_query(client, server, session, x[start : start + cap], clock=clock, on_segment=on_segment)
-        outputs.append(q.outputs)
-        up, down, rounds = up + q.bytes_up, down + q.bytes_down, rounds + q.rounds
-        out_of_range += client.last_out_of_range
-        report_progress("segment", segments, segments)
-        report_progress("query", min(start + cap, len(x)), len(x))
-    t_end = time.perf_counter()
-    server.close_session(session)
+    try:  # a query that fails (an input out of range, a refused message) closes the session too
+        for start in range(0, len(x), cap):
+            q = run_query(client, server, session, x[start : start + cap], clock=clock, on_segment=on_segment)
+            outputs.append(q.outputs)
+            up, down, rounds = up + q.bytes_up, down + q.bytes_down, rounds + q.rounds
+            out_of_range += client.last_out_of_range
+            report_progress("segment", segments, segments)
+            report_progress("query", min(start + cap, len(x)), len(x))
+        t_end = time.perf_counter()
+    finally:
+        server.close_session(session)
     n = len(x)
     report = {
         "items": n,

@@ -39,11 +39,16 @@ from heinfer.program.rounding import output_drop_bits
 from heinfer.protocol.chunks import Cursor, bounds, chunks_for
 from heinfer.protocol.layouts import decrypt_rows, encrypt_rows_bytes, input_rows, output_values
 from heinfer.protocol.limits import message_limits
-from heinfer.protocol.messages import decode_bulk, encode, framing
+from heinfer.protocol.messages import KEYS_ID_CHARS, decode_bulk, encode, framing, keys_id
 from heinfer.runtime.executor import native_params
 
 __all__ = ["Client", "check_input", "SCALE_TOLERANCE"]
 
+#: Unfinished queries a client keeps (beyond it the oldest is forgotten: abandoned queries
+#: must not pile up secret keys).
+MAX_QUERIES_IN_FLIGHT = 64
+#: Sessions whose secret keys a client keeps (the most recent; each key is a few MB).
+MAX_SESSION_KEYS = 16
 #: Largest relative difference between a ciphertext's scale and the program's exact scale
 #: (floating-point rounding of the products and quotients of primes only).
 SCALE_TOLERANCE = 1e-9
@@ -100,10 +105,14 @@ class Client:
         self.limits = message_limits(self.program)
         #: The most low bits each segment's output may drop on the wire (the server's rounding).
         self._drop = [output_drop_bits(self.params, self.program, k) for k in range(len(self.program.segments))]
-        self._session_key: _Key | None = None
+        #: Session keys by the id of their keys message (:func:`keys_id`, the head of the
+        #: session id the server gives), the last :data:`MAX_SESSION_KEYS` made.
+        self._session_keys: dict[str, _Key] = {}
         self._queries: dict[str, _Query] = {}
         #: Values of the last decoded result (and its steps) that were out of range and clamped.
         self.last_out_of_range = 0
+        #: The reference of the query :meth:`query_messages` started last (:meth:`forget`).
+        self.last_query_ref: str | None = None
 
     def __repr__(self) -> str:
         return f"Client(program={self.program_id[:16]})"
@@ -115,6 +124,11 @@ class Client:
     def _needs_eval_keys(self) -> bool:
         return self.program.needs_relin_key or bool(self.program.rotation_steps)
 
+    @property
+    def _session_key(self) -> _Key | None:
+        """The latest session's key (None before :meth:`keys_message`)."""
+        return next(reversed(self._session_keys.values()), None)
+
     def _fresh_key(self) -> _Key:
         kg = _native.KeyGenerator(self.params)
         return _Key(kg, _native.Decryptor(self.params, kg.secret_key()))
@@ -122,13 +136,20 @@ class Client:
     # ------------------------------------------------------------------ messages
     def keys_message(self) -> bytes:
         """Starts a session under a fresh secret key: the evaluation keys it needs (exactly
-        the program's key manifest). Queries of an earlier session keep their own key."""
-        key = self._session_key = self._fresh_key()
+        the program's key manifest). Each session's queries are encrypted under its own key,
+        found by the head of the session id (the id of this message, :func:`keys_id`); the
+        client keeps the last :data:`MAX_SESSION_KEYS` sessions' keys."""
+        key = self._fresh_key()
         p = self.program
         rlk = key.kg.relin_key().to_bytes() if p.needs_relin_key else b""
         # serialized key by key as they are made: the set is never held (a third of the memory)
         gk = key.kg.galois_keys_bytes(list(p.rotation_steps), False) if p.rotation_steps else b""
-        return encode("keys", program_id=self.program_id, relin_key=rlk, galois_keys=gk)
+        msg = encode("keys", program_id=self.program_id, relin_key=rlk, galois_keys=gk)
+        keys = self._session_keys
+        keys[keys_id(msg)] = key
+        while len(keys) > MAX_SESSION_KEYS:
+            del keys[next(iter(keys))]  # the oldest session's key
+        return msg
 
     def query_message(self, session: str, x: np.ndarray) -> bytes:
         """Encrypts ``x`` of shape ``(n, *input_shape)``, ``1 ≤ n ≤ batch_capacity``: the
@@ -139,6 +160,7 @@ class Client:
         """:meth:`query_message` in chunks of at most ``max_bytes`` each (``None``: one),
         each encrypted when it is asked for, so that it can travel while the next one is
         encrypted. The input is checked (and the query registered) before the first."""
+        self.last_query_ref = None
         p = self.program
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != len(p.input_shape) + 1 or x.shape[1:] != p.input_shape:
@@ -149,9 +171,14 @@ class Client:
         if not np.isfinite(x).all():
             raise RangeError("input holds non-finite values (NaN or infinity)")
         if self._needs_eval_keys:
-            if self._session_key is None:
+            if not self._session_keys:
                 raise ProtocolError("call keys_message() and open a session before querying")
-            key = self._session_key
+            key = self._session_keys.get(str(session)[:KEYS_ID_CHARS])
+            if key is None:
+                raise ProtocolError(
+                    f"session {str(session)[:KEYS_ID_CHARS]}… was not opened with keys this client made (or with keys of "
+                    f"one of the {MAX_SESSION_KEYS} sessions before its last): its queries would decrypt to garbage"
+                )
         else:
             key = self._fresh_key()  # no evaluation key ties queries together: one key each
         v = x.reshape(n, -1)
@@ -161,7 +188,10 @@ class Client:
         seg = p.segments[0]
         rows = input_rows(seg, v, p.slots, p.lanes)
         ref = secrets.token_hex(16)
+        while len(self._queries) >= MAX_QUERIES_IN_FLIGHT:  # abandoned queries (a caller that never forgot them)
+            del self._queries[next(iter(self._queries))]
         self._queries[ref] = _Query(key, n)
+        self.last_query_ref = ref
         fields = {"session": session, "ref": ref, "items": n}
         return self._encrypted(key, seg, rows, "query", fields, max_bytes, ref)
 
@@ -212,6 +242,12 @@ class Client:
         except Exception:
             self._queries.pop(msg.ref, None)
             raise
+
+    def forget(self, ref: str | None) -> None:
+        """Forgets an unfinished query (its state and, without evaluation keys, its own secret
+        key): what a caller does when the server refused it or the link failed. Idempotent."""
+        if ref is not None:
+            self._queries.pop(ref, None)
 
     def decode_result(self, result_message: bytes) -> np.ndarray:
         """The outputs ``(n, *output_shape)`` of a finished query, released at the program's

@@ -39,6 +39,7 @@ __all__ = [
     "decode",
     "decode_bulk",
     "framing",
+    "keys_id",
     "kind_of",
     "length_delimited",
     "peek",
@@ -54,6 +55,26 @@ KINDS = ("keys", "query", "step", "reply", "result")
 MAX_ID_CHARS = 64
 _IDS = {"keys": ("program_id",), "query": ("session", "ref"), "step": ("query", "ref"), "reply": ("query",), "result": ("query", "ref")}
 _HEX = frozenset("0123456789abcdef")
+
+
+#: Hex characters of a keys message's id (:func:`keys_id`) at the head of a session id.
+KEYS_ID_CHARS = 16
+#: Bytes of a keys message :func:`keys_id` reads: well into the first key (seeded keys start
+#: with their random polynomial), never the whole of a set of hundreds of megabytes.
+_KEYS_ID_PREFIX = 256 << 10
+
+
+def keys_id(keys_message) -> str:
+    """The id of a keys message: SHA-256 of its length and first 256 KiB, 16 hex characters.
+    The server starts every session id with it, so a client that made several sessions' keys
+    encrypts each session's queries under that session's key (a query under another key
+    would decrypt to garbage, silently)."""
+    import hashlib
+
+    data = memoryview(keys_message)
+    h = hashlib.sha256(len(data).to_bytes(8, "little"))
+    h.update(data[:_KEYS_ID_PREFIX])
+    return h.hexdigest()[:KEYS_ID_CHARS]
 
 
 def encode(kind: str, **fields) -> bytes:

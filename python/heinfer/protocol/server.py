@@ -29,7 +29,7 @@ from heinfer.program.model import Program
 from heinfer.program.rounding import output_drop_bits
 from heinfer.protocol.chunks import Cursor, chunks_for
 from heinfer.protocol.limits import message_limits
-from heinfer.protocol.messages import decode, decode_bulk, framing, pb
+from heinfer.protocol.messages import decode, decode_bulk, framing, keys_id, pb
 from heinfer.protocol.messages import size as message_size
 from heinfer.runtime.executor import Executor, bad_budget, native_params
 
@@ -190,7 +190,9 @@ class Server(QueryTable):
             self.executor.forget_keys(s.relin, s.galois)
 
     def open_session(self, keys_message: bytes) -> str:
-        """Registers evaluation keys (validated against the key manifest); returns the id."""
+        """Registers evaluation keys (validated against the key manifest); returns the
+        session id: the keys message's id (:func:`~heinfer.protocol.messages.keys_id`, by
+        which the client picks the session's key) and 16 random bytes, in hex."""
         t0 = time.perf_counter()
         self._check_size(keys_message, "keys")
         _, msg = decode(keys_message, "keys")
@@ -210,7 +212,7 @@ class Server(QueryTable):
         del gk_bytes
         if gk is not None and set(gk.elements()) != set(p.key_manifest["galois_elements"]):
             raise ProtocolError(f"rotation keys for {len(gk)} Galois elements, the program needs exactly {len(p.rotation_steps)}")
-        sid = secrets.token_hex(16)
+        sid = keys_id(keys_message) + secrets.token_hex(16)  # the client finds the session's key by its head
         self._sessions[sid] = _Session(rlk, gk)
         self.seconds += time.perf_counter() - t0
         return sid

@@ -309,8 +309,10 @@ class RemoteSession:
                 pass
             return result
         except grpc.RpcError as e:
+            self._client.forget(self._client.last_query_ref)  # refused or lost: its state and key go
             raise from_rpc_error(e, f"Infer on {self.address}") from None
         except BaseException:
+            self._client.forget(self._client.last_query_ref)
             call.cancel()
             raise
         finally:

@@ -25,7 +25,7 @@ from heinfer.compiler import fold_linear, load_onnx
 from heinfer.program import Program
 from heinfer.protocol import Client, Server
 from heinfer.protocol.layouts import decrypt_segment_output
-from heinfer.protocol.messages import KINDS, decode, encode
+from heinfer.protocol.messages import KINDS, decode, encode, keys_id
 from protocol.forge import ANY_ROUNDING
 from protocol.forge import fields as _fields
 from protocol.forge import payload as _payload
@@ -243,8 +243,8 @@ def test_query_at_the_wrong_level_or_scale_is_refused() -> None:
 def test_query_encrypted_for_other_parameters_is_refused() -> None:
     client, server, session = _open("relu")
     other = Client(_program("square-relu"))
-    other.keys_message()
-    foreign = _payload(other.query_message("ab", _x("square-relu")))
+    other_session = keys_id(other.keys_message()) + "ab"  # a session id as a server would give
+    foreign = _payload(other.query_message(other_session, _x("square-relu")))
     with pytest.raises(BAD):
         server.begin(_reencode(client.query_message(session, _x("relu")), ciphertexts=foreign))
     _assert_good_query("relu", client, server, session)
@@ -685,3 +685,52 @@ def test_message_limits_never_exceed_what_the_engine_decodes() -> None:
     assert limits["keys"] == MAX_MESSAGE_BYTES == 1 << 30
     assert all(0 < v <= MAX_MESSAGE_BYTES for v in limits.values())
     assert message_limits(prog) == {**limits, "keys": message_limits(prog)["keys"]}
+
+
+# ---------------------------------------------------------------------------------- one client, several sessions
+def test_one_client_queries_each_of_its_sessions_under_that_sessions_key() -> None:
+    """Two sessions of one client (two replicas of a server): the first session's queries
+    after the second's keys were made are still encrypted under the first session's key (they
+    were under the latest key, and decrypted to garbage clamped to the bound, silently)."""
+    client, server_a, sa = _open("square-relu")
+    server_b = Server(_program("square-relu"))
+    sb = server_b.open_session(client.keys_message())
+    for server, session in ((server_a, sa), (server_b, sb), (server_a, sa)):
+        _assert_good_query("square-relu", client, server, session)
+        assert client.last_out_of_range == 0
+
+
+def test_a_session_this_client_holds_no_key_for_is_refused() -> None:
+    client, server, session = _open("square-relu")
+    other = Client(_program("square-relu").public())
+    other_session = server.open_session(other.keys_message())
+    with pytest.raises(heinfer.ProtocolError, match="not opened with keys this client made"):
+        client.query_message(other_session, _x("square-relu"))
+    for _ in range(16):  # sixteen later sessions: the first one's key is let go
+        client.keys_message()
+    with pytest.raises(heinfer.ProtocolError, match="not opened with keys this client made"):
+        client.query_message(session, _x("square-relu"))
+
+
+def test_a_refused_or_failed_query_is_forgotten_by_the_client() -> None:
+    """A query the server refuses leaves nothing behind in the client (its state and, with no
+    evaluation keys, its own secret key); queries nobody forgot are bounded."""
+    from heinfer.inference import run_query
+    from heinfer.protocol.client import MAX_QUERIES_IN_FLIGHT
+
+    client, server, session = _open("relu")
+    with pytest.raises(heinfer.ProtocolError):
+        run_query(client, server, "f" * 48, _x("relu"))  # a session the server does not know
+    assert not client._queries
+    for _ in range(MAX_QUERIES_IN_FLIGHT + 5):
+        client.query_message(session, _x("relu"))  # started, never finished
+    assert len(client._queries) == MAX_QUERIES_IN_FLIGHT
+    _assert_good_query("relu", client, server, session)
+
+
+def test_a_failed_infer_closes_its_session() -> None:
+    prog = _program("relu")
+    server = Server(prog)
+    with pytest.raises(heinfer.RangeError):
+        heinfer.infer(prog, _x("relu") * 1e6, server=server)
+    assert server.session_count == 0
