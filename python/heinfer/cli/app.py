@@ -22,6 +22,7 @@ import click
 
 from heinfer.cli.files import (
     CliError,
+    FiniteFloat,
     check_writable,
     error_line,
     load_array,
@@ -93,7 +94,7 @@ def cli() -> None:
     type=click.Path(dir_okay=False),
     help="Sample inputs sizing the scales: .npy, or .npz with array 'x'.",
 )
-@click.option("--input-bound", type=float, help="Largest |input| (without --calibration).")
+@click.option("--input-bound", type=FiniteFloat(0.0, open_low=True), help="Largest |input| (without --calibration).")
 @click.option("--packing", help="Throughput mode's batch layout: real, complex or coeff.")
 @click.option(
     "--batch-size",
@@ -180,6 +181,11 @@ def compile_cmd(
 
     if not os.path.isfile(model):
         raise CliError(f"model file {model!r} does not exist")
+    if os.path.basename(output).endswith(".public.hep"):  # clients are handed *.public.hep
+        raise CliError(
+            f"-o {output!r}: the server's program holds the weights and must not be named like a public one "
+            "(*.public.hep); give -o NAME.hep and the public program is written to NAME.public.hep"
+        )
     check_writable(output)  # before the compile, not after it
     calib = load_array(calibration, what="calibration") if calibration else None
     options: dict[str, Any] = {"packing": packing} if packing else {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import sys
 import tempfile
@@ -47,6 +48,26 @@ EXIT_USAGE = 2
 TOKEN_ENV = "HEINFER_TOKEN"
 #: Largest token file read (a token is a short secret, not a document).
 MAX_TOKEN_BYTES = 4096
+
+
+class FiniteFloat(click.ParamType):
+    """A finite float at least ``low`` (above it with ``open_low``): ``inf`` and ``nan``, which
+    ``click.FloatRange`` lets through, are usage errors naming the option."""
+
+    name = "float"
+
+    def __init__(self, low: float, open_low: bool = False) -> None:
+        self.low, self.open_low = low, open_low
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(v) or v < self.low or (self.open_low and v == self.low):
+            bound = f"above {self.low:g}" if self.open_low else f"at least {self.low:g}"
+            self.fail(f"{value!r} is not a finite number {bound}", param, ctx)
+        return v
 
 
 class CliError(Exception):

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from heinfer.cli.files import CliError, load_program, load_server_program, read_pem, read_token, to_json
+from heinfer.cli.files import CliError, FiniteFloat, load_program, load_server_program, read_pem, read_token, to_json
 from heinfer.program.two_party import TwoPartyProgram
 
 __all__ = ["LIMIT_OPTIONS", "serve"]
@@ -136,7 +136,7 @@ def _limits(given: dict[str, Any]) -> Any:
 )
 @click.option(
     "--grace",
-    type=float,
+    type=FiniteFloat(0.0),
     default=5.0,
     show_default=True,
     help="Seconds running queries get to finish on SIGINT/SIGTERM.",
@@ -170,7 +170,7 @@ def _limits(given: dict[str, Any]) -> Any:
 )
 @click.option(
     "--max-memory-gb",
-    type=click.FloatRange(0, min_open=False),
+    type=FiniteFloat(0.0),
     help="GB of encoded plaintexts the server keeps; beyond it the largest segments are encoded "
     "during each query (default: half of physical memory, at most 0.8 of what is available).",
 )

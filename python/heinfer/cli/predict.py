@@ -14,7 +14,7 @@ from typing import Any
 import click
 import numpy as np
 
-from heinfer.cli.files import CliError, check_writable, load_array, load_client_program, load_program, read_pem, read_token, to_json
+from heinfer.cli.files import CliError, FiniteFloat, check_writable, load_array, load_client_program, load_program, read_pem, read_token, to_json
 from heinfer.errors import HeinferError
 from heinfer.program.two_party import TwoPartyProgram
 
@@ -76,7 +76,7 @@ def _check_address(server: str) -> None:
     help="File holding the shared token (default: $HEINFER_TOKEN, if set).",
 )
 @click.option(
-    "--timeout", type=float, default=600.0, show_default=True, help="Seconds each call may take."
+    "--timeout", type=FiniteFloat(0.0, open_low=True), default=600.0, show_default=True, help="Seconds each call may take."
 )
 @click.option("--threads", type=click.IntRange(1, 1024), help="Client threads (default: all).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object; no progress bars.")

@@ -336,6 +336,24 @@ def test_user_errors_are_one_line(files: dict, args: list[str], text: str) -> No
     assert_user_error(r, text)
 
 
+def test_the_servers_program_is_never_written_under_a_public_name(files: dict) -> None:
+    """``-o X.public.hep`` would put the weights where clients are handed public programs."""
+    d = files["dir"]
+    (d / "x.public.hep").write_bytes(b"the public file")
+    r = invoke("compile", os.path.join(MODELS, "cryptonets_relu.onnx"), "-o", str(d / "x.public.hep"), "--input-bound", "4")
+    assert_user_error(r, "must not be named like a public one")
+    assert (d / "x.public.hep").read_bytes() == b"the public file" and not (d / "x.public.public.hep").exists()
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "x"])
+@pytest.mark.parametrize("args", [["serve", "{relu}", "--max-memory-gb"], ["serve", "{relu}", "--grace"], ["predict", "{few}", "--model", "{public}", "--server", "127.0.0.1:1", "-o", "o.npy", "--timeout"], ["compile", "{onnx}", "-o", "o.hep", "--input-bound"]])
+def test_numbers_that_are_not_finite_are_usage_errors(files: dict, args: list[str], value: str) -> None:
+    names = {"relu": files["cryptonets_relu"], "public": files["cryptonets_relu_public"], "few": files["few"], "onnx": os.path.join(MODELS, "cryptonets_relu.onnx")}
+    r = CliRunner().invoke(cli, [a.format(**names) for a in args] + [value])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert "not a finite number" in r.output or "not a number" in r.output
+
+
 def test_predict_against_a_server_that_is_down(files: dict) -> None:
     r = invoke(
         "predict",
