@@ -98,7 +98,7 @@ def public_from_json(m: dict, arrays) -> PublicProgram:
     if m.get("format") != "heinfer-program":
         raise SerializationError("cannot read program: not a heinfer program")
     params = {k: m["params"][k] for k in _PARAM_KEYS}
-    slots = 1 << (_i(params["log_n"]) - 1)
+    slots = 1 << (_log_n(params["log_n"]) - 1)
     segments = []
     for s in m["segments"]:
         lj = s["layout"]
@@ -200,6 +200,15 @@ def gemm_from_json(i: int, lj: dict, arrays) -> LinearStep:
         raise SerializationError(f"cannot read program: layer {i} has a malformed bias")
     matrix = sp.csr_matrix((data, indices, indptr), shape=(rows, cols))
     return LinearStep(str(lj["name"]), matrix, bias, _f(lj["weight_scale"]), _i(lj["digits"]))
+
+
+def _log_n(v: object) -> int:
+    """A ring degree's log, checked before anything is sized by it (a forged ``2^62`` would
+    ask for exabytes): the engine's 11 to 16."""
+    log_n = _i(v)
+    if not 11 <= log_n <= 16:
+        raise SerializationError(f"cannot read program: ring degree 2^{log_n} (2^11 to 2^16)")
+    return log_n
 
 
 def _i(v: object) -> int:

@@ -156,7 +156,7 @@ def load(data: bytes, max_bytes: int = MAX_PROGRAM_BYTES) -> PublicProgram | Two
         return program
     except SerializationError:
         raise
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError, CompileError, struct.error) as e:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError, CompileError, struct.error, OverflowError, MemoryError) as e:
         raise SerializationError(f"cannot read program: malformed content ({type(e).__name__}: {e})") from None
 
 

@@ -974,3 +974,15 @@ def test_ops_the_ciphertexts_parts_do_not_allow_are_refused() -> None:
     bad.segments[0].ops = [O.Relinearize((0,)), *[dataclasses.replace(op, inputs=(j + 1,)) for j, op in enumerate(seg.ops)]]
     with pytest.raises(heinfer.CompileError, match="relinearizes a ciphertext of 2 parts"):
         bad.validate()
+
+
+@pytest.mark.parametrize("log_n", [10, 17, 2**32, 2**62, -1])
+def test_a_forged_ring_degree_is_refused_before_anything_is_sized_by_it(log_n: int) -> None:
+    """A 600-byte file naming ``log_n = 2^32`` made the loader allocate gigabytes (``2^62``:
+    a bare MemoryError) before the parameters were checked."""
+
+    def edit(sections) -> None:
+        sections[0][0]["params"]["log_n"] = log_n
+
+    with pytest.raises(BAD, match="ring degree|malformed"):
+        load(_rebuild("cryptonets_relu", edit))
