@@ -469,3 +469,45 @@ def test_auto_keeps_the_mode_that_compiles_and_says_why_the_other_refused(monkey
     monkeypatch.setattr(compilation, "compile_graph", refuse)
     with pytest.raises(heinfer.CompileError, match="^refused for the test$"):
         heinfer.compile(model, mode="auto", batch_size=1, input_bound=1.0, measure_costs=False)
+
+
+@pytest.mark.parametrize("first", ["GlobalAveragePool", "Sigmoid"])
+def test_a_network_starting_with_client_functions_takes_its_calibration_inputs(first: str) -> None:
+    """Relu → GlobalAveragePool (the client sums the pool: values up to 16× the input) or a
+    sigmoid (0.5 for inputs near 0) before the first layer: the program's input bound is the
+    bound of what the client encrypts, after those functions — not of the raw input (the
+    client refused the calibration inputs themselves, as throughput mode did not)."""
+    from compiler.onnx_models import ModelBuilder
+
+    b = ModelBuilder((2, 4, 4), seed=3)
+    if first == "Sigmoid":
+        b.node("Sigmoid", [b.x])
+        b.node("Flatten", [b.last], axis=1)
+        b.node("Gemm", [b.last, b.weight(3, 32), b.weight(3)], transB=1)
+        cal = om.random_input((2, 4, 4), 32, seed=2) * 0.1
+    else:
+        b.node("Relu", [b.x])
+        b.node("GlobalAveragePool", [b.last])
+        b.node("Flatten", [b.last], axis=1)
+        b.node("Gemm", [b.last, b.weight(3, 2), b.weight(3)], transB=1)
+        cal = om.random_input((2, 4, 4), 32, seed=2)
+    model = b.build()
+    prog = heinfer.compile(model, mode="latency", calibration=cal, measure_costs=False)
+    got = heinfer.infer(prog, cal[:2]).outputs
+    np.testing.assert_allclose(got, om.run_onnxruntime(model, cal[:2]), atol=1e-3)
+
+
+def test_a_layer_without_a_non_zero_weight_is_refused_by_name() -> None:
+    """Gemm with alpha = 0: latency mode (and the two-party protocol) name the layer instead of
+    failing on an empty gather map (or dividing by zero); mode="auto" keeps throughput mode."""
+    from compiler.onnx_models import ModelBuilder
+
+    b = ModelBuilder((8,), seed=1)
+    b.node("Gemm", [b.x, b.weight(4, 8), b.weight(4)], transB=1, alpha=0.0)
+    b.node("Relu", [b.last])
+    b.node("Gemm", [b.last, b.weight(3, 4), b.weight(3)], transB=1)
+    model, cal = b.build(), om.random_input((8,), 16, seed=2)
+    for protocol in ("client-aided", "two-party"):
+        with pytest.raises(heinfer.CompileError, match="has no non-zero weight"):
+            heinfer.compile(model, mode="latency", protocol=protocol, calibration=cal, measure_costs=False)
+    assert heinfer.compile(model, mode="auto", calibration=cal, measure_costs=False).mode == "throughput"

@@ -153,7 +153,9 @@ def compile_latency(
     return Program(
         params=params,
         **graph.io(),
-        input_bound=float(input_bound) * options.headroom,
+        # what the client encrypts: the input after its client functions (a sum-pool of the
+        # input is up to k times the input; bounds[len(pre)], as throughput mode does)
+        input_bound=float(bounds[len(pre)]) * options.headroom,
         pre=pre,
         segments=segments,
         steps=[Step(list(fns), segments[k].out_size, segments[k + 1].in_size) for k, fns in enumerate(step_fns)],

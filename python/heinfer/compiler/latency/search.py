@@ -263,6 +263,12 @@ def input_candidates(
     ``hoistings``: as :func:`price_kernel`'s, for the expanded layout's kernel (default double
     hoisting)."""
     ways = ("double",) if hoistings is None else _hoistings(strategy, hoistings)
+    matrix = getattr(first, "matrix", None)
+    if matrix is not None and matrix.nnz == 0:
+        raise CompileError(  # not NotSupportedYetError: mode="auto" then keeps throughput mode
+            f"layer {first.name!r} has no non-zero weight (with the two-party protocol: none survives rounding to "
+            "its fixed point): its output is its bias alone, a constant layer latency mode does not place yet"
+        )
     n = int(np.prod(first.in_shape))
     gather, place = dense_input(n, slots)
     enc = costs.get("encrypt", [0.0] * (level + 1))[level]
