@@ -38,6 +38,7 @@ from heinfer.serve.sessions import check_query_cap, check_session_caps, peer_add
 from heinfer.serve.tls import TlsConfig
 from heinfer.serve.two_party_limits import client_limits, items_per_query, server_limits
 from heinfer.serve.two_party_ray import RayTwoParty, RemoteParty
+from heinfer.serve.watchdog import SendWatch
 from heinfer.v1 import service_pb2 as pb
 
 __all__ = ["Kind", "Reassembler", "TwoPartyService", "connect_two_party", "serve_two_party"]
@@ -136,7 +137,9 @@ class TwoPartyService:
     (:class:`~heinfer.serve.limits.Limits`): the calls open at once (``max_sessions``, and
     ``max_sessions_per_peer`` per peer address), refused beyond with ``RESOURCE_EXHAUSTED``, and
     ``idle_timeout_s``: a call whose client sends nothing for that long is closed
-    (``DEADLINE_EXCEEDED``), so idle clients cannot hold the server's threads."""
+    (``DEADLINE_EXCEEDED``), and ``query_timeout_s``: a call whose send has waited that long
+    for the client to read (gRPC's flow control) is cancelled, so neither an idle client nor
+    one that stops reading can hold the server's threads and session places."""
 
     def __init__(self, program: TwoPartyProgram, token: str | None = None, max_memory: int | None = None,
                  limits: Limits | None = None, backend: RayTwoParty | None = None) -> None:
@@ -154,6 +157,34 @@ class TwoPartyService:
         self._open: Counter[str] = Counter()  # calls open per peer
         self.sessions = 0
         self.errors = 0
+        self._watch = SendWatch()
+        self._closed = threading.Event()
+        threading.Thread(target=self._reap, daemon=True, name="heinfer-two-party-reaper").start()
+
+    def _reap(self) -> None:
+        """Cancels the calls whose send has waited past ``query_timeout_s`` (a client that
+        stopped reading), until :meth:`close`."""
+        timeout = self.limits.query_timeout_s
+        while not self._closed.wait(min(1.0, timeout / 4)):
+            for context in self._watch.stalled(timeout):
+                self.errors += 1
+                context.cancel()
+
+    def close(self) -> None:
+        """Stops the housekeeping thread (the service's handle does on stop)."""
+        self._closed.set()
+
+    def _sent(self, responses: Iterable[pb.TwoPartyFrame], context: grpc.ServicerContext) -> Iterator[pb.TwoPartyFrame]:
+        """``responses``, each watched while gRPC sends it (:meth:`_reap`); what makes the next
+        one (garbling, a layer) is not."""
+        key = id(context)
+        try:
+            for r in responses:
+                self._watch.sending(key, context)
+                yield r
+                self._watch.sent(key)
+        finally:
+            self._watch.sent(key)
 
     def _enter(self, peer: str) -> None:
         with self._lock:
@@ -242,7 +273,7 @@ class TwoPartyService:
                     keys = dict(zip(("pk", "galois", "ot"), blobs))
                     party = TwoPartyInferenceServer(self.program, keys, self.layers) if self.backend is None else self.backend.open(keys)
                     self.sessions += 1
-                    yield from frames(Kind.SETUP, 0, [party.setup_reply])
+                    yield from self._sent(frames(Kind.SETUP, 0, [party.setup_reply]), context)
                     continue
                 if party is None:
                     raise ProtocolError("send the keys first")
@@ -250,17 +281,17 @@ class TwoPartyService:
                     check_query_cap(self.limits, started, "this session (one TwoParty/Run call)")
                     started += 1
                     if isinstance(party, TwoPartyInferenceServer):  # each step's circuits sent as garbled
-                        yield from frames(Kind.GARBLED, 0, party.offline_steps(blobs), count=len(self.program.steps))
+                        yield from self._sent(frames(Kind.GARBLED, 0, party.offline_steps(blobs), count=len(self.program.steps)), context)
                     else:
-                        yield from frames(Kind.GARBLED, 0, party.offline(blobs))
+                        yield from self._sent(frames(Kind.GARBLED, 0, party.offline(blobs)), context)
                 elif kind == Kind.LAYER:
                     if step >= len(self.program.segments):
                         raise ProtocolError(f"no layer {step}")
-                    yield from frames(Kind.RESULT, step, party.layer(step, blobs))
+                    yield from self._sent(frames(Kind.RESULT, step, party.layer(step, blobs)), context)
                 elif kind == Kind.CHOICES:
                     if step >= len(self.program.steps) or len(blobs) != 1:
                         raise ProtocolError(f"no circuit step {step}, or not one blob of choices")
-                    yield from frames(Kind.LABELS, step, [party.labels(step, blobs[0])])
+                    yield from self._sent(frames(Kind.LABELS, step, [party.labels(step, blobs[0])]), context)
                 else:
                     raise ProtocolError(f"a client does not send {kind.name}")
         except ServiceError as e:
@@ -291,6 +322,7 @@ class TwoPartyHandle:
         """Stops accepting calls and waits up to ``grace`` seconds for running ones; the Ray
         actors of a ``backend="ray"`` service stop with it."""
         self._server.stop(grace).wait()
+        self.service.close()
         if self.service.backend is not None:
             self.service.backend.close()
 
@@ -365,16 +397,45 @@ def serve_two_party(
 
 
 class _Call:
-    """A client's bidirectional call: send messages, receive whole ones."""
+    """A client's bidirectional call: send messages, receive whole ones. The call itself has
+    no deadline (it is the whole session: a deadline on it ended long sessions mid-query);
+    each wait for the server's next frame is bounded by ``timeout_s`` instead."""
 
     def __init__(self, channel: grpc.Channel, timeout_s: float, token: str | None, limit: Callable[[int, int], tuple[int, int]]) -> None:
         self._q: queue.Queue = queue.Queue()
         call = channel.stream_stream(_PATH, request_serializer=pb.TwoPartyFrame.SerializeToString,
                                      response_deserializer=pb.TwoPartyFrame.FromString)
         auth = [] if token is None else [("authorization", f"Bearer {token}")]
-        self._responses = call(iter(self._q.get, None), timeout=timeout_s, metadata=auth)
-        self._asm = Reassembler(self._responses, limit=limit)
+        self._timeout = timeout_s
+        self._responses = call(iter(self._q.get, None), metadata=auth)
+        self._in: queue.Queue = queue.Queue()  # the server sends only what the client asked for
+        threading.Thread(target=self._pump, daemon=True, name="heinfer-two-party-responses").start()
+        self._asm = Reassembler(self._frames(), limit=limit)
         self.sent = self.received = 0
+
+    def _pump(self) -> None:
+        """Reads the server's frames into :attr:`_in` (then the end, or the call's error)."""
+        try:
+            for f in self._responses:
+                self._in.put(f)
+            self._in.put(None)
+        except BaseException as e:  # noqa: BLE001 - handed to the reader, which raises it
+            self._in.put(e)
+
+    def _frames(self) -> Iterator[pb.TwoPartyFrame]:
+        while True:
+            try:
+                item = self._in.get(timeout=self._timeout)
+            except queue.Empty:
+                self._responses.cancel()
+                raise ServiceError(
+                    f"the server sent nothing for {self._timeout:g} s (timeout_s): the session is closed", code="DEADLINE_EXCEEDED"
+                ) from None
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
 
     def send(self, kind: Kind, step: int, blobs: list[bytes]) -> None:
         self.sent += sum(map(len, blobs))
@@ -460,6 +521,8 @@ def connect_two_party(
     address: str, program: TwoPartyProgram, timeout_s: float = 600.0, tls: TlsConfig | None = None, token: str | None = None
 ) -> TwoPartyConnection:
     """Opens a session (keys and base OTs sent) with the two-party service at ``address``
-    (over TLS with ``tls``; with ``token`` as ``authorization: Bearer``)."""
+    (over TLS with ``tls``; with ``token`` as ``authorization: Bearer``). ``timeout_s``: how
+    long to wait for each of the server's messages (``DEADLINE_EXCEEDED`` past it); the
+    session itself has no deadline."""
     return TwoPartyConnection(address, program, timeout_s, tls, token)
 

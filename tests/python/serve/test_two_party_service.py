@@ -224,3 +224,50 @@ def test_a_client_that_vanishes_mid_query_frees_its_session(prog) -> None:
         with connect_two_party(handle.address, prog.public()) as fresh:  # max_sessions=1: the place came back
             got, _ = fresh.infer(DIGITS[:1])
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_client_that_stops_reading_is_cancelled_and_its_place_freed() -> None:
+    """A client that asks for a query's garbled circuits (tens of MB: more than gRPC buffers)
+    and never reads them held the server's thread and its session place for ever (the idle
+    timeout only watches what the client sends); now the send is cancelled past
+    ``query_timeout_s`` and the next client is served."""
+    import queue
+
+    from heinfer.protocol.two_party import TwoPartyInferenceClient
+    from heinfer.serve.limits import Limits
+    from heinfer.serve.two_party import _options
+
+    prog = heinfer.compile(MODELS / "cryptonets_relu.onnx", mode="throughput", protocol="two-party", calibration=DIGITS[100:164], batch_size=16)
+    with serve_two_party(prog, limits=Limits(max_sessions=1, query_timeout_s=2.0)) as handle:
+        client = TwoPartyInferenceClient(prog.public())
+        keys = client.keys_message()
+        q: queue.Queue = queue.Queue()
+        for f in frames(Kind.KEYS, 0, [keys["pk"], keys["galois"], keys["ot"]]):
+            q.put(f)
+        channel = grpc.insecure_channel(handle.address, options=_options())
+        call = channel.stream_stream("/heinfer.v1.TwoParty/Run", request_serializer=pb.TwoPartyFrame.SerializeToString,
+                                     response_deserializer=pb.TwoPartyFrame.FromString)
+        responses = call(iter(q.get, None))
+        client.finish_setup(next(responses).data)
+        for f in frames(Kind.OFFLINE, 0, client.offline_request(16)):
+            q.put(f)  # then never read, never send
+        deadline = time.monotonic() + 30
+        time.sleep(1.0)
+        while handle.service.open_sessions and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert handle.service.open_sessions == 0
+        with connect_two_party(handle.address, prog.public(), timeout_s=30) as conn:
+            assert conn.infer(DIGITS[:1])[0].shape == (1, 10)
+        q.put(None)
+        responses.cancel()
+        channel.close()
+
+
+def test_the_client_timeout_bounds_each_wait_not_the_session(prog) -> None:
+    """``timeout_s`` was the deadline of the whole call, so a session longer than it failed
+    mid-query (``heinfer predict --timeout 600`` on a few hundred images lost every result)."""
+    with serve_two_party(prog) as handle, connect_two_party(handle.address, prog.public(), timeout_s=3.0) as conn:
+        for i in range(3):
+            assert conn.infer(DIGITS[i : i + 1])[0].shape == (1, 10)
+            time.sleep(1.5)  # 4.5 s of session in all
+        assert conn.infer(DIGITS[3:4])[0].shape == (1, 10)
