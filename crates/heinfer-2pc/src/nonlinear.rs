@@ -157,6 +157,11 @@ impl ServerSession {
                 r
             }
         };
+        // the client's request is checked before the garbling it asks for
+        let transfers = instances
+            .checked_mul(layer.circuit.evaluator_inputs.len())
+            .ok_or_else(|| TwoPartyError::InvalidArgument("too many instances".into()))?;
+        self.ot.check_correlated(msg, transfers)?;
         let mut s: Vec<u64> = r.iter().map(|&v| (p - v) % p).collect();
         let garbled = garble(&layer.circuit, instances, &layer.garbler_bits(&s)?, rng);
         s.zeroize();

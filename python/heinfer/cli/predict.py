@@ -105,6 +105,12 @@ def predict(
     check_writable(output)  # before the queries: their results are not lost to a bad path
     prog = load_program(model)
     if isinstance(prog, TwoPartyProgram):
+        if not prog.is_public:
+            click.echo(
+                f"warning: {model!r} holds the model's weights (a server program); a client needs only the public "
+                "program (NAME.public.hep from heinfer compile) — do not hand the weights to clients",
+                err=True,
+            )
         tls = _client_tls(tls_ca, tls_cert, tls_key)
         _predict_two_party(prog.public(), inputs, server, output, input_key, timeout, threads, as_json, tls, read_token(token_file))
         return

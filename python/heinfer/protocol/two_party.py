@@ -73,9 +73,10 @@ def _params(prog: TwoPartyProgram) -> bfv.BfvParameters:
 def queries(prog: TwoPartyProgram, x: np.ndarray, most: int | None = None) -> Iterator[np.ndarray]:
     """The items ``x`` in queries of at most ``prog.batch_capacity`` items (one in latency
     mode), or at most ``most`` when smaller (a transport's message limit)."""
+    if len(x) == 0:  # checked here, not when the first query is asked for
+        raise ProtocolError("x holds no items")
     size = min(prog.batch_capacity, most or prog.batch_capacity)
-    for start in range(0, len(x), size):
-        yield x[start : start + size]
+    return (x[start : start + size] for start in range(0, len(x), size))
 
 
 def _items_header(items: int) -> bytes:

@@ -130,6 +130,12 @@ class RemoteSession:
                 wait_for_ready=wait_for_ready,
             )
         except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.UNIMPLEMENTED:
+                raise ServiceError(
+                    f"the server at {address} does not serve client-aided programs (no heinfer.v1.Inference): a two-party "
+                    "service? Use the public file of the program it serves",
+                    code="UNIMPLEMENTED",
+                ) from None
             raise from_rpc_error(e, f"GetInfo on {address}") from None
         self.server_info = wire.parse_info(info)
         if self.server_info["program_id"] != self.program.id:

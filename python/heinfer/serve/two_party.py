@@ -446,6 +446,12 @@ class _Call:
         try:
             msg = self._asm.next()
         except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.UNIMPLEMENTED:
+                raise ServiceError(
+                    "the server does not serve two-party programs (no heinfer.v1.TwoParty): a client-aided service? Use the "
+                    "public file of the program it serves",
+                    code="UNIMPLEMENTED",
+                ) from None
             raise ServiceError(f"two-party call failed: {e.details()}", code=e.code().name) from None
         if msg is None or msg[0] != kind or msg[1] != step:
             raise ProtocolError(f"expected {kind.name} for step {step}, got {msg[0].name if msg else 'the end of the call'}")

@@ -271,3 +271,24 @@ def test_the_client_timeout_bounds_each_wait_not_the_session(prog) -> None:
             assert conn.infer(DIGITS[i : i + 1])[0].shape == (1, 10)
             time.sleep(1.5)  # 4.5 s of session in all
         assert conn.infer(DIGITS[3:4])[0].shape == (1, 10)
+
+
+def test_an_empty_input_and_the_wrong_kind_of_service_are_named(prog) -> None:
+    """No items: ProtocolError (was numpy's "need at least one array to concatenate"); a
+    client of one protocol at the other's service: which service it is (was gRPC's "Method not
+    found!")."""
+    from heinfer import serve as hs
+
+    with serve_two_party(prog) as handle:
+        with connect_two_party(handle.address, prog.public()) as conn:
+            with pytest.raises(ProtocolError, match="no items"):
+                conn.infer(DIGITS[:0])
+        with pytest.raises(ProtocolError, match="no items"):
+            run_in_process(prog, DIGITS[:0])
+        ckks = heinfer.compile(MODELS / "cryptonets_relu.onnx", calibration=DIGITS[100:164])
+        with pytest.raises(ServiceError, match="does not serve client-aided programs.*two-party service") as e:
+            hs.connect(handle.address, ckks.public(), timeout_s=30)
+        assert e.value.code == "UNIMPLEMENTED"
+    with hs.serve(ckks, "127.0.0.1:0") as other:
+        with pytest.raises(ServiceError, match="does not serve two-party programs.*client-aided service"):
+            connect_two_party(f"127.0.0.1:{other.port}", prog.public(), timeout_s=30)

@@ -309,6 +309,44 @@ impl IknpSender {
         Ok(RandomOtSenderBatch { batch, pairs })
     }
 
+    /// Checks a correlated batch's column message without taking it: the kind, the batch it
+    /// belongs to, its length and that it asks for exactly `count` transfers — what the server
+    /// can refuse before it garbles the circuits the transfers are for (a few bytes of header
+    /// must not buy gigabytes of garbling). [`Self::extend_correlated`] checks it all again.
+    /// A well-formed message of this batch asking for another count is refused as
+    /// `extend_correlated` would refuse it after taking it: its batch is spent on both sides,
+    /// so the parties stay in step for the next one.
+    pub fn check_correlated(&mut self, msg: &[u8], count: usize) -> Result<()> {
+        let SenderState::Ready { at, .. } = &mut self.state else {
+            return Err(TwoPartyError::Protocol(
+                "IKNP sender: extension before the setup finished".into(),
+            ));
+        };
+        let what = "IKNP column message";
+        let (header, _) = wire::open(
+            msg,
+            Kind::ExtCorrelated,
+            MAX_OTS_PER_BATCH,
+            columns_len,
+            what,
+        )?;
+        check_batch(header.batch, at.batch, what)?;
+        if header.count == 0 {
+            return Err(TwoPartyError::Deserialize {
+                what,
+                reason: "a batch of zero OTs".into(),
+            });
+        }
+        if header.count != count {
+            at.advance(header.count.div_ceil(128));
+            return Err(TwoPartyError::Protocol(format!(
+                "the client asked for {} oblivious transfers, the step needs {count}",
+                header.count
+            )));
+        }
+        Ok(())
+    }
+
     /// Takes a correlated batch's columns; returns `m⁰_j` (with `m¹_j = m⁰_j ⊕ Δ`) and the
     /// corrections `τ_j` for [`PendingCorrelated::finish`].
     ///
@@ -405,7 +443,8 @@ fn check_count(count: usize) -> Result<()> {
 fn check_batch(got: u64, expected: u64, what: &'static str) -> Result<()> {
     if got != expected {
         return Err(TwoPartyError::Protocol(format!(
-            "{what} of batch {got}, expected batch {expected}"
+            "{what} of batch {got}, expected batch {expected} (the parties' transfer streams are out of step: \
+             an offline phase failed or was abandoned on one side; open a new session)"
         )));
     }
     Ok(())
