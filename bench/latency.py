@@ -18,7 +18,10 @@ layer (``strategy="bsgs" | "hybrid" | "input_rotations" | "output_rotations"``: 
 parameters, same client and server code, and every layout the search may use — LoLa's
 expanded input and stacked copies — chosen by cost for each strategy): the ratio of the best
 fixed strategy's latency to the search's is printed (the issue that asked for it wanted ≥ 2;
-no open issue sets a target on it now). The last line is one JSON object.
+no open issue sets a target on it now). **Several items per query** (``items=2, 4``: one item
+per lane of the slots, :mod:`heinfer.compiler.latency.lanes`): one query of ``m`` items against
+one of a single item, in interleaved rounds, each with its own session — seconds per query
+(client included), images/s and their ratio. The last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -120,6 +123,40 @@ def same_time_prediction(prog, before: dict, after: dict) -> float:
     return float(sum(segment_seconds(prog, seg, table) for seg in prog.segments))
 
 
+#: Items per query (lanes) compared with one item per query (``heinfer.compile(..., items=m)``).
+LANES = (2, 4)
+
+
+def lanes(path: str, prog, x_all: np.ndarray, ref_of, rounds: int) -> dict:
+    """Several items per query against one (``prog``): each program with its own client,
+    server and session, one query of ``m`` items each in interleaved rounds (order rotated);
+    per ``m`` the median seconds per query, images/s and their ratio to one item per query,
+    and the argmax agreement with onnxruntime over every item answered."""
+    progs = {1: prog, **{m: heinfer.compile(path, mode="latency", calibration=x_all[:64], items=m) for m in LANES}}
+    parties = {}
+    for m, p in progs.items():
+        client, server = heinfer.Client(p), heinfer.Server(p)
+        session = server.open_session(client.keys_message())
+        query(client, server, session, x_all[:m])  # warm-up
+        parties[m] = (client, server, session)
+    times: dict[int, list[float]] = {m: [] for m in progs}
+    agree: dict[int, list[bool]] = {m: [] for m in progs}
+    order = list(progs)
+    for r in range(rounds):
+        for m in order[r % len(order) :] + order[: r % len(order)]:
+            xs = x_all[r * m : (r + 1) * m]
+            t = time.perf_counter()
+            y, _, _ = query(*parties[m], xs)
+            times[m].append(time.perf_counter() - t)
+            agree[m] += list(y.argmax(1) == ref_of(xs).argmax(1))
+    base = 1 / float(np.median(times[1]))
+    out = {}
+    for m, p in progs.items():
+        q = float(np.median(times[m]))
+        out[m] = {"log_n": p.params["log_n"], "query_s": q, "images_per_s": m / q, "vs_one_item": m / q / base, "agreement": float(np.mean(agree[m]))}
+    return out
+
+
 def run_model(name: str, data: dict, n_images: int, n_baseline: int) -> dict:
     x_all, y_all = data["x"], data["y"]
     path = os.path.join(ROOT, "models", f"{name}.onnx")
@@ -161,6 +198,7 @@ def run_model(name: str, data: dict, n_images: int, n_baseline: int) -> dict:
             for _, plan in sorted(prog.plans.items(), key=lambda kv: tuple(int(i) for i in kv[0].split(".")))
         ],
     }
+    out["lanes"] = lanes(path, prog, x_all, lambda xs: reference(name, xs), 4 if n_images <= 10 else 12)
     fixed = {}
     for strategy in STRATEGIES:
         p2 = heinfer.compile(path, mode="latency", calibration=x_all[:64], strategy=strategy)
@@ -217,6 +255,11 @@ def main() -> None:
             else:
                 print(f"  fixed strategy {s:<17} {f['latency_s'] * 1e3:9.1f} ms ({f['rotation_keys']} rotation keys)")
         print(f"  search vs best fixed strategy ({r['best_fixed_strategy']}): ×{r['search_speedup_vs_best_fixed']:.1f}")
+        for m, row in r["lanes"].items():
+            print(
+                f"  {m} item(s) per query (logN={row['log_n']}): {row['query_s'] * 1e3:.1f} ms per query, "
+                f"{row['images_per_s']:.0f} images/s (×{row['vs_one_item']:.2f} one item per query), agreement {row['agreement']:.3f}"
+            )
     print("\n## reference points (seconds per image; quoted, not measured in this run)")
     for k, v in REFERENCES.items():
         print(f"  {k}: {v}")

@@ -71,3 +71,19 @@ def test_a_compiled_plan_runs_within_its_predicted_error(name, input_bits, weigh
         sim = float(np.abs(heinfer.simulate(prog, x) - want).max())
         floor = 4 * prog.segments[-1].precision + 1e-5
         assert err <= 4 * sim + floor and sim <= 4 * err + floor, f"{name} {options}: encrypted {err:.3g}, simulated {sim:.3g}"
+
+
+def test_bits_outside_what_the_engine_can_encode_are_refused_at_compile_time() -> None:
+    """``input_bits=200`` compiled, and every query then failed in the encoder ("scaled
+    coefficients reach 2^191.7, beyond Q/2 = 2^239": the float64 encoder's limit is ~2^126);
+    ``input_bits=1`` failed as "invalid program: … input scale must be positive"."""
+    import pytest
+
+    model, shape = MODELS["conv-batchnorm-relu"]
+    cal = om.random_input(shape, 16, seed=1)
+    for bad, match in (({"input_bits": 200}, "input_bits must be an integer from 1 to 120"),
+                       ({"weight_bits": 0}, "weight_bits must be an integer from 1 to 60"),
+                       ({"input_bits": 24.0}, "input_bits must be an integer"),
+                       ({"input_bits": 1, "packing": "coeff"}, "give more input_bits")):
+        with pytest.raises(heinfer.CompileError, match=match):
+            heinfer.compile(model(), mode="throughput", calibration=cal, **bad)

@@ -102,6 +102,12 @@ def split_segments(ops: list) -> tuple[list, list[list], list[list], list]:
     return pre, segments, steps, post
 
 
+#: Largest ``input_bits`` (the encoder turns scaled values into integers through float64: at
+#: most about 2^126) and ``weight_bits``.
+MAX_INPUT_BITS = 120
+MAX_WEIGHT_BITS = 60
+
+
 def compile_graph(graph: Graph, calibration: np.ndarray | None = None, input_bound: float | None = None, options: Options = Options()) -> Program:
     """Compiles ``graph`` for throughput mode (see the module documentation).
 
@@ -112,6 +118,10 @@ def compile_graph(graph: Graph, calibration: np.ndarray | None = None, input_bou
     if options.security not in (128, 192, 256):
         raise CompileError(f"security must be 128, 192 or 256 bits, got {options.security}")
     check_precision_bits(options.precision_bits)
+    for name, most in (("input_bits", MAX_INPUT_BITS), ("weight_bits", MAX_WEIGHT_BITS)):
+        v = getattr(options, name)
+        if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= most:
+            raise CompileError(f"{name} must be an integer from 1 to {most}, got {v!r}")
     g = fold_linear(graph)
     calibration, input_bound, bounds = calibrated_bounds(g, calibration, input_bound, options.headroom)
     pre, seg_ops, step_fns, post = split_segments(g.ops)
@@ -144,6 +154,12 @@ def compile_graph(graph: Graph, calibration: np.ndarray | None = None, input_bou
         plans = []
         for k, ops in enumerate(seg_ops):
             s_in = (b - 2) if not options.lazy else input_bits - math.ceil(math.log2(seg_in_bounds[k]))
+            if s_in < 1:
+                raise CompileError(
+                    f"input_bits={options.input_bits} leaves segment {k}'s inputs (up to {seg_in_bounds[k]:.3g}) a scale of "
+                    f"2^{s_in}" + (f" ({COEFF_NOISE_BITS} bits go to the noise in coefficient packing)" if packing == "coeff" else "")
+                    + ": give more input_bits"
+                )
             plans.append((s_in, plan_segment(ops, seg_bounds[k], s_in, b, options.weight_bits, [1.0] * len(ops), options.lazy)))
         top = max(p.top_limbs for _, p in plans)
         p_bits = b if any(p.needs_relin for _, p in plans) else 0

@@ -162,6 +162,8 @@ class Client:
         encrypted. The input is checked (and the query registered) before the first."""
         self.last_query_ref = None
         p = self.program
+        if np.iscomplexobj(x):  # a cast would drop the imaginary parts with only a numpy warning
+            raise ProtocolError("inputs are complex; the model takes real values")
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != len(p.input_shape) + 1 or x.shape[1:] != p.input_shape:
             raise ProtocolError(f"input has shape {x.shape}, the model takes (batch, *{p.input_shape})")
