@@ -120,7 +120,9 @@ def auto_summary(a: dict) -> str:
 
 
 def _latency(program: Program) -> list[str]:
-    out = [f"one item per query; predicted server time {program.predicted_s * 1e3:.1f} ms ({program.meta.get('cost_source', 'analytic')})"]
+    m = program.lanes
+    items = "one item per query" if m == 1 else f"{m} items per query, one per lane of the slots (the plans below are one item's, on N/{2 * m} slots)"
+    out = [f"{items}; predicted server time {program.predicted_s * 1e3:.1f} ms per query ({program.meta.get('cost_source', 'analytic')})"]
     head = f"  {'layer':<22}{'kernel':<24}{'level':>5}{'cts in→out':>12}{'rot':>6}{'ks':>5}{'pts':>6}{'ms':>9}"
     for i, seg in enumerate(program.segments):
         out.append(f"segment {i}: client encrypts {seg.n_input_cts} ciphertext(s) at level {seg.input_level}")

@@ -114,9 +114,9 @@ def compile_latency(
     depth = max(len(ops) for ops in seg_ops)
     seg_out_bounds = [bounds[pos[id(ops[-1])]] for ops in seg_ops]
     widest = max(max(_in_size(op), _out_size(op)) for ops in seg_ops for op in ops)
-    min_slots = (1 if options.log_n else min(widest, 4096)) * items
-    if min_slots > 1 << 15:
-        raise CompileError(f"{items} items per query need {min_slots} slots: more than the largest ring (N = 2^16) has")
+    # each item's share of the slots: as one item's layers wider than 4,096 values, a lane too
+    # narrow for a layer spreads it over more ciphertexts (the largest ring: 2^15 slots)
+    min_slots = min((1 if options.log_n else min(widest, 4096)) * items, 1 << 15)
     params = choose_parameters(depth, max(seg_out_bounds), options, min_slots=min_slots)
     levels = len(params["log_q"])
     costs = cost_fn(params) if cost_fn else analytic_costs(params["log_n"], levels, len(params["log_p"]))
