@@ -412,3 +412,39 @@ def test_key_switching_leaves_no_fixed_offset() -> None:
     for name, e in errors.items():
         se = e.std() / np.sqrt(e.size)
         assert abs(e.mean()) < 6 * se, f"{name}: mean {e.mean():.3f} per coefficient (standard error {se:.3f})"
+
+
+def test_what_would_wrap_around_the_modulus_is_refused(kit10: Kit) -> None:
+    """Each of these returned a result that decrypted to garbage, silently: a product whose
+    scale is not below ``Q_ℓ`` (every multiplication at level 0 of a 2^35 scale under a 50-bit
+    modulus), a constant added beyond ``Q_ℓ/2``; an encoded value of 2^61 or more decoded
+    wrapped; ``ct + ndarray`` made an object array of ciphertexts."""
+    from heinfer import EncodingError
+
+    k, ev = kit10, kit10.ev
+    x = k.vector(50)
+    low = ev.drop_level(k.encrypt(x), k.params.max_level)  # level 0
+    assert low.level == 0
+    for op in (lambda: ev.mul_relin(low, low, k.rlk), lambda: ev.square(low), lambda: ev.mul_const(low, 3.0),
+               lambda: ev.mul_plain(low, k.enc.encode(x, level=0))):
+        with pytest.raises(ScaleError, match="does not fit the modulus"):
+            op()
+    with pytest.raises(EncodingError, match="reaches Q_0/2"):
+        ev.add_const(low, 2.0**16)
+    assert_precision("add_const within Q_0", k.decrypt(ev.add_const(low, 100.0)), x + 100.0, 10.0)
+    with pytest.raises(EncodingError, match="cannot be decoded"):
+        k.enc.encode(np.full(k.params.slots, 2.0**64))
+    with pytest.raises(TypeError):
+        k.encrypt(x) + np.arange(3.0)  # type: ignore[operator]
+    with pytest.raises(TypeError):
+        np.arange(3.0) + k.encrypt(x)  # type: ignore[operator]
+
+
+def test_an_all_zero_secret_key_is_refused(kit10: Kit) -> None:
+    from heinfer import SerializationError
+
+    data = bytearray(kit10.kg.secret_key.to_bytes())
+    body = kit10.params.n // 4
+    data[-body:] = bytes(body)
+    with pytest.raises(SerializationError, match="all-zero secret key"):
+        ckks.SecretKey.from_bytes(kit10.params, bytes(data))

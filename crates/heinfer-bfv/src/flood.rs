@@ -47,7 +47,9 @@ pub const STATISTICAL_BITS: u32 = 40;
 /// Flooding bits `b` hiding an error of at most `2^noise_bits` per coefficient in a ring of
 /// degree `2^log_n` with statistical distance below `2^{−stat_bits−1}`.
 pub fn flood_bits(noise_bits: u32, log_n: u32, stat_bits: u32) -> u32 {
-    noise_bits + stat_bits + log_n
+    // saturating: a sum past u32 is refused by `rerandomize` (above `max_flood_bits`), never
+    // wrapped to a small flood
+    noise_bits.saturating_add(stat_bits).saturating_add(log_n)
 }
 
 /// Re-randomizes ciphertexts with a public key and floods their noise (server side).

@@ -129,6 +129,21 @@ impl BfvParams {
         } else {
             CkksParams::new(ckks)?
         };
+        // Δ = ⌊Q/p⌋ must exceed twice a fresh public-key encryption's noise: `e·u + e_1 + e_0·s`,
+        // whose coefficients have a deviation about σ·√(4N/3); at six deviations that asks
+        // log2 Δ ≥ log2(12σ) + ½·log2(4N/3) ≈ 5.5 + log2(N)/2. Below it even a fresh encryption
+        // decrypts wrong.
+        let log_q: f64 = rlwe.q().iter().map(|&q| (q as f64).log2()).sum();
+        let room = log_q - (t as f64).log2();
+        let need = 5.5 + lit.log_n as f64 / 2.0;
+        if room < need {
+            return Err(BfvError::InvalidParameters(format!(
+                "Q = 2^{log_q:.1} over p = 2^{:.1} leaves Δ = 2^{room:.1}: a fresh encryption's noise \
+                 needs 2^{need:.1} at N = 2^{}; add ciphertext primes or take a smaller p",
+                (t as f64).log2(),
+                lit.log_n
+            )));
+        }
         if rlwe.q().iter().chain(rlwe.p()).any(|&q| q == t) {
             return Err(BfvError::InvalidParameters(format!(
                 "the plaintext modulus {t} is one of the ciphertext primes"

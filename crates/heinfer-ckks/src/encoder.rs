@@ -184,7 +184,7 @@ impl Encoder {
                 "the values' inverse embedding overflows (a value is too large to encode)".into(),
             ));
         }
-        self.check_max(pass.max_abs, level)?;
+        self.check_max(pass.max_abs, scale, level)?;
         Ok((coeffs, pass.max_abs))
     }
 
@@ -217,20 +217,33 @@ impl Encoder {
     }
 
     /// Refuses scaled coefficients whose largest magnitude `max` reaches `Q_ℓ/2` (they would
-    /// wrap around).
-    fn check_max(&self, max: f64, level: usize) -> Result<()> {
+    /// wrap around), 2^127 (the rounding's integers), or `scale·2^61` (the decoder rebuilds a
+    /// coefficient from the limbs that hold `|m| < 2^61` at the scale: beyond, it would come
+    /// back wrapped, silently).
+    fn check_max(&self, max: f64, scale: f64, level: usize) -> Result<()> {
         let log_q: f64 = self.params.q()[..=level]
             .iter()
             .map(|&q| (q as f64).log2())
             .sum();
-        if max > 0.0 && (max.log2() + 1.0 >= log_q || max >= 1.6e38) {
-            return Err(CkksError::Encoding(format!(
-                "scaled coefficients reach 2^{:.1}, beyond Q_{level}/2 = 2^{:.1}: lower the scale or the values",
-                max.log2(),
-                log_q - 1.0
-            )));
+        if max.is_nan() || max <= 0.0 {
+            return Ok(());
         }
-        Ok(())
+        let why = if max.log2() + 1.0 >= log_q {
+            format!("beyond Q_{level}/2 = 2^{:.1}", log_q - 1.0)
+        } else if max >= 1.6e38 {
+            "beyond the 2^127 the encoder's integers hold".to_string()
+        } else if max / scale >= 2f64.powi(61) {
+            format!(
+                "{:.1} bits above the scale: values of 2^61 and more cannot be decoded",
+                (max / scale).log2()
+            )
+        } else {
+            return Ok(());
+        };
+        Err(CkksError::Encoding(format!(
+            "scaled coefficients reach 2^{:.1}, {why}: lower the scale or the values",
+            max.log2()
+        )))
     }
 
     /// Decodes a plaintext to `N/2` complex values.
@@ -263,7 +276,7 @@ impl Encoder {
         if !pass.finite {
             return Err(CkksError::Encoding(NOT_FINITE.into()));
         }
-        self.check_max(pass.max_abs, level)?;
+        self.check_max(pass.max_abs, scale, level)?;
         Ok(coeffs)
     }
 

@@ -184,7 +184,16 @@ fn wire_sizes_are_exact() {
             ciphertext_wire_bytes(p, level, 2).unwrap(),
             "level {level}"
         );
-        let three = f.ev.mul(&ct, &ct).unwrap();
+        // a product at a scale Q_ℓ holds (at level 0, 2^35 squared would not)
+        let small = f
+            .encryptor
+            .encrypt(
+                &f.enc
+                    .encode_real(&vector(p.slots(), 1), 2f64.powi(10), level)
+                    .unwrap(),
+            )
+            .unwrap();
+        let three = f.ev.mul(&small, &small).unwrap();
         assert_eq!(
             ciphertext_to_bytes(p, &three).unwrap().len(),
             ciphertext_wire_bytes(p, level, 3).unwrap()

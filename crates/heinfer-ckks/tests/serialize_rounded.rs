@@ -208,8 +208,12 @@ fn rounding_the_parts_of_a_fourth_power_stays_within_their_shares() {
     for key in 0..KEYS {
         let f = Fixture::new(presets::insecure_logn10().unwrap(), &[]);
         let n = f.params.n() as f64;
-        let x = f.encrypt(&vector(f.params.slots(), 12 + key as u64));
-        let x = f.ev.drop_to_level(&x, 2).unwrap();
+        // at a scale whose fourth power Q_2 holds (the evaluator refuses a larger product)
+        let pt = f
+            .enc
+            .encode_real(&vector(f.params.slots(), 12 + key as u64), 2f64.powi(20), 2)
+            .unwrap();
+        let x = f.encryptor.encrypt(&pt).unwrap();
         let ct = f.ev.square(&f.ev.square(&x).unwrap()).unwrap();
         assert_eq!(ct.size(), 5);
         let mut w2 = 1.0;

@@ -124,8 +124,9 @@ class Evaluator:
         return self._ct(self._raw.add(_raw(a, Ciphertext, "a"), _raw(b, Ciphertext, "b")))
 
     def add_assign(self, a: Ciphertext, b: Ciphertext) -> None:
-        """``a ← a + b``."""
-        self._raw.add_assign(_raw(a, Ciphertext, "a"), _raw(b, Ciphertext, "b"))
+        """``a ← a + b`` (``b`` may be ``a`` itself)."""
+        rb = _raw(b, Ciphertext, "b")
+        self._raw.add_assign(_raw(a, Ciphertext, "a"), rb.clone() if b is a else rb)
 
     def sub(self, a: Ciphertext, b: Ciphertext) -> Ciphertext:
         """``a − b``."""

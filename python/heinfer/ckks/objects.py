@@ -67,6 +67,9 @@ class _Object:
     __slots__ = ("_raw", "_params")
     _raw: Any
     _params: CkksParameters
+    #: numpy defers to the operators: ``ct + ndarray`` would otherwise be an object array of
+    #: ciphertexts, one homomorphic addition of a scalar per element, silently.
+    __array_ufunc__ = None
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         raise TypeError(

@@ -239,3 +239,23 @@ def test_plain_primes_batch_in_every_ring_up_to_the_one_asked() -> None:
     for bad in (11, 41):
         with pytest.raises(ParameterError, match="bits"):
             bfv.plain_primes(15, bad)
+
+
+def test_parameters_without_room_for_fresh_noise_are_refused() -> None:
+    """Q = 2^50 over a 40-bit p leaves Δ = 2^10: accepted, and every fresh encryption decrypted
+    wrong. A flood size past 32 bits saturates (refused by the re-randomizer) instead of
+    wrapping to a small flood."""
+    p40 = bfv.plain_primes(12, 40)[0]
+    with pytest.raises(ParameterError, match="a fresh encryption.s noise"):
+        bfv.BfvParameters(12, [50], [50], p40)
+    assert bfv.flood_bits(2**32 - 1, 1, 0) == 2**32 - 1
+    assert bfv.flood_bits(2**31, 10, 2**31) == 2**32 - 1
+
+
+def test_add_assign_of_a_ciphertext_to_itself(ctx) -> None:
+    """``add_assign(c, c)`` raised a bare "Already mutably borrowed"; now 2·c, as in CKKS."""
+    p, n = ctx["params"].plain_modulus, ctx["params"].n
+    x = _rand(n, p, 4)
+    ct = ctx["encrypt"](ctx["enc"].encode(x))
+    ctx["ev"].add_assign(ct, ct)
+    np.testing.assert_array_equal(ctx["dec"].decrypt(ct), (2 * x) % p)

@@ -205,7 +205,7 @@ impl Evaluator {
     pub fn mul_plain(&self, ct: &Ciphertext, pt: &Plaintext) -> Result<Ciphertext> {
         self.plain_prologue("mul_plain", ct, pt)?;
         let scale = ct.scale * pt.scale;
-        check_scale(scale)?;
+        self.check_product_scale(scale, ct.level)?;
         let inner = self.params.inner();
         let parts = self.map_parts(ct, |j, i, out| {
             vecops::mul_to_uninit(out, ct.parts[j].limb(i), pt.poly.limb(i), &inner.barrett[i])
@@ -223,7 +223,7 @@ impl Evaluator {
     pub fn mul_plain_assign(&self, ct: &mut Ciphertext, pt: &Plaintext) -> Result<()> {
         self.plain_prologue("mul_plain", ct, pt)?;
         let scale = ct.scale * pt.scale;
-        check_scale(scale)?;
+        self.check_product_scale(scale, ct.level)?;
         let n = self.params.n();
         let inner = self.params.inner();
         for p in ct.parts_mut() {
@@ -245,7 +245,7 @@ impl Evaluator {
         check_scale(const_scale)?;
         let v = scaled_constant(c, const_scale)?;
         let scale = ct.scale * const_scale;
-        check_scale(scale)?;
+        self.check_product_scale(scale, ct.level)?;
         let inner = self.params.inner();
         let parts = self.map_parts(ct, |j, i, out| {
             let m = &inner.moduli[i];
@@ -267,7 +267,7 @@ impl Evaluator {
         check_scale(const_scale)?;
         let v = scaled_constant(c, const_scale)?;
         let scale = ct.scale * const_scale;
-        check_scale(scale)?;
+        self.check_product_scale(scale, ct.level)?;
         let n = self.params.n();
         let inner = self.params.inner();
         for p in ct.parts_mut() {
@@ -296,7 +296,7 @@ impl Evaluator {
             scaled_constant(im, const_scale)?,
         );
         let scale = ct.scale * const_scale;
-        check_scale(scale)?;
+        self.check_product_scale(scale, ct.level)?;
         let n = self.params.n();
         let inner = self.params.inner();
         let mut r = ct.clone();
@@ -336,8 +336,8 @@ impl Evaluator {
     pub fn add_const_complex_assign(&self, ct: &mut Ciphertext, re: f64, im: f64) -> Result<()> {
         self.check_ct(ct)?;
         let (u, v) = (
-            scaled_constant(re, ct.scale)?,
-            scaled_constant(im, ct.scale)?,
+            self.added_constant(re, ct.scale, ct.level)?,
+            self.added_constant(im, ct.scale, ct.level)?,
         );
         let n = self.params.n();
         let inner = self.params.inner();

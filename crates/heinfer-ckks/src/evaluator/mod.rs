@@ -45,6 +45,41 @@ impl Evaluator {
         ct.check(&self.params)
     }
 
+    /// A product's scale: [`check_scale`], and below `Q_ℓ` (SEAL's rule: at or above it even
+    /// a value of 1 wraps around the modulus and decrypts to garbage, silently).
+    fn check_product_scale(&self, scale: f64, level: usize) -> Result<()> {
+        crate::ciphertext::check_scale(scale)?;
+        let log_q: f64 = self.params.q()[..=level]
+            .iter()
+            .map(|&q| (q as f64).log2())
+            .sum();
+        if scale.log2() >= log_q {
+            return Err(CkksError::InvalidScale(format!(
+                "a product at scale 2^{:.1} does not fit the modulus Q_{level} = 2^{log_q:.1}: rescale first",
+                scale.log2()
+            )));
+        }
+        Ok(())
+    }
+
+    /// `round(c·scale)` for a constant added at `level`: below `Q_ℓ/2`, as the encoder
+    /// requires of an encoded one (beyond, it wrapped around the modulus and vanished).
+    fn added_constant(&self, c: f64, scale: f64, level: usize) -> Result<i128> {
+        let v = scaled_constant(c, scale)?;
+        let log_q: f64 = self.params.q()[..=level]
+            .iter()
+            .map(|&q| (q as f64).log2())
+            .sum();
+        if v != 0 && (v.unsigned_abs() as f64).log2() + 1.0 >= log_q {
+            return Err(CkksError::Encoding(format!(
+                "constant {c} at scale 2^{:.1} reaches Q_{level}/2 = 2^{:.1}",
+                scale.log2(),
+                log_q - 1.0
+            )));
+        }
+        Ok(v)
+    }
+
     fn check_pt(&self, pt: &Plaintext) -> Result<()> {
         self.params.check_id(pt.params_id)
     }

@@ -4,7 +4,7 @@
 //! relinearization key-switches the `s²` part back to `s`.
 
 use super::{same_level, Evaluator};
-use crate::ciphertext::{check_scale, Ciphertext, MAX_PARTS};
+use crate::ciphertext::{Ciphertext, MAX_PARTS};
 use crate::error::{CkksError, Result};
 use crate::keys::RelinKey;
 use crate::poly::RnsPoly;
@@ -43,7 +43,7 @@ impl Evaluator {
             return Ok(());
         }
         let scale = a.scale * a.scale;
-        check_scale(scale)?;
+        self.check_product_scale(scale, a.level)?;
         let n = self.params.n();
         let inner = self.params.inner();
         let limbs = a.level + 1;
@@ -79,7 +79,7 @@ impl Evaluator {
     /// ciphertext, one product per pair ([`vecops::square_term`]).
     fn tensor(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
         let scale = a.scale * b.scale;
-        check_scale(scale)?;
+        self.check_product_scale(scale, a.level)?;
         let same = std::ptr::eq(a, b);
         let n = self.params.n();
         let inner = self.params.inner();

@@ -62,6 +62,10 @@ pub fn secret_key_from_bytes(
         }
     }
     r.finish()?;
+    if coeffs.iter().all(|&c| c == 0) {
+        // s = 0 makes every encryption transparent: no key generator draws it
+        return Err(r.err("an all-zero secret key"));
+    }
     Ok(
         KeyGenerator::from_ternary_coeffs(params, std::mem::take(&mut *coeffs))
             .secret_key()
