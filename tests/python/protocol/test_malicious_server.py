@@ -140,7 +140,10 @@ def test_wrong_size_is_refused(parties) -> None:
     """Defense: ciphertext sizes come from the public program (a size-3 product refused)."""
     client, server, session = parties
     step = _first_step(client, server, session)
-    forged = _batch(client.params, step)
+    cts = _batch(client.params, step).to_list()
+    for c in cts:  # a server forges what it likes: here a scale whose square the level holds
+        c.set_scale(2.0**10)
+    forged = _native.CiphertextBatch.from_list(cts)
     _native.batch_square(forged)
     with pytest.raises((heinfer.ProtocolError, heinfer.SerializationError), match="size|exceed the limit"):
         client.reply_message(_forge(step, ciphertexts=forged.to_bytes()))
