@@ -221,10 +221,7 @@ impl Encoder {
     /// coefficient from the limbs that hold `|m| < 2^61` at the scale: beyond, it would come
     /// back wrapped, silently).
     fn check_max(&self, max: f64, scale: f64, level: usize) -> Result<()> {
-        let log_q: f64 = self.params.q()[..=level]
-            .iter()
-            .map(|&q| (q as f64).log2())
-            .sum();
+        let log_q = self.params.log_q_at(level);
         if max.is_nan() || max <= 0.0 {
             return Ok(());
         }

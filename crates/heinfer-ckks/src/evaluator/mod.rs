@@ -49,10 +49,7 @@ impl Evaluator {
     /// a value of 1 wraps around the modulus and decrypts to garbage, silently).
     fn check_product_scale(&self, scale: f64, level: usize) -> Result<()> {
         crate::ciphertext::check_scale(scale)?;
-        let log_q: f64 = self.params.q()[..=level]
-            .iter()
-            .map(|&q| (q as f64).log2())
-            .sum();
+        let log_q = self.params.log_q_at(level);
         if scale.log2() >= log_q {
             return Err(CkksError::InvalidScale(format!(
                 "a product at scale 2^{:.1} does not fit the modulus Q_{level} = 2^{log_q:.1}: rescale first",
@@ -66,10 +63,7 @@ impl Evaluator {
     /// requires of an encoded one (beyond, it wrapped around the modulus and vanished).
     fn added_constant(&self, c: f64, scale: f64, level: usize) -> Result<i128> {
         let v = scaled_constant(c, scale)?;
-        let log_q: f64 = self.params.q()[..=level]
-            .iter()
-            .map(|&q| (q as f64).log2())
-            .sum();
+        let log_q = self.params.log_q_at(level);
         if v != 0 && (v.unsigned_abs() as f64).log2() + 1.0 >= log_q {
             return Err(CkksError::Encoding(format!(
                 "constant {c} at scale 2^{:.1} reaches Q_{level}/2 = 2^{:.1}",

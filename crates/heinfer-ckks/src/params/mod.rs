@@ -285,6 +285,11 @@ impl CkksParams {
     pub fn beta_at(&self, level: usize) -> usize {
         (level + 1).div_ceil(self.inner.alpha)
     }
+    /// `log2(Q_ℓ) = Σ_{i ≤ ℓ} log2 q_i`: what a value at level `ℓ` must stay below (halved,
+    /// centered) — the encoder's, a product's and an added constant's bound.
+    pub fn log_q_at(&self, level: usize) -> f64 {
+        self.q()[..=level].iter().map(|&q| (q as f64).log2()).sum()
+    }
     /// Exact `log2(Q_L·P)`.
     pub fn log_qp(&self) -> f64 {
         self.inner.log_qp
